@@ -1,0 +1,14 @@
+/*
+ * ldasync/ldasync.h: the whole public ldasync API.
+ *
+ * Include this one header; build with `pkg-config --cflags --libs ldasync`.
+ */
+#ifndef LDASYNC_LDASYNC_H
+#define LDASYNC_LDASYNC_H
+
+#include <ldasync/common.h>
+#include <ldasync/error.h>
+#include <ldasync/future.h>
+#include <ldasync/version.h>
+
+#endif /* LDASYNC_LDASYNC_H */

@@ -1,0 +1,23 @@
+/*
+ * check_main.c: runs every suite and prints Check's summary line.
+ *
+ * Check's environment variables apply: CK_RUN_SUITE / CK_RUN_CASE select what runs,
+ * CK_VERBOSITY=verbose lists each test (default: normal), CK_FORK=no runs the tests
+ * in this process (for gdb and valgrind), CK_TIMEOUT_MULTIPLIER scales timeouts.
+ */
+#include <stdlib.h>
+
+#include "check_suites.h"
+
+int main(void)
+{
+    SRunner *runner = srunner_create(ld_suite_error());
+    srunner_add_suite(runner, ld_suite_version());
+    srunner_add_suite(runner, ld_suite_future());
+    srunner_add_suite(runner, ld_suite_future_thread());
+
+    srunner_run_all(runner, CK_ENV);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,12 @@
+/* check_suites.h: the Check suites that tests/check_main.c runs, one per module. */
+#ifndef LDASYNC_TESTS_CHECK_SUITES_H
+#define LDASYNC_TESTS_CHECK_SUITES_H
+
+#include <check.h>
+
+Suite *ld_suite_error(void);         /* check_error.c */
+Suite *ld_suite_version(void);       /* check_version.c */
+Suite *ld_suite_future(void);        /* check_future.c */
+Suite *ld_suite_future_thread(void); /* check_future_thread.c */
+
+#endif /* LDASYNC_TESTS_CHECK_SUITES_H */
