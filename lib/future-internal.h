@@ -1,0 +1,86 @@
+/*
+ * ldasync: internal layout of futures and of the per-base dispatcher.
+ * Never installed.
+ */
+#ifndef LDASYNC_FUTURE_INTERNAL_H
+#define LDASYNC_FUTURE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <ldasync/future.h>
+
+struct event;
+
+/*
+ * A callback waiting on a future, or queued on a loop. The first callback of
+ * a future lives inside the future (ld_future.n0); the others, cancel handlers
+ * and combinator actions are ld__xnode. The low bit of `link` says which of
+ * the two this node is (1: an ld__xnode); the rest is the next node.
+ */
+struct ld__node {
+    ld_future_cb fn; /* NULL: the embedded node is free */
+    void *arg;
+    uintptr_t link;
+};
+
+struct ld__xnode {
+    struct ld__node n;
+    ld_future *future;      /* the future passed to fn */
+    struct ld__xnode *tail; /* first extra callback of a future: the last one */
+    unsigned flags;         /* LD__XN_* */
+};
+
+#define LD__XN_HEAP 1u /* free() after it ran */
+
+/*
+ * One per event_base address, created on first use and kept for the life of
+ * the process (see the comment above loop_for() in future.c for why).
+ */
+struct ld__loop {
+    struct event_base *base;
+    struct event *ev_run;              /* made active to run the queue in this pass */
+    struct event *ev_yield;            /* a zero timeout: run the rest after a poll */
+    atomic_int scheduled;              /* 1 while ev_run/ev_yield is armed or draining */
+    _Atomic(struct ld__node *) remote; /* nodes pushed from outside a drain, newest first */
+    struct ld__node *head;             /* FIFO being drained; only the draining thread */
+    struct ld__node *tail;
+    struct ld__loop *next; /* registry */
+};
+
+/*
+ * The future: 64 bytes, a cache line. `a`, `b` and `c` hold, depending on
+ * the state and kind:
+ *   fulfilled: a = value, b = free_fn (ptr) or owner future (borrowed ptr)
+ *   rejected:  a = code, b = message
+ *   pending plain: a = cancel handler node
+ *   pending then/catch: a = fn, b = arg, c = upstream future
+ *   pending forward: c = upstream future
+ *   all, race, timeout (any state): c = combinator state
+ */
+union ld__slot {
+    uintptr_t u;
+    int64_t i;
+    void *p;
+    json_t *j;
+    char *msg;
+    const char *cmsg;
+    ld_then_fn then;
+    ld_free_fn free;
+    ld_future *f;
+    struct ld__xnode *x;
+};
+
+struct ld_future {
+    struct ld__loop *loop;
+    atomic_uint refs;
+    atomic_ushort word; /* W_* bits in future.c: lock, state, adopting */
+    uint8_t vtype;      /* V_*; written before the state is published */
+    uint8_t kind;       /* K_*; under the lock */
+    struct ld__node n0;
+    union ld__slot a;
+    union ld__slot b;
+    void *c;
+};
+
+#endif /* LDASYNC_FUTURE_INTERNAL_H */

@@ -1,0 +1,1462 @@
+/*
+ * ldasync: futures completed on a libevent event_base.
+ *
+ * Dispatch design (measured with bench/ldasync-bench on the 2-core CI kind of
+ * machine; see README for the figures):
+ *
+ *  - One dispatcher (struct ld__loop) per base: two events of its own and an
+ *    intrusive FIFO of callback nodes. Completing a future splices its
+ *    callback nodes onto the FIFO; one event_active() wakes the loop for a
+ *    whole batch. Considered and rejected: an event embedded in each future
+ *    (~30 ns and 192 bytes per future) and event_base_once() per callback
+ *    (one allocation, ~155 ns per callback).
+ *  - The first callback of a future is embedded in it, so a round trip
+ *    (new, complete, one callback) allocates only the future, and futures come
+ *    from a per-thread free list carved from 64-future slabs (64 bytes each,
+ *    no malloc header). malloc per future roughly doubled the round trip.
+ *  - Inside a drain, on the draining thread, the FIFO is appended to with
+ *    plain stores; from anywhere else (other threads, other callbacks of the
+ *    loop, before the loop runs) nodes go onto a lock-free stack that the
+ *    drain takes in one exchange. A local append first moves what is on that
+ *    stack, so FIFO holds across threads.
+ *  - Each future has a one-bit spinlock for completion against registration.
+ *    A future whose only reference is the caller's cannot be touched by
+ *    anyone else, so then the lock is skipped: in the sequential pattern of
+ *    event-driven code no atomic read-modify-write happens at all.
+ *  - A drain pass runs at most LD_DRAIN_BUDGET callbacks; the rest run after
+ *    the loop has polled (a zero timeout, which libevent fires after the
+ *    poll), so futures never starve I/O.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/error.h>
+#include <ldasync/future.h>
+
+#include "future-internal.h"
+
+_Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
+
+#define LD_DRAIN_BUDGET 1024    /* callbacks per loop pass before polling */
+#define LD_CYCLE_WALK_MAX 65536 /* forward's cycle check gives up after this */
+#define LD_POOL_SLAB 64         /* futures per slab */
+#define LD_POOL_KEEP 4096       /* per-thread free futures before giving back */
+
+#if defined(__GNUC__)
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TLS _Thread_local
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LD_POOL_DEFAULT 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LD_POOL_DEFAULT 0
+#endif
+#endif
+#ifndef LD_POOL_DEFAULT
+#define LD_POOL_DEFAULT 1
+#endif
+
+/* word bits */
+#define W_LOCK 0x1u
+#define W_FULFILLED 0x2u
+#define W_REJECTED 0x4u
+#define W_DONE (W_FULFILLED | W_REJECTED)
+#define W_ADOPTING 0x8u /* pending, but its outcome comes from other futures */
+#define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
+
+/* value types */
+enum { V_NONE, V_BOOL, V_INT, V_JSON, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC };
+
+/* kinds */
+enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE };
+
+#define IS_COMB(k) ((k) == K_TIMEOUT || (k) == K_ALL || (k) == K_RACE)
+
+/* ------------------------------------------------------------------------- */
+/* Threads                                                                   */
+
+/*
+ * Futures may cross threads only when libevent threading is on (the base then
+ * has a lock and can be woken from another thread). A future made while it is
+ * off is used by one thread only, so its reference count, lock bit and queue
+ * need no atomic read-modify-write: about 3 of them (~6-8 ns each here) per
+ * then link and round trip otherwise. Threading, once on, stays on.
+ * libevent 2.1 has no public query for it; evthread_get_lock_callbacks() is
+ * exported by libevent_core (2.1 and 2.2) and configure checks for it.
+ * Without it every future is treated as shared.
+ */
+#ifdef HAVE_EVTHREAD_GET_LOCK_CALLBACKS
+#include <event2/thread.h>
+struct evthread_lock_callbacks *evthread_get_lock_callbacks(void);
+#endif
+
+static atomic_int g_threads;
+#ifdef HAVE_EVTHREAD_GET_LOCK_CALLBACKS
+/* libevent's lock table: a static struct, so its address is stable. */
+static const struct evthread_lock_callbacks *_Atomic g_lock_fns;
+#endif
+
+static inline unsigned shared_bit(void)
+{
+    if (LIKELY(atomic_load_explicit(&g_threads, memory_order_relaxed)))
+        return W_SHARED;
+#ifdef HAVE_EVTHREAD_GET_LOCK_CALLBACKS
+    const struct evthread_lock_callbacks *cb =
+        atomic_load_explicit(&g_lock_fns, memory_order_relaxed);
+    if (UNLIKELY(!cb)) {
+        cb = evthread_get_lock_callbacks();
+        atomic_store_explicit(&g_lock_fns, cb, memory_order_relaxed);
+    }
+    if (!cb || !cb->alloc)
+        return 0;
+#endif
+    atomic_store_explicit(&g_threads, 1, memory_order_relaxed);
+    return W_SHARED;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Nodes                                                                     */
+
+static inline struct ld__node *node_next(const struct ld__node *n)
+{
+    return (struct ld__node *)(n->link & ~(uintptr_t)1);
+}
+
+static inline void node_set_next(struct ld__node *n, struct ld__node *next)
+{
+    n->link = (uintptr_t)next | (n->link & 1);
+}
+
+static inline int node_is_x(const struct ld__node *n)
+{
+    return (int)(n->link & 1);
+}
+
+static inline ld_future *node_future(struct ld__node *n)
+{
+    if (node_is_x(n))
+        return ((struct ld__xnode *)n)->future;
+    return (ld_future *)(void *)((char *)n - offsetof(struct ld_future, n0));
+}
+
+static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
+{
+    struct ld__xnode *x = malloc(sizeof(*x));
+    if (!x)
+        return NULL;
+    x->n.fn = fn;
+    x->n.arg = arg;
+    x->n.link = 1;
+    x->future = f;
+    x->tail = x;
+    x->flags = LD__XN_HEAP;
+    return x;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Future memory: per-thread free lists over 64-future slabs                 */
+
+struct pool {
+    ld_future *free;
+    size_t n;
+    int registered;
+};
+
+static TLS struct pool tl_pool;
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static ld_future *g_pool_free;
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_pool_key;
+static atomic_int g_pool_on = -1; /* -1 until pool_init_once ran */
+
+static inline ld_future *pool_link(ld_future *f)
+{
+    return *(ld_future **)f;
+}
+
+static inline void pool_set_link(ld_future *f, ld_future *next)
+{
+    *(ld_future **)f = next;
+}
+
+/* Thread exit: hand the thread's free futures to everyone. */
+static void pool_thread_exit(void *arg)
+{
+    struct pool *p = arg;
+    ld_future *f = p->free;
+    if (!f)
+        return;
+    ld_future *last = f;
+    while (pool_link(last))
+        last = pool_link(last);
+    pthread_mutex_lock(&g_pool_mu);
+    pool_set_link(last, g_pool_free);
+    g_pool_free = p->free;
+    pthread_mutex_unlock(&g_pool_mu);
+    p->free = NULL;
+    p->n = 0;
+}
+
+static void pool_init_once(void)
+{
+    const char *env = getenv("LDASYNC_NO_POOL");
+    pthread_key_create(&g_pool_key, pool_thread_exit);
+    atomic_store(&g_pool_on, LD_POOL_DEFAULT && !(env && *env && strcmp(env, "0") != 0));
+}
+
+static inline int pool_enabled(void)
+{
+    int on = atomic_load_explicit(&g_pool_on, memory_order_relaxed);
+    if (UNLIKELY(on < 0)) {
+        pthread_once(&g_pool_once, pool_init_once);
+        on = atomic_load(&g_pool_on);
+    }
+    return on;
+}
+
+static void pool_register(struct pool *p)
+{
+    p->registered = 1;
+    pthread_setspecific(g_pool_key, p);
+}
+
+static ld_future *pool_refill(struct pool *p)
+{
+    if (!p->registered)
+        pool_register(p);
+    pthread_mutex_lock(&g_pool_mu);
+    ld_future *got = g_pool_free;
+    size_t n = 0;
+    if (got) {
+        ld_future *last = got;
+        while (++n < LD_POOL_KEEP / 2 && pool_link(last))
+            last = pool_link(last);
+        g_pool_free = pool_link(last);
+        pool_set_link(last, NULL);
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+    if (!got) {
+        /* Slabs are never returned to malloc: a server's peak number of
+         * futures stays available for reuse (see README, memory). */
+        ld_future *slab = malloc(LD_POOL_SLAB * sizeof(ld_future));
+        if (!slab)
+            return NULL;
+        for (size_t i = 1; i < LD_POOL_SLAB; i++)
+            pool_set_link(&slab[i], i + 1 < LD_POOL_SLAB ? &slab[i + 1] : NULL);
+        p->free = &slab[1];
+        p->n = LD_POOL_SLAB - 1;
+        return &slab[0];
+    }
+    p->free = pool_link(got);
+    p->n = n - 1;
+    return got;
+}
+
+static inline ld_future *future_mem(void)
+{
+    if (!pool_enabled())
+        return malloc(sizeof(ld_future));
+    struct pool *p = &tl_pool;
+    ld_future *f = p->free;
+    if (LIKELY(f != NULL)) {
+        p->free = pool_link(f);
+        p->n--;
+        return f;
+    }
+    return pool_refill(p);
+}
+
+static void pool_give_back(struct pool *p)
+{
+    ld_future *first = p->free, *last = first;
+    for (size_t i = 1; i < LD_POOL_KEEP / 2; i++)
+        last = pool_link(last);
+    p->free = pool_link(last);
+    p->n -= LD_POOL_KEEP / 2;
+    pthread_mutex_lock(&g_pool_mu);
+    pool_set_link(last, g_pool_free);
+    g_pool_free = first;
+    pthread_mutex_unlock(&g_pool_mu);
+}
+
+static inline void future_mem_free(ld_future *f)
+{
+    if (!atomic_load_explicit(&g_pool_on, memory_order_relaxed)) {
+        free(f);
+        return;
+    }
+    struct pool *p = &tl_pool;
+    if (UNLIKELY(!p->registered))
+        pool_register(p);
+    pool_set_link(f, p->free);
+    p->free = f;
+    if (UNLIKELY(++p->n > LD_POOL_KEEP))
+        pool_give_back(p);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Dispatchers                                                               */
+
+/*
+ * Why a dispatcher lives as long as the process: libevent 2.1 offers no hook
+ * that runs when a base is freed, and counting live futures per base to free
+ * it with the last one costs two atomic operations per future (~12 ns here,
+ * more than half the round-trip budget). So a dispatcher is created for each
+ * base address on first use and kept; its events are plain memory that
+ * libevent only references while they are active or added, which is never
+ * the case once the user has released a base's futures and freed the base.
+ * A new base at the same address reuses the dispatcher. The cost is one small
+ * struct per distinct base address, reachable until exit.
+ */
+static pthread_mutex_t g_loop_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ld__loop *g_loops;
+static TLS struct event_base *tl_cache_base;
+static TLS struct ld__loop *tl_cache_loop;
+static TLS struct ld__loop *tl_drain; /* the loop draining on this thread */
+
+static void drain_cb(evutil_socket_t fd, short what, void *arg);
+
+static struct event *loop_event(struct event_base *base, struct ld__loop *l)
+{
+    struct event *ev = calloc(1, event_get_struct_event_size());
+    if (!ev)
+        return NULL;
+    if (event_assign(ev, base, -1, 0, drain_cb, l) != 0) {
+        free(ev);
+        return NULL;
+    }
+    /* Priority 0 is valid on every base, also one created later at this
+     * address with fewer priorities; callbacks are continuations of events
+     * that already ran, so running them first keeps latency low. */
+    event_priority_set(ev, 0);
+    return ev;
+}
+
+static struct ld__loop *loop_create(struct event_base *base)
+{
+    struct ld__loop *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->base = base;
+    l->ev_run = loop_event(base, l);
+    l->ev_yield = loop_event(base, l);
+    if (!l->ev_run || !l->ev_yield) {
+        free(l->ev_run);
+        free(l->ev_yield);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static struct ld__loop *loop_for(struct event_base *base)
+{
+    if (LIKELY(tl_cache_base == base))
+        return tl_cache_loop;
+    pthread_mutex_lock(&g_loop_mu);
+    struct ld__loop *l = g_loops;
+    while (l && l->base != base)
+        l = l->next;
+    if (!l) {
+        l = loop_create(base);
+        if (l) {
+            l->next = g_loops;
+            g_loops = l;
+        }
+    }
+    pthread_mutex_unlock(&g_loop_mu);
+    if (l) {
+        tl_cache_base = base;
+        tl_cache_loop = l;
+    }
+    return l;
+}
+
+/* Moves the nodes pushed from outside the drain to the end of the FIFO. */
+static int take_remote(struct ld__loop *l)
+{
+    struct ld__node *n = atomic_exchange_explicit(&l->remote, NULL, memory_order_acquire);
+    if (!n)
+        return 0;
+    struct ld__node *rev = NULL, *last = n;
+    while (n) {
+        struct ld__node *next = node_next(n);
+        node_set_next(n, rev);
+        rev = n;
+        n = next;
+    }
+    if (l->tail)
+        node_set_next(l->tail, rev);
+    else
+        l->head = rev;
+    l->tail = last;
+    return 1;
+}
+
+static void run_node(struct ld__node *n)
+{
+    ld_future_cb fn = n->fn;
+    void *arg = n->arg;
+    ld_future *f;
+    if (node_is_x(n)) {
+        struct ld__xnode *x = (struct ld__xnode *)n;
+        f = x->future;
+        if (x->flags & LD__XN_HEAP)
+            free(x);
+    } else {
+        f = node_future(n);
+        n->fn = NULL; /* the embedded node is free for a later callback */
+        n->link = 0;
+    }
+    fn(f, arg);
+    ld_future_unref(f);
+}
+
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct ld__loop *l = arg;
+    struct ld__loop *outer = tl_drain;
+    (void)fd;
+    (void)what;
+    tl_drain = l;
+    for (unsigned budget = LD_DRAIN_BUDGET; budget > 0; budget--) {
+        struct ld__node *n = l->head;
+        if (!n) {
+            if (!take_remote(l))
+                break;
+            n = l->head;
+        }
+        l->head = node_next(n);
+        if (!l->head)
+            l->tail = NULL;
+        run_node(n);
+    }
+    tl_drain = outer;
+    if (l->head || atomic_load(&l->remote)) {
+        static const struct timeval now = {0, 0};
+        event_add(l->ev_yield, &now);
+        return;
+    }
+    atomic_store(&l->scheduled, 0);
+    /* A push that saw scheduled == 1 just before the store above relies on
+     * this second look. */
+    if (atomic_load(&l->remote) && !atomic_exchange(&l->scheduled, 1))
+        event_active(l->ev_run, 0, 0);
+}
+
+/* Queues the chain first..last (linked by node_next) behind everything that
+ * became ready before it. `shared`: the future may be used by other threads,
+ * so this may not be the loop thread. */
+static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last,
+                    unsigned shared)
+{
+    if (tl_drain == l || !shared) {
+        if (atomic_load_explicit(&l->remote, memory_order_relaxed))
+            take_remote(l);
+        node_set_next(last, NULL);
+        if (l->tail)
+            node_set_next(l->tail, first);
+        else
+            l->head = first;
+        l->tail = last;
+        if (tl_drain != l && !atomic_load_explicit(&l->scheduled, memory_order_relaxed)) {
+            atomic_store_explicit(&l->scheduled, 1, memory_order_relaxed);
+            event_active(l->ev_run, 0, 0);
+        }
+        return;
+    }
+    /* The stack holds nodes newest first: push the chain reversed. */
+    struct ld__node *rev = NULL, *n = first;
+    for (;;) {
+        struct ld__node *next = n == last ? NULL : node_next(n);
+        node_set_next(n, rev);
+        rev = n;
+        if (!next)
+            break;
+        n = next;
+    }
+    struct ld__node *old = atomic_load_explicit(&l->remote, memory_order_relaxed);
+    do
+        node_set_next(first, old);
+    while (!atomic_compare_exchange_weak(&l->remote, &old, last));
+    if (!atomic_load(&l->scheduled) && !atomic_exchange(&l->scheduled, 1))
+        event_active(l->ev_run, 0, 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Locking a future                                                          */
+
+/* Locks f, or only reads its word when no other thread can touch it: f is
+ * not shared, or the caller holds its one reference. Returns the word
+ * without W_LOCK. */
+static inline unsigned f_lock(ld_future *f)
+{
+    unsigned short w = atomic_load_explicit(&f->word, memory_order_relaxed);
+    if (!(w & W_SHARED) || atomic_load_explicit(&f->refs, memory_order_acquire) == 1)
+        return w;
+    for (;;) {
+        if (!(w & W_LOCK)) {
+            if (atomic_compare_exchange_weak_explicit(&f->word, &w, (unsigned short)(w | W_LOCK),
+                                                      memory_order_acquire, memory_order_relaxed))
+                return w;
+        } else {
+            sched_yield();
+            w = atomic_load_explicit(&f->word, memory_order_relaxed);
+        }
+    }
+}
+
+static inline void f_unlock(ld_future *f, unsigned w)
+{
+    atomic_store_explicit(&f->word, (unsigned short)(w & ~W_LOCK), memory_order_release);
+}
+
+static inline unsigned f_state(const ld_future *f)
+{
+    return atomic_load_explicit(&((ld_future *)f)->word, memory_order_acquire) & W_DONE;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Creating and releasing                                                    */
+
+static ld_future *future_create(struct ld__loop *l, unsigned kind, unsigned word)
+{
+    ld_future *f = future_mem();
+    if (!f)
+        return NULL;
+    f->loop = l;
+    atomic_init(&f->refs, 1);
+    atomic_init(&f->word, (unsigned short)(word | shared_bit()));
+    f->vtype = V_NONE;
+    f->kind = (uint8_t)kind;
+    f->n0.fn = NULL;
+    f->n0.arg = NULL;
+    f->n0.link = 0;
+    f->a.u = 0;
+    f->b.u = 0;
+    f->c = NULL;
+    return f;
+}
+
+ld_future *ld_future_new(struct event_base *base)
+{
+    if (!base)
+        return NULL;
+    struct ld__loop *l = loop_for(base);
+    return l ? future_create(l, K_PLAIN, 0) : NULL;
+}
+
+static inline int f_shared(const ld_future *f)
+{
+    return atomic_load_explicit(&((ld_future *)f)->word, memory_order_relaxed) & W_SHARED;
+}
+
+ld_future *ld_future_ref(ld_future *f)
+{
+    if (!f)
+        return NULL;
+    if (f_shared(f))
+        atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+    else
+        atomic_store_explicit(&f->refs, atomic_load_explicit(&f->refs, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    return f;
+}
+
+static void comb_release(void *state);
+static int held_only_by_links(ld_future *f, unsigned links);
+
+static void future_destroy(ld_future *f)
+{
+    unsigned w = atomic_load_explicit(&f->word, memory_order_acquire);
+    if (w & W_DONE) {
+        switch (f->vtype) {
+        case V_JSON:
+            json_decref(f->a.j);
+            break;
+        case V_PTR:
+            if (f->b.free)
+                f->b.free(f->a.p);
+            break;
+        case V_PTRREF:
+            ld_future_unref(f->b.f);
+            break;
+        case V_ERR:
+            free(f->b.msg);
+            break;
+        default:
+            break;
+        }
+    } else if ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x) {
+        free(f->a.x); /* a cancel handler that will never run */
+    }
+    if (IS_COMB(f->kind) && f->c)
+        comb_release(f->c);
+    future_mem_free(f);
+}
+
+void ld_future_unref(ld_future *f)
+{
+    if (!f)
+        return;
+    unsigned n = atomic_load_explicit(&f->refs, memory_order_acquire);
+    if (n == 1) {
+        future_destroy(f);
+    } else if (!f_shared(f)) {
+        atomic_store_explicit(&f->refs, n - 1, memory_order_relaxed);
+    } else if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
+        future_destroy(f);
+    }
+}
+
+struct event_base *ld_future_base(const ld_future *f)
+{
+    return f ? f->loop->base : NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Completing                                                                */
+
+struct settle_req {
+    unsigned state; /* W_FULFILLED or W_REJECTED */
+    unsigned vtype;
+    union ld__slot a, b;
+    int adopting_ok;     /* may complete a future that is adopting */
+    int cancel;          /* run the cancel handler / combinator action */
+    ld_future *upstream; /* out: referenced input to consider cancelling */
+};
+
+static void comb_queue_action(ld_future *f, struct ld__node **first, struct ld__node **last);
+
+/* The one place a future becomes complete. Returns 0 or LD_EALREADY; the
+ * value in the request is the caller's to free on LD_EALREADY. */
+static int settle(ld_future *f, struct settle_req *r)
+{
+    unsigned w = f_lock(f);
+    if ((w & W_DONE) || ((w & W_ADOPTING) && !r->adopting_ok)) {
+        f_unlock(f, w);
+        return LD_EALREADY;
+    }
+    unsigned kind = f->kind;
+    struct ld__xnode *handler = NULL;
+    if (kind == K_PLAIN || kind == K_FORWARD)
+        handler = f->a.x;
+    if (r->cancel && (kind == K_THEN || kind == K_CATCH || kind == K_FORWARD) && f->c)
+        r->upstream = ld_future_ref(f->c);
+
+    struct ld__node *first = NULL, *last = NULL;
+    if (f->n0.fn) {
+        first = &f->n0;
+        struct ld__xnode *x = (struct ld__xnode *)f->n0.link;
+        last = x ? &x->tail->n : &f->n0;
+    }
+    f->a = r->a;
+    f->b = r->b;
+    if (!IS_COMB(kind))
+        f->c = NULL;
+    f->vtype = (uint8_t)r->vtype;
+    f_unlock(f, (w & ~W_ADOPTING) | r->state);
+
+    /* What the producer asked to run on cancellation runs before the
+     * callbacks; it holds its own reference to f. */
+    struct ld__node *pre_first = NULL, *pre_last = NULL;
+    if (r->cancel && handler) {
+        handler->n.link = 1;
+        pre_first = pre_last = &handler->n;
+        ld_future_ref(f);
+    } else if (handler) {
+        free(handler);
+    }
+    if (r->cancel && IS_COMB(kind) && f->c)
+        comb_queue_action(f, &pre_first, &pre_last);
+    if (pre_first) {
+        if (first)
+            node_set_next(pre_last, first);
+        else
+            last = pre_last;
+        first = pre_first;
+    }
+    if (first)
+        enqueue(f->loop, first, last, w & W_SHARED);
+    return 0;
+}
+
+static int settle_simple(ld_future *f, unsigned vtype, union ld__slot a)
+{
+    struct settle_req r = {.state = W_FULFILLED, .vtype = vtype, .a = a};
+    return settle(f, &r);
+}
+
+int ld_future_fulfill(ld_future *f)
+{
+    if (!f)
+        return LD_EINVAL;
+    return settle_simple(f, V_NONE, (union ld__slot){0});
+}
+
+int ld_future_fulfill_bool(ld_future *f, bool v)
+{
+    if (!f)
+        return LD_EINVAL;
+    return settle_simple(f, V_BOOL, (union ld__slot){.u = v ? 1 : 0});
+}
+
+int ld_future_fulfill_int(ld_future *f, int64_t v)
+{
+    if (!f)
+        return LD_EINVAL;
+    return settle_simple(f, V_INT, (union ld__slot){.i = v});
+}
+
+int ld_future_fulfill_json(ld_future *f, json_t *v)
+{
+    int rc = f ? settle_simple(f, V_JSON, (union ld__slot){.j = v}) : LD_EINVAL;
+    if (rc != 0)
+        json_decref(v);
+    return rc;
+}
+
+int ld_future_fulfill_ptr(ld_future *f, void *v, ld_free_fn free_fn)
+{
+    int rc = LD_EINVAL;
+    if (f) {
+        struct settle_req r = {.state = W_FULFILLED, .vtype = V_PTR, .a.p = v, .b.free = free_fn};
+        rc = settle(f, &r);
+    }
+    if (rc != 0 && free_fn)
+        free_fn(v);
+    return rc;
+}
+
+/* Rejects with a message we own (msg may be NULL: the static strerror). */
+static int reject_msg(ld_future *f, int code, char *msg, int adopting_ok)
+{
+    struct settle_req r = {.state = W_REJECTED, .a.i = code, .adopting_ok = adopting_ok};
+    if (msg) {
+        r.vtype = V_ERR;
+        r.b.msg = msg;
+    } else {
+        r.vtype = V_ERR_STATIC;
+        r.b.cmsg = ld_strerror(code);
+    }
+    int rc = settle(f, &r);
+    if (rc != 0)
+        free(msg);
+    return rc;
+}
+
+LD_PRINTF(2, 0) static char *format_msg(int *nomem, const char *fmt, va_list ap)
+{
+    char *msg = NULL;
+    *nomem = 0;
+    if (!fmt)
+        return NULL;
+    if (vasprintf(&msg, fmt, ap) < 0) {
+        *nomem = 1;
+        return NULL;
+    }
+    return msg;
+}
+
+int ld_future_reject(ld_future *f, int code, const char *fmt, ...)
+{
+    if (!f || code >= 0)
+        return LD_EINVAL;
+    int nomem;
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = format_msg(&nomem, fmt, ap);
+    va_end(ap);
+    int rc = reject_msg(f, code, msg, 0);
+    return rc == 0 && nomem ? LD_ENOMEM : rc;
+}
+
+ld_future *ld_future_fulfilled_json(struct event_base *base, json_t *v)
+{
+    ld_future *f = ld_future_new(base);
+    if (!f) {
+        json_decref(v);
+        return NULL;
+    }
+    ld_future_fulfill_json(f, v);
+    return f;
+}
+
+ld_future *ld_future_rejected(struct event_base *base, int code, const char *fmt, ...)
+{
+    if (code >= 0)
+        return NULL;
+    ld_future *f = ld_future_new(base);
+    if (!f)
+        return NULL;
+    int nomem;
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = format_msg(&nomem, fmt, ap);
+    va_end(ap);
+    reject_msg(f, code, msg, 0);
+    return f;
+}
+
+/* Completes `out` the way `src` (complete) did. */
+static int adopt(ld_future *out, ld_future *src)
+{
+    struct settle_req r = {.state = f_state(src), .vtype = src->vtype, .adopting_ok = 1};
+    if (r.state == W_REJECTED) {
+        if (src->vtype == V_ERR_STATIC)
+            return reject_msg(out, (int)src->a.i, NULL, 1);
+        char *copy = strdup(src->b.cmsg);
+        if (!copy)
+            return reject_msg(out, (int)src->a.i, NULL, 1);
+        return reject_msg(out, (int)src->a.i, copy, 1);
+    }
+    r.a = src->a;
+    switch (src->vtype) {
+    case V_JSON:
+        json_incref(src->a.j);
+        break;
+    case V_PTR: /* the value stays owned by src, which out keeps alive */
+        r.vtype = V_PTRREF;
+        r.b.f = ld_future_ref(src);
+        break;
+    case V_PTRREF:
+        r.b.f = ld_future_ref(src->b.f);
+        break;
+    default:
+        r.vtype = src->vtype == V_BOOL || src->vtype == V_INT ? src->vtype : V_NONE;
+        break;
+    }
+    int rc = settle(out, &r);
+    if (rc != 0) {
+        if (r.vtype == V_JSON)
+            json_decref(r.a.j);
+        else if (r.vtype == V_PTRREF)
+            ld_future_unref(r.b.f);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reading                                                                   */
+
+bool ld_future_is_pending(const ld_future *f)
+{
+    return f && f_state(f) == 0;
+}
+
+bool ld_future_is_fulfilled(const ld_future *f)
+{
+    return f && f_state(f) == W_FULFILLED;
+}
+
+bool ld_future_is_rejected(const ld_future *f)
+{
+    return f && f_state(f) == W_REJECTED;
+}
+
+static inline int fulfilled_with(const ld_future *f, unsigned vtype)
+{
+    return f && f_state(f) == W_FULFILLED && f->vtype == vtype;
+}
+
+json_t *ld_future_json(const ld_future *f)
+{
+    return fulfilled_with(f, V_JSON) ? f->a.j : NULL;
+}
+
+bool ld_future_bool(const ld_future *f)
+{
+    return fulfilled_with(f, V_BOOL) ? f->a.u != 0 : false;
+}
+
+int64_t ld_future_int(const ld_future *f)
+{
+    return fulfilled_with(f, V_INT) ? f->a.i : 0;
+}
+
+void *ld_future_ptr(const ld_future *f)
+{
+    return fulfilled_with(f, V_PTR) || fulfilled_with(f, V_PTRREF) ? f->a.p : NULL;
+}
+
+int ld_future_error(const ld_future *f)
+{
+    if (!f)
+        return LD_EINVAL;
+    return f_state(f) == W_REJECTED ? (int)f->a.i : 0;
+}
+
+const char *ld_future_error_message(const ld_future *f)
+{
+    return f && f_state(f) == W_REJECTED ? f->b.cmsg : NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Callbacks                                                                 */
+
+/* Adds fn(f, arg) to f's callbacks; steals the caller's reference to f,
+ * which the node holds until fn has run. */
+static int add_cb(ld_future *f, ld_future_cb fn, void *arg)
+{
+    struct ld__xnode *x = NULL;
+    if (f->n0.fn) { /* n0 only changes on the loop thread: no race here */
+        x = xnode_new(f, fn, arg);
+        if (!x) {
+            ld_future_unref(f);
+            return LD_ENOMEM;
+        }
+    }
+    unsigned w = f_lock(f);
+    if (!(w & W_DONE)) {
+        if (!x) {
+            f->n0.fn = fn;
+            f->n0.arg = arg;
+            f->n0.link = 0;
+        } else if (!f->n0.link) {
+            f->n0.link = (uintptr_t)x;
+        } else {
+            struct ld__xnode *head = (struct ld__xnode *)f->n0.link;
+            node_set_next(&head->tail->n, &x->n);
+            head->tail = x;
+        }
+        f_unlock(f, w);
+        return 0;
+    }
+    f_unlock(f, w);
+    struct ld__node *n = &f->n0;
+    if (x) {
+        n = &x->n;
+    } else {
+        n->fn = fn;
+        n->arg = arg;
+        n->link = 0;
+    }
+    enqueue(f->loop, n, n, w & W_SHARED);
+    return 0;
+}
+
+int ld_future_on_complete(ld_future *f, ld_future_cb cb, void *arg)
+{
+    if (!f)
+        return LD_EINVAL;
+    if (!cb) {
+        ld_future_unref(f);
+        return LD_EINVAL;
+    }
+    return add_cb(f, cb, arg);
+}
+
+/* ------------------------------------------------------------------------- */
+/* then, catch, forward                                                      */
+
+static void then_step(ld_future *in, void *arg)
+{
+    ld_future *out = arg;
+    unsigned w = f_lock(out);
+    unsigned kind = out->kind;
+    if ((w & W_DONE) || (kind != K_THEN && kind != K_CATCH) || out->c != in) {
+        f_unlock(out, w);
+        ld_future_unref(out);
+        return;
+    }
+    ld_then_fn fn = out->a.then;
+    void *uarg = out->b.p;
+    out->kind = K_PLAIN;
+    out->a.u = 0;
+    out->b.u = 0;
+    out->c = NULL;
+    f_unlock(out, w & ~W_ADOPTING);
+    if ((kind == K_THEN) == ld_future_is_fulfilled(in))
+        fn(in, out, uarg);
+    else
+        adopt(out, in);
+    ld_future_unref(out);
+}
+
+static ld_future *derive(ld_future *in, ld_then_fn fn, void *arg, unsigned kind)
+{
+    if (!in)
+        return NULL;
+    if (!fn) {
+        ld_future_unref(in);
+        return NULL;
+    }
+    ld_future *out = future_create(in->loop, kind, W_ADOPTING);
+    if (!out) {
+        ld_future_unref(in);
+        return NULL;
+    }
+    out->a.then = fn;
+    out->b.p = arg;
+    out->c = in;
+    atomic_init(&out->refs, 2); /* the caller's, and then_step's */
+    if (add_cb(in, then_step, out) != 0) {
+        future_destroy(out);
+        return NULL;
+    }
+    return out;
+}
+
+ld_future *ld_future_then(ld_future *in, ld_then_fn fn, void *arg)
+{
+    return derive(in, fn, arg, K_THEN);
+}
+
+ld_future *ld_future_catch(ld_future *in, ld_then_fn fn, void *arg)
+{
+    return derive(in, fn, arg, K_CATCH);
+}
+
+struct comb {
+    atomic_uint refs; /* 1 for the result future, 1 while active > 0 */
+    unsigned kind;
+    size_t n;
+    size_t active;    /* registrations and timer still to come; loop thread */
+    size_t remaining; /* all: inputs still to fulfil */
+    ld_future *out;   /* held while active > 0 */
+    struct event *timer;
+    int timer_armed;
+    struct ld__xnode action; /* queued when the result is cancelled */
+    ld_future *in[];         /* held until the state is freed */
+};
+
+/* The future `from` is waiting on through a single link, if any. */
+static ld_future *upstream_of(ld_future *f)
+{
+    unsigned w = f_lock(f);
+    ld_future *up = NULL;
+    if (!(w & W_DONE)) {
+        if (f->kind == K_THEN || f->kind == K_CATCH || f->kind == K_FORWARD)
+            up = f->c;
+        else if (f->kind == K_TIMEOUT && f->c)
+            up = ((struct comb *)f->c)->in[0];
+    }
+    f_unlock(f, w);
+    return up;
+}
+
+static int waits_on(ld_future *from, ld_future *target)
+{
+    ld_future *cur = from;
+    for (unsigned steps = 0; cur && steps < LD_CYCLE_WALK_MAX; steps++) {
+        if (cur == target)
+            return 1;
+        cur = upstream_of(cur);
+    }
+    return 0;
+}
+
+static void forward_step(ld_future *from, void *arg)
+{
+    ld_future *out = arg;
+    unsigned w = f_lock(out);
+    int mine = !(w & W_DONE) && out->kind == K_FORWARD && out->c == from;
+    if (mine) {
+        out->kind = K_PLAIN;
+        out->c = NULL;
+    }
+    f_unlock(out, w);
+    if (mine)
+        adopt(out, from);
+    ld_future_unref(out);
+}
+
+int ld_future_forward(ld_future *out, ld_future *from)
+{
+    if (!out || !from) {
+        ld_future_unref(from);
+        return LD_EINVAL;
+    }
+    if (out->loop != from->loop) {
+        ld_future_unref(from);
+        return LD_EINVAL;
+    }
+    if (waits_on(from, out)) {
+        ld_future_unref(from);
+        if (reject_msg(out, LD_EINVAL, strdup("ld_future_forward: cycle"), 0) == LD_EALREADY)
+            return LD_EALREADY;
+        return LD_EINVAL;
+    }
+    unsigned w = f_lock(out);
+    if ((w & (W_DONE | W_ADOPTING)) || out->kind != K_PLAIN) {
+        f_unlock(out, w);
+        ld_future_unref(from);
+        return LD_EALREADY;
+    }
+    out->kind = K_FORWARD;
+    out->c = from;
+    f_unlock(out, w | W_ADOPTING);
+    ld_future_ref(out);
+    if (add_cb(from, forward_step, out) != 0) {
+        w = f_lock(out);
+        if (!(w & W_DONE)) {
+            out->kind = K_PLAIN;
+            out->c = NULL;
+            w &= ~W_ADOPTING;
+        }
+        f_unlock(out, w);
+        ld_future_unref(out);
+        return LD_ENOMEM;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Combinators: all, race, timeout                                           */
+
+static void comb_release(void *state)
+{
+    struct comb *s = state;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        ld_future_unref(s->in[i]);
+    if (s->timer)
+        event_free(s->timer);
+    free(s);
+}
+
+static void comb_done_one(struct comb *s)
+{
+    if (--s->active > 0)
+        return;
+    ld_future *out = s->out;
+    s->out = NULL;
+    comb_release(s);
+    ld_future_unref(out);
+}
+
+/* Cancels input i if it is pending and only this state and its
+ * registration hold it. */
+static void comb_cancel_input(struct comb *s, size_t i)
+{
+    ld_future *f = s->in[i];
+    if (ld_future_is_pending(f) && held_only_by_links(f, 2))
+        ld_future_cancel(f);
+}
+
+static void comb_cancel_inputs(struct comb *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        comb_cancel_input(s, i);
+}
+
+static void comb_disarm(struct comb *s)
+{
+    if (s->timer_armed) {
+        event_del(s->timer);
+        s->timer_armed = 0;
+        comb_done_one(s);
+    }
+}
+
+static void comb_action(ld_future *out, void *arg)
+{
+    struct comb *s = arg;
+    (void)out;
+    comb_cancel_inputs(s);
+    comb_disarm(s);
+}
+
+static void comb_queue_action(ld_future *f, struct ld__node **first, struct ld__node **last)
+{
+    struct comb *s = f->c;
+    s->action.n.fn = comb_action;
+    s->action.n.arg = s;
+    s->action.n.link = 1;
+    s->action.future = ld_future_ref(f);
+    s->action.tail = &s->action;
+    s->action.flags = 0;
+    if (*last)
+        node_set_next(*last, &s->action.n);
+    else
+        *first = &s->action.n;
+    *last = &s->action.n;
+}
+
+static void comb_input_done(ld_future *in, void *arg)
+{
+    struct comb *s = arg;
+    ld_future *out = s->out;
+    switch (s->kind) {
+    case K_ALL:
+        if (ld_future_is_rejected(in)) {
+            if (adopt(out, in) == 0)
+                comb_cancel_inputs(s);
+        } else if (--s->remaining == 0) {
+            struct settle_req r = {.state = W_FULFILLED, .adopting_ok = 1};
+            settle(out, &r);
+        }
+        break;
+    case K_RACE:
+        if (adopt(out, in) == 0)
+            comb_cancel_inputs(s);
+        break;
+    default: /* K_TIMEOUT */
+        adopt(out, in);
+        comb_disarm(s);
+        break;
+    }
+    comb_done_one(s);
+}
+
+static void comb_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct comb *s = arg;
+    (void)fd;
+    (void)what;
+    s->timer_armed = 0;
+    if (reject_msg(s->out, LD_ETIMEDOUT, NULL, 1) == 0)
+        comb_cancel_input(s, 0);
+    comb_done_one(s);
+}
+
+static void unref_all(ld_future **fs, size_t n)
+{
+    if (fs)
+        for (size_t i = 0; i < n; i++)
+            ld_future_unref(fs[i]);
+}
+
+static ld_future *comb_new(struct event_base *base, unsigned kind, ld_future **fs, size_t n)
+{
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    int ok = l && (fs || n == 0);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = fs[i] && fs[i]->loop == l;
+    struct comb *s = ok ? calloc(1, sizeof(*s) + n * sizeof(ld_future *)) : NULL;
+    ld_future *out = s ? future_create(l, kind, W_ADOPTING) : NULL;
+    if (!out) {
+        free(s);
+        unref_all(fs, n);
+        return NULL;
+    }
+    atomic_init(&s->refs, 2);
+    s->kind = kind;
+    s->n = n;
+    s->remaining = n;
+    s->active = 1; /* held while registering */
+    s->out = ld_future_ref(out);
+    if (n)
+        memcpy(s->in, fs, n * sizeof(ld_future *));
+    out->c = s;
+    return out;
+}
+
+/* Registers on every input; then drops the hold taken in comb_new. */
+static void comb_start(ld_future *out)
+{
+    struct comb *s = out->c;
+    for (size_t i = 0; i < s->n; i++) {
+        s->active++;
+        if (add_cb(ld_future_ref(s->in[i]), comb_input_done, s) != 0) {
+            s->active--;
+            reject_msg(out, LD_ENOMEM, NULL, 1);
+            break;
+        }
+    }
+    comb_done_one(s);
+}
+
+ld_future *ld_future_all(struct event_base *base, ld_future **fs, size_t n)
+{
+    ld_future *out = comb_new(base, K_ALL, fs, n);
+    if (!out)
+        return NULL;
+    if (n == 0) {
+        struct settle_req r = {.state = W_FULFILLED, .adopting_ok = 1};
+        settle(out, &r);
+    }
+    comb_start(out);
+    return out;
+}
+
+ld_future *ld_future_all_get(const ld_future *all, size_t i)
+{
+    if (!all || all->kind != K_ALL || !all->c)
+        return NULL;
+    const struct comb *s = all->c;
+    return i < s->n ? s->in[i] : NULL;
+}
+
+ld_future *ld_future_race(struct event_base *base, ld_future **fs, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    ld_future *out = comb_new(base, K_RACE, fs, n);
+    if (out)
+        comb_start(out);
+    return out;
+}
+
+ld_future *ld_future_timeout(ld_future *f, const struct timeval *after)
+{
+    if (!f)
+        return NULL;
+    if (!after || after->tv_sec < 0 || after->tv_usec < 0 || after->tv_usec >= 1000000) {
+        ld_future_unref(f);
+        return NULL;
+    }
+    ld_future *out = comb_new(f->loop->base, K_TIMEOUT, &f, 1);
+    if (!out)
+        return NULL;
+    struct comb *s = out->c;
+    s->timer = event_new(f->loop->base, -1, 0, comb_timer, s);
+    if (!s->timer || event_add(s->timer, after) != 0) {
+        reject_msg(out, LD_ENOMEM, NULL, 1);
+        comb_done_one(s); /* nothing registered: drops the start hold */
+        return out;
+    }
+    s->timer_armed = 1;
+    s->active++;
+    comb_start(out);
+    return out;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Cancelling                                                                */
+
+/* References that do not mean "somebody wants the outcome": a derived
+ * future's hold on itself until its inputs are done (then_step's or
+ * forward_step's argument, a combinator's hold), and the producer's own
+ * reference, which a future with a cancel handler is taken to have. */
+static unsigned self_refs(ld_future *f)
+{
+    unsigned w = f_lock(f);
+    unsigned n = 0;
+    if (!(w & W_DONE)) {
+        n += f->kind != K_PLAIN;
+        n += (f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x;
+    }
+    f_unlock(f, w);
+    return n;
+}
+
+/* True if only `links` references from ldasync's own registrations (plus
+ * the future's references to itself) hold f: nobody else can complete it
+ * or wants its outcome. */
+static int held_only_by_links(ld_future *f, unsigned links)
+{
+    return atomic_load(&f->refs) == links + self_refs(f);
+}
+
+static int cancel_one(ld_future *f, ld_future **upstream)
+{
+    struct settle_req r = {.state = W_REJECTED,
+                           .vtype = V_ERR_STATIC,
+                           .a.i = LD_ECANCELED,
+                           .b.cmsg = ld_strerror(LD_ECANCELED),
+                           .adopting_ok = 1,
+                           .cancel = 1};
+    int rc = settle(f, &r);
+    *upstream = r.upstream;
+    return rc;
+}
+
+int ld_future_cancel(ld_future *f)
+{
+    if (!f)
+        return LD_EINVAL;
+    ld_future *up;
+    int rc = cancel_one(f, &up);
+    /* Walk up a chain of then/catch/forward links without recursion. Our
+     * reference plus the link's registration: nobody else holds it. */
+    while (up) {
+        ld_future *next = NULL;
+        if (held_only_by_links(up, 2))
+            cancel_one(up, &next);
+        ld_future_unref(up);
+        up = next;
+    }
+    return rc;
+}
+
+int ld_future_set_cancel_handler(ld_future *f, ld_future_cb cb, void *arg)
+{
+    if (!f || !cb)
+        return LD_EINVAL;
+    struct ld__xnode *x = xnode_new(f, cb, arg);
+    if (!x)
+        return LD_ENOMEM;
+    unsigned w = f_lock(f);
+    int rc = 0;
+    if (w & W_DONE)
+        rc = LD_EALREADY;
+    else if (f->kind != K_PLAIN)
+        rc = LD_EINVAL;
+    if (rc != 0) {
+        f_unlock(f, w);
+        free(x);
+        return rc;
+    }
+    struct ld__xnode *old = f->a.x;
+    f->a.x = x;
+    f_unlock(f, w);
+    free(old);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Waiting                                                                   */
+
+static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+int ld_future_wait(ld_future *f)
+{
+    if (!f)
+        return LD_EINVAL;
+    if (!ld_future_is_pending(f))
+        return 0;
+    struct ld__loop *l = f->loop;
+    /* Inside one of our callbacks we know it; inside another callback of the
+     * base, or while another thread runs its loop, event_base_loop() refuses
+     * (-1, after logging a warning through libevent's log callback).
+     * event_base_get_running_event() would tell, but libevent 2.1.12 crashes
+     * in it when called outside any callback without threading. */
+    if (tl_drain == l)
+        return LD_EBUSY;
+    struct event *keep = NULL;
+    int rc = 0;
+    while (ld_future_is_pending(f)) {
+        int r = event_base_loop(l->base, EVLOOP_ONCE);
+        if (r < 0) {
+            rc = LD_EBUSY;
+            break;
+        }
+        if (r == 1 && !keep && ld_future_is_pending(f)) {
+            /* No events: only another thread can complete f. Block in the
+             * loop (it wakes on event_active) instead of spinning. */
+            static const struct timeval hour = {3600, 0};
+            keep = event_new(l->base, -1, EV_PERSIST, keepalive_cb, NULL);
+            if (!keep || event_add(keep, &hour) != 0) {
+                rc = LD_ENOMEM;
+                break;
+            }
+        }
+    }
+    if (keep)
+        event_free(keep);
+    return rc;
+}

@@ -1,0 +1,223 @@
+/* Futures completed from other threads (libevent threading on). */
+#include <event2/thread.h>
+#include <pthread.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+#define B ld_test_base
+
+static pthread_t loop_thread;
+
+static void thread_setup(void)
+{
+    /* Must precede event_base_new(); idempotent. */
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    ld_test_setup();
+    loop_thread = pthread_self();
+}
+
+/* ---- one producer --------------------------------------------------------- */
+
+struct job {
+    ld_future *f;
+    int cancel;
+};
+
+static void *complete_later(void *arg)
+{
+    struct job *j = arg;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (j->cancel)
+        ld_future_cancel(j->f);
+    else
+        ld_future_fulfill_int(j->f, 7);
+    ld_future_unref(j->f); /* the producer's reference, released on its thread */
+    return NULL;
+}
+
+static int on_loop_thread;
+
+static void note_thread(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    on_loop_thread = pthread_equal(pthread_self(), loop_thread);
+}
+
+START_TEST(test_fulfil_from_thread_runs_callback_on_loop)
+{
+    ld_future *f = ld_future_new(B);
+    struct job j = {ld_future_ref(f), 0};
+    ld_future_on_complete(ld_future_ref(f), note_thread, NULL);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
+    ld_test_wait(f); /* no other events: wait must block, not spin or fail */
+    ck_assert_int_eq(ld_future_int(f), 7);
+    pthread_join(t, NULL);
+    ld_test_flush();
+    ck_assert(on_loop_thread);
+    ld_future_unref(f);
+}
+END_TEST
+
+static int handler_on_loop;
+
+static void handler_note(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    handler_on_loop = pthread_equal(pthread_self(), loop_thread);
+}
+
+START_TEST(test_cancel_from_thread_runs_handler_on_loop)
+{
+    ld_future *f = ld_future_new(B);
+    ld_future_set_cancel_handler(f, handler_note, NULL);
+    struct job j = {ld_future_ref(f), 1};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
+    ld_test_wait(f);
+    pthread_join(t, NULL);
+    ld_test_flush();
+    ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
+    ck_assert(handler_on_loop);
+    ld_future_unref(f);
+}
+END_TEST
+
+/* ---- several producers ---------------------------------------------------- */
+
+enum { PRODUCERS = 4, PER_PRODUCER = 20000 };
+
+struct producer {
+    int id;
+    ld_future **fs;
+};
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    for (int i = 0; i < PER_PRODUCER; i++) {
+        ld_future_fulfill_int(p->fs[i], (int64_t)p->id * PER_PRODUCER + i);
+        ld_future_unref(p->fs[i]);
+    }
+    return NULL;
+}
+
+static int seen[PRODUCERS * PER_PRODUCER];
+static int last_of[PRODUCERS];
+static int order_broken;
+static int wrong_thread;
+static int total_calls;
+
+static void stress_cb(ld_future *f, void *arg)
+{
+    (void)arg;
+    int64_t v = ld_future_int(f);
+    int id = (int)(v / PER_PRODUCER), i = (int)(v % PER_PRODUCER);
+    seen[v]++;
+    total_calls++;
+    if (i <= last_of[id])
+        order_broken++;
+    last_of[id] = i;
+    if (!pthread_equal(pthread_self(), loop_thread))
+        wrong_thread++;
+}
+
+START_TEST(test_many_producers_each_callback_once_in_order_on_loop)
+{
+    static ld_future *fs[PRODUCERS][PER_PRODUCER];
+    struct producer ps[PRODUCERS];
+    pthread_t ts[PRODUCERS];
+    memset(seen, 0, sizeof(seen));
+    total_calls = order_broken = wrong_thread = 0;
+    for (int p = 0; p < PRODUCERS; p++) {
+        last_of[p] = -1;
+        ps[p].id = p;
+        ps[p].fs = fs[p];
+        for (int i = 0; i < PER_PRODUCER; i++) {
+            ld_future *f = ld_future_new(B);
+            fs[p][i] = ld_future_ref(f);
+            ld_future_on_complete(f, stress_cb, NULL);
+        }
+    }
+    for (int p = 0; p < PRODUCERS; p++)
+        ck_assert_int_eq(pthread_create(&ts[p], NULL, produce, &ps[p]), 0);
+    /* run the loop on this thread while the producers complete */
+    while (total_calls < PRODUCERS * PER_PRODUCER)
+        event_base_loop(B, EVLOOP_ONCE);
+    for (int p = 0; p < PRODUCERS; p++)
+        pthread_join(ts[p], NULL);
+    ld_test_flush();
+    ck_assert_int_eq(total_calls, PRODUCERS * PER_PRODUCER);
+    for (int k = 0; k < PRODUCERS * PER_PRODUCER; k++)
+        ck_assert_int_eq(seen[k], 1);
+    ck_assert_int_eq(order_broken, 0);
+    ck_assert_int_eq(wrong_thread, 0);
+}
+END_TEST
+
+/* ---- races between completion, cancel and registration ------------------- */
+
+struct racer {
+    ld_future **fs;
+    int n;
+    int cancel;
+};
+
+static void *race_complete(void *arg)
+{
+    struct racer *r = arg;
+    for (int i = 0; i < r->n; i++) {
+        if (r->cancel)
+            ld_future_cancel(r->fs[i]);
+        else
+            ld_future_fulfill(r->fs[i]);
+        ld_future_unref(r->fs[i]); /* this thread's own reference */
+    }
+    return NULL;
+}
+
+START_TEST(test_fulfil_and_cancel_race_settles_once)
+{
+    enum { N = 20000 };
+    static ld_future *fs[N];
+    int calls = 0;
+    for (int i = 0; i < N; i++) {
+        fs[i] = ld_future_new(B);
+        ld_future_ref(fs[i]); /* one reference for each racing thread */
+        ld_future_ref(fs[i]);
+    }
+    struct racer a = {fs, N, 0}, c = {fs, N, 1};
+    pthread_t ta, tc;
+    pthread_create(&ta, NULL, race_complete, &a);
+    pthread_create(&tc, NULL, race_complete, &c);
+    /* registration on the loop thread races with both */
+    for (int i = 0; i < N; i++)
+        ld_future_on_complete(ld_future_ref(fs[i]), ld_test_count_cb, &calls);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    ld_test_flush();
+    ck_assert_int_eq(calls, N);
+    for (int i = 0; i < N; i++) {
+        ck_assert(!ld_future_is_pending(fs[i]));
+        ld_future_unref(fs[i]);
+    }
+}
+END_TEST
+
+Suite *ld_suite_future_thread(void)
+{
+    Suite *s = suite_create("future_thread");
+    TCase *tc = tcase_create("threads");
+    tcase_add_checked_fixture(tc, thread_setup, ld_test_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_fulfil_from_thread_runs_callback_on_loop);
+    tcase_add_test(tc, test_cancel_from_thread_runs_handler_on_loop);
+    tcase_add_test(tc, test_many_producers_each_callback_once_in_order_on_loop);
+    tcase_add_test(tc, test_fulfil_and_cancel_race_settles_once);
+    suite_add_tcase(s, tc);
+    return s;
+}

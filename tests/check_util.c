@@ -1,0 +1,65 @@
+/* Helpers shared by the Check suites. */
+#include "check_util.h"
+
+struct event_base *ld_test_base;
+int ld_test_frees;
+
+static struct event *guard;
+static int guard_added;
+
+static void guard_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    ck_abort_msg("test did not finish within %d s", LD_TEST_GUARD_SEC);
+}
+
+void ld_test_setup(void)
+{
+    ld_test_base = event_base_new();
+    ck_assert_ptr_nonnull(ld_test_base);
+    guard = event_new(ld_test_base, -1, 0, guard_fired, NULL);
+    ck_assert_ptr_nonnull(guard);
+    struct timeval tv = {LD_TEST_GUARD_SEC, 0};
+    ck_assert_int_eq(event_add(guard, &tv), 0);
+    guard_added = event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ADDED);
+    ld_test_frees = 0;
+}
+
+void ld_test_teardown(void)
+{
+    event_free(guard);
+    guard = NULL;
+    event_base_free(ld_test_base);
+    ld_test_base = NULL;
+}
+
+void ld_test_flush(void)
+{
+    for (int pass = 0; pass < 100000; pass++) {
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        if (event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ACTIVE) == 0 &&
+            event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ADDED) <= guard_added)
+            return;
+    }
+    ck_abort_msg("the loop did not become idle");
+}
+
+void ld_test_wait(ld_future *f)
+{
+    ck_assert_int_eq(ld_future_wait(f), 0);
+    ck_assert(!ld_future_is_pending(f));
+}
+
+void ld_test_count_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (*(int *)arg)++;
+}
+
+void ld_test_count_free(void *p)
+{
+    (void)p;
+    ld_test_frees++;
+}

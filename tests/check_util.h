@@ -1,0 +1,45 @@
+/* Helpers shared by the Check suites: a base per test, guarded loops. */
+#ifndef LDASYNC_CHECK_UTIL_H
+#define LDASYNC_CHECK_UTIL_H
+
+#include <check.h>
+#include <event2/event.h>
+#include <ldasync/ldasync.h>
+
+/* 1 in ASan/TSan builds, where malloc is the sanitizer's. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LD_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LD_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef LD_TEST_SANITIZED
+#define LD_TEST_SANITIZED 0
+#endif
+
+/* The base of the running test (made by ld_test_setup). */
+extern struct event_base *ld_test_base;
+
+/* Checked fixture: a fresh base plus a guard timer that fails the test after
+ * LD_TEST_GUARD_SEC seconds, so loop-driven tests end under CK_FORK=no too. */
+void ld_test_setup(void);
+void ld_test_teardown(void);
+
+#define LD_TEST_GUARD_SEC 60
+
+/* Runs the loop without blocking until nothing is active, so every callback
+ * that is ready has run. Fails the test if that takes over 100000 passes. */
+void ld_test_flush(void);
+
+/* Waits for f (ld_future_wait) and asserts it returned 0. */
+void ld_test_wait(ld_future *f);
+
+/* A callback that counts its calls in *(int *)arg. */
+void ld_test_count_cb(ld_future *f, void *arg);
+
+/* A ld_free_fn that counts its calls in a global counter. */
+extern int ld_test_frees;
+void ld_test_count_free(void *p);
+
+#endif
