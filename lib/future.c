@@ -693,8 +693,12 @@ static int settle(ld_future *f, struct settle_req *r)
             last = pre_last;
         first = pre_first;
     }
-    if (first)
+    if (first) {
+        /* A callback's argument is usually the next thing it touches (for a
+         * then link, the next future of the chain): start loading it. */
+        __builtin_prefetch(first->arg);
         enqueue(f->loop, first, last, w & W_SHARED);
+    }
     return 0;
 }
 
