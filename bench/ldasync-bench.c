@@ -5,11 +5,15 @@
  *   ldasync-bench [--json] [--runs N] [GROUP|NAME ...]
  *
  * GROUP is the part of a name before the first dot ("future"); with no
- * argument every workload runs. Text output: name, ops per run, ns/op (for
+ * argument every workload runs. The "alt" group measures the designs that
+ * ld_future's dispatch was chosen against (lib/future.c), as batched round
+ * trips: event_base_once() per callback, and an event inside each future. Text output: name, ops
+ * per run, ns/op (for
  * *_bytes workloads: bytes per item), peak RSS of the process in KiB.
  * --json prints one object per line with the same fields.
  */
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <event2/thread.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -284,6 +288,64 @@ static double bench_pending_bytes(struct event_base *base, long ops)
     return (double)(after - before) * 1024.0 / (double)ops;
 }
 
+/* ---- the designs ld_future's dispatch was measured against -------------- */
+
+static void alt_count(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    done_count++;
+}
+
+/* One event_base_once() per callback (libevent allocates each). */
+static double bench_alt_event_once(struct event_base *base, long ops)
+{
+    enum { BATCH = 1000 };
+    static const struct timeval zero = {0, 0};
+    done_count = 0;
+    double t0 = now_ns();
+    for (long done = 0; done < ops; done += BATCH) {
+        for (int i = 0; i < BATCH; i++)
+            event_base_once(base, -1, EV_TIMEOUT, alt_count, NULL, &zero);
+        run_until(base, done + BATCH);
+    }
+    return (now_ns() - t0) / (double)ops;
+}
+
+/* A future with its own event inside: malloc, event_assign, event_active. */
+struct evfuture {
+    int64_t value;
+    struct event ev;
+};
+
+static void alt_evfuture_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    done_count++;
+    free(arg);
+}
+
+static double bench_alt_event_per_future(struct event_base *base, long ops)
+{
+    enum { BATCH = 1000 };
+    done_count = 0;
+    double t0 = now_ns();
+    for (long done = 0; done < ops; done += BATCH) {
+        for (int i = 0; i < BATCH; i++) {
+            struct evfuture *f = malloc(sizeof(*f));
+            if (!f)
+                exit(1);
+            f->value = i;
+            event_assign(&f->ev, base, -1, 0, alt_evfuture_done, f);
+            event_active(&f->ev, 0, 0);
+        }
+        run_until(base, done + BATCH);
+    }
+    return (now_ns() - t0) / (double)ops;
+}
+
 /* pending_bytes first: it measures fresh memory, before other workloads
  * leave freed futures around for reuse. Threaded workloads last: libevent
  * threading cannot be turned off again, and with it on every future may be
@@ -295,6 +357,8 @@ static const struct workload workloads[] = {
     {"future.roundtrip.sequential", 1000000, bench_sequential, 0},
     {"future.wait", 200000, bench_wait, 0},
     {"future.then_chain", 1000000, bench_then_chain, 0},
+    {"alt.event_once", 1000000, bench_alt_event_once, 0},
+    {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
     {"future.cross_thread", 1000000, bench_cross_thread, 1},
     {"future.roundtrip.batched.threaded", 1000000, bench_batched, 1},
     {"future.roundtrip.sequential.threaded", 1000000, bench_sequential, 1},
