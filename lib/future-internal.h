@@ -21,7 +21,7 @@ struct event;
 struct ld__node {
     ld_future_cb fn; /* NULL: the embedded node is free */
     void *arg;
-    uintptr_t link;
+    _Atomic uintptr_t link; /* atomic: other threads link queued nodes */
 };
 
 struct ld__xnode {
@@ -39,12 +39,17 @@ struct ld__xnode {
  */
 struct ld__loop {
     struct event_base *base;
-    struct event *ev_run;              /* made active to run the queue in this pass */
-    struct event *ev_yield;            /* a zero timeout: run the rest after a poll */
-    atomic_int scheduled;              /* 1 while ev_run/ev_yield is armed or draining */
-    _Atomic(struct ld__node *) remote; /* nodes pushed from outside a drain, newest first */
-    struct ld__node *head;             /* FIFO being drained; only the draining thread */
+    struct event *ev_run;   /* made active to run the queue in this pass */
+    struct event *ev_yield; /* a zero timeout: run the rest after a poll */
+    atomic_int scheduled;   /* 1 while ev_run/ev_yield is armed or draining */
+    struct ld__node *head;  /* FIFO being drained; only the draining thread */
     struct ld__node *tail;
+    /* Nodes queued from other threads: an intrusive MPSC FIFO (Vyukov's).
+     * Producers exchange rtail; the drain pops at rhead; the stub node keeps
+     * it from ever being empty. */
+    _Atomic(struct ld__node *) rtail;
+    struct ld__node *rhead;
+    struct ld__node stub;
     struct ld__loop *next; /* registry */
 };
 

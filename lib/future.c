@@ -136,19 +136,29 @@ static inline unsigned shared_bit(void)
 /* ------------------------------------------------------------------------- */
 /* Nodes                                                                     */
 
+static inline uintptr_t link_get(const struct ld__node *n)
+{
+    return atomic_load_explicit(&((struct ld__node *)n)->link, memory_order_relaxed);
+}
+
+static inline void link_put(struct ld__node *n, uintptr_t v)
+{
+    atomic_store_explicit(&n->link, v, memory_order_relaxed);
+}
+
 static inline struct ld__node *node_next(const struct ld__node *n)
 {
-    return (struct ld__node *)(n->link & ~(uintptr_t)1);
+    return (struct ld__node *)(link_get(n) & ~(uintptr_t)1);
 }
 
 static inline void node_set_next(struct ld__node *n, struct ld__node *next)
 {
-    n->link = (uintptr_t)next | (n->link & 1);
+    link_put(n, (uintptr_t)next | (link_get(n) & 1));
 }
 
 static inline int node_is_x(const struct ld__node *n)
 {
-    return (int)(n->link & 1);
+    return (int)(link_get(n) & 1);
 }
 
 static inline ld_future *node_future(struct ld__node *n)
@@ -165,7 +175,7 @@ static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
         return NULL;
     x->n.fn = fn;
     x->n.arg = arg;
-    x->n.link = 1;
+    link_put(&x->n, 1);
     x->future = f;
     x->tail = x;
     x->flags = LD__XN_HEAP;
@@ -357,6 +367,8 @@ static struct ld__loop *loop_create(struct event_base *base)
     if (!l)
         return NULL;
     l->base = base;
+    l->rhead = &l->stub;
+    atomic_init(&l->rtail, &l->stub);
     l->ev_run = loop_event(base, l);
     l->ev_yield = loop_event(base, l);
     if (!l->ev_run || !l->ev_yield) {
@@ -391,25 +403,68 @@ static struct ld__loop *loop_for(struct event_base *base)
     return l;
 }
 
-/* Moves the nodes pushed from outside the drain to the end of the FIFO. */
-static int take_remote(struct ld__loop *l)
+/* Appends the chain first..last (linked) to the producer end of the remote
+ * FIFO. Any thread. */
+static void remote_push(struct ld__loop *l, struct ld__node *first, struct ld__node *last)
 {
-    struct ld__node *n = atomic_exchange_explicit(&l->remote, NULL, memory_order_acquire);
-    if (!n)
-        return 0;
-    struct ld__node *rev = NULL, *last = n;
-    while (n) {
-        struct ld__node *next = node_next(n);
-        node_set_next(n, rev);
-        rev = n;
-        n = next;
+    node_set_next(last, NULL);
+    struct ld__node *prev = atomic_exchange(&l->rtail, last);
+    /* release: whoever sees this link sees the chain's contents */
+    atomic_store_explicit(&prev->link, (uintptr_t)first | (link_get(prev) & 1),
+                          memory_order_release);
+}
+
+static inline struct ld__node *next_acquire(struct ld__node *n)
+{
+    return (struct ld__node *)(atomic_load_explicit(&n->link, memory_order_acquire) &
+                               ~(uintptr_t)1);
+}
+
+/* Pops the oldest remote node, or NULL when there is none or a producer is
+ * between its exchange and its link (that node comes in a later pass).
+ * Draining thread only. A node is handed out only once its successor is
+ * linked, so no producer writes to it afterwards. */
+static struct ld__node *remote_pop(struct ld__loop *l)
+{
+    struct ld__node *head = l->rhead, *next = next_acquire(head);
+    if (head == &l->stub) {
+        if (!next)
+            return NULL;
+        l->rhead = head = next;
+        next = next_acquire(head);
     }
-    if (l->tail)
-        node_set_next(l->tail, rev);
-    else
-        l->head = rev;
-    l->tail = last;
-    return 1;
+    if (!next) {
+        if (head != atomic_load(&l->rtail))
+            return NULL; /* a push is half done */
+        link_put(&l->stub, 0);
+        remote_push(l, &l->stub, &l->stub);
+        next = next_acquire(head);
+        if (!next)
+            return NULL;
+    }
+    l->rhead = next;
+    __builtin_prefetch(next);
+    return head;
+}
+
+static inline int remote_empty(struct ld__loop *l)
+{
+    return l->rhead == &l->stub && atomic_load(&l->rtail) == &l->stub;
+}
+
+/* Moves what other threads queued to the end of the local FIFO, so that a
+ * local append keeps completion order. */
+static void take_remote(struct ld__loop *l)
+{
+    struct ld__node *n;
+    while ((n = remote_pop(l)) != NULL) {
+        node_set_next(n, NULL);
+        if (l->tail)
+            node_set_next(l->tail, n);
+        else
+            l->head = n;
+        l->tail = n;
+    }
 }
 
 static void run_node(struct ld__node *n)
@@ -425,7 +480,7 @@ static void run_node(struct ld__node *n)
     } else {
         f = node_future(n);
         n->fn = NULL; /* the embedded node is free for a later callback */
-        n->link = 0;
+        link_put(n, 0);
     }
     fn(f, arg);
     ld_future_unref(f);
@@ -440,18 +495,17 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     tl_drain = l;
     for (unsigned budget = LD_DRAIN_BUDGET; budget > 0; budget--) {
         struct ld__node *n = l->head;
-        if (!n) {
-            if (!take_remote(l))
-                break;
-            n = l->head;
+        if (n) {
+            l->head = node_next(n);
+            if (!l->head)
+                l->tail = NULL;
+        } else if ((n = remote_pop(l)) == NULL) {
+            break;
         }
-        l->head = node_next(n);
-        if (!l->head)
-            l->tail = NULL;
         run_node(n);
     }
     tl_drain = outer;
-    if (l->head || atomic_load(&l->remote)) {
+    if (l->head || !remote_empty(l)) {
         static const struct timeval now = {0, 0};
         event_add(l->ev_yield, &now);
         return;
@@ -459,7 +513,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     atomic_store(&l->scheduled, 0);
     /* A push that saw scheduled == 1 just before the store above relies on
      * this second look. */
-    if (atomic_load(&l->remote) && !atomic_exchange(&l->scheduled, 1))
+    if (!remote_empty(l) && !atomic_exchange(&l->scheduled, 1))
         event_active(l->ev_run, 0, 0);
 }
 
@@ -470,7 +524,7 @@ static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node 
                     unsigned shared)
 {
     if (tl_drain == l || !shared) {
-        if (atomic_load_explicit(&l->remote, memory_order_relaxed))
+        if (!remote_empty(l))
             take_remote(l);
         node_set_next(last, NULL);
         if (l->tail)
@@ -484,20 +538,7 @@ static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node 
         }
         return;
     }
-    /* The stack holds nodes newest first: push the chain reversed. */
-    struct ld__node *rev = NULL, *n = first;
-    for (;;) {
-        struct ld__node *next = n == last ? NULL : node_next(n);
-        node_set_next(n, rev);
-        rev = n;
-        if (!next)
-            break;
-        n = next;
-    }
-    struct ld__node *old = atomic_load_explicit(&l->remote, memory_order_relaxed);
-    do
-        node_set_next(first, old);
-    while (!atomic_compare_exchange_weak(&l->remote, &old, last));
+    remote_push(l, first, last);
     if (!atomic_load(&l->scheduled) && !atomic_exchange(&l->scheduled, 1))
         event_active(l->ev_run, 0, 0);
 }
@@ -550,7 +591,7 @@ static ld_future *future_create(struct ld__loop *l, unsigned kind, unsigned word
     f->kind = (uint8_t)kind;
     f->n0.fn = NULL;
     f->n0.arg = NULL;
-    f->n0.link = 0;
+    link_put(&f->n0, 0);
     f->a.u = 0;
     f->b.u = 0;
     f->c = NULL;
@@ -574,11 +615,13 @@ ld_future *ld_future_ref(ld_future *f)
 {
     if (!f)
         return NULL;
-    if (f_shared(f))
-        atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+    /* Like f_lock(): with one reference, the caller's, nobody else can
+     * touch the count. */
+    unsigned n = atomic_load_explicit(&f->refs, memory_order_relaxed);
+    if (n == 1 || !f_shared(f))
+        atomic_store_explicit(&f->refs, n + 1, memory_order_relaxed);
     else
-        atomic_store_explicit(&f->refs, atomic_load_explicit(&f->refs, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     return f;
 }
 
@@ -666,7 +709,7 @@ static int settle(ld_future *f, struct settle_req *r)
     struct ld__node *first = NULL, *last = NULL;
     if (f->n0.fn) {
         first = &f->n0;
-        struct ld__xnode *x = (struct ld__xnode *)f->n0.link;
+        struct ld__xnode *x = (struct ld__xnode *)link_get(&f->n0);
         last = x ? &x->tail->n : &f->n0;
     }
     f->a = r->a;
@@ -680,7 +723,7 @@ static int settle(ld_future *f, struct settle_req *r)
      * callbacks; it holds its own reference to f. */
     struct ld__node *pre_first = NULL, *pre_last = NULL;
     if (r->cancel && handler) {
-        handler->n.link = 1;
+        link_put(&handler->n, 1);
         pre_first = pre_last = &handler->n;
         ld_future_ref(f);
     } else if (handler) {
@@ -934,11 +977,11 @@ static int add_cb(ld_future *f, ld_future_cb fn, void *arg)
         if (!x) {
             f->n0.fn = fn;
             f->n0.arg = arg;
-            f->n0.link = 0;
-        } else if (!f->n0.link) {
-            f->n0.link = (uintptr_t)x;
+            link_put(&f->n0, 0);
+        } else if (!link_get(&f->n0)) {
+            link_put(&f->n0, (uintptr_t)x);
         } else {
-            struct ld__xnode *head = (struct ld__xnode *)f->n0.link;
+            struct ld__xnode *head = (struct ld__xnode *)link_get(&f->n0);
             node_set_next(&head->tail->n, &x->n);
             head->tail = x;
         }
@@ -952,7 +995,7 @@ static int add_cb(ld_future *f, ld_future_cb fn, void *arg)
     } else {
         n->fn = fn;
         n->arg = arg;
-        n->link = 0;
+        link_put(n, 0);
     }
     enqueue(f->loop, n, n, w & W_SHARED);
     return 0;
@@ -1186,7 +1229,7 @@ static void comb_queue_action(ld_future *f, struct ld__node **first, struct ld__
     struct comb *s = f->c;
     s->action.n.fn = comb_action;
     s->action.n.arg = s;
-    s->action.n.link = 1;
+    link_put(&s->action.n, 1);
     s->action.future = ld_future_ref(f);
     s->action.tail = &s->action;
     s->action.flags = 0;
