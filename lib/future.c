@@ -452,19 +452,24 @@ static inline int remote_empty(struct ld__loop *l)
     return l->rhead == &l->stub && atomic_load(&l->rtail) == &l->stub;
 }
 
+/* Appends the chain first..last to the local FIFO. Loop thread only. */
+static void local_append(struct ld__loop *l, struct ld__node *first, struct ld__node *last)
+{
+    node_set_next(last, NULL);
+    if (l->tail)
+        node_set_next(l->tail, first);
+    else
+        l->head = first;
+    l->tail = last;
+}
+
 /* Moves what other threads queued to the end of the local FIFO, so that a
  * local append keeps completion order. */
 static void take_remote(struct ld__loop *l)
 {
     struct ld__node *n;
-    while ((n = remote_pop(l)) != NULL) {
-        node_set_next(n, NULL);
-        if (l->tail)
-            node_set_next(l->tail, n);
-        else
-            l->head = n;
-        l->tail = n;
-    }
+    while ((n = remote_pop(l)) != NULL)
+        local_append(l, n, n);
 }
 
 static void run_node(struct ld__node *n)
@@ -526,12 +531,7 @@ static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node 
     if (tl_drain == l || !shared) {
         if (!remote_empty(l))
             take_remote(l);
-        node_set_next(last, NULL);
-        if (l->tail)
-            node_set_next(l->tail, first);
-        else
-            l->head = first;
-        l->tail = last;
+        local_append(l, first, last);
         if (tl_drain != l && !atomic_load_explicit(&l->scheduled, memory_order_relaxed)) {
             atomic_store_explicit(&l->scheduled, 1, memory_order_relaxed);
             event_active(l->ev_run, 0, 0);
