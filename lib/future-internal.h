@@ -38,19 +38,22 @@ struct ld__xnode {
  * the process (see the comment above loop_for() in future.c for why).
  */
 struct ld__loop {
+    /* Set once. */
     struct event_base *base;
     struct event *ev_run;   /* made active to run the queue in this pass */
     struct event *ev_yield; /* a zero timeout: run the rest after a poll */
-    atomic_int scheduled;   /* 1 while ev_run/ev_yield is armed or draining */
-    struct ld__node *head;  /* FIFO being drained; only the draining thread */
+    struct ld__loop *next;  /* registry */
+    /* The draining thread's line: the local FIFO and the consumer end of the
+     * remote one. */
+    _Alignas(64) struct ld__node *head;
     struct ld__node *tail;
-    /* Nodes queued from other threads: an intrusive MPSC FIFO (Vyukov's).
-     * Producers exchange rtail; the drain pops at rhead; the stub node keeps
-     * it from ever being empty. */
-    _Atomic(struct ld__node *) rtail;
     struct ld__node *rhead;
+    /* The producers' line (other threads): an intrusive MPSC FIFO
+     * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
+     * ever being empty. */
+    _Alignas(64) _Atomic(struct ld__node *) rtail;
+    atomic_int scheduled; /* 1 while ev_run/ev_yield is armed or draining */
     struct ld__node stub;
-    struct ld__loop *next; /* registry */
 };
 
 /*
