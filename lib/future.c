@@ -14,7 +14,7 @@
  *    whole batch.
  *  - The first callback of a future is embedded in it, so a round trip
  *    (new, complete, one callback) allocates only the future, and futures come
- *    from a per-thread free list carved from 64-future slabs (64 bytes each,
+ *    from a per-thread free list carved from 512-future slabs (64 bytes each,
  *    no malloc header).
  *  - Futures made while libevent threading is off belong to one thread and
  *    use plain loads and stores throughout (see shared_bit()). Shared
@@ -51,7 +51,7 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 
 #define LD_DRAIN_BUDGET 1024    /* callbacks per loop pass before polling */
 #define LD_CYCLE_WALK_MAX 65536 /* forward's cycle check gives up after this */
-#define LD_POOL_SLAB 64         /* futures per slab */
+#define LD_POOL_SLAB 512        /* futures per slab (32 KiB) */
 #define LD_POOL_KEEP 4096       /* per-thread free futures before giving back */
 
 #if defined(__GNUC__)
@@ -183,7 +183,7 @@ static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
 }
 
 /* ------------------------------------------------------------------------- */
-/* Future memory: per-thread free lists over 64-future slabs                 */
+/* Future memory: per-thread free lists over 512-future slabs                */
 
 struct pool {
     ld_future *free;
