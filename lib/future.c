@@ -3,10 +3,11 @@
  *
  * Dispatch design. Measured with bench/ldasync-bench on the 2-core CI kind of
  * machine, batched round trips (new, complete, one callback run by the loop),
- * in one run: this design 30.6 ns, an event embedded in each future 133 ns
- * (alt.event_per_future; also ~190 bytes a future), event_base_once() per
- * callback 295 ns (alt.event_once), and this design with malloc per future
- * instead of the free lists (LDASYNC_NO_POOL=1) 45.9 ns. Hence:
+ * medians of 7 runs: this design 16.6 ns; an event embedded in each future
+ * 81.7 ns (alt.event_per_future; and ~190 bytes a future); event_base_once()
+ * per callback 103.5 ns (alt.event_once); this design with malloc per future
+ * instead of the free lists (LDASYNC_NO_POOL=1) 26.5 ns and 80 bytes a
+ * pending future instead of 64. Hence:
  *
  *  - One dispatcher (struct ld__loop) per base: two events of its own and an
  *    intrusive FIFO of callback nodes. Completing a future splices its
