@@ -1,6 +1,7 @@
 /* Futures completed from other threads (libevent threading on). */
 #include <event2/thread.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "check_suites.h"
 #include "check_util.h"
@@ -208,6 +209,52 @@ START_TEST(test_fulfil_and_cancel_race_settles_once)
 }
 END_TEST
 
+/* ---- waiting while another thread runs the loop -------------------------- */
+
+struct waiter {
+    ld_future *f;
+    atomic_int rc;
+    atomic_int done;
+};
+
+static void *wait_from_thread(void *arg)
+{
+    struct waiter *w = arg;
+    struct timespec ts = {0, 20 * 1000 * 1000}; /* let the loop start */
+    nanosleep(&ts, NULL);
+    atomic_store(&w->rc, ld_future_wait(w->f));
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void stop_when_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct waiter *w = arg;
+    (void)fd;
+    (void)what;
+    if (atomic_load(&w->done))
+        event_base_loopbreak(B);
+}
+
+START_TEST(test_wait_while_loop_runs_on_other_thread_is_ebusy)
+{
+    struct waiter w = {.f = ld_future_new(B)};
+    atomic_init(&w.rc, 1);
+    atomic_init(&w.done, 0);
+    struct event *tick = event_new(B, -1, EV_PERSIST, stop_when_done, &w);
+    struct timeval ms = {0, 1000};
+    event_add(tick, &ms);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, wait_from_thread, &w), 0);
+    event_base_loop(B, 0); /* runs until the waiter has returned */
+    pthread_join(t, NULL);
+    ck_assert_int_eq(atomic_load(&w.rc), LD_EBUSY);
+    ck_assert(ld_future_is_pending(w.f));
+    event_free(tick);
+    ld_future_unref(w.f);
+}
+END_TEST
+
 Suite *ld_suite_future_thread(void)
 {
     Suite *s = suite_create("future_thread");
@@ -218,6 +265,7 @@ Suite *ld_suite_future_thread(void)
     tcase_add_test(tc, test_cancel_from_thread_runs_handler_on_loop);
     tcase_add_test(tc, test_many_producers_each_callback_once_in_order_on_loop);
     tcase_add_test(tc, test_fulfil_and_cancel_race_settles_once);
+    tcase_add_test(tc, test_wait_while_loop_runs_on_other_thread_is_ebusy);
     suite_add_tcase(s, tc);
     return s;
 }

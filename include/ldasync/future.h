@@ -20,8 +20,10 @@
  * threading enabled (evthread_use_pthreads() before event_base_new()), these
  * calls may also be made from any other thread, on a future the caller holds a
  * reference to: ld_future_ref, ld_future_unref, the ld_future_fulfill* family,
- * ld_future_reject, ld_future_cancel, and the readers (ld_future_is_*,
- * ld_future_error, value accessors) once the future is complete. Callbacks
+ * ld_future_reject, ld_future_cancel, the readers (ld_future_is_*,
+ * ld_future_error, value accessors) once the future is complete, and
+ * ld_future_wait (which returns LD_EBUSY while another thread runs the loop,
+ * and otherwise runs the loop on the calling thread). Callbacks
  * still run on the loop thread. Every other call belongs to the loop thread.
  * "Holds a reference" is meant strictly: take one with ld_future_ref() for
  * the other thread (and release it there); a thread that only borrows a
