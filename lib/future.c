@@ -531,9 +531,13 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last,
                     unsigned shared)
 {
-    if (tl_drain == l || !shared) {
-        if (!remote_empty(l))
-            take_remote(l);
+    int local = tl_drain == l || !shared;
+    if (local && !remote_empty(l)) {
+        take_remote(l);
+        /* A push from another thread still half done: queue behind it. */
+        local = remote_empty(l);
+    }
+    if (local) {
         local_append(l, first, last);
         if (tl_drain != l && !atomic_load_explicit(&l->scheduled, memory_order_relaxed)) {
             atomic_store_explicit(&l->scheduled, 1, memory_order_relaxed);
@@ -550,18 +554,22 @@ static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node 
 /* Locking a future                                                          */
 
 /* Locks f, or only reads its word when no other thread can touch it: f is
- * not shared, or the caller holds its one reference. Returns the word
- * without W_LOCK. */
+ * not shared, or the caller holds its one reference. Returns the word, with
+ * W_LOCK if it took the lock. */
 static inline unsigned f_lock(ld_future *f)
 {
     unsigned short w = atomic_load_explicit(&f->word, memory_order_relaxed);
-    if (!(w & W_SHARED) || atomic_load_explicit(&f->refs, memory_order_acquire) == 1)
+    if (!(w & W_SHARED)) /* W_SHARED never changes */
         return w;
+    if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1)
+        /* Read again: the holder of a reference dropped since the first
+         * read may have completed f. */
+        return atomic_load_explicit(&f->word, memory_order_acquire);
     for (;;) {
         if (!(w & W_LOCK)) {
             if (atomic_compare_exchange_weak_explicit(&f->word, &w, (unsigned short)(w | W_LOCK),
                                                       memory_order_acquire, memory_order_relaxed))
-                return w;
+                return w | W_LOCK;
         } else {
             sched_yield();
             w = atomic_load_explicit(&f->word, memory_order_relaxed);
@@ -631,7 +639,7 @@ ld_future *ld_future_ref(ld_future *f)
 static void comb_release(void *state);
 static int held_only_by_links(ld_future *f, unsigned links);
 
-static void future_destroy(ld_future *f)
+static void destroy_one(ld_future *f)
 {
     unsigned w = atomic_load_explicit(&f->word, memory_order_acquire);
     if (w & W_DONE) {
@@ -658,6 +666,30 @@ static void future_destroy(ld_future *f)
     if (IS_COMB(f->kind) && f->c)
         comb_release(f->c);
     future_mem_free(f);
+}
+
+/* Futures whose last reference dropped while another one was being
+ * destroyed on this thread (its inputs, the owner of its pointer value):
+ * destroyed after it, in a loop, so deep nesting uses constant stack. */
+static TLS ld_future *tl_doomed;
+static TLS int tl_destroying;
+
+static void future_destroy(ld_future *f)
+{
+    if (tl_destroying) {
+        f->n0.arg = tl_doomed; /* n0 is unused: no callback holds f */
+        tl_doomed = f;
+        return;
+    }
+    tl_destroying = 1;
+    for (;;) {
+        destroy_one(f);
+        f = tl_doomed;
+        if (!f)
+            break;
+        tl_doomed = f->n0.arg;
+    }
+    tl_destroying = 0;
 }
 
 void ld_future_unref(ld_future *f)
@@ -720,7 +752,11 @@ static int settle(ld_future *f, struct settle_req *r)
     if (!IS_COMB(kind))
         f->c = NULL;
     f->vtype = (uint8_t)r->vtype;
-    f_unlock(f, (w & ~W_ADOPTING) | r->state);
+    /* Publish the outcome but keep the lock until the callbacks are queued:
+     * one registered meanwhile (add_cb, on the loop thread) must queue
+     * behind them, and the cancel handler before them. */
+    w = (w & ~W_ADOPTING) | r->state;
+    atomic_store_explicit(&f->word, (unsigned short)w, memory_order_release);
 
     /* What the producer asked to run on cancellation runs before the
      * callbacks; it holds its own reference to f. */
@@ -747,6 +783,7 @@ static int settle(ld_future *f, struct settle_req *r)
         __builtin_prefetch(first->arg);
         enqueue(f->loop, first, last, w & W_SHARED);
     }
+    f_unlock(f, w);
     return 0;
 }
 
@@ -1141,10 +1178,10 @@ int ld_future_forward(ld_future *out, ld_future *from)
         return LD_EINVAL;
     }
     if (waits_on(from, out)) {
+        /* reject before releasing `from`: it may be out's last reference */
+        int rc = reject_msg(out, LD_EINVAL, strdup("ld_future_forward: cycle"), 0);
         ld_future_unref(from);
-        if (reject_msg(out, LD_EINVAL, strdup("ld_future_forward: cycle"), 0) == LD_EALREADY)
-            return LD_EALREADY;
-        return LD_EINVAL;
+        return rc == LD_EALREADY ? LD_EALREADY : LD_EINVAL;
     }
     unsigned w = f_lock(out);
     if ((w & (W_DONE | W_ADOPTING)) || out->kind != K_PLAIN) {
@@ -1475,6 +1512,12 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
 }
 
+static void wake_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
 int ld_future_wait(ld_future *f)
 {
     if (!f)
@@ -1489,8 +1532,12 @@ int ld_future_wait(ld_future *f)
      * in it when called outside any callback without threading. */
     if (tl_drain == l)
         return LD_EBUSY;
+    /* A callback, so that completing f from another thread wakes the loop
+     * (completing a future without callbacks queues nothing). */
+    int rc = add_cb(ld_future_ref(f), wake_cb, NULL);
+    if (rc != 0)
+        return rc;
     struct event *keep = NULL;
-    int rc = 0;
     while (ld_future_is_pending(f)) {
         int r = event_base_loop(l->base, EVLOOP_ONCE);
         if (r < 0) {

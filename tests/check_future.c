@@ -489,6 +489,14 @@ START_TEST(test_forward_to_itself_rejects_einval)
 }
 END_TEST
 
+START_TEST(test_forward_to_itself_with_only_reference_is_safe)
+{
+    ld_future *f = ld_future_new(B);
+    /* `from` steals the one reference to `out`: no use after free */
+    ck_assert_int_eq(ld_future_forward(f, f), LD_EINVAL);
+}
+END_TEST
+
 START_TEST(test_forward_into_cycle_rejects_einval)
 {
     ld_future *a = ld_future_new(B);
@@ -815,6 +823,25 @@ START_TEST(test_all_cancel_cancels_inputs)
 }
 END_TEST
 
+START_TEST(test_deeply_nested_combinators_release_with_constant_stack)
+{
+    enum { DEPTH = 300000 };
+    ld_future *f = ld_future_new(B);
+    ld_future *inner = ld_future_ref(f);
+    struct timeval tv = {3600, 0};
+    for (int i = 0; i < DEPTH; i++) {
+        f = i % 2 ? ld_future_all(B, &f, 1) : ld_future_timeout(f, &tv);
+        ck_assert_ptr_nonnull(f);
+    }
+    ld_future_fulfill_int(inner, 1);
+    ld_future_unref(inner);
+    ld_test_wait(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f); /* releases 300,000 levels of inputs */
+    ld_test_flush();
+}
+END_TEST
+
 START_TEST(test_combinator_bad_input_steals_inputs)
 {
     ld_future *in[2] = {ld_future_new(B), NULL};
@@ -1055,6 +1082,7 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_forward_adopts_rejection);
     tcase_add_test(tc, test_forward_shares_pointer_and_frees_it_once);
     tcase_add_test(tc, test_forward_to_itself_rejects_einval);
+    tcase_add_test(tc, test_forward_to_itself_with_only_reference_is_safe);
     tcase_add_test(tc, test_forward_into_cycle_rejects_einval);
     tcase_add_test(tc, test_forward_bad_input);
     tcase_add_test(tc, test_100k_forward_chain_uses_constant_stack);
@@ -1077,6 +1105,7 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_all_rejects_on_first_rejection_and_cancels_rest);
     tcase_add_test(tc, test_all_of_nothing_is_fulfilled);
     tcase_add_test(tc, test_all_cancel_cancels_inputs);
+    tcase_add_test(tc, test_deeply_nested_combinators_release_with_constant_stack);
     tcase_add_test(tc, test_combinator_bad_input_steals_inputs);
     tcase_add_test(tc, test_race_takes_first_and_cancels_losers);
     tcase_add_test(tc, test_race_cancel_cancels_inputs);

@@ -209,6 +209,64 @@ START_TEST(test_fulfil_and_cancel_race_settles_once)
 }
 END_TEST
 
+START_TEST(test_wait_wakes_when_thread_completes_future_without_callbacks)
+{
+    ld_future *f = ld_future_new(B);
+    struct job j = {ld_future_ref(f), 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
+    ld_test_wait(f); /* the guard timer would fail the test after 60 s */
+    ck_assert_int_eq(ld_future_int(f), 7);
+    pthread_join(t, NULL);
+    ld_test_flush();
+    ld_future_unref(f);
+}
+END_TEST
+
+/* ---- callbacks of one future keep their order across threads ------------- */
+
+enum { ORDERED = 20000 };
+static int first_seen[ORDERED];
+static int order_errors;
+
+static void first_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    first_seen[(intptr_t)arg] = 1;
+}
+
+static void second_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    if (!first_seen[(intptr_t)arg])
+        order_errors++;
+}
+
+START_TEST(test_callback_added_during_remote_completion_runs_after_earlier_ones)
+{
+    static ld_future *fs[ORDERED];
+    order_errors = 0;
+    for (intptr_t i = 0; i < ORDERED; i++) {
+        first_seen[i] = 0;
+        fs[i] = ld_future_new(B);
+        ld_future_on_complete(ld_future_ref(fs[i]), first_cb, (void *)i);
+        ld_future_ref(fs[i]); /* the completing thread's reference */
+    }
+    struct racer a = {fs, ORDERED, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, race_complete, &a);
+    for (intptr_t i = 0; i < ORDERED; i++) /* races with the completions */
+        ld_future_on_complete(ld_future_ref(fs[i]), second_cb, (void *)i);
+    pthread_join(t, NULL);
+    ld_test_flush();
+    ck_assert_int_eq(order_errors, 0);
+    for (int i = 0; i < ORDERED; i++) {
+        ck_assert(first_seen[i]);
+        ld_future_unref(fs[i]);
+    }
+}
+END_TEST
+
 /* ---- waiting while another thread runs the loop -------------------------- */
 
 struct waiter {
@@ -266,6 +324,8 @@ Suite *ld_suite_future_thread(void)
     tcase_add_test(tc, test_many_producers_each_callback_once_in_order_on_loop);
     tcase_add_test(tc, test_fulfil_and_cancel_race_settles_once);
     tcase_add_test(tc, test_wait_while_loop_runs_on_other_thread_is_ebusy);
+    tcase_add_test(tc, test_wait_wakes_when_thread_completes_future_without_callbacks);
+    tcase_add_test(tc, test_callback_added_during_remote_completion_runs_after_earlier_ones);
     suite_add_tcase(s, tc);
     return s;
 }

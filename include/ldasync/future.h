@@ -30,8 +30,12 @@
  * reference owned by another thread is not enough, because a future whose
  * count is 1 is treated as private to the caller and is not locked.
  *
- * Lifetime rule: release (or complete and release) every future of a base
- * before calling event_base_free() on it, as with libevent's own events.
+ * Lifetime rule, as with libevent's own events: before event_base_free(base),
+ * release every future of the base and let the loop run the callbacks
+ * ldasync has queued (run event_base_loop(base, EVLOOP_NONBLOCK) until it
+ * returns 1, or ld_future_wait() on the last future). Callbacks still
+ * queued when the base is freed never run, the futures they hold stay
+ * allocated, and a base created later at the same address finds them.
  */
 #ifndef LDASYNC_FUTURE_H
 #define LDASYNC_FUTURE_H
@@ -120,7 +124,8 @@ LD_EXPORT int ld_future_reject(ld_future *f, int code, const char *fmt, ...) LD_
  *  or if `from` is `out` or waits on `out` through a chain of then, catch,
  *  timeout or forward links (`out` is then rejected with LD_EINVAL);
  *  LD_EALREADY if `out` is complete or already adopting; LD_ENOMEM.
- *  Cycles through ld_future_all()/ld_future_race() are not detected.
+ *  Cycles through ld_future_all()/ld_future_race(), and cycles of more than
+ *  65,536 links, are not detected (such futures never complete).
  *  @since 0.1.0 */
 LD_EXPORT int ld_future_forward(ld_future *out, ld_future *from);
 
@@ -196,7 +201,8 @@ LD_EXPORT ld_future *ld_future_all(struct event_base *base, ld_future **fs, size
 LD_EXPORT ld_future *ld_future_all_get(const ld_future *all, size_t i);
 
 /** A future that completes like the first of the `n` inputs to complete, and
- *  cancels the others that nobody else holds. Steals every fs[i].
+ *  cancels the others that nobody else holds (if several are complete
+ *  already, the first of them in `fs` wins). Steals every fs[i].
  *  @return a new reference; NULL if `base` is NULL, n == 0, `fs` is NULL,
  *  any input is NULL or on another base, or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_future *ld_future_race(struct event_base *base, ld_future **fs, size_t n);
@@ -236,7 +242,7 @@ LD_EXPORT int ld_future_set_cancel_handler(ld_future *f, ld_future_cb cb, void *
  *  until `f` is complete. Borrows `f`.
  *  @return 0 once complete (read the outcome from `f`); LD_EINVAL for NULL;
  *  LD_EBUSY when called from inside a callback of the same base, or while
- *  another thread runs that loop (instead of deadlocking).
+ *  another thread runs that loop (instead of deadlocking); LD_ENOMEM.
  *  If nothing can complete `f` (no events, no other thread), it blocks
  *  forever: combine with ld_future_timeout(). @since 0.1.0 */
 LD_EXPORT int ld_future_wait(ld_future *f);
