@@ -53,7 +53,6 @@ struct ld__loop {
      * ever being empty. */
     _Alignas(64) _Atomic(struct ld__node *) rtail;
     atomic_int scheduled; /* 1 while ev_run/ev_yield is armed or draining */
-    atomic_int waiters;   /* threads in ld_future_wait() on this base */
     struct ld__node stub;
 };
 

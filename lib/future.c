@@ -550,18 +550,6 @@ static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node 
         event_active(l->ev_run, 0, 0);
 }
 
-/* A thread in ld_future_wait() may be asleep in the loop for a future that
- * another thread completes without any callback to queue: wake the loop.
- * The fences pair with the ones in ld_future_wait(): either the waiter sees
- * the future complete, or this sees the waiter. */
-static void wake_waiters(struct ld__loop *l)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&l->waiters, memory_order_relaxed) &&
-        !atomic_exchange(&l->scheduled, 1))
-        event_active(l->ev_run, 0, 0);
-}
-
 /* ------------------------------------------------------------------------- */
 /* Locking a future                                                          */
 
@@ -794,8 +782,6 @@ static int settle(ld_future *f, struct settle_req *r)
          * then link, the next future of the chain): start loading it. */
         __builtin_prefetch(first->arg);
         enqueue(f->loop, first, last, w & W_SHARED);
-    } else if (w & W_SHARED) {
-        wake_waiters(f->loop);
     }
     f_unlock(f, w);
     return 0;
@@ -1526,6 +1512,12 @@ static void keepalive_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
 }
 
+static void wake_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
 int ld_future_wait(ld_future *f)
 {
     if (!f)
@@ -1540,11 +1532,17 @@ int ld_future_wait(ld_future *f)
      * in it when called outside any callback without threading. */
     if (tl_drain == l)
         return LD_EBUSY;
-    /* Completing a future without callbacks queues nothing; while someone
-     * waits, settle() wakes the loop for it anyway (see there). */
-    atomic_fetch_add(&l->waiters, 1);
-    atomic_thread_fence(memory_order_seq_cst);
-    int rc = 0;
+    /* One pass that cannot block tells whether this thread may run the loop
+     * at all (-1: inside one of its callbacks, or another thread runs it). */
+    if (event_base_loop(l->base, EVLOOP_NONBLOCK) < 0)
+        return LD_EBUSY;
+    if (!ld_future_is_pending(f))
+        return 0;
+    /* Completing a future without callbacks queues nothing, so nothing
+     * would wake the loop: give f a callback that does nothing. */
+    int rc = add_cb(ld_future_ref(f), wake_cb, NULL);
+    if (rc != 0)
+        return rc;
     struct event *keep = NULL;
     while (ld_future_is_pending(f)) {
         int r = event_base_loop(l->base, EVLOOP_ONCE);
@@ -1565,6 +1563,5 @@ int ld_future_wait(ld_future *f)
     }
     if (keep)
         event_free(keep);
-    atomic_fetch_sub(&l->waiters, 1);
     return rc;
 }
