@@ -864,17 +864,23 @@ LD_PRINTF(2, 0) static char *format_msg(int *nomem, const char *fmt, va_list ap)
     return msg;
 }
 
+LD_PRINTF(3, 0) static int vreject(ld_future *f, int code, const char *fmt, va_list ap)
+{
+    int nomem;
+    char *msg = format_msg(&nomem, fmt, ap);
+    int rc = reject_msg(f, code, msg, 0);
+    return rc == 0 && nomem ? LD_ENOMEM : rc;
+}
+
 int ld_future_reject(ld_future *f, int code, const char *fmt, ...)
 {
     if (!f || code >= 0)
         return LD_EINVAL;
-    int nomem;
     va_list ap;
     va_start(ap, fmt);
-    char *msg = format_msg(&nomem, fmt, ap);
+    int rc = vreject(f, code, fmt, ap);
     va_end(ap);
-    int rc = reject_msg(f, code, msg, 0);
-    return rc == 0 && nomem ? LD_ENOMEM : rc;
+    return rc;
 }
 
 ld_future *ld_future_fulfilled_json(struct event_base *base, json_t *v)
@@ -895,12 +901,10 @@ ld_future *ld_future_rejected(struct event_base *base, int code, const char *fmt
     ld_future *f = ld_future_new(base);
     if (!f)
         return NULL;
-    int nomem;
     va_list ap;
     va_start(ap, fmt);
-    char *msg = format_msg(&nomem, fmt, ap);
+    vreject(f, code, fmt, ap); /* LD_ENOMEM still leaves f rejected */
     va_end(ap);
-    reject_msg(f, code, msg, 0);
     return f;
 }
 
