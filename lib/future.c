@@ -58,10 +58,12 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #if defined(__GNUC__)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
+#define COLD __attribute__((noinline, cold))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define TLS _Thread_local
 #define LIKELY(x) (x)
+#define COLD
 #define UNLIKELY(x) (x)
 #endif
 
@@ -244,13 +246,13 @@ static inline int pool_enabled(void)
     return on;
 }
 
-static void pool_register(struct pool *p)
+COLD static void pool_register(struct pool *p)
 {
     p->registered = 1;
     pthread_setspecific(g_pool_key, p);
 }
 
-static ld_future *pool_refill(struct pool *p)
+COLD static ld_future *pool_refill(struct pool *p)
 {
     if (!p->registered)
         pool_register(p);
@@ -297,7 +299,7 @@ static inline ld_future *future_mem(void)
     return pool_refill(p);
 }
 
-static void pool_give_back(struct pool *p)
+COLD static void pool_give_back(struct pool *p)
 {
     ld_future *first = p->free, *last = first;
     for (size_t i = 1; i < LD_POOL_KEEP / 2; i++)
