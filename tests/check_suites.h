@@ -8,5 +8,6 @@ Suite *ld_suite_error(void);         /* check_error.c */
 Suite *ld_suite_version(void);       /* check_version.c */
 Suite *ld_suite_future(void);        /* check_future.c */
 Suite *ld_suite_future_thread(void); /* check_future_thread.c */
+Suite *ld_suite_kind(void);          /* check_kind.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -9,6 +9,7 @@
 #include <ldasync/common.h>
 #include <ldasync/error.h>
 #include <ldasync/future.h>
+#include <ldasync/kind.h>
 #include <ldasync/version.h>
 
 #endif /* LDASYNC_LDASYNC_H */

@@ -1,0 +1,243 @@
+/*
+ * ldasync: kinds of items, item validation, tombstones, and the dependency
+ * order of a data set (kind.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/error.h>
+#include <ldasync/kind.h>
+
+struct ld_kind {
+    const char *ns;
+    int priority;
+    int has_prerequisites;
+};
+
+static const ld_kind kind_segments = {"segments", 0, 0};
+static const ld_kind kind_features = {"features", 1, 1};
+
+/* In ascending priority: the order ld_data_sort() writes kinds in. */
+static const ld_kind *const kinds[] = {&kind_segments, &kind_features};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+const ld_kind *ld_kind_features(void)
+{
+    return &kind_features;
+}
+
+const ld_kind *ld_kind_segments(void)
+{
+    return &kind_segments;
+}
+
+const char *ld_kind_namespace(const ld_kind *kind)
+{
+    return kind ? kind->ns : NULL;
+}
+
+int ld_kind_priority(const ld_kind *kind)
+{
+    return kind ? kind->priority : -1;
+}
+
+const ld_kind *ld_kind_by_namespace(const char *ns)
+{
+    for (size_t i = 0; ns && i < NKINDS; i++)
+        if (strcmp(kinds[i]->ns, ns) == 0)
+            return kinds[i];
+    return NULL;
+}
+
+/* ---- items ---------------------------------------------------------------- */
+
+static int invalid(const char **why, const char *message)
+{
+    if (why)
+        *why = message;
+    return LD_EINVAL;
+}
+
+int ld_item_validate(const json_t *item, const char *key, const char **why)
+{
+    if (!json_is_object(item))
+        return invalid(why, "item must be a JSON object");
+    const json_t *k = json_object_get(item, "key");
+    if (!json_is_string(k) || json_string_length(k) == 0 ||
+        strlen(json_string_value(k)) != json_string_length(k))
+        return invalid(why, "item \"key\" must be a non-empty string without NUL");
+    const json_t *v = json_object_get(item, "version");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return invalid(why, "item \"version\" must be an integer >= 0");
+    const json_t *d = json_object_get(item, "deleted");
+    if (d && !json_is_boolean(d))
+        return invalid(why, "item \"deleted\" must be a boolean");
+    if (key && strcmp(json_string_value(k), key) != 0)
+        return invalid(why, "item \"key\" differs from the key it is filed under");
+    return 0;
+}
+
+const char *ld_item_key(const json_t *item)
+{
+    return json_string_value(json_object_get(item, "key"));
+}
+
+int64_t ld_item_version(const json_t *item)
+{
+    const json_t *v = json_object_get(item, "version");
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+}
+
+bool ld_item_is_deleted(const json_t *item)
+{
+    return json_is_true(json_object_get(item, "deleted"));
+}
+
+json_t *ld_tombstone_new(const char *key, int64_t version)
+{
+    if (!key || !*key || version < 0)
+        return NULL;
+    return json_pack("{s:s, s:I, s:b}", "key", key, "version", (json_int_t)version, "deleted", 1);
+}
+
+/* ---- data sets ------------------------------------------------------------ */
+
+int ld_data_validate(const json_t *all_data, const char **why)
+{
+    if (!json_is_object(all_data))
+        return invalid(why, "all_data must be a JSON object of namespaces");
+    const char *ns, *key;
+    json_t *coll, *item;
+    json_object_foreach((json_t *)all_data, ns, coll)
+    {
+        if (!json_is_object(coll))
+            return invalid(why, "all_data: each namespace must map to an object of items");
+        json_object_foreach(coll, key, item)
+        {
+            int rc = ld_item_validate(item, key, why);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* A frame of the depth-first walk: an item and the next prerequisite of it
+ * to look at. */
+struct frame {
+    json_t *item;
+    size_t next;
+};
+
+/* The key of the next prerequisite of f->item that is in `coll` and not yet
+ * placed (or being placed), or NULL when there is none left. */
+static const char *next_prerequisite(struct frame *f, const json_t *coll, const json_t *seen)
+{
+    const json_t *prereqs = json_object_get(f->item, "prerequisites");
+    size_t n = json_array_size(prereqs);
+    while (f->next < n) {
+        const char *k =
+            json_string_value(json_object_get(json_array_get(prereqs, f->next++), "key"));
+        if (k && json_object_get(coll, k) && !json_object_get(seen, k))
+            return k;
+    }
+    return NULL;
+}
+
+/* Flags in an order where each comes after its prerequisites. An item is
+ * marked seen when the walk reaches it, before its prerequisites are
+ * visited, so a cycle ends where it closes. An explicit stack: no recursion
+ * however deep the prerequisites go. */
+static json_t *sort_by_prerequisites(const json_t *coll)
+{
+    json_t *out = json_array(), *seen = json_object();
+    size_t cap = 16, depth = 0;
+    struct frame *stack = malloc(cap * sizeof(*stack));
+    const char *key;
+    json_t *item;
+    int ok = out && seen && stack;
+    json_object_foreach((json_t *)coll, key, item)
+    {
+        if (!ok)
+            break;
+        if (json_object_get(seen, key))
+            continue;
+        ok = json_object_set(seen, key, json_true()) == 0;
+        stack[depth++] = (struct frame){item, 0};
+        while (ok && depth > 0) {
+            const char *pk = next_prerequisite(&stack[depth - 1], coll, seen);
+            if (!pk) {
+                ok = json_array_append(out, stack[--depth].item) == 0;
+                continue;
+            }
+            if (depth == cap) {
+                struct frame *bigger = realloc(stack, 2 * cap * sizeof(*stack));
+                if (!bigger) {
+                    ok = 0;
+                    break;
+                }
+                stack = bigger;
+                cap *= 2;
+            }
+            ok = json_object_set(seen, pk, json_true()) == 0;
+            stack[depth++] = (struct frame){json_object_get(coll, pk), 0};
+        }
+    }
+    free(stack);
+    json_decref(seen);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static json_t *items_in_order(const json_t *coll)
+{
+    json_t *out = json_array();
+    const char *key;
+    json_t *item;
+    json_object_foreach((json_t *)coll, key, item)
+    {
+        if (!out || json_array_append(out, item) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static int append_kind(json_t *out, const char *ns, const json_t *coll, int by_prerequisites)
+{
+    json_t *items = by_prerequisites ? sort_by_prerequisites(coll) : items_in_order(coll);
+    if (!items)
+        return LD_ENOMEM;
+    return json_array_append_new(out, json_pack("{s:s, s:o}", "namespace", ns, "items", items)) == 0
+               ? 0
+               : LD_ENOMEM;
+}
+
+json_t *ld_data_sort(const json_t *all_data)
+{
+    if (ld_data_validate(all_data, NULL) != 0)
+        return NULL;
+    json_t *out = json_array();
+    int rc = out ? 0 : LD_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < NKINDS; i++) {
+        const json_t *coll = json_object_get(all_data, kinds[i]->ns);
+        if (coll)
+            rc = append_kind(out, kinds[i]->ns, coll, kinds[i]->has_prerequisites);
+    }
+    const char *ns;
+    json_t *coll;
+    json_object_foreach((json_t *)all_data, ns, coll)
+    {
+        if (rc == 0 && !ld_kind_by_namespace(ns))
+            rc = append_kind(out, ns, coll, 0);
+    }
+    if (rc != 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}

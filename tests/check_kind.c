@@ -1,0 +1,304 @@
+/* Kinds, item validation, tombstones and ld_data_sort, one rule per test. */
+#include <string.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+static json_t *flag(const char *key, int version, const char *const *prereqs)
+{
+    json_t *p = json_array();
+    for (size_t i = 0; prereqs && prereqs[i]; i++)
+        json_array_append_new(p, json_pack("{s:s, s:i}", "key", prereqs[i], "variation", 0));
+    return json_pack("{s:s, s:i, s:b, s:o}", "key", key, "version", version, "on", 1,
+                     "prerequisites", p);
+}
+
+static json_t *segment(const char *key)
+{
+    return json_pack("{s:s, s:i}", "key", key, "version", 1);
+}
+
+/* The keys of the "items" array of entry i of a sorted data set, joined by
+ * spaces, into buf. */
+static const char *keys_of(const json_t *sorted, size_t i, char *buf, size_t len)
+{
+    const json_t *items = json_object_get(json_array_get(sorted, i), "items");
+    buf[0] = '\0';
+    for (size_t k = 0; k < json_array_size(items); k++) {
+        if (k)
+            strncat(buf, " ", len - strlen(buf) - 1);
+        strncat(buf, ld_item_key(json_array_get(items, k)), len - strlen(buf) - 1);
+    }
+    return buf;
+}
+
+static const char *ns_of(const json_t *sorted, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(sorted, i), "namespace"));
+}
+
+/* ---- kinds -------------------------------------------------------------- */
+
+START_TEST(test_kinds_have_namespace_and_priority)
+{
+    ck_assert_str_eq(ld_kind_namespace(ld_kind_features()), "features");
+    ck_assert_str_eq(ld_kind_namespace(ld_kind_segments()), "segments");
+    ck_assert_int_eq(ld_kind_priority(ld_kind_features()), 1);
+    ck_assert_int_eq(ld_kind_priority(ld_kind_segments()), 0);
+    ck_assert_ptr_eq(ld_kind_by_namespace("features"), ld_kind_features());
+    ck_assert_ptr_eq(ld_kind_by_namespace("segments"), ld_kind_segments());
+    ck_assert_ptr_null(ld_kind_by_namespace("flags"));
+    ck_assert_ptr_null(ld_kind_by_namespace(NULL));
+    ck_assert_ptr_null(ld_kind_namespace(NULL));
+    ck_assert_int_eq(ld_kind_priority(NULL), -1);
+}
+END_TEST
+
+/* ---- items ---------------------------------------------------------------- */
+
+static void assert_invalid(json_t *item, const char *key, const char *field)
+{
+    const char *why = NULL;
+    ck_assert_int_eq(ld_item_validate(item, key, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_msg(strstr(why, field) != NULL, "\"%s\" does not name %s", why, field);
+    ck_assert_int_eq(ld_item_validate(item, key, NULL), LD_EINVAL);
+    json_decref(item);
+}
+
+START_TEST(test_valid_items_pass)
+{
+    json_t *f = flag("f", 3, NULL);
+    ck_assert_int_eq(ld_item_validate(f, NULL, NULL), 0);
+    ck_assert_int_eq(ld_item_validate(f, "f", NULL), 0);
+    json_t *t = ld_tombstone_new("gone", 0);
+    ck_assert_int_eq(ld_item_validate(t, "gone", NULL), 0);
+    json_decref(f);
+    json_decref(t);
+}
+END_TEST
+
+START_TEST(test_invalid_items_name_the_field)
+{
+    const char *why = NULL;
+    ck_assert_int_eq(ld_item_validate(NULL, NULL, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "object"));
+    assert_invalid(json_array(), NULL, "object");
+    assert_invalid(json_string("x"), NULL, "object");
+    assert_invalid(json_pack("{s:i}", "version", 1), NULL, "\"key\"");
+    assert_invalid(json_pack("{s:i, s:i}", "key", 5, "version", 1), NULL, "\"key\"");
+    assert_invalid(json_pack("{s:s, s:i}", "key", "", "version", 1), NULL, "\"key\"");
+    assert_invalid(json_pack("{s:s#, s:i}", "key", "a\0b", 3, "version", 1), NULL, "\"key\"");
+    assert_invalid(json_pack("{s:s}", "key", "k"), NULL, "\"version\"");
+    assert_invalid(json_pack("{s:s, s:s}", "key", "k", "version", "1"), NULL, "\"version\"");
+    assert_invalid(json_pack("{s:s, s:f}", "key", "k", "version", 1.5), NULL, "\"version\"");
+    assert_invalid(json_pack("{s:s, s:i}", "key", "k", "version", -1), NULL, "\"version\"");
+    assert_invalid(json_pack("{s:s, s:i, s:i}", "key", "k", "version", 1, "deleted", 1), NULL,
+                   "\"deleted\"");
+    assert_invalid(json_pack("{s:s, s:i, s:n}", "key", "k", "version", 1, "deleted"), NULL,
+                   "\"deleted\"");
+    assert_invalid(json_pack("{s:s, s:i}", "key", "k", "version", 1), "other", "filed under");
+}
+END_TEST
+
+START_TEST(test_item_accessors)
+{
+    json_t *t = ld_tombstone_new("k", 7);
+    ck_assert_str_eq(ld_item_key(t), "k");
+    ck_assert_int_eq(ld_item_version(t), 7);
+    ck_assert(ld_item_is_deleted(t));
+    json_t *f = flag("f", 2, NULL);
+    ck_assert(!ld_item_is_deleted(f));
+    ck_assert_ptr_null(ld_item_key(NULL));
+    ck_assert_int_eq(ld_item_version(NULL), -1);
+    ck_assert(!ld_item_is_deleted(NULL));
+    json_decref(t);
+    json_decref(f);
+}
+END_TEST
+
+START_TEST(test_tombstone_has_key_version_and_deleted)
+{
+    json_t *t = ld_tombstone_new("flag-a", 12);
+    json_t *want = json_pack("{s:s, s:i, s:b}", "key", "flag-a", "version", 12, "deleted", 1);
+    ck_assert(json_equal(t, want));
+    ck_assert_ptr_null(ld_tombstone_new(NULL, 1));
+    ck_assert_ptr_null(ld_tombstone_new("", 1));
+    ck_assert_ptr_null(ld_tombstone_new("k", -1));
+    json_decref(t);
+    json_decref(want);
+}
+END_TEST
+
+/* ---- data sets ---------------------------------------------------------- */
+
+START_TEST(test_data_validate)
+{
+    const char *why = NULL;
+    json_t *good = json_pack("{s:{s:o}, s:{}}", "features", "a", flag("a", 1, NULL), "segments");
+    ck_assert_int_eq(ld_data_validate(good, &why), 0);
+    ck_assert_int_eq(ld_data_validate(NULL, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "all_data"));
+    json_t *bad = json_pack("{s:[]}", "features");
+    ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "namespace"));
+    json_decref(bad);
+    bad = json_pack("{s:{s:o}}", "features", "b", flag("a", 1, NULL));
+    ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "filed under"));
+    json_decref(bad);
+    bad = json_pack("{s:{s:{s:s}}}", "segments", "s", "key", "s");
+    ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "\"version\""));
+    ck_assert_ptr_null(ld_data_sort(bad));
+    json_decref(bad);
+    json_decref(good);
+}
+END_TEST
+
+START_TEST(test_sort_puts_segments_before_features)
+{
+    json_t *data = json_pack("{s:{s:o}, s:{s:o}}", "features", "f", flag("f", 1, NULL), "segments",
+                             "s", segment("s"));
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_int_eq(json_array_size(sorted), 2);
+    ck_assert_str_eq(ns_of(sorted, 0), "segments");
+    ck_assert_str_eq(ns_of(sorted, 1), "features");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_puts_prerequisites_first)
+{
+    char buf[128];
+    const char *c_needs[] = {"b", NULL}, *b_needs[] = {"a", NULL};
+    const char *d_needs[] = {"c", "a", NULL};
+    json_t *data =
+        json_pack("{s:{s:o, s:o, s:o, s:o}}", "features", "d", flag("d", 1, d_needs), "c",
+                  flag("c", 1, c_needs), "a", flag("a", 1, NULL), "b", flag("b", 1, b_needs));
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "a b c d");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_keeps_independent_items_in_input_order)
+{
+    char buf[128];
+    json_t *data = json_pack("{s:{s:o, s:o, s:o}, s:{s:o, s:o}}", "features", "z",
+                             flag("z", 1, NULL), "m", flag("m", 1, NULL), "a", flag("a", 1, NULL),
+                             "segments", "s2", segment("s2"), "s1", segment("s1"));
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "s2 s1");
+    ck_assert_str_eq(keys_of(sorted, 1, buf, sizeof(buf)), "z m a");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_terminates_on_cycles_with_each_item_once)
+{
+    char buf[128];
+    const char *a_needs[] = {"b", NULL}, *b_needs[] = {"c", NULL}, *c_needs[] = {"a", NULL};
+    const char *self[] = {"s", NULL};
+    json_t *data =
+        json_pack("{s:{s:o, s:o, s:o, s:o}}", "features", "a", flag("a", 1, a_needs), "b",
+                  flag("b", 1, b_needs), "c", flag("c", 1, c_needs), "s", flag("s", 1, self));
+    json_t *sorted = ld_data_sort(data);
+    /* a is reached first, then b and c; c's prerequisite a is already on the
+     * way, so the cycle ends there */
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "c b a s");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_skips_missing_prerequisites)
+{
+    char buf[128];
+    const char *needs[] = {"missing", "b", NULL};
+    json_t *data =
+        json_pack("{s:{s:o, s:o}}", "features", "a", flag("a", 1, needs), "b", flag("b", 1, NULL));
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "b a");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_shares_items_and_keeps_unknown_namespaces_last)
+{
+    json_t *f = flag("f", 1, NULL);
+    json_t *data = json_pack("{s:{s:O}, s:{s:o}, s:{}}", "features", "f", f, "extra", "x",
+                             segment("x"), "segments");
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_int_eq(json_array_size(sorted), 3);
+    ck_assert_str_eq(ns_of(sorted, 0), "segments");
+    ck_assert_str_eq(ns_of(sorted, 1), "features");
+    ck_assert_str_eq(ns_of(sorted, 2), "extra");
+    json_t *items = json_object_get(json_array_get(sorted, 1), "items");
+    ck_assert_ptr_eq(json_array_get(items, 0), f);
+    json_decref(sorted);
+    json_decref(data);
+    json_decref(f);
+}
+END_TEST
+
+START_TEST(test_sort_of_empty_data_is_empty)
+{
+    json_t *data = json_object();
+    json_t *sorted = ld_data_sort(data);
+    ck_assert(json_is_array(sorted));
+    ck_assert_int_eq(json_array_size(sorted), 0);
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_sort_long_prerequisite_chain_uses_constant_stack)
+{
+    enum { N = 200000 };
+    json_t *features = json_object();
+    char key[32], prev[32];
+    for (int i = 0; i < N; i++) { /* f0 needs f1, f1 needs f2, ... */
+        snprintf(key, sizeof(key), "f%d", i);
+        snprintf(prev, sizeof(prev), "f%d", i + 1);
+        const char *needs[] = {prev, NULL};
+        json_object_set_new(features, key, flag(key, 1, i + 1 < N ? needs : NULL));
+    }
+    json_t *data = json_pack("{s:o}", "features", features);
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_ptr_nonnull(sorted);
+    json_t *items = json_object_get(json_array_get(sorted, 0), "items");
+    ck_assert_int_eq(json_array_size(items), N);
+    ck_assert_str_eq(ld_item_key(json_array_get(items, 0)), "f199999");
+    ck_assert_str_eq(ld_item_key(json_array_get(items, N - 1)), "f0");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+Suite *ld_suite_kind(void)
+{
+    Suite *s = suite_create("kind");
+    TCase *tc = tcase_create("kinds");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_kinds_have_namespace_and_priority);
+    tcase_add_test(tc, test_valid_items_pass);
+    tcase_add_test(tc, test_invalid_items_name_the_field);
+    tcase_add_test(tc, test_item_accessors);
+    tcase_add_test(tc, test_tombstone_has_key_version_and_deleted);
+    tcase_add_test(tc, test_data_validate);
+    tcase_add_test(tc, test_sort_puts_segments_before_features);
+    tcase_add_test(tc, test_sort_puts_prerequisites_first);
+    tcase_add_test(tc, test_sort_keeps_independent_items_in_input_order);
+    tcase_add_test(tc, test_sort_terminates_on_cycles_with_each_item_once);
+    tcase_add_test(tc, test_sort_skips_missing_prerequisites);
+    tcase_add_test(tc, test_sort_shares_items_and_keeps_unknown_namespaces_last);
+    tcase_add_test(tc, test_sort_of_empty_data_is_empty);
+    tcase_add_test(tc, test_sort_long_prerequisite_chain_uses_constant_stack);
+    suite_add_tcase(s, tc);
+    return s;
+}
