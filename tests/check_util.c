@@ -29,6 +29,7 @@ void ld_test_setup(void)
 
 void ld_test_teardown(void)
 {
+    ld_test_flush(); /* the lifetime rule of future.h: run what is queued */
     event_free(guard);
     guard = NULL;
     event_base_free(ld_test_base);

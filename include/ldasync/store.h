@@ -1,0 +1,145 @@
+/*
+ * ldasync/store.h: the asynchronous feature store interface.
+ *
+ * A store holds versioned items (see kind.h) by kind and key. Every operation
+ * returns a new reference to a future that completes from the event loop of
+ * the store's base; futures of one store complete in the order the
+ * operations were issued, whatever the implementation does. Bad input is
+ * rejected with LD_EINVAL and a message naming the field, before the
+ * implementation sees it, and leaves the store unchanged.
+ *
+ * Semantics (those of LaunchDarkly's SDK stores, made exact):
+ *   - get: fulfils with the item (borrowed JSON, valid while you hold the
+ *     future) or with NULL when the key is missing or deleted.
+ *   - all: fulfils with an object key -> item without tombstones; the object
+ *     is shared and must not be modified.
+ *   - upsert, delete: applied only when the stored version is strictly lower
+ *     than the new one (equal versions are not applied, a tombstone blocks
+ *     older upserts); fulfil with true when applied, false when not. Deleting
+ *     an unknown key stores a tombstone.
+ *   - init: replaces all data atomically (namespaces absent from the data
+ *     become empty) and makes the store initialized.
+ *   - initialized: fulfils with false until the first successful init.
+ *   - close: graceful; later operations reject with LD_ECLOSED.
+ *
+ * Items given to a store (init, upsert) are borrowed: the store takes its own
+ * references, so they must not be modified afterwards.
+ *
+ * Thread rules: a store belongs to the thread that runs its base's loop.
+ */
+#ifndef LDASYNC_STORE_H
+#define LDASYNC_STORE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include <ldasync/common.h>
+#include <ldasync/future.h>
+#include <ldasync/kind.h>
+
+LD_BEGIN_DECLS
+
+struct event_base;
+
+/** An opaque store. Create with an implementation's constructor (e.g.
+ *  ld_memory_store_new()) or ld_store_new(); release with ld_store_free().
+ *  @since 0.1.0 */
+typedef struct ld_store ld_store;
+
+/** Looks up one item. @return a new reference: fulfilled with the item or
+ *  NULL; rejected with LD_EINVAL (NULL store, kind or key), LD_ECLOSED, or
+ *  the implementation's error. NULL only if `store` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_get(ld_store *store, const ld_kind *kind, const char *key);
+
+/** All items of a kind, without tombstones. @return a new reference,
+ *  fulfilled with a JSON object (borrowed, immutable); errors as for get.
+ *  @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_all(ld_store *store, const ld_kind *kind);
+
+/** Replaces all data with `all_data`, {"features": {...}, "segments": {...}}
+ *  (borrowed), after validating all of it (ld_data_validate()); nothing
+ *  changes if any of it is invalid. @return a new reference, fulfilled with
+ *  no value. @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_init(ld_store *store, const json_t *all_data);
+
+/** Stores `item` (borrowed, validated) if its version is newer. @return a new
+ *  reference, fulfilled with a bool: true if applied. @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_upsert(ld_store *store, const ld_kind *kind, const json_t *item);
+
+/** Stores a tombstone for `key` at `version` (>= 0) if that is newer.
+ *  @return a new reference, fulfilled with a bool: true if applied.
+ *  @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_delete(ld_store *store, const ld_kind *kind, const char *key,
+                                     int64_t version);
+
+/** @return a new reference, fulfilled with a bool: true once an init has
+ *  succeeded. @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_initialized(ld_store *store);
+
+/** Closes the store gracefully: operations issued before complete as usual,
+ *  later ones reject with LD_ECLOSED. Closing twice fulfils again.
+ *  @return a new reference, fulfilled when the implementation has closed.
+ *  @since 0.1.0 */
+LD_EXPORT ld_future *ld_store_close(ld_store *store);
+
+/** Frees the store: operations still pending reject with LD_ECANCELED (from
+ *  the loop), and the implementation is freed. Safe from inside a callback
+ *  of one of the store's own futures. NULL-safe. @since 0.1.0 */
+LD_EXPORT void ld_store_free(ld_store *store);
+
+/** A short name of the implementation ("memory", "redis", ...); never NULL
+ *  ("(null)" for a NULL store). @since 0.1.0 */
+LD_EXPORT const char *ld_store_describe(const ld_store *store);
+
+/* ------------------------------------------------------------------------- */
+/* For implementers                                                          */
+
+/** The version of struct ld_store_ops this header describes. @since 0.1.0 */
+#define LD_STORE_OPS_VERSION 1
+
+/** What an implementation provides. Each operation receives `out`, a pending
+ *  future it owns (one reference): it must complete it (now or later, from
+ *  any callback of the loop) and release it. Inputs are validated already:
+ *  items are valid, keys non-empty, kinds known. Results:
+ *    get: fulfil_json with a new reference to the stored item, or with NULL
+ *         when it is missing or a tombstone;
+ *    all: fulfil_json with an object of the items without tombstones;
+ *    init, close: fulfil; upsert, del, initialized: fulfil_bool;
+ *    any: reject with LD_ESTORE (or another code) on a backend failure.
+ *  The front layer orders completions, so an implementation may complete
+ *  out of order. `close` and `free` may be NULL. @since 0.1.0 */
+struct ld_store_ops {
+    int version; /* LD_STORE_OPS_VERSION */
+    void (*get)(void *impl, const ld_kind *kind, const char *key, ld_future *out);
+    void (*all)(void *impl, const ld_kind *kind, ld_future *out);
+    void (*init)(void *impl, const json_t *all_data, ld_future *out);
+    void (*upsert)(void *impl, const ld_kind *kind, const json_t *item, ld_future *out);
+    void (*del)(void *impl, const ld_kind *kind, const char *key, int64_t version, ld_future *out);
+    void (*initialized)(void *impl, ld_future *out);
+    void (*close)(void *impl, ld_future *out);
+    void (*free)(void *impl);
+    const char *(*describe)(void *impl);
+};
+
+/** Makes a store from an implementation. `ops` is borrowed and must outlive
+ *  the store (usually a static const struct); `impl` is handed to every
+ *  operation and to ops->free. @return a new store; NULL if `base` or `ops`
+ *  is NULL, ops->version is not one this library knows, a required operation
+ *  is missing, or memory ran out (ops->free(impl) is not called then).
+ *  @since 0.1.0 */
+LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops,
+                                 void *impl);
+
+/* ------------------------------------------------------------------------- */
+/* The in-memory store                                                       */
+
+/** A store in memory, for the loop thread of `base`: no lock; get, upsert and
+ *  delete are O(1) (hash tables); all returns an immutable snapshot that
+ *  shares the item references, the same object again while nothing changed;
+ *  init is atomic. describe() is "memory". @return a new store, or NULL if
+ *  `base` is NULL or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
+
+LD_END_DECLS
+
+#endif /* LDASYNC_STORE_H */

@@ -1,0 +1,294 @@
+/*
+ * ldasync: the store front layer (store.h). It validates input, handles the
+ * closed and freed states, and completes the futures it returns in the order
+ * the operations were issued, so that implementations need none of that.
+ */
+#include <stdlib.h>
+
+#include <ldasync/error.h>
+#include <ldasync/store.h>
+
+enum op { OP_GET, OP_ALL, OP_INIT, OP_UPSERT, OP_DEL, OP_INITIALIZED, OP_CLOSE };
+
+/* An operation whose result waits for the implementation or for the
+ * operations issued before it. */
+struct pending {
+    struct pending *next;
+    ld_future *impl; /* completed by the implementation */
+    ld_future *user; /* what the caller got */
+    enum op op;
+};
+
+struct ld_store {
+    struct event_base *base;
+    const struct ld_store_ops *ops;
+    void *impl;
+    int closed;
+    int freed;
+    unsigned refs; /* the owner's (until ld_store_free) + one per pending callback */
+    struct pending *head, *tail;
+};
+
+ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, void *impl)
+{
+    if (!base || !ops || ops->version != LD_STORE_OPS_VERSION || !ops->get || !ops->all ||
+        !ops->init || !ops->upsert || !ops->del || !ops->initialized)
+        return NULL;
+    ld_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->base = base;
+    s->ops = ops;
+    s->impl = impl;
+    s->refs = 1;
+    return s;
+}
+
+static void store_release(ld_store *s)
+{
+    if (--s->refs == 0)
+        free(s);
+}
+
+/* Completes `user` the way `impl` (complete) did. */
+static void complete_from(ld_future *user, ld_future *impl, enum op op)
+{
+    if (ld_future_is_rejected(impl)) {
+        ld_future_reject(user, ld_future_error(impl), "%s", ld_future_error_message(impl));
+        return;
+    }
+    switch (op) {
+    case OP_GET:
+    case OP_ALL:
+        ld_future_fulfill_json(user, json_incref(ld_future_json(impl)));
+        break;
+    case OP_UPSERT:
+    case OP_DEL:
+    case OP_INITIALIZED:
+        ld_future_fulfill_bool(user, ld_future_bool(impl));
+        break;
+    default:
+        ld_future_fulfill(user);
+        break;
+    }
+}
+
+/* Completes the queued operations whose implementation is done, oldest
+ * first, stopping at the first one still running. */
+static void flush(ld_store *s)
+{
+    struct pending *p;
+    while ((p = s->head) != NULL && !ld_future_is_pending(p->impl)) {
+        s->head = p->next;
+        if (!s->head)
+            s->tail = NULL;
+        complete_from(p->user, p->impl, p->op);
+        ld_future_unref(p->impl);
+        ld_future_unref(p->user);
+        free(p);
+    }
+}
+
+static void impl_done(ld_future *impl, void *arg)
+{
+    ld_store *s = arg;
+    (void)impl;
+    if (!s->freed)
+        flush(s);
+    store_release(s);
+}
+
+/* Returns the caller's future for an operation whose implementation future
+ * is `impl` (the implementation has been called). With nothing queued and
+ * `impl` complete already, `impl` itself is the answer: one future, no copy.
+ * Otherwise the operation waits in the queue. */
+static ld_future *finish(ld_store *s, ld_future *impl, enum op op)
+{
+    if (!s->head && !ld_future_is_pending(impl))
+        return impl;
+    struct pending *p = malloc(sizeof(*p));
+    ld_future *user = ld_future_new(s->base);
+    if (!p || !user) {
+        free(p);
+        ld_future_unref(user);
+        ld_future_unref(impl); /* the implementation completes its own reference */
+        return ld_future_rejected(s->base, LD_ENOMEM, NULL);
+    }
+    p->next = NULL;
+    p->impl = impl;
+    p->user = ld_future_ref(user);
+    p->op = op;
+    if (s->tail)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    s->refs++;
+    if (ld_future_on_complete(ld_future_ref(impl), impl_done, s) != 0)
+        s->refs--; /* LD_ENOMEM: flushed by the next completion instead */
+    return user;
+}
+
+static ld_future *rejected(ld_store *s, int code, const char *why)
+{
+    return ld_future_rejected(s->base, code, "%s", why);
+}
+
+/* Checks that apply to every operation; returns the future to give back
+ * instead of calling the implementation, or NULL to go on. */
+static ld_future *refuse(ld_store *s, const ld_kind *kind, int needs_kind)
+{
+    if (s->closed)
+        return rejected(s, LD_ECLOSED, "store is closed");
+    if (needs_kind && !kind)
+        return rejected(s, LD_EINVAL, "kind must not be NULL");
+    return NULL;
+}
+
+static int bad_key(const char *key)
+{
+    return !key || !*key;
+}
+
+ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, kind, 1);
+    if (r)
+        return r;
+    if (bad_key(key))
+        return rejected(s, LD_EINVAL, "key must be a non-empty string");
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->get(s->impl, kind, key, ld_future_ref(impl));
+    return finish(s, impl, OP_GET);
+}
+
+ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, kind, 1);
+    if (r)
+        return r;
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->all(s->impl, kind, ld_future_ref(impl));
+    return finish(s, impl, OP_ALL);
+}
+
+ld_future *ld_store_init(ld_store *s, const json_t *all_data)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, NULL, 0);
+    if (r)
+        return r;
+    const char *why;
+    if (ld_data_validate(all_data, &why) != 0)
+        return rejected(s, LD_EINVAL, why);
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->init(s->impl, all_data, ld_future_ref(impl));
+    return finish(s, impl, OP_INIT);
+}
+
+ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, kind, 1);
+    if (r)
+        return r;
+    const char *why;
+    if (ld_item_validate(item, NULL, &why) != 0)
+        return rejected(s, LD_EINVAL, why);
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->upsert(s->impl, kind, item, ld_future_ref(impl));
+    return finish(s, impl, OP_UPSERT);
+}
+
+ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, int64_t version)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, kind, 1);
+    if (r)
+        return r;
+    if (bad_key(key))
+        return rejected(s, LD_EINVAL, "key must be a non-empty string");
+    if (version < 0)
+        return rejected(s, LD_EINVAL, "version must be >= 0");
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->del(s->impl, kind, key, version, ld_future_ref(impl));
+    return finish(s, impl, OP_DEL);
+}
+
+ld_future *ld_store_initialized(ld_store *s)
+{
+    if (!s)
+        return NULL;
+    ld_future *r = refuse(s, NULL, 0);
+    if (r)
+        return r;
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    s->ops->initialized(s->impl, ld_future_ref(impl));
+    return finish(s, impl, OP_INITIALIZED);
+}
+
+ld_future *ld_store_close(ld_store *s)
+{
+    if (!s)
+        return NULL;
+    ld_future *impl = ld_future_new(s->base);
+    if (!impl)
+        return rejected(s, LD_ENOMEM, "out of memory");
+    if (s->closed || !s->ops->close) {
+        s->closed = 1;
+        ld_future_fulfill(impl);
+    } else {
+        s->closed = 1;
+        s->ops->close(s->impl, ld_future_ref(impl));
+    }
+    return finish(s, impl, OP_CLOSE);
+}
+
+void ld_store_free(ld_store *s)
+{
+    if (!s || s->freed)
+        return;
+    s->freed = 1;
+    s->closed = 1;
+    struct pending *p = s->head;
+    s->head = s->tail = NULL;
+    while (p) {
+        struct pending *next = p->next;
+        ld_future_cancel(p->user);
+        ld_future_cancel(p->impl); /* tells the implementation, if it listens */
+        ld_future_unref(p->impl);
+        ld_future_unref(p->user);
+        free(p);
+        p = next;
+    }
+    if (s->ops->free)
+        s->ops->free(s->impl);
+    store_release(s);
+}
+
+const char *ld_store_describe(const ld_store *s)
+{
+    if (!s)
+        return "(null)";
+    const char *d = s->ops->describe ? s->ops->describe(s->impl) : NULL;
+    return d ? d : "unknown";
+}

@@ -1,0 +1,572 @@
+/* The store front layer and the in-memory store. */
+#include <string.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+#define B ld_test_base
+
+static ld_store *store;
+
+static void store_setup(void)
+{
+    ld_test_setup();
+    store = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(store);
+}
+
+static void store_teardown(void)
+{
+    ld_store_free(store);
+    store = NULL;
+    ld_test_teardown();
+}
+
+/* The fixture of DESIGN.md. */
+static json_t *make_feature(const char *key, int version)
+{
+    return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
+                     "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
+                     "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
+}
+
+/* Waits for f, checks it fulfilled, and returns it (still referenced). */
+static ld_future *done(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    ld_test_wait(f);
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
+    return f;
+}
+
+static void ok(ld_future *f)
+{
+    ld_future_unref(done(f));
+}
+
+static bool await_bool(ld_future *f)
+{
+    bool v = ld_future_bool(done(f));
+    ld_future_unref(f);
+    return v;
+}
+
+/* The version of the feature `key` as get returns it, -1 if NULL. */
+static int64_t get_version(const char *key)
+{
+    ld_future *f = done(ld_store_get(store, ld_kind_features(), key));
+    int64_t v = ld_future_json(f) ? ld_item_version(ld_future_json(f)) : -1;
+    ld_future_unref(f);
+    return v;
+}
+
+static void init_foo_bar(void)
+{
+    json_t *data = json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", make_feature("foo", 10),
+                             "bar", make_feature("bar", 10), "segments");
+    ok(ld_store_init(store, data));
+    json_decref(data);
+}
+
+static void upsert(const char *key, int version, bool applied)
+{
+    json_t *item = make_feature(key, version);
+    ck_assert_int_eq(await_bool(ld_store_upsert(store, ld_kind_features(), item)), applied);
+    json_decref(item);
+}
+
+static void expect_error(ld_future *f, int code, const char *in_message)
+{
+    ck_assert_ptr_nonnull(f);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), code);
+    if (in_message)
+        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
+                      ld_future_error_message(f), in_message);
+    ld_future_unref(f);
+}
+
+/* ---- the 17 cases of the Python SDK's async store suite ------------------ */
+
+START_TEST(test_not_initialized_before_init)
+{
+    ck_assert(!await_bool(ld_store_initialized(store)));
+}
+END_TEST
+
+START_TEST(test_initialized)
+{
+    init_foo_bar();
+    ck_assert(await_bool(ld_store_initialized(store)));
+}
+END_TEST
+
+START_TEST(test_get_existing_feature)
+{
+    init_foo_bar();
+    ld_future *f = done(ld_store_get(store, ld_kind_features(), "foo"));
+    ck_assert_str_eq(ld_item_key(ld_future_json(f)), "foo");
+    ck_assert_int_eq(ld_item_version(ld_future_json(f)), 10);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_get_nonexisting_feature)
+{
+    init_foo_bar();
+    ck_assert_int_eq(get_version("biz"), -1);
+}
+END_TEST
+
+START_TEST(test_get_all_versions)
+{
+    init_foo_bar();
+    ld_future *f = done(ld_store_all(store, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 2);
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(f), "foo")), 10);
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(f), "bar")), 10);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_upsert_with_newer_version)
+{
+    init_foo_bar();
+    upsert("foo", 11, true);
+    ck_assert_int_eq(get_version("foo"), 11);
+}
+END_TEST
+
+START_TEST(test_upsert_with_older_version)
+{
+    init_foo_bar();
+    upsert("foo", 9, false);
+    ck_assert_int_eq(get_version("foo"), 10);
+}
+END_TEST
+
+START_TEST(test_upsert_with_new_feature)
+{
+    init_foo_bar();
+    upsert("biz", 1, true);
+    ck_assert_int_eq(get_version("biz"), 1);
+}
+END_TEST
+
+START_TEST(test_delete_with_newer_version)
+{
+    init_foo_bar();
+    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
+    ck_assert_int_eq(get_version("foo"), -1);
+}
+END_TEST
+
+START_TEST(test_delete_unknown_feature)
+{
+    init_foo_bar();
+    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "biz", 11)));
+    ck_assert_int_eq(get_version("biz"), -1);
+    upsert("biz", 10, false); /* the tombstone blocks older versions */
+    upsert("biz", 12, true);
+}
+END_TEST
+
+START_TEST(test_delete_with_older_version)
+{
+    init_foo_bar();
+    ck_assert(!await_bool(ld_store_delete(store, ld_kind_features(), "foo", 9)));
+    ck_assert_int_eq(get_version("foo"), 10);
+}
+END_TEST
+
+START_TEST(test_upsert_older_version_after_delete)
+{
+    init_foo_bar();
+    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
+    upsert("foo", 9, false);
+    ck_assert_int_eq(get_version("foo"), -1);
+}
+END_TEST
+
+START_TEST(test_deleted_item_not_in_all)
+{
+    init_foo_bar();
+    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
+    ld_future *f = done(ld_store_all(store, ld_kind_features()));
+    ck_assert_ptr_null(json_object_get(ld_future_json(f), "foo"));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 1);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_upsert_equal_version_not_applied)
+{
+    init_foo_bar();
+    upsert("foo", 10, false);
+}
+END_TEST
+
+START_TEST(test_delete_equal_version_not_applied)
+{
+    init_foo_bar();
+    ck_assert(!await_bool(ld_store_delete(store, ld_kind_features(), "foo", 10)));
+    ck_assert_int_eq(get_version("foo"), 10);
+}
+END_TEST
+
+START_TEST(test_init_replaces_existing_data)
+{
+    init_foo_bar();
+    upsert("biz", 1, true);
+    json_t *data = json_pack("{s:{s:o}}", "features", "new", make_feature("new", 1));
+    json_t *seg = json_pack("{s:s, s:i}", "key", "s", "version", 1);
+    ck_assert(await_bool(ld_store_upsert(store, ld_kind_segments(), seg)));
+    ok(ld_store_init(store, data));
+    ck_assert_int_eq(get_version("foo"), -1);
+    ck_assert_int_eq(get_version("biz"), -1);
+    ck_assert_int_eq(get_version("new"), 1);
+    ld_future *all = done(ld_store_all(store, ld_kind_segments())); /* absent: empty */
+    ck_assert_int_eq(json_object_size(ld_future_json(all)), 0);
+    ld_future_unref(all);
+    json_decref(seg);
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_describe_is_memory)
+{
+    ck_assert_str_eq(ld_store_describe(store), "memory");
+    ck_assert_str_eq(ld_store_describe(NULL), "(null)");
+}
+END_TEST
+
+/* ---- snapshots ------------------------------------------------------------- */
+
+START_TEST(test_all_snapshot_does_not_change_under_a_reader)
+{
+    init_foo_bar();
+    ld_future *before = done(ld_store_all(store, ld_kind_features()));
+    upsert("foo", 20, true);
+    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "bar", 20)));
+    json_t *old = ld_future_json(before);
+    ck_assert_int_eq(json_object_size(old), 2);
+    ck_assert_int_eq(ld_item_version(json_object_get(old, "foo")), 10);
+    ld_future *after = done(ld_store_all(store, ld_kind_features()));
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(after), "foo")), 20);
+    ck_assert_ptr_null(json_object_get(ld_future_json(after), "bar"));
+    ld_future_unref(before);
+    ld_future_unref(after);
+}
+END_TEST
+
+START_TEST(test_all_is_the_same_object_while_nothing_changes)
+{
+    init_foo_bar();
+    ld_future *a = done(ld_store_all(store, ld_kind_features()));
+    ld_future *b = done(ld_store_all(store, ld_kind_features()));
+    ck_assert_ptr_eq(ld_future_json(a), ld_future_json(b));
+    ld_future_unref(a);
+    ld_future_unref(b);
+}
+END_TEST
+
+START_TEST(test_items_are_shared_not_copied)
+{
+    json_t *item = make_feature("x", 1);
+    ck_assert(await_bool(ld_store_upsert(store, ld_kind_features(), item)));
+    ld_future *f = done(ld_store_get(store, ld_kind_features(), "x"));
+    ck_assert_ptr_eq(ld_future_json(f), item);
+    ld_future_unref(f);
+    json_decref(item);
+}
+END_TEST
+
+/* ---- bad input ---------------------------------------------------------- */
+
+START_TEST(test_bad_input_is_einval_naming_the_field_and_changes_nothing)
+{
+    init_foo_bar();
+    const ld_kind *F = ld_kind_features();
+    ck_assert_ptr_null(ld_store_get(NULL, F, "foo"));
+    ck_assert_ptr_null(ld_store_all(NULL, F));
+    ck_assert_ptr_null(ld_store_init(NULL, NULL));
+    ck_assert_ptr_null(ld_store_upsert(NULL, F, NULL));
+    ck_assert_ptr_null(ld_store_delete(NULL, F, "k", 1));
+    ck_assert_ptr_null(ld_store_initialized(NULL));
+    ck_assert_ptr_null(ld_store_close(NULL));
+    ld_store_free(NULL);
+    expect_error(ld_store_get(store, NULL, "foo"), LD_EINVAL, "kind");
+    expect_error(ld_store_get(store, F, NULL), LD_EINVAL, "key");
+    expect_error(ld_store_get(store, F, ""), LD_EINVAL, "key");
+    expect_error(ld_store_all(store, NULL), LD_EINVAL, "kind");
+    expect_error(ld_store_delete(store, F, NULL, 11), LD_EINVAL, "key");
+    expect_error(ld_store_delete(store, F, "foo", -1), LD_EINVAL, "version");
+    expect_error(ld_store_delete(store, NULL, "foo", 11), LD_EINVAL, "kind");
+    json_t *bad[] = {
+        NULL,
+        json_array(),
+        json_pack("{s:i}", "version", 11),
+        json_pack("{s:s}", "key", "foo"),
+        json_pack("{s:s, s:s}", "key", "foo", "version", "11"),
+        json_pack("{s:s, s:i}", "key", "foo", "version", -11),
+        json_pack("{s:s, s:i, s:s}", "key", "foo", "version", 11, "deleted", "yes"),
+    };
+    const char *field[] = {"object", "object", "key", "version", "version", "version", "deleted"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        expect_error(ld_store_upsert(store, F, bad[i]), LD_EINVAL, field[i]);
+        json_decref(bad[i]);
+    }
+    expect_error(ld_store_upsert(store, NULL, NULL), LD_EINVAL, "kind");
+    ck_assert_int_eq(get_version("foo"), 10);
+}
+END_TEST
+
+START_TEST(test_bad_init_is_all_or_nothing)
+{
+    init_foo_bar();
+    expect_error(ld_store_init(store, NULL), LD_EINVAL, "all_data");
+    json_t *bad = json_pack("{s:[]}", "features");
+    expect_error(ld_store_init(store, bad), LD_EINVAL, "namespace");
+    json_decref(bad);
+    /* one good item, one filed under another key: nothing is applied */
+    bad = json_pack("{s:{s:o, s:o}}", "features", "new", make_feature("new", 1), "other",
+                    make_feature("x", 1));
+    expect_error(ld_store_init(store, bad), LD_EINVAL, "filed under");
+    json_decref(bad);
+    ck_assert_int_eq(get_version("foo"), 10);
+    ck_assert_int_eq(get_version("new"), -1);
+}
+END_TEST
+
+/* ---- ordering, re-entrancy, close, free ------------------------------------ */
+
+static int seq[16], nseq;
+
+static void note_order(ld_future *f, void *arg)
+{
+    (void)f;
+    seq[nseq++] = (int)(intptr_t)arg;
+}
+
+START_TEST(test_results_complete_in_issue_order_and_never_inside_the_call)
+{
+    nseq = 0;
+    init_foo_bar();
+    json_t *item = make_feature("foo", 11);
+    ld_future *fs[] = {
+        ld_store_upsert(store, ld_kind_features(), item),
+        ld_store_get(store, ld_kind_features(), "foo"),
+        ld_store_delete(store, ld_kind_features(), "foo", 12),
+        ld_store_get(store, ld_kind_features(), "foo"),
+        ld_store_initialized(store),
+    };
+    for (intptr_t i = 0; i < 5; i++)
+        ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
+    ck_assert_int_eq(nseq, 0);
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(seq[i], i);
+    ck_assert_int_eq(ld_item_version(ld_future_json(fs[1])), 11);
+    ck_assert_ptr_null(ld_future_json(fs[3]));
+    for (int i = 0; i < 5; i++)
+        ld_future_unref(fs[i]);
+    json_decref(item);
+}
+END_TEST
+
+START_TEST(test_close_then_operations_are_eclosed)
+{
+    init_foo_bar();
+    ok(ld_store_close(store));
+    expect_error(ld_store_get(store, ld_kind_features(), "foo"), LD_ECLOSED, "closed");
+    expect_error(ld_store_initialized(store), LD_ECLOSED, NULL);
+    ok(ld_store_close(store)); /* again: fulfils */
+}
+END_TEST
+
+/* A store whose operations complete only when the test says so, in any
+ * order: it shows that the front layer orders results. */
+struct slow {
+    ld_future *outs[8];
+    int n;
+    int freed;
+};
+
+static void slow_keep(void *impl, ld_future *out)
+{
+    struct slow *s = impl;
+    s->outs[s->n++] = out;
+}
+
+static void slow_get(void *impl, const ld_kind *k, const char *key, ld_future *out)
+{
+    (void)k;
+    (void)key;
+    slow_keep(impl, out);
+}
+
+static void slow_all(void *impl, const ld_kind *k, ld_future *out)
+{
+    (void)k;
+    slow_keep(impl, out);
+}
+
+static void slow_init(void *impl, const json_t *d, ld_future *out)
+{
+    (void)d;
+    slow_keep(impl, out);
+}
+
+static void slow_upsert(void *impl, const ld_kind *k, const json_t *item, ld_future *out)
+{
+    (void)k;
+    (void)item;
+    slow_keep(impl, out);
+}
+
+static void slow_del(void *impl, const ld_kind *k, const char *key, int64_t v, ld_future *out)
+{
+    (void)k;
+    (void)key;
+    (void)v;
+    slow_keep(impl, out);
+}
+
+static void slow_free(void *impl)
+{
+    struct slow *s = impl;
+    for (int i = 0; i < s->n; i++)
+        ld_future_unref(s->outs[i]);
+    s->n = 0;
+    s->freed = 1;
+}
+
+static const struct ld_store_ops slow_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = slow_get,
+    .all = slow_all,
+    .init = slow_init,
+    .upsert = slow_upsert,
+    .del = slow_del,
+    .initialized = slow_keep,
+    .free = slow_free,
+};
+
+START_TEST(test_out_of_order_implementation_results_are_reordered)
+{
+    struct slow impl = {0};
+    ld_store *s = ld_store_new(B, &slow_ops, &impl);
+    ck_assert_str_eq(ld_store_describe(s), "unknown");
+    nseq = 0;
+    ld_future *a = ld_store_initialized(s);
+    ld_future *b = ld_store_get(s, ld_kind_segments(), "x");
+    ld_future_on_complete(ld_future_ref(a), note_order, (void *)0);
+    ld_future_on_complete(ld_future_ref(b), note_order, (void *)1);
+    ld_future_fulfill_json(impl.outs[1], NULL); /* the second finishes first */
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 0);
+    ck_assert(ld_future_is_pending(b));
+    ld_future_reject(impl.outs[0], LD_ESTORE, "backend down");
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 2);
+    ck_assert_int_eq(seq[0], 0);
+    ck_assert_int_eq(seq[1], 1);
+    ck_assert_int_eq(ld_future_error(a), LD_ESTORE);
+    ck_assert_str_eq(ld_future_error_message(a), "backend down");
+    ld_future_unref(a);
+    ld_future_unref(b);
+    ld_store_free(s);
+    ck_assert(impl.freed);
+}
+END_TEST
+
+START_TEST(test_free_cancels_pending_operations)
+{
+    struct slow impl = {0};
+    ld_store *s = ld_store_new(B, &slow_ops, &impl);
+    ld_future *f = ld_store_get(s, ld_kind_features(), "x");
+    ld_store_free(s);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
+    ld_future_unref(f);
+}
+END_TEST
+
+static void free_store_inside(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_store_free(arg);
+}
+
+START_TEST(test_free_from_inside_own_callback_is_safe)
+{
+    struct slow impl = {0};
+    ld_store *s = ld_store_new(B, &slow_ops, &impl);
+    ld_future *first = ld_store_initialized(s);
+    ld_future *second = ld_store_initialized(s);
+    ld_future_on_complete(ld_future_ref(first), free_store_inside, s);
+    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_test_flush(); /* first's callback frees the store; second is cancelled */
+    ck_assert(ld_future_bool(first));
+    ck_assert_int_eq(ld_future_error(second), LD_ECANCELED);
+    ld_future_unref(first);
+    ld_future_unref(second);
+}
+END_TEST
+
+START_TEST(test_store_new_bad_input)
+{
+    struct slow impl = {0};
+    struct ld_store_ops wrong = slow_ops;
+    ck_assert_ptr_null(ld_store_new(NULL, &slow_ops, &impl));
+    ck_assert_ptr_null(ld_store_new(B, NULL, &impl));
+    wrong.version = 99;
+    ck_assert_ptr_null(ld_store_new(B, &wrong, &impl));
+    wrong = slow_ops;
+    wrong.get = NULL;
+    ck_assert_ptr_null(ld_store_new(B, &wrong, &impl));
+    ck_assert_ptr_null(ld_memory_store_new(NULL));
+}
+END_TEST
+
+Suite *ld_suite_store(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, store_setup, store_teardown);
+    tcase_add_test(tc, test_not_initialized_before_init);
+    tcase_add_test(tc, test_initialized);
+    tcase_add_test(tc, test_get_existing_feature);
+    tcase_add_test(tc, test_get_nonexisting_feature);
+    tcase_add_test(tc, test_get_all_versions);
+    tcase_add_test(tc, test_upsert_with_newer_version);
+    tcase_add_test(tc, test_upsert_with_older_version);
+    tcase_add_test(tc, test_upsert_with_new_feature);
+    tcase_add_test(tc, test_delete_with_newer_version);
+    tcase_add_test(tc, test_delete_unknown_feature);
+    tcase_add_test(tc, test_delete_with_older_version);
+    tcase_add_test(tc, test_upsert_older_version_after_delete);
+    tcase_add_test(tc, test_deleted_item_not_in_all);
+    tcase_add_test(tc, test_upsert_equal_version_not_applied);
+    tcase_add_test(tc, test_delete_equal_version_not_applied);
+    tcase_add_test(tc, test_init_replaces_existing_data);
+    tcase_add_test(tc, test_describe_is_memory);
+    tcase_add_test(tc, test_all_snapshot_does_not_change_under_a_reader);
+    tcase_add_test(tc, test_all_is_the_same_object_while_nothing_changes);
+    tcase_add_test(tc, test_items_are_shared_not_copied);
+    tcase_add_test(tc, test_bad_input_is_einval_naming_the_field_and_changes_nothing);
+    tcase_add_test(tc, test_bad_init_is_all_or_nothing);
+    tcase_add_test(tc, test_results_complete_in_issue_order_and_never_inside_the_call);
+    tcase_add_test(tc, test_close_then_operations_are_eclosed);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("front");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_out_of_order_implementation_results_are_reordered);
+    tcase_add_test(tc, test_free_cancels_pending_operations);
+    tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);
+    tcase_add_test(tc, test_store_new_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
