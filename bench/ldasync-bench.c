@@ -366,6 +366,280 @@ static double bench_alt_event_per_future(struct event_base *base, long ops)
     return (now_ns() - t0) / (double)ops;
 }
 
+/* ---- store workloads ------------------------------------------------------ */
+
+enum { FLAGS = 10000 };
+
+/* The fixture of DESIGN.md: make_feature(key, version). */
+static json_t *make_feature(const char *key, long version)
+{
+    return json_pack("{s:s, s:I, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
+                     "version", (json_int_t)version, "on", 1, "variations", 1, 0, "offVariation",
+                     "fallthrough", "prerequisites", "targets", "contextTargets", "rules", "salt",
+                     "abc");
+}
+
+static void flag_key(char *buf, size_t len, long i)
+{
+    snprintf(buf, len, "flag-%06ld", i);
+}
+
+/* {"features": {n flags}, "segments": {}} */
+static json_t *make_data(long n)
+{
+    json_t *features = json_object();
+    char key[32];
+    for (long i = 0; i < n; i++) {
+        flag_key(key, sizeof(key), i);
+        json_object_set_new(features, key, make_feature(key, 1));
+    }
+    return json_pack("{s:o, s:{}}", "features", features, "segments");
+}
+
+/* A memory store holding n flags, and their keys. */
+static ld_store *store_with(struct event_base *base, long n, char (**keys)[32])
+{
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = make_data(n);
+    ld_future *f = ld_store_init(st, data);
+    ld_future_wait(f);
+    ld_future_unref(f);
+    json_decref(data);
+    *keys = malloc((size_t)n * sizeof(**keys));
+    if (!*keys)
+        exit(1);
+    for (long i = 0; i < n; i++)
+        flag_key((*keys)[i], sizeof((*keys)[i]), i);
+    return st;
+}
+
+static unsigned long rng = 88172645463325252UL;
+
+static long next_index(long n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (long)(rng % (unsigned long)n);
+}
+
+static double bench_store_init(struct event_base *base, long ops)
+{
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = make_data(FLAGS);
+    double t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        ld_future *f = ld_store_init(st, data);
+        ld_future_wait(f);
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    json_decref(data);
+    ld_store_free(st);
+    return ns;
+}
+
+struct getter {
+    ld_store *st;
+    char (*keys)[32];
+    long left;
+};
+
+static void get_next(ld_future *f, void *arg)
+{
+    struct getter *g = arg;
+    (void)f;
+    done_count++;
+    if (--g->left <= 0)
+        return;
+    ld_future_on_complete(ld_store_get(g->st, ld_kind_features(), g->keys[next_index(FLAGS)]),
+                          get_next, g);
+}
+
+/* Each get issued from the callback of the previous one. */
+static double bench_store_get(struct event_base *base, long ops)
+{
+    char(*keys)[32];
+    struct getter g = {store_with(base, FLAGS, &keys), NULL, ops};
+    g.keys = keys;
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(ld_store_get(g.st, ld_kind_features(), keys[0]), get_next, &g);
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_store_free(g.st);
+    free(keys);
+    return ns;
+}
+
+/* 1,000 gets issued, then the loop runs their callbacks. */
+static double bench_store_get_batched(struct event_base *base, long ops)
+{
+    enum { BATCH = 1000 };
+    char(*keys)[32];
+    ld_store *st = store_with(base, FLAGS, &keys);
+    done_count = 0;
+    double t0 = now_ns();
+    for (long done = 0; done < ops; done += BATCH) {
+        for (int i = 0; i < BATCH; i++)
+            ld_future_on_complete(ld_store_get(st, ld_kind_features(), keys[next_index(FLAGS)]),
+                                  count_cb, NULL);
+        run_until(base, done + BATCH);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_store_free(st);
+    free(keys);
+    return ns;
+}
+
+/* The same lookups in a jansson object of the same items, no futures. */
+static double bench_store_get_raw(struct event_base *base, long ops)
+{
+    (void)base;
+    json_t *data = make_data(FLAGS);
+    json_t *features = json_object_get(data, "features");
+    char key[32];
+    char(*keys)[32] = malloc(FLAGS * sizeof(*keys));
+    if (!keys)
+        exit(1);
+    for (long i = 0; i < FLAGS; i++)
+        flag_key(keys[i], sizeof(keys[i]), i);
+    long found = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < ops; i++)
+        found += json_object_get(features, keys[next_index(FLAGS)]) != NULL;
+    double ns = (now_ns() - t0) / (double)ops;
+    if (found != ops)
+        exit(1);
+    (void)key;
+    free(keys);
+    json_decref(data);
+    return ns;
+}
+
+/* Upserts (or deletes) of random keys with ever higher versions, in a store
+ * of n flags. The items are made before the clock starts, and the bench
+ * keeps a reference to every item the store holds, so the items a write
+ * replaces are freed after the clock stops: freeing a flag's JSON takes
+ * about a microsecond by itself, and is the caller's data, not the store. */
+static double store_writes(struct event_base *base, long ops, long n, int del)
+{
+    char(*keys)[32];
+    ld_store *st = store_with(base, n, &keys);
+    enum { BATCH = 1000 };
+    json_t *items[BATCH];
+    json_t **current = calloc((size_t)n, sizeof(*current)); /* what the store holds */
+    long *idx = malloc(BATCH * sizeof(*idx));
+    if (!current || !idx)
+        exit(1);
+    for (long i = 0; i < n; i++) {
+        ld_future *f = ld_store_get(st, ld_kind_features(), keys[i]);
+        current[i] = json_incref(ld_future_json(f));
+        ld_future_unref(f);
+    }
+    double total = 0;
+    for (long done = 0, version = 2; done < ops; done += BATCH, version++) {
+        for (int i = 0; i < BATCH; i++) {
+            idx[i] = next_index(n);
+            items[i] = del ? NULL : make_feature(keys[idx[i]], version);
+        }
+        double t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            ld_future *f = del ? ld_store_delete(st, ld_kind_features(), keys[idx[i]], version)
+                               : ld_store_upsert(st, ld_kind_features(), items[i]);
+            ld_future_unref(f);
+        }
+        total += now_ns() - t0;
+        for (int i = 0; i < BATCH; i++) {
+            json_decref(current[idx[i]]);
+            current[idx[i]] = items[i]; /* our reference moves there */
+        }
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    for (long i = 0; i < n; i++)
+        json_decref(current[i]);
+    free(current);
+    free(idx);
+    ld_store_free(st);
+    free(keys);
+    return total / (double)ops;
+}
+
+static double bench_store_upsert(struct event_base *base, long ops)
+{
+    return store_writes(base, ops, FLAGS, 0);
+}
+
+static double bench_store_upsert_1k(struct event_base *base, long ops)
+{
+    return store_writes(base, ops, 1000, 0);
+}
+
+static double bench_store_upsert_100k(struct event_base *base, long ops)
+{
+    return store_writes(base, ops, 100000, 0);
+}
+
+static double bench_store_delete(struct event_base *base, long ops)
+{
+    return store_writes(base, ops, FLAGS, 1);
+}
+
+/* all, then one upsert; `hold`: the caller keeps each result until after
+ * the next write (so the store must copy), else releases it first. */
+static double store_all(struct event_base *base, long ops, int hold)
+{
+    char(*keys)[32];
+    ld_store *st = store_with(base, FLAGS, &keys);
+    ld_future *held = NULL;
+    double total = 0;
+    for (long i = 0; i < ops; i++) {
+        json_t *item = make_feature(keys[next_index(FLAGS)], 2 + i);
+        double t0 = now_ns();
+        ld_future *f = ld_store_all(st, ld_kind_features());
+        if (hold) {
+            ld_future_unref(held);
+            held = f;
+        } else {
+            ld_future_unref(f);
+        }
+        ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
+        total += now_ns() - t0;
+        json_decref(item);
+        if (i % 1000 == 999)
+            event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    ld_future_unref(held);
+    ld_store_free(st);
+    free(keys);
+    return total / (double)ops;
+}
+
+static double bench_store_all(struct event_base *base, long ops)
+{
+    return store_all(base, ops, 0);
+}
+
+static double bench_store_all_held(struct event_base *base, long ops)
+{
+    return store_all(base, ops, 1);
+}
+
+/* Memory of a memory store per item, beyond the item JSON (bytes). */
+static double bench_store_item_bytes(struct event_base *base, long ops)
+{
+    json_t *data = make_data(ops);
+    ld_store *st = ld_memory_store_new(base);
+    long before = rss_kb();
+    ld_future *f = ld_store_init(st, data);
+    ld_future_wait(f);
+    ld_future_unref(f);
+    long after = rss_kb();
+    ld_store_free(st);
+    json_decref(data);
+    return (double)(after - before) * 1024.0 / (double)ops;
+}
+
 /* pending_bytes first: it measures fresh memory, before other workloads
  * leave freed futures around for reuse. Threaded workloads last: libevent
  * threading cannot be turned off again, and with it on every future may be
@@ -382,6 +656,17 @@ static const struct workload workloads[] = {
     {"future.roundtrip.batched.threaded", 1000000, bench_batched, 1},
     {"future.roundtrip.sequential.threaded", 1000000, bench_sequential, 1},
     {"future.then_chain.threaded", 1000000, bench_then_chain, 1},
+    {"store.item_bytes", 100000, bench_store_item_bytes, 0},
+    {"store.init", 20, bench_store_init, 0},
+    {"store.get", 1000000, bench_store_get, 0},
+    {"store.get.batched", 1000000, bench_store_get_batched, 0},
+    {"store.get.raw", 1000000, bench_store_get_raw, 0},
+    {"store.upsert", 200000, bench_store_upsert, 0},
+    {"store.upsert.1k", 200000, bench_store_upsert_1k, 0},
+    {"store.upsert.100k", 200000, bench_store_upsert_100k, 0},
+    {"store.delete", 200000, bench_store_delete, 0},
+    {"store.all", 100000, bench_store_all, 0},
+    {"store.all.held", 200, bench_store_all_held, 0},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };
