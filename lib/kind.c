@@ -58,23 +58,35 @@ static int invalid(const char **why, const char *message)
     return LD_EINVAL;
 }
 
-int ld_item_validate(const json_t *item, const char *key, const char **why)
+int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **why)
 {
     if (!json_is_object(item))
         return invalid(why, "item must be a JSON object");
-    const json_t *k = json_object_get(item, "key");
+    const json_t *k = json_object_getn(item, "key", 3);
     if (!json_is_string(k) || json_string_length(k) == 0 ||
         strlen(json_string_value(k)) != json_string_length(k))
         return invalid(why, "item \"key\" must be a non-empty string without NUL");
-    const json_t *v = json_object_get(item, "version");
+    const json_t *v = json_object_getn(item, "version", 7);
     if (!json_is_integer(v) || json_integer_value(v) < 0)
         return invalid(why, "item \"version\" must be an integer >= 0");
-    const json_t *d = json_object_get(item, "deleted");
+    const json_t *d = json_object_getn(item, "deleted", 7);
     if (d && !json_is_boolean(d))
         return invalid(why, "item \"deleted\" must be a boolean");
-    if (key && strcmp(json_string_value(k), key) != 0)
-        return invalid(why, "item \"key\" differs from the key it is filed under");
+    if (info) {
+        info->key = json_string_value(k);
+        info->version = (int64_t)json_integer_value(v);
+        info->deleted = json_is_true(d);
+    }
     return 0;
+}
+
+int ld_item_validate(const json_t *item, const char *key, const char **why)
+{
+    struct ld_item_info info;
+    int rc = ld_item_parse(item, &info, why);
+    if (rc == 0 && key && strcmp(info.key, key) != 0)
+        return invalid(why, "item \"key\" differs from the key it is filed under");
+    return rc;
 }
 
 const char *ld_item_key(const json_t *item)

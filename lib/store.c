@@ -205,12 +205,13 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     if (r)
         return r;
     const char *why;
-    if (ld_item_validate(item, NULL, &why) != 0)
+    struct ld_item_info info;
+    if (ld_item_parse(item, &info, &why) != 0)
         return rejected(s, LD_EINVAL, why);
     ld_future *impl = ld_future_new(s->base);
     if (!impl)
         return rejected(s, LD_ENOMEM, "out of memory");
-    s->ops->upsert(s->impl, kind, item, ld_future_ref(impl));
+    s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(impl));
     return finish(s, impl, OP_UPSERT);
 }
 

@@ -117,6 +117,31 @@ START_TEST(test_item_accessors)
 }
 END_TEST
 
+START_TEST(test_item_parse_reads_key_version_deleted)
+{
+    struct ld_item_info info;
+    json_t *t = ld_tombstone_new("t", 4);
+    ck_assert_int_eq(ld_item_parse(t, &info, NULL), 0);
+    ck_assert_str_eq(info.key, "t");
+    ck_assert_int_eq(info.version, 4);
+    ck_assert(info.deleted);
+    json_t *f = flag("f", 9, NULL);
+    ck_assert_int_eq(ld_item_parse(f, &info, NULL), 0);
+    ck_assert_ptr_eq(info.key, ld_item_key(f)); /* borrowed from the item */
+    ck_assert_int_eq(info.version, 9);
+    ck_assert(!info.deleted);
+    ck_assert_int_eq(ld_item_parse(f, NULL, NULL), 0);
+    const char *why = NULL;
+    json_t *bad = json_pack("{s:s}", "key", "k");
+    ck_assert_int_eq(ld_item_parse(bad, &info, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "\"version\""));
+    ck_assert_int_eq(ld_item_parse(NULL, &info, &why), LD_EINVAL);
+    json_decref(bad);
+    json_decref(f);
+    json_decref(t);
+}
+END_TEST
+
 START_TEST(test_tombstone_has_key_version_and_deleted)
 {
     json_t *t = ld_tombstone_new("flag-a", 12);
@@ -289,6 +314,7 @@ Suite *ld_suite_kind(void)
     tcase_add_test(tc, test_valid_items_pass);
     tcase_add_test(tc, test_invalid_items_name_the_field);
     tcase_add_test(tc, test_item_accessors);
+    tcase_add_test(tc, test_item_parse_reads_key_version_deleted);
     tcase_add_test(tc, test_tombstone_has_key_version_and_deleted);
     tcase_add_test(tc, test_data_validate);
     tcase_add_test(tc, test_sort_puts_segments_before_features);

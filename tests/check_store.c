@@ -281,6 +281,30 @@ START_TEST(test_items_are_shared_not_copied)
 }
 END_TEST
 
+START_TEST(test_many_keys_grow_the_table)
+{
+    enum { N = 5000 };
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        if (i % 3 == 0) {
+            ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), key, 1)));
+        } else {
+            json_t *item = make_feature(key, 1);
+            ck_assert(await_bool(ld_store_upsert(store, ld_kind_features(), item)));
+            json_decref(item);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ck_assert_int_eq(get_version(key), i % 3 == 0 ? -1 : 1);
+    }
+    ld_future *all = done(ld_store_all(store, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(all)), N - (N + 2) / 3);
+    ld_future_unref(all);
+}
+END_TEST
+
 /* ---- bad input ---------------------------------------------------------- */
 
 START_TEST(test_bad_input_is_einval_naming_the_field_and_changes_nothing)
@@ -418,10 +442,12 @@ static void slow_init(void *impl, const json_t *d, ld_future *out)
     slow_keep(impl, out);
 }
 
-static void slow_upsert(void *impl, const ld_kind *k, const json_t *item, ld_future *out)
+static void slow_upsert(void *impl, const ld_kind *k, const json_t *item,
+                        const struct ld_item_info *info, ld_future *out)
 {
     (void)k;
     (void)item;
+    (void)info;
     slow_keep(impl, out);
 }
 
@@ -555,6 +581,7 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_all_snapshot_does_not_change_under_a_reader);
     tcase_add_test(tc, test_all_is_the_same_object_while_nothing_changes);
     tcase_add_test(tc, test_items_are_shared_not_copied);
+    tcase_add_test(tc, test_many_keys_grow_the_table);
     tcase_add_test(tc, test_bad_input_is_einval_naming_the_field_and_changes_nothing);
     tcase_add_test(tc, test_bad_init_is_all_or_nothing);
     tcase_add_test(tc, test_results_complete_in_issue_order_and_never_inside_the_call);

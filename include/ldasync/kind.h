@@ -52,6 +52,18 @@ LD_EXPORT const ld_kind *ld_kind_by_namespace(const char *ns);
  *  integer >= 0". @since 0.1.0 */
 LD_EXPORT int ld_item_validate(const json_t *item, const char *key, const char **why);
 
+/** What a store needs to know of an item. @since 0.1.0 */
+struct ld_item_info {
+    const char *key; /* borrowed from the item */
+    int64_t version;
+    bool deleted;
+};
+
+/** Validates `item` as ld_item_validate(item, NULL, why) does and, if it is
+ *  valid and `info` is not NULL, fills *info (its key is borrowed from the
+ *  item). @return 0 or LD_EINVAL. @since 0.1.0 */
+LD_EXPORT int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **why);
+
 /** The item's "key" (borrowed), or NULL if it has none. @since 0.1.0 */
 LD_EXPORT const char *ld_item_key(const json_t *item);
 

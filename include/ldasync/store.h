@@ -100,7 +100,8 @@ LD_EXPORT const char *ld_store_describe(const ld_store *store);
 /** What an implementation provides. Each operation receives `out`, a pending
  *  future it owns (one reference): it must complete it (now or later, from
  *  any callback of the loop) and release it. Inputs are validated already:
- *  items are valid, keys non-empty, kinds known. Results:
+ *  items are valid, keys non-empty, kinds known; upsert also gets the item's
+ *  key, version and deleted flag, read once by the front layer. Results:
  *    get: fulfil_json with a new reference to the stored item, or with NULL
  *         when it is missing or a tombstone;
  *    all: fulfil_json with an object of the items without tombstones;
@@ -113,7 +114,8 @@ struct ld_store_ops {
     void (*get)(void *impl, const ld_kind *kind, const char *key, ld_future *out);
     void (*all)(void *impl, const ld_kind *kind, ld_future *out);
     void (*init)(void *impl, const json_t *all_data, ld_future *out);
-    void (*upsert)(void *impl, const ld_kind *kind, const json_t *item, ld_future *out);
+    void (*upsert)(void *impl, const ld_kind *kind, const json_t *item,
+                   const struct ld_item_info *info, ld_future *out);
     void (*del)(void *impl, const ld_kind *kind, const char *key, int64_t version, ld_future *out);
     void (*initialized)(void *impl, ld_future *out);
     void (*close)(void *impl, ld_future *out);
