@@ -134,115 +134,100 @@ static ld_future *rejected(ld_store *s, int code, const char *why)
     return ld_future_rejected(s->base, code, "%s", why);
 }
 
-/* Checks that apply to every operation; returns the future to give back
- * instead of calling the implementation, or NULL to go on. */
-static ld_future *refuse(ld_store *s, const ld_kind *kind, int needs_kind)
+static const char E_KIND[] = "kind must not be NULL";
+static const char E_KEY[] = "key must be a non-empty string";
+
+/* The start of every operation: returns the future to give back at once
+ * (a closed store, bad input as named by `bad`, no memory), or NULL with
+ * *impl a new pending future for the implementation. */
+static ld_future *begin(ld_store *s, const char *bad, ld_future **impl)
 {
     if (s->closed)
         return rejected(s, LD_ECLOSED, "store is closed");
-    if (needs_kind && !kind)
-        return rejected(s, LD_EINVAL, "kind must not be NULL");
-    return NULL;
+    if (bad)
+        return rejected(s, LD_EINVAL, bad);
+    *impl = ld_future_new(s->base);
+    return *impl ? NULL : rejected(s, LD_ENOMEM, "out of memory");
 }
 
-static int bad_key(const char *key)
+static const char *check_key(const ld_kind *kind, const char *key)
 {
-    return !key || !*key;
+    return !kind ? E_KIND : !key || !*key ? E_KEY : NULL;
 }
 
 ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
 {
+    ld_future *impl, *r;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, kind, 1);
-    if (r)
+    if ((r = begin(s, check_key(kind, key), &impl)) != NULL)
         return r;
-    if (bad_key(key))
-        return rejected(s, LD_EINVAL, "key must be a non-empty string");
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->get(s->impl, kind, key, ld_future_ref(impl));
     return finish(s, impl, OP_GET);
 }
 
 ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
 {
+    ld_future *impl, *r;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, kind, 1);
-    if (r)
+    if ((r = begin(s, kind ? NULL : E_KIND, &impl)) != NULL)
         return r;
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->all(s->impl, kind, ld_future_ref(impl));
     return finish(s, impl, OP_ALL);
 }
 
 ld_future *ld_store_init(ld_store *s, const json_t *all_data)
 {
+    ld_future *impl, *r;
+    const char *bad = NULL;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, NULL, 0);
-    if (r)
+    ld_data_validate(all_data, &bad);
+    if ((r = begin(s, bad, &impl)) != NULL)
         return r;
-    const char *why;
-    if (ld_data_validate(all_data, &why) != 0)
-        return rejected(s, LD_EINVAL, why);
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->init(s->impl, all_data, ld_future_ref(impl));
     return finish(s, impl, OP_INIT);
 }
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
 {
+    ld_future *impl, *r;
+    const char *bad = NULL;
+    struct ld_item_info info;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, kind, 1);
-    if (r)
+    if (!kind)
+        bad = E_KIND;
+    else
+        ld_item_parse(item, &info, &bad);
+    if ((r = begin(s, bad, &impl)) != NULL)
         return r;
-    const char *why;
-    struct ld_item_info info;
-    if (ld_item_parse(item, &info, &why) != 0)
-        return rejected(s, LD_EINVAL, why);
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(impl));
     return finish(s, impl, OP_UPSERT);
 }
 
 ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, int64_t version)
 {
+    ld_future *impl, *r;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, kind, 1);
-    if (r)
+    const char *bad = check_key(kind, key);
+    if (!bad && version < 0)
+        bad = "version must be >= 0";
+    if ((r = begin(s, bad, &impl)) != NULL)
         return r;
-    if (bad_key(key))
-        return rejected(s, LD_EINVAL, "key must be a non-empty string");
-    if (version < 0)
-        return rejected(s, LD_EINVAL, "version must be >= 0");
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->del(s->impl, kind, key, version, ld_future_ref(impl));
     return finish(s, impl, OP_DEL);
 }
 
 ld_future *ld_store_initialized(ld_store *s)
 {
+    ld_future *impl, *r;
     if (!s)
         return NULL;
-    ld_future *r = refuse(s, NULL, 0);
-    if (r)
+    if ((r = begin(s, NULL, &impl)) != NULL)
         return r;
-    ld_future *impl = ld_future_new(s->base);
-    if (!impl)
-        return rejected(s, LD_ENOMEM, "out of memory");
     s->ops->initialized(s->impl, ld_future_ref(impl));
     return finish(s, impl, OP_INITIALIZED);
 }
