@@ -30,11 +30,6 @@
  *    the loop has polled (a zero timeout, which libevent fires after the
  *    poll), so futures never starve I/O.
  */
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-
-#include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
 #include <sched.h>

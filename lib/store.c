@@ -8,15 +8,12 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
-enum op { OP_GET, OP_ALL, OP_INIT, OP_UPSERT, OP_DEL, OP_INITIALIZED, OP_CLOSE };
-
 /* An operation whose result waits for the implementation or for the
  * operations issued before it. */
 struct pending {
     struct pending *next;
     ld_future *impl; /* completed by the implementation */
     ld_future *user; /* what the caller got */
-    enum op op;
 };
 
 struct ld_store {
@@ -50,29 +47,6 @@ static void store_release(ld_store *s)
         free(s);
 }
 
-/* Completes `user` the way `impl` (complete) did. */
-static void complete_from(ld_future *user, ld_future *impl, enum op op)
-{
-    if (ld_future_is_rejected(impl)) {
-        ld_future_reject(user, ld_future_error(impl), "%s", ld_future_error_message(impl));
-        return;
-    }
-    switch (op) {
-    case OP_GET:
-    case OP_ALL:
-        ld_future_fulfill_json(user, json_incref(ld_future_json(impl)));
-        break;
-    case OP_UPSERT:
-    case OP_DEL:
-    case OP_INITIALIZED:
-        ld_future_fulfill_bool(user, ld_future_bool(impl));
-        break;
-    default:
-        ld_future_fulfill(user);
-        break;
-    }
-}
-
 /* Completes the queued operations whose implementation is done, oldest
  * first, stopping at the first one still running. */
 static void flush(ld_store *s)
@@ -82,8 +56,7 @@ static void flush(ld_store *s)
         s->head = p->next;
         if (!s->head)
             s->tail = NULL;
-        complete_from(p->user, p->impl, p->op);
-        ld_future_unref(p->impl);
+        ld_future_forward(p->user, p->impl); /* user adopts impl's outcome */
         ld_future_unref(p->user);
         free(p);
     }
@@ -102,7 +75,7 @@ static void impl_done(ld_future *impl, void *arg)
  * is `impl` (the implementation has been called). With nothing queued and
  * `impl` complete already, `impl` itself is the answer: one future, no copy.
  * Otherwise the operation waits in the queue. */
-static ld_future *finish(ld_store *s, ld_future *impl, enum op op)
+static ld_future *finish(ld_store *s, ld_future *impl)
 {
     if (!s->head && !ld_future_is_pending(impl))
         return impl;
@@ -117,7 +90,6 @@ static ld_future *finish(ld_store *s, ld_future *impl, enum op op)
     p->next = NULL;
     p->impl = impl;
     p->user = ld_future_ref(user);
-    p->op = op;
     if (s->tail)
         s->tail->next = p;
     else
@@ -163,7 +135,7 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
     if ((r = begin(s, check_key(kind, key), &impl)) != NULL)
         return r;
     s->ops->get(s->impl, kind, key, ld_future_ref(impl));
-    return finish(s, impl, OP_GET);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
@@ -174,7 +146,7 @@ ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
     if ((r = begin(s, kind ? NULL : E_KIND, &impl)) != NULL)
         return r;
     s->ops->all(s->impl, kind, ld_future_ref(impl));
-    return finish(s, impl, OP_ALL);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_init(ld_store *s, const json_t *all_data)
@@ -187,7 +159,7 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->init(s->impl, all_data, ld_future_ref(impl));
-    return finish(s, impl, OP_INIT);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
@@ -204,7 +176,7 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(impl));
-    return finish(s, impl, OP_UPSERT);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, int64_t version)
@@ -218,7 +190,7 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->del(s->impl, kind, key, version, ld_future_ref(impl));
-    return finish(s, impl, OP_DEL);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_initialized(ld_store *s)
@@ -229,7 +201,7 @@ ld_future *ld_store_initialized(ld_store *s)
     if ((r = begin(s, NULL, &impl)) != NULL)
         return r;
     s->ops->initialized(s->impl, ld_future_ref(impl));
-    return finish(s, impl, OP_INITIALIZED);
+    return finish(s, impl);
 }
 
 ld_future *ld_store_close(ld_store *s)
@@ -246,7 +218,7 @@ ld_future *ld_store_close(ld_store *s)
         s->closed = 1;
         s->ops->close(s->impl, ld_future_ref(impl));
     }
-    return finish(s, impl, OP_CLOSE);
+    return finish(s, impl);
 }
 
 void ld_store_free(ld_store *s)
