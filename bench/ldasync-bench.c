@@ -517,30 +517,51 @@ static double bench_store_get_raw(struct event_base *base, long ops)
     return ns;
 }
 
-/* Upserts (or deletes) of random keys with ever higher versions, in a store
- * of n flags. The items are made before the clock starts, and the bench
- * keeps a reference to every item the store holds, so the items a write
- * replaces are freed after the clock stops: freeing a flag's JSON takes
- * about a microsecond by itself, and is the caller's data, not the store. */
-static double store_writes(struct event_base *base, long ops, long n, int del)
+/* References to the items a store of n flags holds (see store_writes). */
+static json_t **hold_items(ld_store *st, long n, char (*keys)[32])
 {
-    char(*keys)[32];
-    ld_store *st = store_with(base, n, &keys);
-    enum { BATCH = 1000 };
-    json_t *items[BATCH];
-    json_t **current = calloc((size_t)n, sizeof(*current)); /* what the store holds */
-    long *idx = malloc(BATCH * sizeof(*idx));
-    if (!current || !idx)
+    json_t **current = calloc((size_t)n, sizeof(*current));
+    if (!current)
         exit(1);
     for (long i = 0; i < n; i++) {
         ld_future *f = ld_store_get(st, ld_kind_features(), keys[i]);
         current[i] = json_incref(ld_future_json(f));
         ld_future_unref(f);
     }
+    return current;
+}
+
+static void release_items(json_t **current, long n)
+{
+    for (long i = 0; i < n; i++)
+        json_decref(current[i]);
+    free(current);
+}
+
+/* Upserts (or deletes) of random keys with ever higher versions, in a store
+ * of n flags, 1,000 distinct keys per batch (so every write applies). The
+ * items are made before the clock starts, and the bench keeps a reference
+ * to every item the store holds, so the items a write replaces are freed
+ * after the clock stops: freeing a flag's JSON takes about a microsecond by
+ * itself, and is the caller's data, not the store. */
+static double store_writes(struct event_base *base, long ops, long n, int del)
+{
+    char(*keys)[32];
+    ld_store *st = store_with(base, n, &keys);
+    enum { BATCH = 1000 };
+    json_t *items[BATCH];
+    json_t **current = hold_items(st, n, keys); /* what the store holds */
+    long *idx = malloc(BATCH * sizeof(*idx));
+    unsigned char *taken = calloc((size_t)n, 1);
+    if (!idx || !taken)
+        exit(1);
     double total = 0;
     for (long done = 0, version = 2; done < ops; done += BATCH, version++) {
         for (int i = 0; i < BATCH; i++) {
-            idx[i] = next_index(n);
+            do
+                idx[i] = next_index(n);
+            while (taken[idx[i]]);
+            taken[idx[i]] = 1;
             items[i] = del ? NULL : make_feature(keys[idx[i]], version);
         }
         double t0 = now_ns();
@@ -551,15 +572,15 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
         }
         total += now_ns() - t0;
         for (int i = 0; i < BATCH; i++) {
+            taken[idx[i]] = 0;
             json_decref(current[idx[i]]);
             current[idx[i]] = items[i]; /* our reference moves there */
         }
         event_base_loop(base, EVLOOP_NONBLOCK);
     }
-    for (long i = 0; i < n; i++)
-        json_decref(current[i]);
-    free(current);
+    release_items(current, n);
     free(idx);
+    free(taken);
     ld_store_free(st);
     free(keys);
     return total / (double)ops;
@@ -586,15 +607,18 @@ static double bench_store_delete(struct event_base *base, long ops)
 }
 
 /* all, then one upsert; `hold`: the caller keeps each result until after
- * the next write (so the store must copy), else releases it first. */
+ * the next write (so the store must copy), else releases it first. As in
+ * store_writes, the items a write replaces are freed off the clock. */
 static double store_all(struct event_base *base, long ops, int hold)
 {
     char(*keys)[32];
     ld_store *st = store_with(base, FLAGS, &keys);
+    json_t **current = hold_items(st, FLAGS, keys);
     ld_future *held = NULL;
     double total = 0;
     for (long i = 0; i < ops; i++) {
-        json_t *item = make_feature(keys[next_index(FLAGS)], 2 + i);
+        long k = next_index(FLAGS);
+        json_t *item = make_feature(keys[k], 2 + i);
         double t0 = now_ns();
         ld_future *f = ld_store_all(st, ld_kind_features());
         if (hold) {
@@ -605,11 +629,13 @@ static double store_all(struct event_base *base, long ops, int hold)
         }
         ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
         total += now_ns() - t0;
-        json_decref(item);
+        json_decref(current[k]);
+        current[k] = item;
         if (i % 1000 == 999)
             event_base_loop(base, EVLOOP_NONBLOCK);
     }
     ld_future_unref(held);
+    release_items(current, FLAGS);
     ld_store_free(st);
     free(keys);
     return total / (double)ops;

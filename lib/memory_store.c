@@ -2,17 +2,20 @@
  * ldasync: the in-memory store (store.h). One thread, no lock.
  *
  * Per kind, an open-addressing hash table (linear probing; entries are
- * never removed, a delete stores a tombstone) maps a key to the item and to
- * the item's version and deleted flag, so get, upsert and delete need one
- * hash of the key and no lookups inside the items. Measured against a
- * jansson object per kind, which needs a seeded hash per lookup and more
- * lookups in the old item for its version and deleted flag.
+ * never removed, a delete leaves a tombstone) maps a key to the item and
+ * its version. A tombstone keeps no JSON: its slot has no item and owns a
+ * copy of the key, so a delete allocates nothing when the key is known and
+ * one string when it is not. get, upsert and delete hash the key once and
+ * read no field of any stored item. The library's front layer calls these
+ * operations synchronously (store-internal.h): no future for the
+ * implementation, and writes answer with the store's two shared bool
+ * futures.
  *
- * all answers with a jansson object of the items without tombstones, built
- * on the first all and then kept in step with every write, in place while
- * the store holds the only reference to it; a write while a reader of an
- * earlier all still holds it drops it instead (that reader's object never
- * changes), and the next all builds a new one.
+ * all answers with a jansson object of the live items, built on the first
+ * all and then kept in step with every write, in place while the store
+ * holds the only reference to it; a write while a reader of an earlier all
+ * still holds it drops it instead (that reader's object never changes), and
+ * the next all builds a new one from the table.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +23,16 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "store-internal.h"
+
 enum { K_SEGMENTS, K_FEATURES, NKINDS };
 
 struct slot {
-    const char *key; /* the item's own "key" string; NULL: empty slot */
-    json_t *item;    /* one reference */
     uint64_t hash;
+    const char *key; /* NULL: empty slot; the item's "key" string, or owned
+                        (malloc) when item is NULL */
+    json_t *item;    /* one reference; NULL for a tombstone */
     int64_t version;
-    bool deleted;
 };
 
 struct table {
@@ -52,13 +57,27 @@ static const ld_kind *kind_at(int i)
     return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
 }
 
-/* FNV-1a, 64 bits: keys are short strings. */
+/* A 64-bit hash reading eight bytes at a time (keys are short strings; a
+ * byte-wise FNV-1a spent a multiply per byte). Not keyed: keys come from the
+ * application's own data source. */
 static uint64_t hash_key(const char *key)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return h;
+    const uint64_t m = 0x9e3779b97f4a7c15ULL;
+    size_t len = strlen(key);
+    uint64_t h = len * m, w;
+    for (; len >= 8; len -= 8, key += 8) {
+        memcpy(&w, key, 8);
+        h = (h ^ w) * m;
+        h ^= h >> 29;
+    }
+    if (len) {
+        w = 0;
+        memcpy(&w, key, len);
+        h = (h ^ w) * m;
+    }
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ULL;
+    return h ^ (h >> 32);
 }
 
 static struct slot *find(const struct table *t, const char *key, uint64_t hash)
@@ -82,10 +101,19 @@ static int table_init(struct table *t, size_t capacity)
     return t->slots ? 0 : LD_ENOMEM;
 }
 
+static void slot_clear(struct slot *s)
+{
+    if (s->item)
+        json_decref(s->item);
+    else
+        free((char *)s->key);
+}
+
 static void table_free(struct table *t)
 {
     for (size_t i = 0; t->slots && i <= t->mask; i++)
-        json_decref(t->slots[i].item);
+        if (t->slots[i].key)
+            slot_clear(&t->slots[i]);
     free(t->slots);
     json_decref(t->snap);
     t->slots = NULL;
@@ -110,46 +138,72 @@ static int table_grow(struct table *t)
     return 0;
 }
 
-/* Keeps the snapshot of all in step with a write of `item` under `key`. */
-static void snap_write(struct table *t, const char *key, json_t *item, bool deleted)
+/* Keeps the snapshot of all in step with a write under `key` of `item`
+ * (NULL: a tombstone). */
+static void snap_write(struct table *t, const char *key, json_t *item)
 {
     if (!t->snap)
         return;
     int rc = 0;
-    if (t->snap->refcount == 1)
-        rc = deleted ? (json_object_del(t->snap, key), 0) : json_object_set(t->snap, key, item);
+    if (t->snap->refcount == 1) {
+        size_t len = strlen(key);
+        rc = item ? json_object_setn_nocheck(t->snap, key, len, item)
+                  : (json_object_deln(t->snap, key, len), 0);
+    }
     if (t->snap->refcount != 1 || rc != 0) {
         json_decref(t->snap);
         t->snap = NULL;
     }
 }
 
-/* Stores item (borrowed; meta read from it) if it is newer, by the version
+/* Stores `item` (borrowed; NULL or info->deleted: a tombstone) under
+ * info->key if info->version is newer than what is stored, by the version
  * rule of store.h. Returns 1 if applied, 0 if not, LD_ENOMEM. */
-static int put(struct table *t, json_t *item, const struct ld_item_info *m)
+static int put(struct table *t, json_t *item, const struct ld_item_info *info)
 {
-    uint64_t hash = hash_key(m->key);
-    struct slot *s = find(t, m->key, hash);
-    if (s->key && s->version >= m->version)
+    uint64_t hash = hash_key(info->key);
+    struct slot *s = find(t, info->key, hash);
+    if (s->key && s->version >= info->version)
         return 0;
-    if (!s->key) {
-        if (table_grow(t) != 0)
+    if (info->deleted)
+        item = NULL;
+    const char *key = info->key;
+    if (!item && !(s->key && !s->item)) { /* a tombstone needs its own key */
+        char *copy = strdup(key);
+        if (!copy)
             return LD_ENOMEM;
-        s = find(t, m->key, hash);
+        key = copy;
+    }
+    if (!s->key) {
+        if (table_grow(t) != 0) {
+            if (!item)
+                free((char *)key);
+            return LD_ENOMEM;
+        }
+        s = find(t, info->key, hash);
         t->used++;
     }
-    json_t *old = s->item;
-    *s = (struct slot){m->key, json_incref(item), hash, m->version, m->deleted};
-    snap_write(t, m->key, item, m->deleted);
-    json_decref(old); /* after: old may own the key string the snapshot used */
+    struct slot old = *s;
+    if (!item && old.key && !old.item)
+        key = old.key; /* tombstone over tombstone: keep the owned key */
+    *s = (struct slot){hash, key, json_incref(item), info->version};
+    snap_write(t, key, item);
+    if (old.key && old.key != key) /* after: the snapshot may use old.key */
+        slot_clear(&old);
+    else if (old.item)
+        json_decref(old.item);
     return 1;
+}
+
+static json_t *mem_get_now(void *impl, const ld_kind *kind, const char *key)
+{
+    struct memory *mem = impl;
+    return find(&mem->t[kind_index(kind)], key, hash_key(key))->item;
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    struct memory *mem = impl;
-    const struct slot *s = find(&mem->t[kind_index(kind)], key, hash_key(key));
-    ld_future_fulfill_json(out, s->key && !s->deleted ? json_incref(s->item) : NULL);
+    ld_future_fulfill_json(out, json_incref(mem_get_now(impl, kind, key)));
     ld_future_unref(out);
 }
 
@@ -158,7 +212,7 @@ static json_t *snapshot_of(const struct table *t)
     json_t *snap = json_object();
     for (size_t i = 0; snap && i <= t->mask; i++) {
         const struct slot *s = &t->slots[i];
-        if (s->key && !s->deleted && json_object_set(snap, s->key, s->item) != 0) {
+        if (s->item && json_object_setn_nocheck(snap, s->key, strlen(s->key), s->item) != 0) {
             json_decref(snap);
             return NULL;
         }
@@ -187,25 +241,30 @@ static void complete_write(ld_future *out, int rc)
     ld_future_unref(out);
 }
 
+static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
+                          const struct ld_item_info *info)
+{
+    struct memory *mem = impl;
+    return put(&mem->t[kind_index(kind)], (json_t *)item, info);
+}
+
 static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
                        const struct ld_item_info *info, ld_future *out)
 {
+    complete_write(out, mem_upsert_now(impl, kind, item, info));
+}
+
+static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
+{
     struct memory *mem = impl;
-    complete_write(out, put(&mem->t[kind_index(kind)], (json_t *)item, info));
+    struct ld_item_info info = {key, version, true};
+    return put(&mem->t[kind_index(kind)], NULL, &info);
 }
 
 static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
                     ld_future *out)
 {
-    struct memory *mem = impl;
-    json_t *tomb = ld_tombstone_new(key, version);
-    int rc = LD_ENOMEM;
-    if (tomb) {
-        struct ld_item_info m = {ld_item_key(tomb), version, true};
-        rc = put(&mem->t[kind_index(kind)], tomb, &m);
-    }
-    complete_write(out, rc);
-    json_decref(tomb);
+    complete_write(out, mem_del_now(impl, kind, key, version));
 }
 
 /* A table of the items of one collection of the data set. */
@@ -217,10 +276,10 @@ static int table_from(struct table *t, const json_t *coll)
     json_t *item;
     json_object_foreach((json_t *)coll, key, item)
     {
-        struct ld_item_info m;
-        int rc = ld_item_parse(item, &m, NULL);
+        struct ld_item_info info;
+        int rc = ld_item_parse(item, &info, NULL);
         if (rc == 0)
-            rc = put(t, item, &m) < 0 ? LD_ENOMEM : 0;
+            rc = put(t, item, &info) < 0 ? LD_ENOMEM : 0;
         if (rc != 0)
             return rc;
     }
@@ -285,6 +344,12 @@ static const struct ld_store_ops memory_ops = {
     .describe = mem_describe,
 };
 
+static const struct ld__store_sync_ops memory_sync_ops = {
+    .get = mem_get_now,
+    .upsert = mem_upsert_now,
+    .del = mem_del_now,
+};
+
 ld_store *ld_memory_store_new(struct event_base *base)
 {
     if (!base)
@@ -295,7 +360,7 @@ ld_store *ld_memory_store_new(struct event_base *base)
     int ok = 1;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 16) == 0 && ok;
-    ld_store *s = ok ? ld_store_new(base, &memory_ops, mem) : NULL;
+    ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
     if (!s)
         mem_free(mem);
     return s;

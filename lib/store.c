@@ -8,6 +8,8 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "store-internal.h"
+
 /* An operation whose result waits for the implementation or for the
  * operations issued before it. */
 struct pending {
@@ -19,6 +21,8 @@ struct pending {
 struct ld_store {
     struct event_base *base;
     const struct ld_store_ops *ops;
+    const struct ld__store_sync_ops *sync; /* or NULL */
+    ld_future *answer[2];                  /* with sync: fulfilled false, true */
     void *impl;
     int closed;
     int freed;
@@ -26,7 +30,8 @@ struct ld_store {
     struct pending *head, *tail;
 };
 
-ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, void *impl)
+ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops *ops,
+                             const struct ld__store_sync_ops *sync, void *impl)
 {
     if (!base || !ops || ops->version != LD_STORE_OPS_VERSION || !ops->get || !ops->all ||
         !ops->init || !ops->upsert || !ops->del || !ops->initialized)
@@ -38,7 +43,24 @@ ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, 
     s->ops = ops;
     s->impl = impl;
     s->refs = 1;
+    if (sync) {
+        for (int i = 0; i < 2; i++) {
+            s->answer[i] = ld_future_new(base);
+            if (!s->answer[i] || ld_future_fulfill_bool(s->answer[i], i) != 0) {
+                ld_future_unref(s->answer[0]);
+                ld_future_unref(s->answer[1]);
+                free(s);
+                return NULL;
+            }
+        }
+        s->sync = sync;
+    }
     return s;
+}
+
+ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, void *impl)
+{
+    return ld__store_new_sync(base, ops, NULL, impl);
 }
 
 static void store_release(ld_store *s)
@@ -127,12 +149,33 @@ static const char *check_key(const ld_kind *kind, const char *key)
     return !kind ? E_KIND : !key || !*key ? E_KEY : NULL;
 }
 
+/* True when the implementation can answer `s`'s next operation at once:
+ * it has synchronous operations, nothing is waiting before this one, and
+ * the operation is valid on an open store. */
+static bool now(const ld_store *s, const char *bad)
+{
+    return s->sync && !s->head && !s->closed && !bad;
+}
+
+/* The caller's future for the result of a synchronous write. */
+static ld_future *answer(ld_store *s, int rc)
+{
+    if (rc < 0)
+        return ld_future_rejected(s->base, rc, NULL);
+    return ld_future_ref(s->answer[rc != 0]);
+}
+
 ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
 {
     ld_future *impl, *r;
     if (!s)
         return NULL;
-    if ((r = begin(s, check_key(kind, key), &impl)) != NULL)
+    const char *bad = check_key(kind, key);
+    if (now(s, bad)) {
+        r = ld_future_fulfilled_json(s->base, json_incref(s->sync->get(s->impl, kind, key)));
+        return r ? r : rejected(s, LD_ENOMEM, "out of memory");
+    }
+    if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->get(s->impl, kind, key, ld_future_ref(impl));
     return finish(s, impl);
@@ -173,6 +216,8 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
         bad = E_KIND;
     else
         ld_item_parse(item, &info, &bad);
+    if (now(s, bad))
+        return answer(s, s->sync->upsert(s->impl, kind, item, &info));
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(impl));
@@ -187,6 +232,8 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
     const char *bad = check_key(kind, key);
     if (!bad && version < 0)
         bad = "version must be >= 0";
+    if (now(s, bad))
+        return answer(s, s->sync->del(s->impl, kind, key, version));
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
     s->ops->del(s->impl, kind, key, version, ld_future_ref(impl));
@@ -240,6 +287,8 @@ void ld_store_free(ld_store *s)
     }
     if (s->ops->free)
         s->ops->free(s->impl);
+    ld_future_unref(s->answer[0]);
+    ld_future_unref(s->answer[1]);
     store_release(s);
 }
 

@@ -541,6 +541,81 @@ START_TEST(test_free_from_inside_own_callback_is_safe)
 }
 END_TEST
 
+/* Write results of the memory store are the store's two shared futures
+ * (true, false): each returned reference is still the caller's own. */
+START_TEST(test_write_results_are_the_callers_own_references)
+{
+    int calls_true = 0, calls_false = 0;
+    json_t *item = make_feature("foo", 1);
+    ld_future *a = ld_store_upsert(store, ld_kind_features(), item);
+    ld_future *b = ld_store_upsert(store, ld_kind_features(), item); /* equal: false */
+    ld_future *c = ld_store_delete(store, ld_kind_features(), "foo", 2);
+    json_decref(item);
+    ck_assert(ld_future_is_fulfilled(a) && ld_future_bool(a));
+    ck_assert(ld_future_is_fulfilled(b) && !ld_future_bool(b));
+    ck_assert(ld_future_bool(c));
+    /* complete already: they cannot be completed or cancelled again */
+    ck_assert_int_eq(ld_future_fulfill_bool(a, false), LD_EALREADY);
+    ck_assert_int_eq(ld_future_cancel(b), LD_EALREADY);
+    ck_assert_int_eq(ld_future_on_complete(a, ld_test_count_cb, &calls_true), 0);
+    ck_assert_int_eq(ld_future_on_complete(c, ld_test_count_cb, &calls_true), 0);
+    ck_assert_int_eq(ld_future_on_complete(b, ld_test_count_cb, &calls_false), 0);
+    ck_assert_int_eq(calls_true + calls_false, 0); /* never inside the call */
+    ld_test_flush();
+    ck_assert_int_eq(calls_true, 2);
+    ck_assert_int_eq(calls_false, 1);
+}
+END_TEST
+
+START_TEST(test_write_results_outlive_the_store)
+{
+    json_t *item = make_feature("foo", 1);
+    ld_future *a = ld_store_upsert(store, ld_kind_features(), item);
+    ld_future *b = ld_store_delete(store, ld_kind_features(), "foo", 1);
+    ld_future *g = ld_store_get(store, ld_kind_features(), "foo");
+    json_decref(item);
+    ld_store_free(store);
+    store = NULL;
+    ld_test_flush();
+    ck_assert(ld_future_bool(a));
+    ck_assert(!ld_future_bool(b));
+    ck_assert_int_eq(ld_item_version(ld_future_json(g)), 1); /* the item lives on */
+    ld_future_unref(a);
+    ld_future_unref(b);
+    ld_future_unref(g);
+}
+END_TEST
+
+/* Tombstones keep their key without JSON: every transition between live
+ * items and tombstones, by upsert of a deleted item and by delete. */
+START_TEST(test_tombstones_from_upsert_and_delete_alternate_with_items)
+{
+    const ld_kind *k = ld_kind_features();
+    upsert("foo", 1, true);
+    ld_future_unref(done(ld_store_all(store, k))); /* a snapshot, kept in step in place */
+    ck_assert(await_bool(ld_store_delete(store, k, "foo", 2)));  /* live -> tombstone */
+    ck_assert(await_bool(ld_store_delete(store, k, "foo", 3)));  /* tombstone -> tombstone */
+    ck_assert(!await_bool(ld_store_delete(store, k, "foo", 3))); /* equal */
+    upsert("foo", 3, false);                                     /* the tombstone blocks */
+    upsert("foo", 4, true);                                      /* tombstone -> live */
+    ck_assert_int_eq(get_version("foo"), 4);
+    json_t *tomb = ld_tombstone_new("foo", 5);
+    ck_assert(await_bool(ld_store_upsert(store, k, tomb))); /* live -> tombstone by upsert */
+    ck_assert_int_eq(get_version("foo"), -1);
+    tomb = (json_decref(tomb), ld_tombstone_new("bar", 7));
+    ck_assert(await_bool(ld_store_upsert(store, k, tomb))); /* unknown key -> tombstone */
+    json_decref(tomb);
+    upsert("bar", 7, false);
+    ck_assert(await_bool(ld_store_delete(store, k, "baz", 0))); /* unknown key, version 0 */
+    upsert("baz", 0, false);
+    upsert("baz", 1, true);
+    ld_future *f = done(ld_store_all(store, k));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 1);
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(f), "baz")), 1);
+    ld_future_unref(f);
+}
+END_TEST
+
 START_TEST(test_store_new_bad_input)
 {
     struct slow impl = {0};
@@ -586,6 +661,9 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_bad_init_is_all_or_nothing);
     tcase_add_test(tc, test_results_complete_in_issue_order_and_never_inside_the_call);
     tcase_add_test(tc, test_close_then_operations_are_eclosed);
+    tcase_add_test(tc, test_write_results_are_the_callers_own_references);
+    tcase_add_test(tc, test_write_results_outlive_the_store);
+    tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("front");

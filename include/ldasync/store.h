@@ -24,6 +24,11 @@
  *
  * Items given to a store (init, upsert) are borrowed: the store takes its own
  * references, so they must not be modified afterwards.
+ * A result may be shared: a store can answer several operations with the
+ * same complete future (the memory store answers upsert and delete with one
+ * of two futures fulfilled with true and false). Each returned reference is
+ * still the caller's own to pass on or release; such a future is complete,
+ * so it cannot be completed or cancelled (LD_EALREADY).
  *
  * Thread rules: a store belongs to the thread that runs its base's loop.
  */
@@ -136,9 +141,10 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
 /* The in-memory store                                                       */
 
 /** A store in memory, for the loop thread of `base`: no lock; get, upsert and
- *  delete are O(1) (hash tables); all returns an immutable snapshot that
- *  shares the item references, the same object again while nothing changed;
- *  init is atomic. describe() is "memory". @return a new store, or NULL if
+ *  delete are O(1) (hash tables) and take effect within the call (their
+ *  futures still complete from the loop); all returns an immutable snapshot
+ *  that shares the item references, the same object again while nothing
+ *  changed; init is atomic. Tombstones keep only key and version. describe() is "memory". @return a new store, or NULL if
  *  `base` is NULL or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
 

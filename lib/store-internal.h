@@ -1,0 +1,29 @@
+/*
+ * ldasync: what the store front layer (store.c) offers implementations inside
+ * the library. Never installed.
+ */
+#ifndef LDASYNC_STORE_INTERNAL_H
+#define LDASYNC_STORE_INTERNAL_H
+
+#include <ldasync/store.h>
+
+/* Synchronous operations of an implementation that always answers at once
+ * (the memory store). With them the front layer needs no future for the
+ * implementation: get fulfils the caller's future directly, and upsert and
+ * delete answer with one of two futures made once per store, fulfilled with
+ * true and false. Inputs are validated as for struct ld_store_ops. */
+struct ld__store_sync_ops {
+    /* The stored item (borrowed), or NULL when missing or deleted. */
+    json_t *(*get)(void *impl, const ld_kind *kind, const char *key);
+    /* 1 if applied, 0 if not, or a negative error code. */
+    int (*upsert)(void *impl, const ld_kind *kind, const json_t *item,
+                  const struct ld_item_info *info);
+    int (*del)(void *impl, const ld_kind *kind, const char *key, int64_t version);
+};
+
+/* ld_store_new() plus `sync` (borrowed, must outlive the store), used while
+ * no operation of the store is waiting. */
+ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops *ops,
+                             const struct ld__store_sync_ops *sync, void *impl);
+
+#endif /* LDASYNC_STORE_INTERNAL_H */
