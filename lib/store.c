@@ -8,6 +8,8 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "store-internal.h"
+
 /* An operation whose result waits for the implementation or for the
  * operations issued before it. */
 struct pending {
@@ -249,4 +251,9 @@ const char *ld_store_describe(const ld_store *s)
         return "(null)";
     const char *d = s->ops->describe ? s->ops->describe(s->impl) : NULL;
     return d ? d : "unknown";
+}
+
+struct event_base *ld__store_base(const ld_store *s)
+{
+    return s->base;
 }
