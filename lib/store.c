@@ -299,3 +299,8 @@ const char *ld_store_describe(const ld_store *s)
     const char *d = s->ops->describe ? s->ops->describe(s->impl) : NULL;
     return d ? d : "unknown";
 }
+
+struct event_base *ld_store_base(const ld_store *s)
+{
+    return s ? s->base : NULL;
+}

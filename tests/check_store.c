@@ -236,6 +236,8 @@ END_TEST
 START_TEST(test_describe_is_memory)
 {
     ck_assert_str_eq(ld_store_describe(store), "memory");
+    ck_assert_ptr_eq(ld_store_base(store), B);
+    ck_assert_ptr_null(ld_store_base(NULL));
     ck_assert_str_eq(ld_store_describe(NULL), "(null)");
 }
 END_TEST

@@ -10,6 +10,7 @@
 #include <ldasync/error.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
+#include <ldasync/sink.h>
 #include <ldasync/store.h>
 #include <ldasync/version.h>
 

@@ -92,6 +92,10 @@ LD_EXPORT ld_future *ld_store_close(ld_store *store);
  *  of one of the store's own futures. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_store_free(ld_store *store);
 
+/** The base whose loop completes the store's futures, or NULL for a NULL
+ *  store. Any thread. @since 0.1.0 */
+LD_EXPORT struct event_base *ld_store_base(const ld_store *store);
+
 /** A short name of the implementation ("memory", "redis", ...); never NULL
  *  ("(null)" for a NULL store). @since 0.1.0 */
 LD_EXPORT const char *ld_store_describe(const ld_store *store);
