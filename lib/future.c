@@ -882,12 +882,16 @@ int ld_future_reject(ld_future *f, int code, const char *fmt, ...)
 
 ld_future *ld_future_fulfilled_json(struct event_base *base, json_t *v)
 {
-    ld_future *f = ld_future_new(base);
+    /* Made complete: nobody else can see it yet, so no settle (no lock, no
+     * callbacks to queue). */
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    ld_future *f = l ? future_create(l, K_PLAIN, W_FULFILLED) : NULL;
     if (!f) {
         json_decref(v);
         return NULL;
     }
-    ld_future_fulfill_json(f, v);
+    f->vtype = V_JSON;
+    f->a.j = v;
     return f;
 }
 

@@ -57,25 +57,36 @@ static const ld_kind *kind_at(int i)
     return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
 }
 
-/* A 64-bit hash reading eight bytes at a time (keys are short strings; a
- * byte-wise FNV-1a spent a multiply per byte). Not keyed: keys come from the
- * application's own data source. */
-static uint64_t hash_key(const char *key)
+/* A 64-bit hash of the key's `len` bytes, read eight (or four) at a time,
+ * the last word overlapping the one before (keys are short strings; a
+ * byte-wise FNV-1a spent a multiply per byte). Not keyed: keys come from
+ * the application's own data source. */
+static inline uint64_t mix(uint64_t h, uint64_t w)
 {
-    const uint64_t m = 0x9e3779b97f4a7c15ULL;
-    size_t len = strlen(key);
-    uint64_t h = len * m, w;
-    for (; len >= 8; len -= 8, key += 8) {
-        memcpy(&w, key, 8);
-        h = (h ^ w) * m;
-        h ^= h >> 29;
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_key(const char *key, size_t len)
+{
+    uint64_t h = len, w;
+    if (len >= 8) {
+        const char *p = key;
+        for (size_t n = len; n > 8; n -= 8, p += 8) {
+            memcpy(&w, p, 8);
+            h = mix(h, w);
+        }
+        memcpy(&w, key + len - 8, 8);
+        h = mix(h, w);
+    } else if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, key, 4);
+        memcpy(&b, key + len - 4, 4);
+        h = mix(h, (uint64_t)a << 32 | b);
+    } else if (len > 0) {
+        const unsigned char *p = (const unsigned char *)key;
+        h = mix(h, (uint64_t)p[0] << 16 | (uint64_t)p[len / 2] << 8 | p[len - 1]);
     }
-    if (len) {
-        w = 0;
-        memcpy(&w, key, len);
-        h = (h ^ w) * m;
-    }
-    h ^= h >> 32;
     h *= 0xd6e8feb86659fd93ULL;
     return h ^ (h >> 32);
 }
@@ -161,7 +172,7 @@ static void snap_write(struct table *t, const char *key, json_t *item)
  * rule of store.h. Returns 1 if applied, 0 if not, LD_ENOMEM. */
 static int put(struct table *t, json_t *item, const struct ld_item_info *info)
 {
-    uint64_t hash = hash_key(info->key);
+    uint64_t hash = hash_key(info->key, strlen(info->key));
     struct slot *s = find(t, info->key, hash);
     if (s->key && s->version >= info->version)
         return 0;
@@ -198,7 +209,7 @@ static int put(struct table *t, json_t *item, const struct ld_item_info *info)
 static json_t *mem_get_now(void *impl, const ld_kind *kind, const char *key)
 {
     struct memory *mem = impl;
-    return find(&mem->t[kind_index(kind)], key, hash_key(key))->item;
+    return find(&mem->t[kind_index(kind)], key, hash_key(key, strlen(key)))->item;
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
