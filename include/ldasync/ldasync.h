@@ -9,6 +9,7 @@
 #include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/error.h>
+#include <ldasync/fdv2.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
 #include <ldasync/store.h>
