@@ -12,6 +12,7 @@
 #include <ldasync/fdv2.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
+#include <ldasync/processor.h>
 #include <ldasync/store.h>
 #include <ldasync/version.h>
 
