@@ -30,9 +30,11 @@
  * struct with its version first, a _new(base, ops, impl) constructor, and
  * front functions that validate, return futures completing from the loop in
  * issue order, and reject with LD_ECLOSED once closed. Closing a data source
- * is not graceful: results still pending are rejected with LD_ECLOSED at
- * once (the implementation's futures are cancelled), because nobody wants
- * data from a source being shut down.
+ * is not graceful: results the implementation has not delivered yet are
+ * rejected with LD_ECLOSED (from the loop, after the results it had
+ * delivered, and before the close future), and the implementation's futures
+ * for them are cancelled, because nobody wants data from a source being
+ * shut down.
  *
  * Thread rules: builders, initializers and synchronizers belong to one
  * thread (for the latter two, the thread that runs their base's loop).
@@ -421,8 +423,9 @@ LD_EXPORT const char *ld_synchronizer_name(const ld_synchronizer *sync);
  *  implementation's error. NULL only if `sync` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_synchronizer_next(ld_synchronizer *sync);
 
-/** Stops the synchronizer: pending nexts reject with LD_ECLOSED at once
- *  (from the loop, before the returned future completes), later ones too.
+/** Stops the synchronizer: nexts still waiting for the implementation
+ *  reject with LD_ECLOSED (from the loop, in order, before the returned
+ *  future completes), later ones too.
  *  Stopping twice fulfils again. @return a new reference, fulfilled (no
  *  value) when the implementation has stopped. NULL only if `sync` is NULL.
  *  @since 0.1.0 */
