@@ -18,6 +18,9 @@ int main(void)
     srunner_add_suite(runner, ld_suite_kind());
     srunner_add_suite(runner, ld_suite_store());
     srunner_add_suite(runner, ld_suite_sink());
+    srunner_add_suite(runner, ld_suite_big_segments());
+    srunner_add_suite(runner, ld_suite_fdv2());
+    srunner_add_suite(runner, ld_suite_processor());
 
     srunner_run_all(runner, CK_ENV);
     int failed = srunner_ntests_failed(runner);

@@ -11,5 +11,8 @@ Suite *ld_suite_future_thread(void); /* check_future_thread.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_store(void);         /* check_store.c */
 Suite *ld_suite_sink(void);          /* check_sink.c */
+Suite *ld_suite_big_segments(void);  /* check_big_segments.c */
+Suite *ld_suite_fdv2(void);          /* check_fdv2.c */
+Suite *ld_suite_processor(void);     /* check_processor.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

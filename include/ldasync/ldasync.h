@@ -6,10 +6,13 @@
 #ifndef LDASYNC_LDASYNC_H
 #define LDASYNC_LDASYNC_H
 
+#include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/error.h>
+#include <ldasync/fdv2.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
+#include <ldasync/processor.h>
 #include <ldasync/sink.h>
 #include <ldasync/store.h>
 #include <ldasync/version.h>

@@ -1,0 +1,184 @@
+/*
+ * ldasync: the shared front layer of the components around the store
+ * (front-internal.h): issue-order completion, closing and aborting.
+ */
+#include <stdlib.h>
+
+#include <ldasync/error.h>
+
+#include "front-internal.h"
+
+/* An operation whose result waits for the implementation or for the
+ * operations issued before it. */
+struct pending {
+    struct pending *next;
+    ld_future *impl; /* completed by the implementation */
+    ld_future *user; /* what the caller got */
+};
+
+struct ld__queue {
+    struct event_base *base;
+    bool released;     /* the front let go of it */
+    unsigned refs;     /* the front's (until released) + one per pending callback */
+    unsigned inflight; /* handed over, not complete yet (see hand_over) */
+    struct pending *head, *tail;
+};
+
+int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg)
+{
+    struct ld__queue *q = calloc(1, sizeof(*q));
+    if (!q)
+        return LD_ENOMEM;
+    q->base = base;
+    q->refs = 1;
+    fr->base = base;
+    fr->queue = q;
+    fr->closed_msg = closed_msg;
+    fr->closed = false;
+    return 0;
+}
+
+static void queue_unref(struct ld__queue *q)
+{
+    if (--q->refs == 0)
+        free(q);
+}
+
+static struct pending *pop(struct ld__queue *q)
+{
+    struct pending *p = q->head;
+    q->head = p->next;
+    if (!q->head)
+        q->tail = NULL;
+    return p;
+}
+
+static void user_done(ld_future *user, void *arg)
+{
+    struct ld__queue *q = arg;
+    (void)user;
+    q->inflight--;
+    queue_unref(q);
+}
+
+/* Makes the caller's future of `p` adopt `from` (stolen) and frees `p`.
+ * Adoption completes from the loop, in the order of the hand-overs; until
+ * the caller's future is complete it counts as in flight, so that a later
+ * operation is not handed back ahead of it (ld__front_finish). */
+static void hand_over(struct ld__queue *q, struct pending *p, ld_future *from)
+{
+    q->inflight++;
+    q->refs++;
+    if (ld_future_on_complete(ld_future_ref(p->user), user_done, q) != 0) {
+        q->inflight--; /* LD_ENOMEM: order is kept as well as memory allows */
+        q->refs--;
+    }
+    if (!from || ld_future_forward(p->user, from) != 0)
+        ld_future_reject(p->user, LD_ENOMEM, NULL);
+    ld_future_unref(p->user);
+    free(p);
+}
+
+/* Hands over the queued operations whose implementation is done, oldest
+ * first, stopping at the first one still running. */
+static void flush(struct ld__queue *q)
+{
+    while (q->head && !ld_future_is_pending(q->head->impl)) {
+        struct pending *p = pop(q);
+        hand_over(q, p, p->impl);
+    }
+}
+
+static void impl_done(ld_future *impl, void *arg)
+{
+    struct ld__queue *q = arg;
+    (void)impl;
+    if (!q->released)
+        flush(q);
+    queue_unref(q);
+}
+
+ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why)
+{
+    return ld_future_rejected(fr->base, code, "%s", why);
+}
+
+ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **impl)
+{
+    if (fr->closed)
+        return ld__front_rejected(fr, LD_ECLOSED, fr->closed_msg);
+    if (bad)
+        return ld__front_rejected(fr, LD_EINVAL, bad);
+    *impl = ld_future_new(fr->base);
+    return *impl ? NULL : ld__front_rejected(fr, LD_ENOMEM, "out of memory");
+}
+
+ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
+{
+    struct ld__queue *q = fr->queue;
+    if (!q->head && !q->inflight && !ld_future_is_pending(impl))
+        return impl;
+    struct pending *p = malloc(sizeof(*p));
+    ld_future *user = ld_future_new(fr->base);
+    if (!p || !user) {
+        free(p);
+        ld_future_unref(user);
+        ld_future_unref(impl); /* the implementation completes its own reference */
+        return ld__front_rejected(fr, LD_ENOMEM, "out of memory");
+    }
+    p->next = NULL;
+    p->impl = impl;
+    p->user = ld_future_ref(user);
+    if (q->tail)
+        q->tail->next = p;
+    else
+        q->head = p;
+    q->tail = p;
+    q->refs++;
+    if (ld_future_on_complete(ld_future_ref(impl), impl_done, q) != 0)
+        q->refs--; /* LD_ENOMEM: flushed by the next completion instead */
+    return user;
+}
+
+void ld__front_abort(struct ld__front *fr, int code, const char *why)
+{
+    struct ld__queue *q = fr->queue;
+    flush(q);
+    while (q->head) {
+        struct pending *p = pop(q);
+        ld_future_cancel(p->impl); /* tells the implementation, if it listens */
+        ld_future_unref(p->impl);
+        /* through the loop too, so that the results handed over before
+         * complete first */
+        hand_over(q, p, ld_future_rejected(q->base, code, "%s", why));
+    }
+}
+
+ld_future *ld__front_close(struct ld__front *fr, bool abort,
+                           void (*close_op)(void *impl, ld_future *out), void *impl)
+{
+    ld_future *out = ld_future_new(fr->base);
+    if (!out)
+        return ld__front_rejected(fr, LD_ENOMEM, "out of memory");
+    bool was_closed = fr->closed;
+    fr->closed = true;
+    if (abort)
+        ld__front_abort(fr, LD_ECLOSED, fr->closed_msg);
+    if (was_closed || !close_op)
+        ld_future_fulfill(out);
+    else
+        close_op(impl, ld_future_ref(out));
+    return ld__front_finish(fr, out);
+}
+
+void ld__front_release(struct ld__front *fr)
+{
+    struct ld__queue *q = fr->queue;
+    if (!q)
+        return;
+    fr->closed = true;
+    ld__front_abort(fr, LD_ECANCELED, "operation canceled: the component was freed");
+    q->released = true;
+    fr->queue = NULL;
+    queue_unref(q);
+}

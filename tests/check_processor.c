@@ -1,0 +1,318 @@
+/* The event processor and update processor front layers. */
+#include <string.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+#define B ld_test_base
+
+static void expect_error(ld_future *f, int code, const char *in_message)
+{
+    ck_assert_ptr_nonnull(f);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), code);
+    if (in_message)
+        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
+                      ld_future_error_message(f), in_message);
+    ld_future_unref(f);
+}
+
+/* A scripted implementation of both processors. */
+struct script {
+    json_t *events; /* array of the events sent */
+    int send_rc;    /* what send_event returns */
+    ld_future *outs[16];
+    int n;
+    bool initialized;
+    int closes;
+    int freed;
+};
+
+static int script_send(void *impl, json_t *event)
+{
+    struct script *s = impl;
+    if (s->send_rc == 0)
+        json_array_append(s->events, event);
+    return s->send_rc;
+}
+
+static void script_keep(void *impl, ld_future *out)
+{
+    struct script *s = impl;
+    ck_assert_int_lt(s->n, 16);
+    s->outs[s->n++] = out;
+}
+
+static bool script_initialized(void *impl)
+{
+    return ((struct script *)impl)->initialized;
+}
+
+static void script_close(void *impl, ld_future *out)
+{
+    struct script *s = impl;
+    s->closes++;
+    ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
+static void script_free(void *impl)
+{
+    struct script *s = impl;
+    for (int i = 0; i < s->n; i++)
+        ld_future_unref(s->outs[i]);
+    s->n = 0;
+    s->freed++;
+}
+
+static const struct ld_event_processor_ops ep_ops = {
+    .version = LD_EVENT_PROCESSOR_OPS_VERSION,
+    .send_event = script_send,
+    .flush = script_keep,
+    .close = script_close,
+    .free = script_free,
+};
+
+static const struct ld_update_processor_ops up_ops = {
+    .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
+    .start = script_keep,
+    .initialized = script_initialized,
+    .close = script_close,
+    .free = script_free,
+};
+
+static struct script impl;
+static ld_event_processor *ep;
+static ld_update_processor *up;
+
+static void setup(void)
+{
+    ld_test_setup();
+    memset(&impl, 0, sizeof(impl));
+    impl.events = json_array();
+    ep = ld_event_processor_new(B, &ep_ops, &impl);
+    ck_assert_ptr_nonnull(ep);
+    up = NULL;
+}
+
+static void teardown(void)
+{
+    ld_event_processor_free(ep);
+    ld_update_processor_free(up);
+    ep = NULL;
+    up = NULL;
+    json_decref(impl.events);
+    ld_test_teardown();
+}
+
+/* ---- event processor -------------------------------------------------------- */
+
+START_TEST(test_send_event_reaches_the_implementation)
+{
+    json_t *e = json_pack("{s:s}", "kind", "feature");
+    ck_assert_int_eq(ld_event_processor_send_event(ep, e), 0);
+    ck_assert_int_eq(json_array_size(impl.events), 1);
+    ck_assert_ptr_eq(json_array_get(impl.events, 0), e);
+    impl.send_rc = LD_EBUSY; /* the implementation's error comes back */
+    ck_assert_int_eq(ld_event_processor_send_event(ep, e), LD_EBUSY);
+    json_decref(e);
+}
+END_TEST
+
+START_TEST(test_send_event_bad_input_is_einval)
+{
+    json_t *arr = json_array();
+    ck_assert_int_eq(ld_event_processor_send_event(NULL, arr), LD_EINVAL);
+    ck_assert_int_eq(ld_event_processor_send_event(ep, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_event_processor_send_event(ep, arr), LD_EINVAL);
+    ck_assert_int_eq(json_array_size(impl.events), 0);
+    json_decref(arr);
+}
+END_TEST
+
+START_TEST(test_flushes_complete_in_issue_order)
+{
+    ld_future *a = ld_event_processor_flush(ep);
+    ld_future *b = ld_event_processor_flush(ep);
+    ld_future_fulfill_bool(impl.outs[1], false);
+    ld_test_flush();
+    ck_assert(ld_future_is_pending(a));
+    ck_assert(ld_future_is_pending(b));
+    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_test_wait(b);
+    ck_assert(ld_future_is_fulfilled(a));
+    ck_assert(ld_future_bool(a));
+    ck_assert(!ld_future_bool(b));
+    ld_future_unref(a);
+    ld_future_unref(b);
+}
+END_TEST
+
+START_TEST(test_event_processor_close_is_graceful_then_eclosed)
+{
+    json_t *e = json_object();
+    ld_future *flush = ld_event_processor_flush(ep);
+    ld_future *close = ld_event_processor_close(ep);
+    ck_assert_int_eq(impl.closes, 1);
+    ck_assert_int_eq(ld_event_processor_send_event(ep, e), LD_ECLOSED);
+    expect_error(ld_event_processor_flush(ep), LD_ECLOSED, "closed");
+    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_test_wait(close);
+    ck_assert(ld_future_bool(flush)); /* issued before close: completed as usual */
+    ld_future_unref(close);
+    close = ld_event_processor_close(ep);
+    ld_test_wait(close);
+    ck_assert(ld_future_is_fulfilled(close));
+    ck_assert_int_eq(impl.closes, 1);
+    ld_future_unref(close);
+    ld_future_unref(flush);
+    json_decref(e);
+}
+END_TEST
+
+START_TEST(test_event_processor_free_cancels_pending)
+{
+    ld_future *f = ld_event_processor_flush(ep);
+    ld_event_processor_free(ep);
+    ep = NULL;
+    ck_assert_int_eq(impl.freed, 1);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_event_processor_new_bad_input)
+{
+    struct ld_event_processor_ops ops = ep_ops;
+    ck_assert_ptr_null(ld_event_processor_new(NULL, &ep_ops, &impl));
+    ck_assert_ptr_null(ld_event_processor_new(B, NULL, &impl));
+    ops.version = 9;
+    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
+    ops = ep_ops;
+    ops.send_event = NULL;
+    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
+    ops = ep_ops;
+    ops.flush = NULL;
+    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
+    ck_assert_ptr_null(ld_event_processor_flush(NULL));
+    ck_assert_ptr_null(ld_event_processor_close(NULL));
+    ld_event_processor_free(NULL);
+}
+END_TEST
+
+/* ---- update processor ------------------------------------------------------- */
+
+START_TEST(test_start_is_ready_when_the_implementation_says_so)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    ck_assert(!ld_update_processor_initialized(up));
+    ld_future *ready = ld_update_processor_start(up);
+    ck_assert_int_eq(impl.n, 1);
+    ld_test_flush();
+    ck_assert(ld_future_is_pending(ready));
+    impl.initialized = true;
+    ld_future_fulfill(impl.outs[0]);
+    ld_test_wait(ready);
+    ck_assert(ld_future_is_fulfilled(ready));
+    ck_assert(ld_update_processor_initialized(up));
+    ld_future_unref(ready);
+}
+END_TEST
+
+START_TEST(test_start_twice_is_einval)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    ld_future *ready = ld_update_processor_start(up);
+    expect_error(ld_update_processor_start(up), LD_EINVAL, "already started");
+    ck_assert_int_eq(impl.n, 1);
+    ld_future_unref(ready);
+}
+END_TEST
+
+START_TEST(test_update_processor_close_rejects_a_pending_start)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    impl.initialized = true;
+    ld_future *ready = ld_update_processor_start(up);
+    ld_future *close = ld_update_processor_close(up);
+    ck_assert_int_eq(impl.closes, 1);
+    ld_test_wait(close);
+    ck_assert_int_eq(ld_future_error(ready), LD_ECLOSED);
+    ck_assert(!ld_update_processor_initialized(up)); /* closed */
+    ld_future_unref(close);
+    ld_future_unref(ready);
+    close = ld_update_processor_close(up);
+    ld_test_wait(close);
+    ck_assert(ld_future_is_fulfilled(close));
+    ck_assert_int_eq(impl.closes, 1);
+    ld_future_unref(close);
+}
+END_TEST
+
+START_TEST(test_update_processor_start_after_close_is_eclosed)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    ld_future_unref(ld_update_processor_close(up));
+    expect_error(ld_update_processor_start(up), LD_ECLOSED, "closed");
+    ck_assert_int_eq(impl.n, 0);
+}
+END_TEST
+
+START_TEST(test_update_processor_free_cancels_a_pending_start)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    ld_future *ready = ld_update_processor_start(up);
+    ld_update_processor_free(up);
+    up = NULL;
+    ck_assert_int_eq(impl.freed, 1);
+    ld_test_wait(ready);
+    ck_assert_int_eq(ld_future_error(ready), LD_ECANCELED);
+    ld_future_unref(ready);
+}
+END_TEST
+
+START_TEST(test_update_processor_new_bad_input)
+{
+    struct ld_update_processor_ops ops = up_ops;
+    ck_assert_ptr_null(ld_update_processor_new(NULL, &up_ops, &impl));
+    ck_assert_ptr_null(ld_update_processor_new(B, NULL, &impl));
+    ops.version = 0;
+    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
+    ops = up_ops;
+    ops.start = NULL;
+    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
+    ops = up_ops;
+    ops.initialized = NULL;
+    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
+    ck_assert_ptr_null(ld_update_processor_start(NULL));
+    ck_assert_ptr_null(ld_update_processor_close(NULL));
+    ck_assert(!ld_update_processor_initialized(NULL));
+    ld_update_processor_free(NULL);
+}
+END_TEST
+
+Suite *ld_suite_processor(void)
+{
+    Suite *s = suite_create("processor");
+    TCase *tc = tcase_create("event");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_send_event_reaches_the_implementation);
+    tcase_add_test(tc, test_send_event_bad_input_is_einval);
+    tcase_add_test(tc, test_flushes_complete_in_issue_order);
+    tcase_add_test(tc, test_event_processor_close_is_graceful_then_eclosed);
+    tcase_add_test(tc, test_event_processor_free_cancels_pending);
+    tcase_add_test(tc, test_event_processor_new_bad_input);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("update");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_start_is_ready_when_the_implementation_says_so);
+    tcase_add_test(tc, test_start_twice_is_einval);
+    tcase_add_test(tc, test_update_processor_close_rejects_a_pending_start);
+    tcase_add_test(tc, test_update_processor_start_after_close_is_eclosed);
+    tcase_add_test(tc, test_update_processor_free_cancels_a_pending_start);
+    tcase_add_test(tc, test_update_processor_new_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
