@@ -5,8 +5,8 @@
  * A front hands each operation's implementation a pending future and gives
  * the caller a future that completes in issue order, whatever order the
  * implementation completes in; it rejects operations once closed, and at
- * free completes what is still pending. It is lib/store.c's queue, made
- * reusable (store.c keeps its own copy).
+ * free completes what is still pending. The store (lib/store.c) and every
+ * component around it use it.
  */
 #ifndef LDASYNC_FRONT_INTERNAL_H
 #define LDASYNC_FRONT_INTERNAL_H
@@ -41,6 +41,10 @@ ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **im
  * been handed over; adoption goes through the loop in hand-over order, so
  * callbacks run in issue order. */
 ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl);
+
+/* True when no operation waits or is in flight: a result completed at once
+ * may be handed back as it is. */
+bool ld__front_idle(const struct ld__front *fr);
 
 /* A future rejected with `code` and the static message `why`. */
 ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why);

@@ -113,10 +113,15 @@ ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **im
     return *impl ? NULL : ld__front_rejected(fr, LD_ENOMEM, "out of memory");
 }
 
+bool ld__front_idle(const struct ld__front *fr)
+{
+    return !fr->queue->head && !fr->queue->inflight;
+}
+
 ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
 {
     struct ld__queue *q = fr->queue;
-    if (!q->head && !q->inflight && !ld_future_is_pending(impl))
+    if (ld__front_idle(fr) && !ld_future_is_pending(impl))
         return impl;
     struct pending *p = malloc(sizeof(*p));
     ld_future *user = ld_future_new(fr->base);

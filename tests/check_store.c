@@ -509,6 +509,47 @@ START_TEST(test_out_of_order_implementation_results_are_reordered)
 }
 END_TEST
 
+static void quick_get(void *impl, const ld_kind *k, const char *key, ld_future *out)
+{
+    (void)impl;
+    (void)k;
+    (void)key;
+    ld_future_fulfill_json(out, NULL);
+    ld_future_unref(out);
+}
+
+static ld_store *race_store;
+
+static void issue_quick_get(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    ld_future_on_complete(ld_store_get(race_store, ld_kind_features(), "x"), note_order, (void *)1);
+}
+
+/* The implementation completes the first operation; in the same pass of
+ * the loop, before the caller's future of the first has completed, a
+ * second operation completes at once: it must still come second. */
+START_TEST(test_result_completed_at_once_does_not_overtake_a_handed_over_one)
+{
+    struct slow impl = {0};
+    struct ld_store_ops ops = slow_ops;
+    ops.get = quick_get;
+    race_store = ld_store_new(B, &ops, &impl);
+    nseq = 0;
+    ld_future_on_complete(ld_store_initialized(race_store), note_order, (void *)0);
+    ck_assert_int_eq(impl.n, 1);
+    /* runs right after the store's own callback on the implementation's future */
+    ld_future_on_complete(ld_future_ref(impl.outs[0]), issue_quick_get, NULL);
+    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 2);
+    ck_assert_int_eq(seq[0], 0);
+    ck_assert_int_eq(seq[1], 1);
+    ld_store_free(race_store);
+}
+END_TEST
+
 START_TEST(test_free_cancels_pending_operations)
 {
     struct slow impl = {0};
@@ -671,6 +712,7 @@ Suite *ld_suite_store(void)
     tc = tcase_create("front");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_out_of_order_implementation_results_are_reordered);
+    tcase_add_test(tc, test_result_completed_at_once_does_not_overtake_a_handed_over_one);
     tcase_add_test(tc, test_free_cancels_pending_operations);
     tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);
     tcase_add_test(tc, test_store_new_bad_input);
