@@ -3,10 +3,11 @@
  *
  * Per kind, an open-addressing hash table (linear probing; entries are
  * never removed, a delete leaves a tombstone) maps a key to the item and
- * its version. A tombstone keeps no JSON: its slot has no item and owns a
- * copy of the key, so a delete allocates nothing when the key is known and
- * one string when it is not. get, upsert and delete hash the key once and
- * read no field of any stored item. The library's front layer calls these
+ * its version. A slot is one cache line holding the key itself (longer keys
+ * are copied to the heap), so a lookup touches one line of the table and no
+ * string elsewhere; a tombstone keeps no JSON, so a delete allocates
+ * nothing. get, upsert and delete hash the key once and read no field of
+ * any stored item. The library's front layer calls these
  * operations synchronously (store-internal.h): no future for the
  * implementation, and writes answer with the store's two shared bool
  * futures.
@@ -26,13 +27,17 @@
 
 enum { K_SEGMENTS, K_FEATURES, NKINDS };
 
+/* Keys shorter than this live in their slot. */
+#define INLINE_KEY 36
+
 struct slot {
     uint64_t hash;
-    const char *key; /* NULL: empty slot; the item's "key" string, or owned
-                        (malloc) when item is NULL */
-    json_t *item;    /* one reference; NULL for a tombstone */
+    json_t *item; /* one reference; NULL for a tombstone */
     int64_t version;
+    uint32_t len;         /* key length; 0: empty slot */
+    char key[INLINE_KEY]; /* the key and its NUL, or a malloc'd copy's address */
 };
+_Static_assert(sizeof(struct slot) == 64, "a slot is one cache line");
 
 struct table {
     struct slot *slots;
@@ -90,39 +95,68 @@ static uint64_t hash_key(const char *key, size_t len)
     return h ^ (h >> 32);
 }
 
-static struct slot *find(const struct table *t, const char *key, uint64_t hash)
+static const char *slot_key(const struct slot *s)
+{
+    if (s->len < INLINE_KEY)
+        return s->key;
+    const char *heap;
+    memcpy(&heap, s->key, sizeof(heap));
+    return heap;
+}
+
+/* Gives an empty slot its key. Returns 0 or LD_ENOMEM. */
+static int slot_set_key(struct slot *s, const char *key, size_t len, uint64_t hash)
+{
+    if (len < INLINE_KEY) {
+        memcpy(s->key, key, len + 1);
+    } else {
+        char *heap = malloc(len + 1);
+        if (!heap)
+            return LD_ENOMEM;
+        memcpy(heap, key, len + 1);
+        memcpy(s->key, &heap, sizeof(heap));
+    }
+    s->hash = hash;
+    s->len = (uint32_t)len;
+    return 0;
+}
+
+static struct slot *find(const struct table *t, const char *key, size_t len, uint64_t hash)
 {
     for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
         struct slot *s = &t->slots[i];
-        if (!s->key || (s->hash == hash && strcmp(s->key, key) == 0))
+        if (!s->len || (s->hash == hash && s->len == len && memcmp(slot_key(s), key, len) == 0))
             return s;
     }
 }
 
-static int table_init(struct table *t, size_t capacity)
+/* A table for `n` items at most 3/4 full. */
+static int table_init(struct table *t, size_t n)
 {
     size_t cap = 16;
-    while (cap < capacity)
+    while (cap * 3 < n * 4 + 4)
         cap *= 2;
-    t->slots = calloc(cap, sizeof(*t->slots));
+    t->slots = aligned_alloc(64, cap * sizeof(*t->slots));
     t->mask = cap - 1;
     t->used = 0;
     t->snap = NULL;
-    return t->slots ? 0 : LD_ENOMEM;
+    if (!t->slots)
+        return LD_ENOMEM;
+    memset(t->slots, 0, cap * sizeof(*t->slots));
+    return 0;
 }
 
 static void slot_clear(struct slot *s)
 {
-    if (s->item)
-        json_decref(s->item);
-    else
-        free((char *)s->key);
+    json_decref(s->item);
+    if (s->len >= INLINE_KEY)
+        free((char *)slot_key(s));
 }
 
 static void table_free(struct table *t)
 {
     for (size_t i = 0; t->slots && i <= t->mask; i++)
-        if (t->slots[i].key)
+        if (t->slots[i].len)
             slot_clear(&t->slots[i]);
     free(t->slots);
     json_decref(t->snap);
@@ -136,11 +170,13 @@ static int table_grow(struct table *t)
     if ((t->used + 1) * 4 < (t->mask + 1) * 3)
         return 0;
     struct table bigger;
-    if (table_init(&bigger, (t->mask + 1) * 2) != 0)
+    if (table_init(&bigger, t->mask + 1) != 0) /* twice the capacity */
         return LD_ENOMEM;
-    for (size_t i = 0; i <= t->mask; i++)
-        if (t->slots[i].key)
-            *find(&bigger, t->slots[i].key, t->slots[i].hash) = t->slots[i];
+    for (size_t i = 0; i <= t->mask; i++) {
+        const struct slot *s = &t->slots[i];
+        if (s->len)
+            *find(&bigger, slot_key(s), s->len, s->hash) = *s;
+    }
     bigger.used = t->used;
     bigger.snap = t->snap;
     free(t->slots);
@@ -154,7 +190,7 @@ static int table_grow(struct table *t)
  * walks the pairs in their order: about twice as fast as building the object
  * again from the table). Without memory for that, the snapshot is dropped
  * and the next all builds it. */
-static void snap_write(struct table *t, const char *key, json_t *item)
+static void snap_write(struct table *t, const char *key, size_t len, json_t *item)
 {
     if (!t->snap)
         return;
@@ -165,7 +201,6 @@ static void snap_write(struct table *t, const char *key, json_t *item)
         if (!copy)
             return;
     }
-    size_t len = strlen(key);
     int rc = item ? json_object_setn_nocheck(t->snap, key, len, item)
                   : (json_object_deln(t->snap, key, len), 0);
     if (rc != 0) {
@@ -179,44 +214,32 @@ static void snap_write(struct table *t, const char *key, json_t *item)
  * rule of store.h. Returns 1 if applied, 0 if not, LD_ENOMEM. */
 static int put(struct table *t, json_t *item, const struct ld_item_info *info)
 {
-    uint64_t hash = hash_key(info->key, strlen(info->key));
-    struct slot *s = find(t, info->key, hash);
-    if (s->key && s->version >= info->version)
+    size_t len = strlen(info->key);
+    uint64_t hash = hash_key(info->key, len);
+    struct slot *s = find(t, info->key, len, hash);
+    if (s->len && s->version >= info->version)
         return 0;
-    if (info->deleted)
-        item = NULL;
-    const char *key = info->key;
-    if (!item && !(s->key && !s->item)) { /* a tombstone needs its own key */
-        char *copy = strdup(key);
-        if (!copy)
+    if (!s->len) {
+        if (table_grow(t) != 0)
             return LD_ENOMEM;
-        key = copy;
-    }
-    if (!s->key) {
-        if (table_grow(t) != 0) {
-            if (!item)
-                free((char *)key);
+        s = find(t, info->key, len, hash);
+        if (slot_set_key(s, info->key, len, hash) != 0)
             return LD_ENOMEM;
-        }
-        s = find(t, info->key, hash);
         t->used++;
     }
-    struct slot old = *s;
-    if (!item && old.key && !old.item)
-        key = old.key; /* tombstone over tombstone: keep the owned key */
-    *s = (struct slot){hash, key, json_incref(item), info->version};
-    snap_write(t, key, item);
-    if (old.key && old.key != key) /* after: the snapshot may use old.key */
-        slot_clear(&old);
-    else if (old.item)
-        json_decref(old.item);
+    json_t *old = s->item;
+    s->item = info->deleted ? NULL : json_incref(item);
+    s->version = info->version;
+    snap_write(t, slot_key(s), len, s->item);
+    json_decref(old);
     return 1;
 }
 
 static json_t *mem_get_now(void *impl, const ld_kind *kind, const char *key)
 {
     struct memory *mem = impl;
-    return find(&mem->t[kind_index(kind)], key, hash_key(key, strlen(key)))->item;
+    size_t len = strlen(key);
+    return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
@@ -230,7 +253,7 @@ static json_t *snapshot_of(const struct table *t)
     json_t *snap = json_object();
     for (size_t i = 0; snap && i <= t->mask; i++) {
         const struct slot *s = &t->slots[i];
-        if (s->item && json_object_setn_nocheck(snap, s->key, strlen(s->key), s->item) != 0) {
+        if (s->item && json_object_setn_nocheck(snap, slot_key(s), s->len, s->item) != 0) {
             json_decref(snap);
             return NULL;
         }
@@ -288,7 +311,7 @@ static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t ve
 /* A table of the items of one collection of the data set. */
 static int table_from(struct table *t, const json_t *coll)
 {
-    if (table_init(t, json_object_size(coll) * 2) != 0)
+    if (table_init(t, json_object_size(coll)) != 0)
         return LD_ENOMEM;
     const char *key;
     json_t *item;
@@ -377,7 +400,7 @@ ld_store *ld_memory_store_new(struct event_base *base)
         return NULL;
     int ok = 1;
     for (int i = 0; i < NKINDS; i++)
-        ok = table_init(&mem->t[i], 16) == 0 && ok;
+        ok = table_init(&mem->t[i], 0) == 0 && ok;
     ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
     if (!s)
         mem_free(mem);
