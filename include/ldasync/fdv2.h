@@ -38,7 +38,8 @@
  * shut down.
  *
  * Thread rules: builders, initializers and synchronizers belong to one
- * thread (for the latter two, the thread that runs their base's loop).
+ * thread (for the latter two, the thread that runs their base's loop). The
+ * name functions (intent, action, kind and their _from_name) are any-thread.
  */
 #ifndef LDASYNC_FDV2_H
 #define LDASYNC_FDV2_H
@@ -68,8 +69,8 @@ enum ld_fdv2_intent {
     LD_FDV2_XFER_NONE = 2     /* "none": the data held is up to date */
 };
 
-/** The intent's protocol name ("xfer-full", "xfer-changes", "none"), or
- *  NULL for a value not in the enum. @since 0.1.0 */
+/** The intent's protocol name ("xfer-full", "xfer-changes", "none"): a
+ *  static string, or NULL for a value not in the enum. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_intent_name(enum ld_fdv2_intent intent);
 
 /** The intent named `name`. @return an enum ld_fdv2_intent value, or
@@ -82,7 +83,8 @@ enum ld_fdv2_action {
     LD_FDV2_DELETE = 1 /* "delete": delete it (store a tombstone) */
 };
 
-/** "put", "delete", or NULL for a value not in the enum. @since 0.1.0 */
+/** The action's name ("put", "delete"): a static string, or NULL for a
+ *  value not in the enum. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_action_name(enum ld_fdv2_action action);
 
 /** The FDv2 name of a kind: "flag" for ld_kind_features(), "segment" for
