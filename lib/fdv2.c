@@ -9,14 +9,12 @@
 #include <ldasync/fdv2.h>
 
 #include "front-internal.h"
+#include "status-internal.h"
 
 /* ---- names ---------------------------------------------------------------- */
 
 static const char *const INTENT_NAMES[] = {"xfer-full", "xfer-changes", "none"};
 static const char *const ACTION_NAMES[] = {"put", "delete"};
-static const char *const STATE_NAMES[] = {"initializing", "valid", "interrupted", "off"};
-static const char *const ERROR_KIND_NAMES[] = {"unknown", "network_error", "error_response",
-                                               "invalid_data", "store_error"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* Enum values arrive as ints from C callers: compare unsigned to reject
@@ -39,16 +37,6 @@ int ld_fdv2_intent_from_name(const char *name)
 const char *ld_fdv2_action_name(enum ld_fdv2_action action)
 {
     return IN_ENUM(action, ACTION_NAMES) ? ACTION_NAMES[action] : NULL;
-}
-
-const char *ld_fdv2_state_name(enum ld_fdv2_state state)
-{
-    return IN_ENUM(state, STATE_NAMES) ? STATE_NAMES[state] : NULL;
-}
-
-const char *ld_fdv2_error_kind_name(enum ld_fdv2_error_kind kind)
-{
-    return IN_ENUM(kind, ERROR_KIND_NAMES) ? ERROR_KIND_NAMES[kind] : NULL;
 }
 
 const char *ld_fdv2_kind_name(const ld_kind *kind)
@@ -413,10 +401,10 @@ struct ld_fdv2_basis {
 
 struct ld_fdv2_update {
     uint32_t tag;
-    enum ld_fdv2_state state;
+    enum ld_ds_state state;
     ld_fdv2_change_set *change_set;
     bool has_error;
-    struct ld_fdv2_error_info error; /* message malloc'd or NULL */
+    ld_ds_error_info error; /* message malloc'd when has_error, else NULL */
     char *environment_id;
 };
 
@@ -470,26 +458,19 @@ const char *ld_fdv2_basis_environment_id(const ld_fdv2_basis *b)
     return b ? b->environment_id : NULL;
 }
 
-static bool error_info_valid(const struct ld_fdv2_error_info *e)
+ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *change_set,
+                                   const ld_ds_error_info *error, const char *environment_id)
 {
-    return IN_ENUM(e->kind, ERROR_KIND_NAMES) &&
-           (e->status_code == 0 || (e->status_code >= 100 && e->status_code <= 999)) &&
-           e->time_ms >= 0;
-}
-
-ld_fdv2_update *ld_fdv2_update_new(enum ld_fdv2_state state, ld_fdv2_change_set *change_set,
-                                   const struct ld_fdv2_error_info *error,
-                                   const char *environment_id)
-{
+    ld_ds_error_info e;
     ld_fdv2_update *u = NULL;
-    if (IN_ENUM(state, STATE_NAMES) && (!error || error_info_valid(error)))
+    if (ld_ds_state_name(state) && (!error || ld__ds_error_info_prepare(error, &e)))
         u = calloc(1, sizeof(*u));
     if (u && error) {
         char *message;
         u->has_error = true;
-        u->error = *error;
+        u->error = e;
         u->error.message = NULL;
-        if (copy_opt(&message, error->message) != 0)
+        if (copy_opt(&message, e.message) != 0)
             goto fail;
         u->error.message = message;
     }
@@ -531,7 +512,7 @@ const ld_fdv2_change_set *ld_fdv2_update_change_set(const ld_fdv2_update *u)
     return u ? u->change_set : NULL;
 }
 
-const struct ld_fdv2_error_info *ld_fdv2_update_error(const ld_fdv2_update *u)
+const ld_ds_error_info *ld_fdv2_update_error(const ld_fdv2_update *u)
 {
     return u && u->has_error ? &u->error : NULL;
 }

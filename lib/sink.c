@@ -12,38 +12,11 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <ldasync/error.h>
 #include <ldasync/sink.h>
 
-/* ------------------------------------------------------------------------- */
-/* Names                                                                     */
-
-static const char *const state_names[] = {"initializing", "valid", "interrupted", "off"};
-static const char *const error_kind_names[] = {"unknown", "network_error", "error_response",
-                                               "invalid_data", "store_error"};
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-const char *ld_ds_state_name(enum ld_ds_state state)
-{
-    unsigned i = (unsigned)state;
-    return i < COUNT(state_names) ? state_names[i] : NULL;
-}
-
-const char *ld_ds_error_kind_name(enum ld_ds_error_kind kind)
-{
-    unsigned i = (unsigned)kind;
-    return i < COUNT(error_kind_names) ? error_kind_names[i] : NULL;
-}
-
-static int64_t now_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
+#include "status-internal.h"
 
 /* ------------------------------------------------------------------------- */
 /* The front layer                                                           */
@@ -125,23 +98,13 @@ ld_future *ld_update_sink_delete(ld_update_sink *s, const ld_kind *kind, const c
     return out;
 }
 
-static int error_is_valid(const ld_ds_error_info *e)
-{
-    return ld_ds_error_kind_name(e->kind) && e->status_code >= 0 && e->status_code <= 999 &&
-           e->time_ms >= 0;
-}
-
 int ld_update_sink_update_status(ld_update_sink *s, enum ld_ds_state state,
                                  const ld_ds_error_info *error)
 {
-    if (!s || !ld_ds_state_name(state) || (error && !error_is_valid(error)))
+    ld_ds_error_info e;
+    if (!s || !ld_ds_state_name(state) || (error && !ld__ds_error_info_prepare(error, &e)))
         return LD_EINVAL;
-    if (!error)
-        return s->ops->update_status(s->impl, state, NULL);
-    ld_ds_error_info e = *error;
-    if (e.time_ms == 0)
-        e.time_ms = now_ms();
-    return s->ops->update_status(s->impl, state, &e);
+    return s->ops->update_status(s->impl, state, error ? &e : NULL);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -283,7 +246,7 @@ static int store_sink_update_status(void *impl, enum ld_ds_state state,
         state = LD_DS_INITIALIZING;
     if (state == old->state && !error)
         return 0;
-    int64_t since = state == old->state ? old->since_ms : now_ms();
+    int64_t since = state == old->state ? old->since_ms : ld__now_ms();
     struct snapshot *next = snapshot_new(ss->seq + 1, state, since, error ? error : old->error);
     if (!next)
         return LD_ENOMEM;
@@ -304,7 +267,7 @@ static void observe(ld_future *from, void *arg)
     struct store_sink *ss = arg;
     int code = ld_future_error(from);
     if (ss->handle && code != 0 && code != LD_EINVAL) {
-        ld_ds_error_info e = {LD_DS_ERROR_STORE, 0, now_ms(), ld_future_error_message(from)};
+        ld_ds_error_info e = {LD_DS_ERROR_STORE, 0, ld__now_ms(), ld_future_error_message(from)};
         store_sink_update_status(ss, LD_DS_INTERRUPTED, &e); /* LD_ENOMEM: nothing to do */
     }
     store_sink_release(ss);
@@ -369,7 +332,7 @@ ld_update_sink *ld_store_sink_new(ld_store *store)
     ss->store = store;
     ss->base = ld_store_base(store);
     ss->refs = 1;
-    ss->current = snapshot_new(0, LD_DS_INITIALIZING, now_ms(), NULL);
+    ss->current = snapshot_new(0, LD_DS_INITIALIZING, ld__now_ms(), NULL);
     ss->handle = ss->current ? ld_update_sink_new(ss->base, &store_sink_ops, ss) : NULL;
     if (!ss->handle) {
         snapshot_unref(ss->current);

@@ -1,5 +1,6 @@
 /* FDv2 types, the change set builder, initializers and synchronizers. */
 #include <string.h>
+#include <sys/time.h>
 
 #include "check_suites.h"
 #include "check_util.h"
@@ -17,6 +18,13 @@ static void expect_error(ld_future *f, int code, const char *in_message)
         ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
                       ld_future_error_message(f), in_message);
     ld_future_unref(f);
+}
+
+static int64_t now_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
 static json_t *item(const char *key, int version)
@@ -41,22 +49,12 @@ START_TEST(test_intent_names_round_trip)
 }
 END_TEST
 
-START_TEST(test_action_state_and_error_kind_names)
+START_TEST(test_action_names)
 {
     ck_assert_str_eq(ld_fdv2_action_name(LD_FDV2_PUT), "put");
     ck_assert_str_eq(ld_fdv2_action_name(LD_FDV2_DELETE), "delete");
     ck_assert_ptr_null(ld_fdv2_action_name((enum ld_fdv2_action)2));
-    ck_assert_str_eq(ld_fdv2_state_name(LD_FDV2_INITIALIZING), "initializing");
-    ck_assert_str_eq(ld_fdv2_state_name(LD_FDV2_VALID), "valid");
-    ck_assert_str_eq(ld_fdv2_state_name(LD_FDV2_INTERRUPTED), "interrupted");
-    ck_assert_str_eq(ld_fdv2_state_name(LD_FDV2_OFF), "off");
-    ck_assert_ptr_null(ld_fdv2_state_name((enum ld_fdv2_state)4));
-    ck_assert_str_eq(ld_fdv2_error_kind_name(LD_FDV2_ERR_UNKNOWN), "unknown");
-    ck_assert_str_eq(ld_fdv2_error_kind_name(LD_FDV2_ERR_NETWORK_ERROR), "network_error");
-    ck_assert_str_eq(ld_fdv2_error_kind_name(LD_FDV2_ERR_ERROR_RESPONSE), "error_response");
-    ck_assert_str_eq(ld_fdv2_error_kind_name(LD_FDV2_ERR_INVALID_DATA), "invalid_data");
-    ck_assert_str_eq(ld_fdv2_error_kind_name(LD_FDV2_ERR_STORE_ERROR), "store_error");
-    ck_assert_ptr_null(ld_fdv2_error_kind_name((enum ld_fdv2_error_kind)5));
+    ck_assert_ptr_null(ld_fdv2_action_name((enum ld_fdv2_action) - 1));
 }
 END_TEST
 
@@ -436,33 +434,39 @@ END_TEST
 START_TEST(test_update_accessors)
 {
     char message[] = "HTTP 503";
-    struct ld_fdv2_error_info err = {LD_FDV2_ERR_ERROR_RESPONSE, 503, 1700000000000, message};
+    ld_ds_error_info err = {LD_DS_ERROR_RESPONSE, 503, 1700000000000, message};
     ld_fdv2_change_set *cs = ld_fdv2_change_set_no_changes();
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_FDV2_INTERRUPTED, cs, &err, "env-2");
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_INTERRUPTED, cs, &err, "env-2");
     ck_assert_ptr_nonnull(u);
     message[0] = 'X'; /* the update has its own copy */
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_FDV2_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_INTERRUPTED);
     ck_assert_ptr_eq(ld_fdv2_update_change_set(u), cs);
-    const struct ld_fdv2_error_info *e = ld_fdv2_update_error(u);
+    const ld_ds_error_info *e = ld_fdv2_update_error(u);
     ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(e->kind, LD_FDV2_ERR_ERROR_RESPONSE);
+    ck_assert_int_eq(e->kind, LD_DS_ERROR_RESPONSE);
     ck_assert_int_eq(e->status_code, 503);
     ck_assert_int_eq(e->time_ms, 1700000000000);
     ck_assert_str_eq(e->message, "HTTP 503");
     ck_assert_str_eq(ld_fdv2_update_environment_id(u), "env-2");
     ld_fdv2_update_free(u);
 
-    u = ld_fdv2_update_new(LD_FDV2_VALID, NULL, NULL, NULL);
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_FDV2_VALID);
+    u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_VALID);
     ck_assert_ptr_null(ld_fdv2_update_change_set(u));
     ck_assert_ptr_null(ld_fdv2_update_error(u));
     ck_assert_ptr_null(ld_fdv2_update_environment_id(u));
     ld_fdv2_update_free(u);
 
+    /* the rules of status.h: a NULL message reads as "", time 0 is now */
     err.message = NULL;
     err.status_code = 0;
-    u = ld_fdv2_update_new(LD_FDV2_OFF, NULL, &err, NULL);
-    ck_assert_ptr_null(ld_fdv2_update_error(u)->message);
+    err.time_ms = 0;
+    int64_t before = now_ms();
+    u = ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL);
+    ck_assert_str_eq(ld_fdv2_update_error(u)->message, "");
+    ck_assert_int_ge(ld_fdv2_update_error(u)->time_ms, before);
+    ck_assert_int_le(ld_fdv2_update_error(u)->time_ms, now_ms());
+    ck_assert_int_eq(err.time_ms, 0); /* the caller's error is not written to */
     ld_fdv2_update_free(u);
 
     ck_assert_int_eq(ld_fdv2_update_state(NULL), LD_EINVAL);
@@ -475,24 +479,22 @@ END_TEST
 
 START_TEST(test_update_bad_input_is_null_and_frees_the_change_set)
 {
-    struct ld_fdv2_error_info err = {LD_FDV2_ERR_NETWORK_ERROR, 0, 0, "x"};
+    ld_ds_error_info err = {LD_DS_ERROR_NETWORK, 0, 0, "x"};
     /* each call steals a change set; valgrind and ASan see any leak */
     ck_assert_ptr_null(
-        ld_fdv2_update_new((enum ld_fdv2_state)4, ld_fdv2_change_set_no_changes(), NULL, NULL));
+        ld_fdv2_update_new((enum ld_ds_state)4, ld_fdv2_change_set_no_changes(), NULL, NULL));
     ck_assert_ptr_null(
-        ld_fdv2_update_new((enum ld_fdv2_state) - 1, ld_fdv2_change_set_no_changes(), NULL, NULL));
-    err.kind = (enum ld_fdv2_error_kind)5;
-    ck_assert_ptr_null(
-        ld_fdv2_update_new(LD_FDV2_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
-    err.kind = LD_FDV2_ERR_UNKNOWN;
+        ld_fdv2_update_new((enum ld_ds_state) - 1, ld_fdv2_change_set_no_changes(), NULL, NULL));
+    err.kind = (enum ld_ds_error_kind)5;
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+    err.kind = LD_DS_ERROR_UNKNOWN;
     err.status_code = 42;
-    ck_assert_ptr_null(
-        ld_fdv2_update_new(LD_FDV2_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
     err.status_code = 1000;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_FDV2_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL));
     err.status_code = 404;
     err.time_ms = -1;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_FDV2_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL));
 }
 END_TEST
 
@@ -501,7 +503,7 @@ START_TEST(test_bases_and_updates_in_futures)
     ld_future *fb = ld_future_new(B);
     ld_future *fu = ld_future_new(B);
     ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_FDV2_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
     ck_assert_ptr_eq(ld_fdv2_future_basis(fb), basis);
@@ -509,7 +511,7 @@ START_TEST(test_bases_and_updates_in_futures)
     ck_assert_ptr_null(ld_fdv2_future_update(fb)); /* the tag tells them apart */
     ck_assert_ptr_null(ld_fdv2_future_basis(fu));
     /* completing again frees the value offered (steals on every path) */
-    ck_assert_int_eq(ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_FDV2_OFF, NULL, NULL, NULL)),
+    ck_assert_int_eq(ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_DS_OFF, NULL, NULL, NULL)),
                      LD_EALREADY);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fb, NULL), LD_EINVAL);
@@ -603,7 +605,7 @@ static ld_fdv2_basis *basis_with_env(const char *env)
     return ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), true, env);
 }
 
-static ld_fdv2_update *update_of(enum ld_fdv2_state state)
+static ld_fdv2_update *update_of(enum ld_ds_state state)
 {
     return ld_fdv2_update_new(state, NULL, NULL, NULL);
 }
@@ -742,18 +744,18 @@ START_TEST(test_synchronizer_yields_updates_in_order)
         ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
     }
     ck_assert_int_eq(impl.n, 3);
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_FDV2_OFF));
-    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_FDV2_INTERRUPTED));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_OFF));
+    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_INTERRUPTED));
     ld_test_flush();
     ck_assert_int_eq(nseq, 0);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_FDV2_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
     ld_test_flush();
     ck_assert_int_eq(nseq, 3);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(seq[i], i);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_FDV2_VALID);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_FDV2_INTERRUPTED);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_FDV2_OFF);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_DS_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_DS_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DS_OFF);
     for (int i = 0; i < 3; i++)
         ld_future_unref(fs[i]);
 }
@@ -765,9 +767,9 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     nseq = 0;
     sync = ld_synchronizer_new(B, &sync_ops, &impl);
     ld_future *first = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_FDV2_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
     ld_test_wait(first);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)), LD_FDV2_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)), LD_DS_VALID);
     ld_future_unref(first);
 
     ld_future *pending = ld_synchronizer_next(sync);
@@ -786,7 +788,7 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ck_assert_int_eq(cancelled, 1);
     ck_assert_int_eq(impl.closes, 1);
     /* the implementation completing late changes nothing */
-    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_FDV2_VALID)), LD_EALREADY);
+    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_VALID)), LD_EALREADY);
     expect_error(ld_synchronizer_next(sync), LD_ECLOSED, "stopped");
     expect_error(ld_synchronizer_next(sync), LD_ECLOSED, NULL);
     ck_assert_int_eq(impl.n, 2); /* the implementation was not asked again */
@@ -801,8 +803,8 @@ START_TEST(test_synchronizer_stop_delivers_updates_that_are_ready)
     ld_future *a = ld_synchronizer_next(sync);
     ld_future *b2 = ld_synchronizer_next(sync);
     ld_future *c = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_FDV2_VALID));
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_FDV2_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_VALID));
     nseq = 0;
     ld_future_on_complete(ld_future_ref(a), note_order, (void *)0);
     ld_future_on_complete(ld_future_ref(b2), note_order, (void *)1);
@@ -847,7 +849,7 @@ static void consume(ld_future *f, void *arg)
 static void always_valid(void *impl_arg, ld_future *out)
 {
     (void)impl_arg;
-    ld_fdv2_fulfill_update(out, update_of(LD_FDV2_VALID));
+    ld_fdv2_fulfill_update(out, update_of(LD_DS_VALID));
     ld_future_unref(out);
 }
 
@@ -906,7 +908,7 @@ START_TEST(test_synchronizer_free_from_inside_own_callback_is_safe)
     ld_future *first = ld_synchronizer_next(sync);
     ld_future *second = ld_synchronizer_next(sync);
     ld_future_on_complete(ld_future_ref(first), free_sync_inside, NULL);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_FDV2_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
     ld_test_flush();
     ck_assert_ptr_null(sync);
     ck_assert_ptr_nonnull(ld_fdv2_future_update(first));
@@ -939,7 +941,7 @@ Suite *ld_suite_fdv2(void)
     Suite *s = suite_create("fdv2");
     TCase *tc = tcase_create("types");
     tcase_add_test(tc, test_intent_names_round_trip);
-    tcase_add_test(tc, test_action_state_and_error_kind_names);
+    tcase_add_test(tc, test_action_names);
     tcase_add_test(tc, test_kind_names_map_to_the_store_kinds);
     tcase_add_test(tc, test_selector_accessors);
     tcase_add_test(tc, test_empty_selector_is_not_defined);

@@ -10,6 +10,7 @@ Suite *ld_suite_future(void);        /* check_future.c */
 Suite *ld_suite_future_thread(void); /* check_future_thread.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_store(void);         /* check_store.c */
+Suite *ld_suite_status(void);        /* check_status.c */
 Suite *ld_suite_sink(void);          /* check_sink.c */
 Suite *ld_suite_big_segments(void);  /* check_big_segments.c */
 Suite *ld_suite_fdv2(void);          /* check_fdv2.c */

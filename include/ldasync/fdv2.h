@@ -16,7 +16,8 @@
  *   - ld_fdv2_basis: what an initializer fetches: a change set, whether to
  *     persist it, and the environment ID.
  *   - ld_fdv2_update: what a synchronizer yields: the data source state, an
- *     optional change set, an optional error and the environment ID.
+ *     optional change set, an optional error and the environment ID. State
+ *     and error are the data-source status types of status.h.
  *
  * Ownership: strings are copied; JSON objects are shared by reference (the
  * change takes its own reference, so they must not be modified afterwards);
@@ -37,7 +38,8 @@
  * shut down.
  *
  * Thread rules: builders, initializers and synchronizers belong to one
- * thread (for the latter two, the thread that runs their base's loop).
+ * thread (for the latter two, the thread that runs their base's loop). The
+ * name functions (intent, action, kind and their _from_name) are any-thread.
  */
 #ifndef LDASYNC_FDV2_H
 #define LDASYNC_FDV2_H
@@ -50,6 +52,7 @@
 #include <ldasync/common.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
+#include <ldasync/status.h>
 
 LD_BEGIN_DECLS
 
@@ -66,8 +69,8 @@ enum ld_fdv2_intent {
     LD_FDV2_XFER_NONE = 2     /* "none": the data held is up to date */
 };
 
-/** The intent's protocol name ("xfer-full", "xfer-changes", "none"), or
- *  NULL for a value not in the enum. @since 0.1.0 */
+/** The intent's protocol name ("xfer-full", "xfer-changes", "none"): a
+ *  static string, or NULL for a value not in the enum. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_intent_name(enum ld_fdv2_intent intent);
 
 /** The intent named `name`. @return an enum ld_fdv2_intent value, or
@@ -80,7 +83,8 @@ enum ld_fdv2_action {
     LD_FDV2_DELETE = 1 /* "delete": delete it (store a tombstone) */
 };
 
-/** "put", "delete", or NULL for a value not in the enum. @since 0.1.0 */
+/** The action's name ("put", "delete"): a static string, or NULL for a
+ *  value not in the enum. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_action_name(enum ld_fdv2_action action);
 
 /** The FDv2 name of a kind: "flag" for ld_kind_features(), "segment" for
@@ -90,41 +94,6 @@ LD_EXPORT const char *ld_fdv2_kind_name(const ld_kind *kind);
 /** The kind an FDv2 object kind names ("flag", "segment"), or NULL.
  *  @since 0.1.0 */
 LD_EXPORT const ld_kind *ld_fdv2_kind_from_name(const char *name);
-
-/** The state of a data source. The same four states, in the same order, as
- *  the data-source status of LaunchDarkly's SDKs. @since 0.1.0 */
-enum ld_fdv2_state {
-    LD_FDV2_INITIALIZING = 0, /* no data yet */
-    LD_FDV2_VALID = 1,        /* data is flowing */
-    LD_FDV2_INTERRUPTED = 2,  /* it had data and lost the connection */
-    LD_FDV2_OFF = 3           /* given up, or shut down */
-};
-
-/** "initializing", "valid", "interrupted", "off", or NULL for a value not
- *  in the enum. @since 0.1.0 */
-LD_EXPORT const char *ld_fdv2_state_name(enum ld_fdv2_state state);
-
-/** What kind of error a data source met. @since 0.1.0 */
-enum ld_fdv2_error_kind {
-    LD_FDV2_ERR_UNKNOWN = 0,
-    LD_FDV2_ERR_NETWORK_ERROR = 1,  /* I/O error, or no response */
-    LD_FDV2_ERR_ERROR_RESPONSE = 2, /* an HTTP error status */
-    LD_FDV2_ERR_INVALID_DATA = 3,   /* the data could not be understood */
-    LD_FDV2_ERR_STORE_ERROR = 4     /* the store failed to take the data */
-};
-
-/** "unknown", "network_error", "error_response", "invalid_data",
- *  "store_error", or NULL for a value not in the enum. @since 0.1.0 */
-LD_EXPORT const char *ld_fdv2_error_kind_name(enum ld_fdv2_error_kind kind);
-
-/** An error a data source met. In: borrowed and copied; out: borrowed.
- *  @since 0.1.0 */
-struct ld_fdv2_error_info {
-    enum ld_fdv2_error_kind kind;
-    int status_code;     /* the HTTP status (100..999), or 0 for none */
-    int64_t time_ms;     /* when, in ms since the Unix epoch (>= 0) */
-    const char *message; /* may be NULL */
-};
 
 /* ------------------------------------------------------------------------- */
 /* Selector                                                                  */
@@ -308,22 +277,23 @@ LD_EXPORT const char *ld_fdv2_basis_environment_id(const ld_fdv2_basis *basis);
 typedef struct ld_fdv2_update ld_fdv2_update;
 
 /** A new update. Steals `change_set` (may be NULL: no data in this update)
- *  on every path; `error` (may be NULL) and `environment_id` (may be NULL)
- *  are copied. @return NULL if `state` or error->kind is not in its enum,
- *  error->status_code is not 0 or 100..999, error->time_ms is negative, or
+ *  on every path; `error` (may be NULL: none) is copied by the rules of
+ *  status.h (time_ms 0 becomes the time of this call), `environment_id`
+ *  (may be NULL) is copied. @return NULL if `state` is not an enum
+ *  ld_ds_state value, `error` is not valid by the rules of status.h, or
  *  memory ran out. @since 0.1.0 */
-LD_EXPORT ld_fdv2_update *ld_fdv2_update_new(enum ld_fdv2_state state,
-                                             ld_fdv2_change_set *change_set,
-                                             const struct ld_fdv2_error_info *error,
+LD_EXPORT ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *change_set,
+                                             const ld_ds_error_info *error,
                                              const char *environment_id);
 /** Frees the update and its change set. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_fdv2_update_free(ld_fdv2_update *update);
-/** The state: an enum ld_fdv2_state value, LD_EINVAL for NULL. @since 0.1.0 */
+/** The state: an enum ld_ds_state value, LD_EINVAL for NULL. @since 0.1.0 */
 LD_EXPORT int ld_fdv2_update_state(const ld_fdv2_update *update);
 /** The change set (borrowed), or NULL if none. @since 0.1.0 */
 LD_EXPORT const ld_fdv2_change_set *ld_fdv2_update_change_set(const ld_fdv2_update *update);
-/** The error (borrowed, its message too), or NULL if none. @since 0.1.0 */
-LD_EXPORT const struct ld_fdv2_error_info *ld_fdv2_update_error(const ld_fdv2_update *update);
+/** The error (borrowed, its message too: never NULL), or NULL if none.
+ *  @since 0.1.0 */
+LD_EXPORT const ld_ds_error_info *ld_fdv2_update_error(const ld_fdv2_update *update);
 /** The environment ID (borrowed), or NULL if none. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_update_environment_id(const ld_fdv2_update *update);
 

@@ -14,6 +14,7 @@
 #include <ldasync/kind.h>
 #include <ldasync/processor.h>
 #include <ldasync/sink.h>
+#include <ldasync/status.h>
 #include <ldasync/store.h>
 #include <ldasync/version.h>
 

@@ -7,7 +7,7 @@
  * ld_update_sink, and reports how it is doing with
  * ld_update_sink_update_status(). ld_store_sink_new() makes the sink the SDK
  * uses: it forwards the data to an ld_store and keeps the data-source status
- * that applications read and listen to.
+ * that applications read and listen to (the status types are in status.h).
  *
  * The status rules (those of LaunchDarkly's SDKs, made exact):
  *   - A new sink is `initializing` since its creation, with no error.
@@ -44,57 +44,12 @@
 #include <ldasync/common.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
+#include <ldasync/status.h>
 #include <ldasync/store.h>
 
 LD_BEGIN_DECLS
 
 struct event_base;
-
-/* ------------------------------------------------------------------------- */
-/* Data-source status                                                        */
-
-/** The state of a data source. @since 0.1.0 */
-enum ld_ds_state {
-    LD_DS_INITIALIZING = 0, /* "initializing": no valid data received yet */
-    LD_DS_VALID = 1,        /* "valid": receiving data as it should */
-    LD_DS_INTERRUPTED = 2,  /* "interrupted": had valid data, now has a problem */
-    LD_DS_OFF = 3           /* "off": stopped for good */
-};
-
-/** The kind of a data-source error. @since 0.1.0 */
-enum ld_ds_error_kind {
-    LD_DS_ERROR_UNKNOWN = 0,      /* "unknown" */
-    LD_DS_ERROR_NETWORK = 1,      /* "network_error": connection failed or dropped */
-    LD_DS_ERROR_RESPONSE = 2,     /* "error_response": the service answered with an error */
-    LD_DS_ERROR_INVALID_DATA = 3, /* "invalid_data": what was received is malformed */
-    LD_DS_ERROR_STORE = 4         /* "store_error": the store failed to take an update */
-};
-
-/** The name of a state ("initializing", "valid", "interrupted", "off"): a
- *  static string, or NULL for a value that is no state. Any thread.
- *  @since 0.1.0 */
-LD_EXPORT const char *ld_ds_state_name(enum ld_ds_state state);
-
-/** The name of an error kind ("unknown", "network_error", "error_response",
- *  "invalid_data", "store_error"): a static string, or NULL for a value that
- *  is no error kind. Any thread. @since 0.1.0 */
-LD_EXPORT const char *ld_ds_error_kind_name(enum ld_ds_error_kind kind);
-
-/** A data-source error. @since 0.1.0 */
-typedef struct ld_ds_error_info {
-    enum ld_ds_error_kind kind;
-    int status_code;     /* the HTTP status code, or 0 if there was none */
-    int64_t time_ms;     /* when it happened, in ms since the Unix epoch */
-    const char *message; /* may be NULL when reporting; never NULL when read back */
-} ld_ds_error_info;
-
-/** A data-source status, as read with ld_store_sink_status() or given to a
- *  listener. @since 0.1.0 */
-typedef struct ld_ds_status {
-    enum ld_ds_state state;
-    int64_t since_ms;              /* when the state last changed, ms since the epoch */
-    const ld_ds_error_info *error; /* the last error (borrowed), or NULL if none yet */
-} ld_ds_status;
 
 /* ------------------------------------------------------------------------- */
 /* The update sink interface                                                 */
@@ -126,14 +81,13 @@ LD_EXPORT ld_future *ld_update_sink_upsert(ld_update_sink *sink, const ld_kind *
 LD_EXPORT ld_future *ld_update_sink_delete(ld_update_sink *sink, const ld_kind *kind,
                                            const char *key, int64_t version);
 
-/** Reports the data source's state and, optionally, an error (`error` and
- *  its message are borrowed; a sink copies what it keeps). A store sink
- *  applies the rules at the top of this file. error->time_ms 0 means "now".
- *  Never calls a listener from inside this call.
+/** Reports the data source's state and, optionally, an error, given by the
+ *  rules of status.h (borrowed and copied; time_ms 0 means "now"). A store
+ *  sink applies the rules at the top of this file. Never calls a listener
+ *  from inside this call.
  *  @return 0; LD_EINVAL if `sink` is NULL, `state` is no ld_ds_state, or
- *  `error` has a kind that is no ld_ds_error_kind, a status code outside
- *  0..999 or a negative time (nothing changes then); LD_ENOMEM (nothing
- *  changes either). @since 0.1.0 */
+ *  `error` is not valid by the rules of status.h (nothing changes then);
+ *  LD_ENOMEM (nothing changes either). @since 0.1.0 */
 LD_EXPORT int ld_update_sink_update_status(ld_update_sink *sink, enum ld_ds_state state,
                                            const ld_ds_error_info *error);
 
@@ -158,7 +112,8 @@ LD_EXPORT void ld_update_sink_free(ld_update_sink *sink);
  *  LD_EINVAL) and borrowed; items are not validated further (a store does
  *  that; other implementations may use ld_item_parse() and
  *  ld_data_validate()). update_status gets a valid state and, if not NULL, a
- *  valid error whose time is set; it returns 0 or a negative LD_E* code.
+ *  valid error (borrowed for the call) whose time is set and whose message
+ *  is not NULL; it returns 0 or a negative LD_E* code.
  *  `free` may be NULL. @since 0.1.0 */
 struct ld_update_sink_ops {
     int version; /* LD_UPDATE_SINK_OPS_VERSION */
