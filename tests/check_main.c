@@ -17,6 +17,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_future_thread());
     srunner_add_suite(runner, ld_suite_kind());
     srunner_add_suite(runner, ld_suite_store());
+    srunner_add_suite(runner, ld_suite_contract());
     srunner_add_suite(runner, ld_suite_mock());
 
     srunner_run_all(runner, CK_ENV);

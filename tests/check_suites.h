@@ -10,6 +10,7 @@ Suite *ld_suite_future(void);        /* check_future.c */
 Suite *ld_suite_future_thread(void); /* check_future_thread.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_store(void);         /* check_store.c */
+Suite *ld_suite_contract(void);      /* check_contract.c */
 Suite *ld_suite_mock(void);          /* check_mock.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

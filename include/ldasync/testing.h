@@ -1,7 +1,7 @@
 /*
  * ldasync/testing.h: the testing kit (libldasync-testing): mocks of the
- * interfaces of ldasync, for people who write their own store or test code
- * that uses one.
+ * interfaces of ldasync, and the store contract as Check test cases, for
+ * people who write their own store or test code that uses one.
  *
  * Not included by ldasync.h, because it needs Check's check.h. Build with
  * `pkg-config --cflags --libs ldasync-testing`.
@@ -45,10 +45,10 @@ enum ld_mock_op {
     LD_MOCK_ANY
 };
 
-/** A store in memory that behaves as store.h says and also records every
- *  init it receives, can be changed directly (ld_mock_store_force_set(),
- *  ld_mock_store_force_delete()) and can be told to fail
- *  (ld_mock_store_fail_next()). Its operations complete
+/** A store in memory that behaves as store.h says (it passes the store
+ *  contract below) and also records every init it receives, can be changed
+ *  directly (ld_mock_store_force_set(), ld_mock_store_force_delete()) and
+ *  can be told to fail (ld_mock_store_fail_next()). Its operations complete
  *  at once, as the memory store's do. describe() is "mock".
  *  @return a new store, freed with ld_store_free(); NULL if `base` is NULL
  *  or memory ran out. @since 0.1.0 */
@@ -103,6 +103,58 @@ LD_EXPORT int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, c
  *  ld_mock_op, `n` < 0 or `code` >= 0 (use LD_ESTORE for a backend
  *  failure). @since 0.1.0 */
 LD_EXPORT int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n, int code);
+
+/* ------------------------------------------------------------------------- */
+/* The store contract as Check tests (lib/testing/contract.c)                */
+
+/** The version of struct ld_store_contract_factory this header describes.
+ *  @since 0.1.0 */
+#define LD_STORE_CONTRACT_FACTORY_VERSION 1
+
+/** How the contract tests get a store. Every test runs on a new event_base
+ *  of its own, in this order:
+ *    setup(base, arg)       optional; prepare outside resources (e.g.
+ *                           connect, empty a Redis prefix): 0 on success,
+ *                           anything else fails the test;
+ *    new_store(base, arg)   required; a new store on `base`, empty and not
+ *                           initialized (NULL fails the test);
+ *    ... the test ...
+ *    ld_store_free(store)   by the suite; the loop then runs what is queued;
+ *    teardown(base, arg)    optional, whenever setup succeeded; may still
+ *                           use the loop; afterwards the base must have no
+ *                           events left (that is checked) and is freed.
+ *  In Check's fork mode each test runs in a child process, so setup and
+ *  new_store run there and state they keep in `arg` does not reach the
+ *  parent. @since 0.1.0 */
+struct ld_store_contract_factory {
+    int version; /* LD_STORE_CONTRACT_FACTORY_VERSION */
+    int (*setup)(struct event_base *base, void *arg);
+    ld_store *(*new_store)(struct event_base *base, void *arg);
+    void (*teardown)(struct event_base *base, void *arg);
+};
+
+/** Adds the whole store contract to `suite` as one test case named `name`
+ *  (select it with CK_RUN_CASE=name): the semantics of store.h (the 17
+ *  cases of LaunchDarkly's Python SDK suite and more: bool results, kinds
+ *  kept apart, tombstones, opaque keys, init all or nothing), every bad
+ *  input (LD_EINVAL naming the field, store unchanged), completion in issue
+ *  order, no callback inside the call that issued it, close (LD_ECLOSED
+ *  afterwards) and free with operations in flight (each completes exactly
+ *  once, LD_ECANCELED if it had not). Each test fails with a message saying
+ *  what the store did wrong.
+ *
+ *  May be called several times, for several stores, in one suite or many.
+ *  The factory is copied; `name` is copied; `arg` is handed to the
+ *  factory's functions and must stay valid while the tests run. Tests use
+ *  Check's default timeout (CK_DEFAULT_TIMEOUT, CK_TIMEOUT_MULTIPLIER) and
+ *  also fail after 60 s without an answer in CK_FORK=no mode.
+ *  Not thread-safe: register from one thread, before running the suite.
+ *  @return 0; LD_EINVAL if `suite`, `name` or `factory` is NULL, `name` is
+ *  empty, factory->version is not one this library knows or new_store is
+ *  NULL; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int ld_store_contract_add_tests(Suite *suite, const char *name,
+                                          const struct ld_store_contract_factory *factory,
+                                          void *arg);
 
 LD_END_DECLS
 
