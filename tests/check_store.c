@@ -1,4 +1,5 @@
-/* The store front layer and the in-memory store. */
+/* The store front layer and the in-memory store: what is particular to them.
+ * The store contract itself runs on the memory store in check_contract.c. */
 #include <string.h>
 
 #include "check_suites.h"
@@ -75,164 +76,6 @@ static void upsert(const char *key, int version, bool applied)
     json_decref(item);
 }
 
-static void expect_error(ld_future *f, int code, const char *in_message)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ck_assert_int_eq(ld_future_error(f), code);
-    if (in_message)
-        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
-                      ld_future_error_message(f), in_message);
-    ld_future_unref(f);
-}
-
-/* ---- the 17 cases of the Python SDK's async store suite ------------------ */
-
-START_TEST(test_not_initialized_before_init)
-{
-    ck_assert(!await_bool(ld_store_initialized(store)));
-}
-END_TEST
-
-START_TEST(test_initialized)
-{
-    init_foo_bar();
-    ck_assert(await_bool(ld_store_initialized(store)));
-}
-END_TEST
-
-START_TEST(test_get_existing_feature)
-{
-    init_foo_bar();
-    ld_future *f = done(ld_store_get(store, ld_kind_features(), "foo"));
-    ck_assert_str_eq(ld_item_key(ld_future_json(f)), "foo");
-    ck_assert_int_eq(ld_item_version(ld_future_json(f)), 10);
-    ld_future_unref(f);
-}
-END_TEST
-
-START_TEST(test_get_nonexisting_feature)
-{
-    init_foo_bar();
-    ck_assert_int_eq(get_version("biz"), -1);
-}
-END_TEST
-
-START_TEST(test_get_all_versions)
-{
-    init_foo_bar();
-    ld_future *f = done(ld_store_all(store, ld_kind_features()));
-    ck_assert_int_eq(json_object_size(ld_future_json(f)), 2);
-    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(f), "foo")), 10);
-    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(f), "bar")), 10);
-    ld_future_unref(f);
-}
-END_TEST
-
-START_TEST(test_upsert_with_newer_version)
-{
-    init_foo_bar();
-    upsert("foo", 11, true);
-    ck_assert_int_eq(get_version("foo"), 11);
-}
-END_TEST
-
-START_TEST(test_upsert_with_older_version)
-{
-    init_foo_bar();
-    upsert("foo", 9, false);
-    ck_assert_int_eq(get_version("foo"), 10);
-}
-END_TEST
-
-START_TEST(test_upsert_with_new_feature)
-{
-    init_foo_bar();
-    upsert("biz", 1, true);
-    ck_assert_int_eq(get_version("biz"), 1);
-}
-END_TEST
-
-START_TEST(test_delete_with_newer_version)
-{
-    init_foo_bar();
-    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
-    ck_assert_int_eq(get_version("foo"), -1);
-}
-END_TEST
-
-START_TEST(test_delete_unknown_feature)
-{
-    init_foo_bar();
-    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "biz", 11)));
-    ck_assert_int_eq(get_version("biz"), -1);
-    upsert("biz", 10, false); /* the tombstone blocks older versions */
-    upsert("biz", 12, true);
-}
-END_TEST
-
-START_TEST(test_delete_with_older_version)
-{
-    init_foo_bar();
-    ck_assert(!await_bool(ld_store_delete(store, ld_kind_features(), "foo", 9)));
-    ck_assert_int_eq(get_version("foo"), 10);
-}
-END_TEST
-
-START_TEST(test_upsert_older_version_after_delete)
-{
-    init_foo_bar();
-    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
-    upsert("foo", 9, false);
-    ck_assert_int_eq(get_version("foo"), -1);
-}
-END_TEST
-
-START_TEST(test_deleted_item_not_in_all)
-{
-    init_foo_bar();
-    ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), "foo", 11)));
-    ld_future *f = done(ld_store_all(store, ld_kind_features()));
-    ck_assert_ptr_null(json_object_get(ld_future_json(f), "foo"));
-    ck_assert_int_eq(json_object_size(ld_future_json(f)), 1);
-    ld_future_unref(f);
-}
-END_TEST
-
-START_TEST(test_upsert_equal_version_not_applied)
-{
-    init_foo_bar();
-    upsert("foo", 10, false);
-}
-END_TEST
-
-START_TEST(test_delete_equal_version_not_applied)
-{
-    init_foo_bar();
-    ck_assert(!await_bool(ld_store_delete(store, ld_kind_features(), "foo", 10)));
-    ck_assert_int_eq(get_version("foo"), 10);
-}
-END_TEST
-
-START_TEST(test_init_replaces_existing_data)
-{
-    init_foo_bar();
-    upsert("biz", 1, true);
-    json_t *data = json_pack("{s:{s:o}}", "features", "new", make_feature("new", 1));
-    json_t *seg = json_pack("{s:s, s:i}", "key", "s", "version", 1);
-    ck_assert(await_bool(ld_store_upsert(store, ld_kind_segments(), seg)));
-    ok(ld_store_init(store, data));
-    ck_assert_int_eq(get_version("foo"), -1);
-    ck_assert_int_eq(get_version("biz"), -1);
-    ck_assert_int_eq(get_version("new"), 1);
-    ld_future *all = done(ld_store_all(store, ld_kind_segments())); /* absent: empty */
-    ck_assert_int_eq(json_object_size(ld_future_json(all)), 0);
-    ld_future_unref(all);
-    json_decref(seg);
-    json_decref(data);
-}
-END_TEST
-
 START_TEST(test_describe_is_memory)
 {
     ck_assert_str_eq(ld_store_describe(store), "memory");
@@ -307,64 +150,7 @@ START_TEST(test_many_keys_grow_the_table)
 }
 END_TEST
 
-/* ---- bad input ---------------------------------------------------------- */
-
-START_TEST(test_bad_input_is_einval_naming_the_field_and_changes_nothing)
-{
-    init_foo_bar();
-    const ld_kind *F = ld_kind_features();
-    ck_assert_ptr_null(ld_store_get(NULL, F, "foo"));
-    ck_assert_ptr_null(ld_store_all(NULL, F));
-    ck_assert_ptr_null(ld_store_init(NULL, NULL));
-    ck_assert_ptr_null(ld_store_upsert(NULL, F, NULL));
-    ck_assert_ptr_null(ld_store_delete(NULL, F, "k", 1));
-    ck_assert_ptr_null(ld_store_initialized(NULL));
-    ck_assert_ptr_null(ld_store_close(NULL));
-    ld_store_free(NULL);
-    expect_error(ld_store_get(store, NULL, "foo"), LD_EINVAL, "kind");
-    expect_error(ld_store_get(store, F, NULL), LD_EINVAL, "key");
-    expect_error(ld_store_get(store, F, ""), LD_EINVAL, "key");
-    expect_error(ld_store_all(store, NULL), LD_EINVAL, "kind");
-    expect_error(ld_store_delete(store, F, NULL, 11), LD_EINVAL, "key");
-    expect_error(ld_store_delete(store, F, "foo", -1), LD_EINVAL, "version");
-    expect_error(ld_store_delete(store, NULL, "foo", 11), LD_EINVAL, "kind");
-    json_t *bad[] = {
-        NULL,
-        json_array(),
-        json_pack("{s:i}", "version", 11),
-        json_pack("{s:s}", "key", "foo"),
-        json_pack("{s:s, s:s}", "key", "foo", "version", "11"),
-        json_pack("{s:s, s:i}", "key", "foo", "version", -11),
-        json_pack("{s:s, s:i, s:s}", "key", "foo", "version", 11, "deleted", "yes"),
-    };
-    const char *field[] = {"object", "object", "key", "version", "version", "version", "deleted"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        expect_error(ld_store_upsert(store, F, bad[i]), LD_EINVAL, field[i]);
-        json_decref(bad[i]);
-    }
-    expect_error(ld_store_upsert(store, NULL, NULL), LD_EINVAL, "kind");
-    ck_assert_int_eq(get_version("foo"), 10);
-}
-END_TEST
-
-START_TEST(test_bad_init_is_all_or_nothing)
-{
-    init_foo_bar();
-    expect_error(ld_store_init(store, NULL), LD_EINVAL, "all_data");
-    json_t *bad = json_pack("{s:[]}", "features");
-    expect_error(ld_store_init(store, bad), LD_EINVAL, "namespace");
-    json_decref(bad);
-    /* one good item, one filed under another key: nothing is applied */
-    bad = json_pack("{s:{s:o, s:o}}", "features", "new", make_feature("new", 1), "other",
-                    make_feature("x", 1));
-    expect_error(ld_store_init(store, bad), LD_EINVAL, "filed under");
-    json_decref(bad);
-    ck_assert_int_eq(get_version("foo"), 10);
-    ck_assert_int_eq(get_version("new"), -1);
-}
-END_TEST
-
-/* ---- ordering, re-entrancy, close, free ------------------------------------ */
+/* ---- the front layer with a scripted implementation ----------------------- */
 
 static int seq[16], nseq;
 
@@ -373,43 +159,6 @@ static void note_order(ld_future *f, void *arg)
     (void)f;
     seq[nseq++] = (int)(intptr_t)arg;
 }
-
-START_TEST(test_results_complete_in_issue_order_and_never_inside_the_call)
-{
-    nseq = 0;
-    init_foo_bar();
-    json_t *item = make_feature("foo", 11);
-    ld_future *fs[] = {
-        ld_store_upsert(store, ld_kind_features(), item),
-        ld_store_get(store, ld_kind_features(), "foo"),
-        ld_store_delete(store, ld_kind_features(), "foo", 12),
-        ld_store_get(store, ld_kind_features(), "foo"),
-        ld_store_initialized(store),
-    };
-    for (intptr_t i = 0; i < 5; i++)
-        ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
-    ck_assert_int_eq(nseq, 0);
-    ld_test_flush();
-    ck_assert_int_eq(nseq, 5);
-    for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(seq[i], i);
-    ck_assert_int_eq(ld_item_version(ld_future_json(fs[1])), 11);
-    ck_assert_ptr_null(ld_future_json(fs[3]));
-    for (int i = 0; i < 5; i++)
-        ld_future_unref(fs[i]);
-    json_decref(item);
-}
-END_TEST
-
-START_TEST(test_close_then_operations_are_eclosed)
-{
-    init_foo_bar();
-    ok(ld_store_close(store));
-    expect_error(ld_store_get(store, ld_kind_features(), "foo"), LD_ECLOSED, "closed");
-    expect_error(ld_store_initialized(store), LD_ECLOSED, NULL);
-    ok(ld_store_close(store)); /* again: fulfils */
-}
-END_TEST
 
 /* A store whose operations complete only when the test says so, in any
  * order: it shows that the front layer orders results. */
@@ -679,31 +428,11 @@ Suite *ld_suite_store(void)
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("memory");
     tcase_add_checked_fixture(tc, store_setup, store_teardown);
-    tcase_add_test(tc, test_not_initialized_before_init);
-    tcase_add_test(tc, test_initialized);
-    tcase_add_test(tc, test_get_existing_feature);
-    tcase_add_test(tc, test_get_nonexisting_feature);
-    tcase_add_test(tc, test_get_all_versions);
-    tcase_add_test(tc, test_upsert_with_newer_version);
-    tcase_add_test(tc, test_upsert_with_older_version);
-    tcase_add_test(tc, test_upsert_with_new_feature);
-    tcase_add_test(tc, test_delete_with_newer_version);
-    tcase_add_test(tc, test_delete_unknown_feature);
-    tcase_add_test(tc, test_delete_with_older_version);
-    tcase_add_test(tc, test_upsert_older_version_after_delete);
-    tcase_add_test(tc, test_deleted_item_not_in_all);
-    tcase_add_test(tc, test_upsert_equal_version_not_applied);
-    tcase_add_test(tc, test_delete_equal_version_not_applied);
-    tcase_add_test(tc, test_init_replaces_existing_data);
     tcase_add_test(tc, test_describe_is_memory);
     tcase_add_test(tc, test_all_snapshot_does_not_change_under_a_reader);
     tcase_add_test(tc, test_all_is_the_same_object_while_nothing_changes);
     tcase_add_test(tc, test_items_are_shared_not_copied);
     tcase_add_test(tc, test_many_keys_grow_the_table);
-    tcase_add_test(tc, test_bad_input_is_einval_naming_the_field_and_changes_nothing);
-    tcase_add_test(tc, test_bad_init_is_all_or_nothing);
-    tcase_add_test(tc, test_results_complete_in_issue_order_and_never_inside_the_call);
-    tcase_add_test(tc, test_close_then_operations_are_eclosed);
     tcase_add_test(tc, test_write_results_are_the_callers_own_references);
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);

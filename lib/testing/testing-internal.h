@@ -1,0 +1,26 @@
+/*
+ * testing-internal.h: what the parts of libldasync-testing share. Never
+ * installed.
+ */
+#ifndef LDASYNC_TESTING_INTERNAL_H
+#define LDASYNC_TESTING_INTERNAL_H
+
+/*
+ * The registry of mocks. A mock is an ordinary object of its interface (an
+ * ld_store *, ...) whose implementation pointer libldasync keeps private; the
+ * registry maps the object back to the mock, so that the ld_mock_* functions
+ * take the object itself and can tell a mock of theirs from anything else.
+ * `type` is the address of something static of the mock's module (its ops
+ * table), so objects of different mocks never match. Any thread (locked).
+ */
+
+/* Records that `object` is the mock `mock` of `type`. 0 or LD_ENOMEM. */
+int ld__mock_register(const void *object, const void *type, void *mock);
+
+/* Forgets `object`; call it from the mock's free, before the object goes. */
+void ld__mock_unregister(const void *object);
+
+/* The mock of `type` registered for `object`, or NULL. */
+void *ld__mock_find(const void *object, const void *type);
+
+#endif /* LDASYNC_TESTING_INTERNAL_H */
