@@ -8,6 +8,8 @@
 #include <ldasync/error.h>
 #include <ldasync/kind.h>
 
+#include "kind-internal.h"
+
 struct ld_kind {
     const char *ns;
     int priority;
@@ -80,13 +82,21 @@ int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **wh
     return 0;
 }
 
+/* ld_item_parse() plus the check that the item is filed under its own key
+ * (when `key` is not NULL). */
+static int parse_filed(const json_t *item, const char *key, struct ld_item_info *info,
+                       const char **why)
+{
+    int rc = ld_item_parse(item, info, why);
+    if (rc == 0 && key && strcmp(info->key, key) != 0)
+        return invalid(why, "item \"key\" differs from the key it is filed under");
+    return rc;
+}
+
 int ld_item_validate(const json_t *item, const char *key, const char **why)
 {
     struct ld_item_info info;
-    int rc = ld_item_parse(item, &info, why);
-    if (rc == 0 && key && strcmp(info.key, key) != 0)
-        return invalid(why, "item \"key\" differs from the key it is filed under");
-    return rc;
+    return parse_filed(item, key, &info, why);
 }
 
 const char *ld_item_key(const json_t *item)
@@ -114,7 +124,7 @@ json_t *ld_tombstone_new(const char *key, int64_t version)
 
 /* ---- data sets ------------------------------------------------------------ */
 
-int ld_data_validate(const json_t *all_data, const char **why)
+int ld__data_walk(const json_t *all_data, ld__data_visit_fn visit, void *arg, const char **why)
 {
     if (!json_is_object(all_data))
         return invalid(why, "all_data must be a JSON object of namespaces");
@@ -124,14 +134,23 @@ int ld_data_validate(const json_t *all_data, const char **why)
     {
         if (!json_is_object(coll))
             return invalid(why, "all_data: each namespace must map to an object of items");
+        const ld_kind *kind = ld_kind_by_namespace(ns);
         json_object_foreach(coll, key, item)
         {
-            int rc = ld_item_validate(item, key, why);
+            struct ld_item_info info;
+            int rc = parse_filed(item, key, &info, why);
+            if (rc == 0 && visit && kind)
+                rc = visit(arg, kind, item, &info);
             if (rc != 0)
                 return rc;
         }
     }
     return 0;
+}
+
+int ld_data_validate(const json_t *all_data, const char **why)
+{
+    return ld__data_walk(all_data, NULL, NULL, why);
 }
 
 /* A frame of the depth-first walk: an item and the next prerequisite of it

@@ -10,7 +10,7 @@
  * any stored item. The library's front layer calls these
  * operations synchronously (store-internal.h): no future for the
  * implementation, and writes answer with the store's two shared bool
- * futures.
+ * futures; init validates and loads in one pass over the data.
  *
  * all answers with a jansson object of the live items, built on the first
  * all and then kept in step with every write: in place while the store
@@ -23,6 +23,7 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "kind-internal.h"
 #include "store-internal.h"
 
 enum { K_SEGMENTS, K_FEATURES, NKINDS };
@@ -308,33 +309,26 @@ static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t ve
     complete_write(out, mem_del_now(impl, kind, key, version));
 }
 
-/* A table of the items of one collection of the data set. */
-static int table_from(struct table *t, const json_t *coll)
+static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct ld_item_info *info)
 {
-    if (table_init(t, json_object_size(coll)) != 0)
-        return LD_ENOMEM;
-    const char *key;
-    json_t *item;
-    json_object_foreach((json_t *)coll, key, item)
-    {
-        struct ld_item_info info;
-        int rc = ld_item_parse(item, &info, NULL);
-        if (rc == 0)
-            rc = put(t, item, &info) < 0 ? LD_ENOMEM : 0;
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    struct table *fresh = arg;
+    return put(&fresh[kind_index(kind)], item, info) < 0 ? LD_ENOMEM : 0;
 }
 
-static void mem_init(void *impl, const json_t *all_data, ld_future *out)
+/* Validates and loads `all_data` in one pass (each item read once) into new
+ * tables, and swaps them in only if all of it was valid: 0, LD_EINVAL (*why
+ * says why), LD_ENOMEM. */
+static int mem_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct memory *mem = impl;
     struct table fresh[NKINDS] = {{0}};
     int rc = 0;
-    for (int i = 0; i < NKINDS && rc == 0; i++)
-        rc = table_from(&fresh[i], json_object_get(all_data, ld_kind_namespace(kind_at(i))));
-    /* all or nothing: swap only once everything is built */
+    for (int i = 0; i < NKINDS && rc == 0; i++) {
+        const json_t *coll = json_object_get(all_data, ld_kind_namespace(kind_at(i)));
+        rc = table_init(&fresh[i], json_object_size(coll));
+    }
+    if (rc == 0)
+        rc = ld__data_walk(all_data, visit_put, fresh, why);
     for (int i = 0; i < NKINDS; i++) {
         if (rc == 0) {
             table_free(&mem->t[i]);
@@ -343,12 +337,18 @@ static void mem_init(void *impl, const json_t *all_data, ld_future *out)
             table_free(&fresh[i]);
         }
     }
-    if (rc == 0) {
+    if (rc == 0)
         mem->inited = 1;
+    return rc;
+}
+
+static void mem_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    int rc = mem_init_now(impl, all_data, NULL);
+    if (rc == 0)
         ld_future_fulfill(out);
-    } else {
+    else
         ld_future_reject(out, rc, NULL);
-    }
     ld_future_unref(out);
 }
 
@@ -387,6 +387,7 @@ static const struct ld_store_ops memory_ops = {
 
 static const struct ld__store_sync_ops memory_sync_ops = {
     .get = mem_get_now,
+    .init = mem_init_now,
     .upsert = mem_upsert_now,
     .del = mem_del_now,
 };

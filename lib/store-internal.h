@@ -19,6 +19,9 @@ struct ld__store_sync_ops {
     int (*upsert)(void *impl, const ld_kind *kind, const json_t *item,
                   const struct ld_item_info *info);
     int (*del)(void *impl, const ld_kind *kind, const char *key, int64_t version);
+    /* Validates all_data as ld_data_validate() does and replaces the data
+     * with it, all or nothing: 0, LD_EINVAL (with *why), LD_ENOMEM. */
+    int (*init)(void *impl, const json_t *all_data, const char **why);
 };
 
 /* ld_store_new() plus `sync` (borrowed, must outlive the store), used while

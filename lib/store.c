@@ -129,6 +129,16 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     const char *bad = NULL;
     if (!s)
         return NULL;
+    if (now(s, NULL)) { /* validation and loading in one pass */
+        int rc = s->sync->init(s->impl, all_data, &bad);
+        if (rc == 0 && (r = ld_future_new(s->fr.base)) != NULL && ld_future_fulfill(r) == 0)
+            return r;
+        if (rc == LD_EINVAL && bad)
+            return rejected(s, LD_EINVAL, bad);
+        if (rc == 0 || rc == LD_ENOMEM)
+            return rejected(s, LD_ENOMEM, "out of memory");
+        return ld_future_rejected(s->fr.base, rc, NULL);
+    }
     ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &impl)) != NULL)
         return r;
