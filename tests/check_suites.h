@@ -17,5 +17,6 @@ Suite *ld_suite_fdv2(void);          /* check_fdv2.c */
 Suite *ld_suite_processor(void);     /* check_processor.c */
 Suite *ld_suite_contract(void);      /* check_contract.c */
 Suite *ld_suite_mock(void);          /* check_mock.c */
+Suite *ld_suite_mocks2(void);        /* check_mocks2.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -105,6 +105,230 @@ LD_EXPORT int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, c
 LD_EXPORT int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n, int code);
 
 /* ------------------------------------------------------------------------- */
+/* The mock event processor (lib/testing/mock_event_processor.c)             */
+
+/** An event processor that records every event sent to it (by reference:
+ *  the events must not be modified afterwards, as processor.h says) and
+ *  delivers nothing: flush fulfils true at once, close fulfils at once.
+ *  @return a new processor, freed with ld_event_processor_free(); NULL if
+ *  `base` is NULL or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_event_processor *ld_mock_event_processor_new(struct event_base *base);
+
+/** The number of events recorded: those ld_event_processor_send_event()
+ *  accepted (returned 0) since the processor was made or last cleared.
+ *  Events the front layer refused (not an object, closed) are not recorded.
+ *  @return the count, or LD_EINVAL if `ep` is not a mock event processor.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_mock_event_processor_event_count(const ld_event_processor *ep);
+
+/** The i-th event recorded (0 is the first): the object that was sent, not
+ *  a copy. @return borrowed, valid until the processor is cleared or freed;
+ *  NULL if `ep` is not a mock event processor or `i` >=
+ *  ld_mock_event_processor_event_count(). @since 0.1.0 */
+LD_EXPORT const json_t *ld_mock_event_processor_event(const ld_event_processor *ep, size_t i);
+
+/** The number of flushes that reached the mock (issued before close).
+ *  @return the count, or LD_EINVAL if `ep` is not a mock event processor.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_mock_event_processor_flush_count(const ld_event_processor *ep);
+
+/** 1 if the processor has been closed, 0 if not. @return that, or
+ *  LD_EINVAL if `ep` is not a mock event processor. @since 0.1.0 */
+LD_EXPORT int ld_mock_event_processor_closed(const ld_event_processor *ep);
+
+/** Forgets the events recorded (releasing the mock's references to them);
+ *  the flush count stays. @return 0, or LD_EINVAL if `ep` is not a mock
+ *  event processor. @since 0.1.0 */
+LD_EXPORT int ld_mock_event_processor_clear(ld_event_processor *ep);
+
+/* ------------------------------------------------------------------------- */
+/* The mock update processor (lib/testing/mock_update_processor.c)           */
+
+/** How a mock update processor answers start. @since 0.1.0 */
+enum ld_mock_start {
+    LD_MOCK_START_READY = 0,  /* fulfils at once; initialized becomes true */
+    LD_MOCK_START_HOLD = 1,   /* stays pending until ld_mock_update_processor_set_ready()
+                                 or ld_mock_update_processor_fail() */
+    LD_MOCK_START_GIVE_UP = 2 /* fulfils at once; initialized stays false (it gave up) */
+};
+
+/** An update processor that touches no store and answers start as `start`
+ *  says. initialized is false until a start is fulfilled as ready.
+ *  Closing it fulfils at once (a start still pending is rejected with
+ *  LD_ECLOSED by the front layer, as processor.h says).
+ *  @return a new processor, freed with ld_update_processor_free(); NULL if
+ *  `base` is NULL, `start` is not an enum ld_mock_start or memory ran out.
+ *  @since 0.1.0 */
+LD_EXPORT ld_update_processor *ld_mock_update_processor_new(struct event_base *base,
+                                                            enum ld_mock_start start);
+
+/** Makes the processor ready: a start held pending is fulfilled now and
+ *  initialized becomes true; before start, the start to come will be ready
+ *  at once (whatever the processor was made with).
+ *  @return 0; LD_EINVAL if `up` is not a mock update processor; LD_EALREADY
+ *  if its start has completed already; LD_ECLOSED after close.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_mock_update_processor_set_ready(ld_update_processor *up);
+
+/** Makes the processor fail: a start held pending is rejected now with
+ *  `code` (and a message saying it was scripted), initialized stays false;
+ *  before start, the start to come will be rejected at once.
+ *  @return 0; LD_EINVAL if `up` is not a mock update processor or `code`
+ *  >= 0; LD_EALREADY if its start has completed already; LD_ECLOSED after
+ *  close. @since 0.1.0 */
+LD_EXPORT int ld_mock_update_processor_fail(ld_update_processor *up, int code);
+
+/** How many starts reached the mock: 0 or 1 (the front layer refuses a
+ *  second start and any start after close). @return the count, or
+ *  LD_EINVAL if `up` is not a mock update processor. @since 0.1.0 */
+LD_EXPORT int ld_mock_update_processor_start_count(const ld_update_processor *up);
+
+/** 1 if the processor has been closed, 0 if not. @return that, or
+ *  LD_EINVAL if `up` is not a mock update processor. @since 0.1.0 */
+LD_EXPORT int ld_mock_update_processor_closed(const ld_update_processor *up);
+
+/* ------------------------------------------------------------------------- */
+/* The mock big segment store (lib/testing/mock_big_segment_store.c)         */
+
+/** What a mock big segment store's get_metadata answers. @since 0.1.0 */
+enum ld_mock_big_segments_preset {
+    LD_MOCK_BIG_SEGMENTS_UP_TO_DATE = 0, /* the time of the call, in epoch ms */
+    LD_MOCK_BIG_SEGMENTS_STALE = 1,      /* one day before the call */
+    LD_MOCK_BIG_SEGMENTS_NONE = 2,       /* LD_BIG_SEGMENT_TIME_UNKNOWN */
+    LD_MOCK_BIG_SEGMENTS_ERROR = 3       /* rejected with LD_ESTORE */
+};
+
+/** A big segment store in memory: get_metadata answers as `preset` says
+ *  (the preset only concerns metadata), get_membership answers with what
+ *  ld_mock_big_segment_store_set_membership() set for the context hash
+ *  (NULL for any other hash) and is recorded. Operations complete at once;
+ *  stop fulfils at once. describe() is "mock".
+ *  @return a new store, freed with ld_big_segment_store_free(); NULL if
+ *  `base` is NULL, `preset` is not an enum ld_mock_big_segments_preset or
+ *  memory ran out. @since 0.1.0 */
+LD_EXPORT ld_big_segment_store *
+ld_mock_big_segment_store_new(struct event_base *base, enum ld_mock_big_segments_preset preset);
+
+/** Changes the preset for the get_metadata calls to come (those issued
+ *  already have completed). @return 0; LD_EINVAL if `store` is not a mock
+ *  big segment store or `preset` is not an enum
+ *  ld_mock_big_segments_preset. @since 0.1.0 */
+LD_EXPORT int ld_mock_big_segment_store_set_preset(ld_big_segment_store *store,
+                                                   enum ld_mock_big_segments_preset preset);
+
+/** Sets the membership of the context whose hash is `context_hash`
+ *  (copied): `membership` (borrowed: the store takes a reference; it must
+ *  not be modified afterwards) is an object segment-ref -> bool, as
+ *  ld_big_segment_membership_from_refs() makes, or NULL to forget the
+ *  context (get_membership then fulfils with NULL). Replaces an earlier
+ *  membership of the same hash.
+ *  @return 0; LD_EINVAL if `store` is not a mock big segment store,
+ *  `context_hash` is NULL or empty, or `membership` is neither NULL nor an
+ *  object whose values are all booleans; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int ld_mock_big_segment_store_set_membership(ld_big_segment_store *store,
+                                                       const char *context_hash,
+                                                       json_t *membership);
+
+/** The number of membership queries that reached the mock (the front
+ *  layer refuses empty hashes and queries after stop).
+ *  @return the count, or LD_EINVAL if `store` is not a mock big segment
+ *  store. @since 0.1.0 */
+LD_EXPORT int ld_mock_big_segment_store_membership_query_count(const ld_big_segment_store *store);
+
+/** The context hash of the i-th membership query (0 is the first).
+ *  @return borrowed, valid until the store is freed; NULL if `store` is not
+ *  a mock big segment store or `i` >= the count. @since 0.1.0 */
+LD_EXPORT const char *ld_mock_big_segment_store_membership_query(const ld_big_segment_store *store,
+                                                                 size_t i);
+
+/** The number of get_metadata calls that reached the mock (failed ones
+ *  included). @return the count, or LD_EINVAL if `store` is not a mock big
+ *  segment store. @since 0.1.0 */
+LD_EXPORT int ld_mock_big_segment_store_metadata_query_count(const ld_big_segment_store *store);
+
+/* ------------------------------------------------------------------------- */
+/* The mock synchronizer (lib/testing/mock_synchronizer.c)                   */
+
+/** A synchronizer that yields a script: the updates, errors and end pushed
+ *  with the functions below, in the order pushed, one per next. A next
+ *  that finds the script empty waits (pending) until something is pushed;
+ *  several waiting nexts take the pushes in request order. Once the end is
+ *  reached, that next and every later one reject with LD_ECLOSED. Stop
+ *  fulfils at once (the front layer rejects waiting nexts with
+ *  LD_ECLOSED); what is left of the script is dropped when it is freed.
+ *  @param name the name ld_synchronizer_name() gives (copied); NULL: "mock".
+ *  @return a new synchronizer, freed with ld_synchronizer_free(); NULL if
+ *  `base` is NULL or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_synchronizer *ld_mock_synchronizer_new(struct event_base *base, const char *name);
+
+/** Appends `update` to the script (steals it on every path: each update is
+ *  yielded once, and freed with the future of the next that yields it).
+ *  @return 0; LD_EINVAL if `sync` is not a mock synchronizer or `update` is
+ *  NULL; LD_ECLOSED after ld_mock_synchronizer_end() or stop; LD_ENOMEM.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_mock_synchronizer_push_update(ld_synchronizer *sync, ld_fdv2_update *update);
+
+/** Appends an error to the script: the next that takes it rejects with
+ *  `code`; the iteration goes on afterwards, except for LD_ECLOSED, which
+ *  is the same as ld_mock_synchronizer_end().
+ *  @return 0; LD_EINVAL if `sync` is not a mock synchronizer or `code` >=
+ *  0; LD_ECLOSED after the end or stop; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int ld_mock_synchronizer_push_error(ld_synchronizer *sync, int code);
+
+/** Appends the end to the script: the next that reaches it and all later
+ *  ones reject with LD_ECLOSED; nothing can be pushed afterwards.
+ *  @return 0; LD_EINVAL if `sync` is not a mock synchronizer; LD_ECLOSED
+ *  if the end was pushed already or after stop; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int ld_mock_synchronizer_end(ld_synchronizer *sync);
+
+/** How many nexts reached the mock (issued before stop), whatever they
+ *  got. @return the count, or LD_EINVAL if `sync` is not a mock
+ *  synchronizer. @since 0.1.0 */
+LD_EXPORT int ld_mock_synchronizer_next_count(const ld_synchronizer *sync);
+
+/** 1 if the synchronizer has been stopped, 0 if not. @return that, or
+ *  LD_EINVAL if `sync` is not a mock synchronizer. @since 0.1.0 */
+LD_EXPORT int ld_mock_synchronizer_stopped(const ld_synchronizer *sync);
+
+/* ------------------------------------------------------------------------- */
+/* The mock initializer (lib/testing/mock_initializer.c)                     */
+
+/** An initializer whose fetch answers what was set last with
+ *  ld_mock_initializer_set_basis() or ld_mock_initializer_set_error(). A
+ *  fetch issued before either was called waits (pending) until one is;
+ *  then all waiting fetches complete, in request order. Every fetch gets a
+ *  basis of its own: a copy of the one set (same intent, changes in order,
+ *  selector, persist flag and environment ID; the items are shared by
+ *  reference). Close fulfils at once (the front layer rejects waiting
+ *  fetches with LD_ECLOSED).
+ *  @param name the name ld_initializer_name() gives (copied); NULL: "mock".
+ *  @return a new initializer, freed with ld_initializer_free(); NULL if
+ *  `base` is NULL or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_initializer *ld_mock_initializer_new(struct event_base *base, const char *name);
+
+/** Sets the basis that fetches fulfil with (a copy each), replacing an
+ *  earlier basis or error, and completes the fetches waiting. Steals
+ *  `basis` on every path. @return 0; LD_EINVAL if `init` is not a mock
+ *  initializer or `basis` is NULL; LD_ECLOSED after close. A waiting fetch
+ *  whose copy cannot be made rejects with LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int ld_mock_initializer_set_basis(ld_initializer *init, ld_fdv2_basis *basis);
+
+/** Makes fetches reject with `code` (and a message saying it was scripted),
+ *  replacing an earlier basis or error, and completes the fetches waiting.
+ *  @return 0; LD_EINVAL if `init` is not a mock initializer or `code` >= 0;
+ *  LD_ECLOSED after close. @since 0.1.0 */
+LD_EXPORT int ld_mock_initializer_set_error(ld_initializer *init, int code);
+
+/** How many fetches reached the mock (issued before close), whatever they
+ *  got. @return the count, or LD_EINVAL if `init` is not a mock
+ *  initializer. @since 0.1.0 */
+LD_EXPORT int ld_mock_initializer_fetch_count(const ld_initializer *init);
+
+/** 1 if the initializer has been closed, 0 if not. @return that, or
+ *  LD_EINVAL if `init` is not a mock initializer. @since 0.1.0 */
+LD_EXPORT int ld_mock_initializer_closed(const ld_initializer *init);
+
+/* ------------------------------------------------------------------------- */
 /* The store contract as Check tests (lib/testing/contract.c)                */
 
 /** The version of struct ld_store_contract_factory this header describes.

@@ -5,6 +5,8 @@
 #ifndef LDASYNC_TESTING_INTERNAL_H
 #define LDASYNC_TESTING_INTERNAL_H
 
+#include <ldasync/future.h>
+
 /*
  * The registry of mocks. A mock is an ordinary object of its interface (an
  * ld_store *, ...) whose implementation pointer libldasync keeps private; the
@@ -22,5 +24,25 @@ void ld__mock_unregister(const void *object);
 
 /* The mock of `type` registered for `object`, or NULL. */
 void *ld__mock_find(const void *object, const void *type);
+
+/*
+ * A FIFO of futures that wait for something scripted (a synchronizer's
+ * nexts, an initializer's fetches). Zero-initialised means empty. The queue
+ * owns one reference to each future in it.
+ */
+struct ld__waiter;
+struct ld__waiters {
+    struct ld__waiter *head, *tail;
+};
+
+/* Appends `out` (stolen on success). 0 or LD_ENOMEM (`out` untouched). */
+int ld__waiters_push(struct ld__waiters *q, ld_future *out);
+
+/* Removes the oldest future and returns it (the caller gets the queue's
+ * reference), or NULL if the queue is empty. */
+ld_future *ld__waiters_pop(struct ld__waiters *q);
+
+/* Releases every future in the queue and empties it. */
+void ld__waiters_drop(struct ld__waiters *q);
 
 #endif /* LDASYNC_TESTING_INTERNAL_H */

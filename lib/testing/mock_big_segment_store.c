@@ -1,0 +1,200 @@
+/*
+ * libldasync-testing: the mock big segment store (testing.h). Memberships
+ * are a JSON object context hash -> membership; the queries are an array of
+ * copied strings (a context hash is any non-empty C string, not always
+ * valid UTF-8 for jansson).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <ldasync/testing.h>
+
+#include "testing-internal.h"
+
+#define STALE_AGE_MS INT64_C(86400000) /* one day */
+
+struct mock {
+    ld_big_segment_store *self;
+    enum ld_mock_big_segments_preset preset;
+    json_t *memberships; /* context hash -> membership object */
+    char **queries;
+    size_t n_queries, cap_queries;
+    int metadata_queries;
+};
+
+static const struct ld_big_segment_store_ops mock_ops;
+
+static struct mock *mock_of(const ld_big_segment_store *store)
+{
+    return ld__mock_find(store, &mock_ops);
+}
+
+static int64_t now_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void mock_get_metadata(void *impl, ld_future *out)
+{
+    struct mock *m = impl;
+    m->metadata_queries++;
+    switch (m->preset) {
+    case LD_MOCK_BIG_SEGMENTS_UP_TO_DATE:
+        ld_future_fulfill_int(out, now_ms());
+        break;
+    case LD_MOCK_BIG_SEGMENTS_STALE:
+        ld_future_fulfill_int(out, now_ms() - STALE_AGE_MS);
+        break;
+    case LD_MOCK_BIG_SEGMENTS_NONE:
+        ld_future_fulfill_int(out, LD_BIG_SEGMENT_TIME_UNKNOWN);
+        break;
+    case LD_MOCK_BIG_SEGMENTS_ERROR:
+        ld_future_reject(out, LD_ESTORE, "mock big segment store: scripted metadata failure");
+        break;
+    }
+    ld_future_unref(out);
+}
+
+/* Appends a copy of `hash` to the queries. 0 or LD_ENOMEM. */
+static int record_query(struct mock *m, const char *hash)
+{
+    if (m->n_queries == m->cap_queries) {
+        size_t cap = m->cap_queries ? 2 * m->cap_queries : 8;
+        char **q = realloc(m->queries, cap * sizeof(*q));
+        if (!q)
+            return LD_ENOMEM;
+        m->queries = q;
+        m->cap_queries = cap;
+    }
+    char *copy = strdup(hash);
+    if (!copy)
+        return LD_ENOMEM;
+    m->queries[m->n_queries++] = copy;
+    return 0;
+}
+
+static void mock_get_membership(void *impl, const char *context_hash, ld_future *out)
+{
+    struct mock *m = impl;
+    if (record_query(m, context_hash) != 0) {
+        ld_future_reject(out, LD_ENOMEM, "mock big segment store: out of memory");
+    } else {
+        json_t *membership = json_object_get(m->memberships, context_hash);
+        ld_future_fulfill_json(out, json_incref(membership));
+    }
+    ld_future_unref(out);
+}
+
+static void mock_free(void *impl)
+{
+    struct mock *m = impl;
+    if (m->self)
+        ld__mock_unregister(m->self);
+    json_decref(m->memberships);
+    for (size_t i = 0; i < m->n_queries; i++)
+        free(m->queries[i]);
+    free(m->queries);
+    free(m);
+}
+
+static const char *mock_describe(void *impl)
+{
+    (void)impl;
+    return "mock";
+}
+
+static const struct ld_big_segment_store_ops mock_ops = {
+    .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
+    .get_metadata = mock_get_metadata,
+    .get_membership = mock_get_membership,
+    .stop = NULL, /* the front layer fulfils it at once */
+    .free = mock_free,
+    .describe = mock_describe,
+};
+
+static bool is_preset(enum ld_mock_big_segments_preset preset)
+{
+    return (unsigned)preset <= LD_MOCK_BIG_SEGMENTS_ERROR;
+}
+
+ld_big_segment_store *ld_mock_big_segment_store_new(struct event_base *base,
+                                                    enum ld_mock_big_segments_preset preset)
+{
+    if (!base || !is_preset(preset))
+        return NULL;
+    struct mock *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->preset = preset;
+    m->memberships = json_object();
+    ld_big_segment_store *store =
+        m->memberships ? ld_big_segment_store_new(base, &mock_ops, m) : NULL;
+    if (!store) {
+        mock_free(m);
+        return NULL;
+    }
+    if (ld__mock_register(store, &mock_ops, m) != 0) {
+        ld_big_segment_store_free(store); /* frees m; m->self is NULL: nothing to unregister */
+        return NULL;
+    }
+    m->self = store;
+    return store;
+}
+
+int ld_mock_big_segment_store_set_preset(ld_big_segment_store *store,
+                                         enum ld_mock_big_segments_preset preset)
+{
+    struct mock *m = mock_of(store);
+    if (!m || !is_preset(preset))
+        return LD_EINVAL;
+    m->preset = preset;
+    return 0;
+}
+
+static bool is_membership(const json_t *membership)
+{
+    const char *ref;
+    json_t *value;
+    if (!json_is_object(membership))
+        return false;
+    json_object_foreach((json_t *)membership, ref, value)
+    {
+        if (!json_is_boolean(value))
+            return false;
+    }
+    return true;
+}
+
+int ld_mock_big_segment_store_set_membership(ld_big_segment_store *store, const char *context_hash,
+                                             json_t *membership)
+{
+    struct mock *m = mock_of(store);
+    if (!m || !context_hash || !*context_hash || (membership && !is_membership(membership)))
+        return LD_EINVAL;
+    if (!membership) {
+        json_object_del(m->memberships, context_hash);
+        return 0;
+    }
+    return json_object_set_nocheck(m->memberships, context_hash, membership) == 0 ? 0 : LD_ENOMEM;
+}
+
+int ld_mock_big_segment_store_membership_query_count(const ld_big_segment_store *store)
+{
+    const struct mock *m = mock_of(store);
+    return m ? (int)m->n_queries : LD_EINVAL;
+}
+
+const char *ld_mock_big_segment_store_membership_query(const ld_big_segment_store *store, size_t i)
+{
+    const struct mock *m = mock_of(store);
+    return m && i < m->n_queries ? m->queries[i] : NULL;
+}
+
+int ld_mock_big_segment_store_metadata_query_count(const ld_big_segment_store *store)
+{
+    const struct mock *m = mock_of(store);
+    return m ? m->metadata_queries : LD_EINVAL;
+}

@@ -1,0 +1,220 @@
+/*
+ * libldasync-testing: the mock synchronizer (testing.h). Two queues meet
+ * here: the script (what the test pushed, not yielded yet) and the nexts
+ * waiting for it. Whenever one grows, pump() pairs them off, oldest first.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/testing.h>
+
+#include "testing-internal.h"
+
+enum item_kind { ITEM_UPDATE, ITEM_ERROR, ITEM_END };
+
+struct item {
+    struct item *next;
+    enum item_kind kind;
+    ld_fdv2_update *update; /* ITEM_UPDATE */
+    int code;               /* ITEM_ERROR */
+};
+
+struct mock {
+    ld_synchronizer *self;
+    char *name;
+    struct item *script, *script_tail;
+    struct ld__waiters waiting;
+    bool end_pushed;  /* nothing more may be pushed */
+    bool end_reached; /* every next rejects with LD_ECLOSED */
+    bool stopped;
+    int nexts;
+};
+
+static const struct ld_synchronizer_ops mock_ops;
+
+static struct mock *mock_of(const ld_synchronizer *sync)
+{
+    return ld__mock_find(sync, &mock_ops);
+}
+
+static const char *mock_name(void *impl)
+{
+    const struct mock *m = impl;
+    return m->name;
+}
+
+static void reject_ended(ld_future *out)
+{
+    ld_future_reject(out, LD_ECLOSED, "mock synchronizer: the script has ended");
+}
+
+/* Completes `out` (stolen) with `it` (freed). */
+static void yield(struct mock *m, ld_future *out, struct item *it)
+{
+    switch (it->kind) {
+    case ITEM_UPDATE:
+        ld_fdv2_fulfill_update(out, it->update);
+        break;
+    case ITEM_ERROR:
+        ld_future_reject(out, it->code, "mock synchronizer: scripted error");
+        break;
+    case ITEM_END:
+        m->end_reached = true;
+        reject_ended(out);
+        break;
+    }
+    ld_future_unref(out);
+    free(it);
+}
+
+static struct item *pop_item(struct mock *m)
+{
+    struct item *it = m->script;
+    m->script = it->next;
+    if (!m->script)
+        m->script_tail = NULL;
+    return it;
+}
+
+/* Answers the waiting nexts, oldest first, while there is something to
+ * answer them with. A waiting next the front layer has cancelled takes
+ * nothing from the script. */
+static void pump(struct mock *m)
+{
+    while (m->waiting.head && (m->script || m->end_reached)) {
+        ld_future *out = ld__waiters_pop(&m->waiting);
+        if (!ld_future_is_pending(out)) {
+            ld_future_unref(out);
+        } else if (m->end_reached) {
+            reject_ended(out);
+            ld_future_unref(out);
+        } else {
+            yield(m, out, pop_item(m));
+        }
+    }
+}
+
+static void mock_next(void *impl, ld_future *out)
+{
+    struct mock *m = impl;
+    m->nexts++;
+    if (ld__waiters_push(&m->waiting, out) != 0) {
+        ld_future_reject(out, LD_ENOMEM, "mock synchronizer: out of memory");
+        ld_future_unref(out);
+        return;
+    }
+    pump(m);
+}
+
+static void mock_stop(void *impl, ld_future *out)
+{
+    struct mock *m = impl;
+    m->stopped = true;
+    ld__waiters_drop(&m->waiting); /* the front layer has rejected them already */
+    ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
+static void mock_free(void *impl)
+{
+    struct mock *m = impl;
+    if (m->self)
+        ld__mock_unregister(m->self);
+    ld__waiters_drop(&m->waiting);
+    while (m->script) {
+        struct item *it = pop_item(m);
+        ld_fdv2_update_free(it->update);
+        free(it);
+    }
+    free(m->name);
+    free(m);
+}
+
+static const struct ld_synchronizer_ops mock_ops = {
+    .version = LD_SYNCHRONIZER_OPS_VERSION,
+    .name = mock_name,
+    .next = mock_next,
+    .stop = mock_stop,
+    .free = mock_free,
+};
+
+ld_synchronizer *ld_mock_synchronizer_new(struct event_base *base, const char *name)
+{
+    if (!base)
+        return NULL;
+    struct mock *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->name = strdup(name ? name : "mock");
+    ld_synchronizer *sync = m->name ? ld_synchronizer_new(base, &mock_ops, m) : NULL;
+    if (!sync) {
+        mock_free(m);
+        return NULL;
+    }
+    if (ld__mock_register(sync, &mock_ops, m) != 0) {
+        ld_synchronizer_free(sync); /* frees m; m->self is NULL: nothing to unregister */
+        return NULL;
+    }
+    m->self = sync;
+    return sync;
+}
+
+/* Appends an item to the script of `sync` and answers who waits. Steals
+ * `update` on every path. */
+static int push(ld_synchronizer *sync, enum item_kind kind, ld_fdv2_update *update, int code)
+{
+    struct mock *m = mock_of(sync);
+    int rc = 0;
+    struct item *it = NULL;
+    if (!m || (kind == ITEM_UPDATE && !update))
+        rc = LD_EINVAL;
+    else if (m->end_pushed || m->stopped)
+        rc = LD_ECLOSED;
+    else if (!(it = malloc(sizeof(*it))))
+        rc = LD_ENOMEM;
+    if (rc != 0) {
+        ld_fdv2_update_free(update);
+        return rc;
+    }
+    it->next = NULL;
+    it->kind = kind;
+    it->update = update;
+    it->code = code;
+    if (m->script_tail)
+        m->script_tail->next = it;
+    else
+        m->script = it;
+    m->script_tail = it;
+    m->end_pushed = kind == ITEM_END;
+    pump(m);
+    return 0;
+}
+
+int ld_mock_synchronizer_push_update(ld_synchronizer *sync, ld_fdv2_update *update)
+{
+    return push(sync, ITEM_UPDATE, update, 0);
+}
+
+int ld_mock_synchronizer_push_error(ld_synchronizer *sync, int code)
+{
+    if (code >= 0)
+        return LD_EINVAL;
+    return push(sync, code == LD_ECLOSED ? ITEM_END : ITEM_ERROR, NULL, code);
+}
+
+int ld_mock_synchronizer_end(ld_synchronizer *sync)
+{
+    return push(sync, ITEM_END, NULL, 0);
+}
+
+int ld_mock_synchronizer_next_count(const ld_synchronizer *sync)
+{
+    const struct mock *m = mock_of(sync);
+    return m ? m->nexts : LD_EINVAL;
+}
+
+int ld_mock_synchronizer_stopped(const ld_synchronizer *sync)
+{
+    const struct mock *m = mock_of(sync);
+    return m ? m->stopped : LD_EINVAL;
+}
