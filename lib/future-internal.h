@@ -91,4 +91,20 @@ struct ld_future {
     void *c;
 };
 
+/*
+ * A lease: what keeps a borrowed JSON value alive for a future made by
+ * ld__future_fulfilled_leased(). The future calls release(lease) once, when
+ * it is freed (from whichever thread drops its last reference).
+ */
+struct ld__lease {
+    void (*release)(struct ld__lease *lease);
+};
+
+/* A future fulfilled with `v`, which it does not reference: `lease` (stolen;
+ * released on every path, also when NULL is returned for lack of memory)
+ * keeps `v` alive instead. ld_future_json() reads `v` as usual; a future
+ * that adopts this one's value (forward, then, catch, ...) takes a jansson
+ * reference of its own. */
+ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struct ld__lease *lease);
+
 #endif /* LDASYNC_FUTURE_INTERNAL_H */

@@ -82,7 +82,7 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
 
 /* value types */
-enum { V_NONE, V_BOOL, V_INT, V_JSON, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC };
+enum { V_NONE, V_BOOL, V_INT, V_JSON, V_JSON_LEASED, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC };
 
 /* kinds */
 enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE };
@@ -644,6 +644,9 @@ static void destroy_one(ld_future *f)
         case V_JSON:
             json_decref(f->a.j);
             break;
+        case V_JSON_LEASED:
+            ((struct ld__lease *)f->b.p)->release(f->b.p);
+            break;
         case V_PTR:
             if (f->b.free)
                 f->b.free(f->a.p);
@@ -895,6 +898,20 @@ ld_future *ld_future_fulfilled_json(struct event_base *base, json_t *v)
     return f;
 }
 
+ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struct ld__lease *lease)
+{
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    ld_future *f = l ? future_create(l, K_PLAIN, W_FULFILLED) : NULL;
+    if (!f) {
+        lease->release(lease);
+        return NULL;
+    }
+    f->vtype = V_JSON_LEASED;
+    f->a.j = v;
+    f->b.p = lease;
+    return f;
+}
+
 ld_future *ld_future_rejected(struct event_base *base, int code, const char *fmt, ...)
 {
     if (code >= 0)
@@ -923,6 +940,9 @@ static int adopt(ld_future *out, ld_future *src)
     }
     r.a = src->a;
     switch (src->vtype) {
+    case V_JSON_LEASED: /* out takes a reference of its own */
+        r.vtype = V_JSON;
+        /* fall through */
     case V_JSON:
         json_incref(src->a.j);
         break;
@@ -972,7 +992,7 @@ static inline int fulfilled_with(const ld_future *f, unsigned vtype)
 
 json_t *ld_future_json(const ld_future *f)
 {
-    return fulfilled_with(f, V_JSON) ? f->a.j : NULL;
+    return fulfilled_with(f, V_JSON) || fulfilled_with(f, V_JSON_LEASED) ? f->a.j : NULL;
 }
 
 bool ld_future_bool(const ld_future *f)

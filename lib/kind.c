@@ -84,11 +84,12 @@ int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **wh
 
 /* ld_item_parse() plus the check that the item is filed under its own key
  * (when `key` is not NULL). */
-static int parse_filed(const json_t *item, const char *key, struct ld_item_info *info,
-                       const char **why)
+static int parse_filed(const json_t *item, const char *key, size_t key_len,
+                       struct ld_item_info *info, const char **why)
 {
     int rc = ld_item_parse(item, info, why);
-    if (rc == 0 && key && strcmp(info->key, key) != 0)
+    /* info->key has no NUL (ld_item_parse); an object key may */
+    if (rc == 0 && key && (strlen(info->key) != key_len || memcmp(info->key, key, key_len) != 0))
         return invalid(why, "item \"key\" differs from the key it is filed under");
     return rc;
 }
@@ -96,7 +97,7 @@ static int parse_filed(const json_t *item, const char *key, struct ld_item_info 
 int ld_item_validate(const json_t *item, const char *key, const char **why)
 {
     struct ld_item_info info;
-    return parse_filed(item, key, &info, why);
+    return parse_filed(item, key, key ? strlen(key) : 0, &info, why);
 }
 
 const char *ld_item_key(const json_t *item)
@@ -129,16 +130,17 @@ int ld__data_walk(const json_t *all_data, ld__data_visit_fn visit, void *arg, co
     if (!json_is_object(all_data))
         return invalid(why, "all_data must be a JSON object of namespaces");
     const char *ns, *key;
+    size_t key_len;
     json_t *coll, *item;
     json_object_foreach((json_t *)all_data, ns, coll)
     {
         if (!json_is_object(coll))
             return invalid(why, "all_data: each namespace must map to an object of items");
         const ld_kind *kind = ld_kind_by_namespace(ns);
-        json_object_foreach(coll, key, item)
+        json_object_keylen_foreach(coll, key, key_len, item)
         {
             struct ld_item_info info;
-            int rc = parse_filed(item, key, &info, why);
+            int rc = parse_filed(item, key, key_len, &info, why);
             if (rc == 0 && visit && kind)
                 rc = visit(arg, kind, item, &info);
             if (rc != 0)

@@ -17,12 +17,15 @@
  * holds the only reference to it; on a shallow copy when a reader of an
  * earlier all still holds it (that reader's object never changes).
  */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "future-internal.h"
 #include "kind-internal.h"
 #include "store-internal.h"
 
@@ -47,10 +50,138 @@ struct table {
     json_t *snap; /* the result of all, or NULL until asked for */
 };
 
+/* What a generation keeps alive: an item a write replaced, or a whole table
+ * an init replaced (slots only; the snapshot is reference-counted). */
+struct garbage {
+    json_t *item;
+    struct slot *slots;
+    size_t mask;
+};
+
+/*
+ * Items handed out by get are not referenced one by one (that touches every
+ * item's reference count, a cache miss of its own, atomically): the future
+ * holds a lease on the store's current generation instead. A write that
+ * replaces an item while the current generation has leases out keeps the
+ * item in that generation's garbage; the next get starts a new generation,
+ * which the old one holds a reference on, so garbage is freed only once
+ * every older lease is gone (epoch-style reclamation). Futures may be
+ * released from any thread, so the counts are atomic.
+ */
+struct gen {
+    struct ld__lease lease; /* first: the future releases &gen->lease */
+    _Atomic size_t refs;    /* the store's while current, one per lease, the older gen's */
+    struct gen *next;       /* the generation after this one, or NULL */
+    struct garbage *garbage;
+    size_t n, cap;
+};
+
 struct memory {
     struct table t[NKINDS];
     int inited;
+    struct gen *cur;
 };
+
+static void table_free(struct table *t);
+
+static void garbage_free(struct garbage *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct table t = {g[i].slots, g[i].mask, 0, NULL};
+        json_decref(g[i].item);
+        if (t.slots)
+            table_free(&t);
+    }
+}
+
+static void gen_release(struct ld__lease *lease)
+{
+    struct gen *g = (struct gen *)lease;
+    while (g && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) {
+        struct gen *next = g->next;
+        garbage_free(g->garbage, g->n);
+        free(g->garbage);
+        free(g);
+        g = next;
+    }
+}
+
+static struct gen *gen_new(void)
+{
+    struct gen *g = calloc(1, sizeof(*g));
+    if (g) {
+        g->lease.release = gen_release;
+        atomic_init(&g->refs, 1);
+    }
+    return g;
+}
+
+static bool gen_leased(struct gen *g)
+{
+    return atomic_load_explicit(&g->refs, memory_order_acquire) > 1;
+}
+
+/* Frees what the current generation keeps, now that nobody holds a lease. */
+static void gen_collect(struct gen *g)
+{
+    garbage_free(g->garbage, g->n);
+    g->n = 0;
+}
+
+/* Lets go of `what` (an item or a table's slots, owned by the store): at
+ * once when no lease is out, else at the end of the current generation.
+ * Without memory to note it, it is kept for the life of the process: a
+ * lease may still read it. */
+static void retire(struct memory *mem, struct garbage what)
+{
+    struct gen *g = mem->cur;
+    if (!gen_leased(g)) {
+        gen_collect(g);
+        garbage_free(&what, 1);
+        return;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 4;
+        struct garbage *bigger = realloc(g->garbage, cap * sizeof(*bigger));
+        if (!bigger)
+            return;
+        g->garbage = bigger;
+        g->cap = cap;
+    }
+    g->garbage[g->n++] = what;
+}
+
+/* Retires a whole table (its snapshot is reference-counted: dropped now). */
+static void table_retire(struct memory *mem, struct table *t)
+{
+    json_decref(t->snap);
+    t->snap = NULL;
+    if (t->slots)
+        retire(mem, (struct garbage){NULL, t->slots, t->mask});
+    t->slots = NULL;
+}
+
+/* The generation a new lease goes to: the current one, or a new one when
+ * the current one already keeps garbage (so that garbage is not held up by
+ * leases taken after it was retired). NULL without memory. */
+static struct gen *lease_gen(struct memory *mem)
+{
+    struct gen *g = mem->cur;
+    if (g->n && gen_leased(g)) {
+        struct gen *next = gen_new();
+        if (!next)
+            return NULL;
+        atomic_fetch_add_explicit(&next->refs, 1, memory_order_relaxed); /* g's */
+        g->next = next;
+        mem->cur = next;
+        gen_release(&g->lease); /* the store's */
+        g = next;
+    } else if (g->n) {
+        gen_collect(g);
+    }
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    return g;
+}
 
 static int kind_index(const ld_kind *kind)
 {
@@ -197,6 +328,11 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
         return;
     if (t->snap->refcount != 1) {
         json_t *copy = json_copy(t->snap);
+        /* jansson's copy skips the pairs it had no memory for */
+        if (copy && json_object_size(copy) != json_object_size(t->snap)) {
+            json_decref(copy);
+            copy = NULL;
+        }
         json_decref(t->snap);
         t->snap = copy;
         if (!copy)
@@ -212,10 +348,14 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
 
 /* Stores `item` (borrowed; NULL or info->deleted: a tombstone) under
  * info->key if info->version is newer than what is stored, by the version
- * rule of store.h. Returns 1 if applied, 0 if not, LD_ENOMEM. */
-static int put(struct table *t, json_t *item, const struct ld_item_info *info)
+ * rule of store.h. Returns 1 if applied (*old_out: the item replaced, or
+ * NULL, for the caller to let go of), 0 if not, LD_ENOMEM, or LD_EINVAL
+ * for a key of 4 GiB or more. */
+static int put(struct table *t, json_t *item, const struct ld_item_info *info, json_t **old_out)
 {
     size_t len = strlen(info->key);
+    if (len >= UINT32_MAX)
+        return LD_EINVAL; /* a slot holds 32 bits of length */
     uint64_t hash = hash_key(info->key, len);
     struct slot *s = find(t, info->key, len, hash);
     if (s->len && s->version >= info->version)
@@ -232,20 +372,32 @@ static int put(struct table *t, json_t *item, const struct ld_item_info *info)
     s->item = info->deleted ? NULL : json_incref(item);
     s->version = info->version;
     snap_write(t, slot_key(s), len, s->item);
-    json_decref(old);
+    *old_out = old;
     return 1;
 }
 
-static json_t *mem_get_now(void *impl, const ld_kind *kind, const char *key)
+static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind *kind,
+                              const char *key)
 {
     struct memory *mem = impl;
     size_t len = strlen(key);
-    return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
+    json_t *item = len < UINT32_MAX
+                       ? find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item
+                       : NULL;
+    struct gen *g = item ? lease_gen(mem) : NULL;
+    if (!g) /* missing, or no memory for a new generation */
+        return ld_future_fulfilled_json(base, json_incref(item));
+    return ld__future_fulfilled_leased(base, item, &g->lease);
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    ld_future_fulfill_json(out, json_incref(mem_get_now(impl, kind, key)));
+    struct memory *mem = impl;
+    size_t len = strlen(key);
+    json_t *item = len < UINT32_MAX
+                       ? find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item
+                       : NULL;
+    ld_future_fulfill_json(out, json_incref(item));
     ld_future_unref(out);
 }
 
@@ -287,7 +439,11 @@ static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
                           const struct ld_item_info *info)
 {
     struct memory *mem = impl;
-    return put(&mem->t[kind_index(kind)], (json_t *)item, info);
+    json_t *old = NULL;
+    int rc = put(&mem->t[kind_index(kind)], (json_t *)item, info, &old);
+    if (old)
+        retire(mem, (struct garbage){old, NULL, 0});
+    return rc;
 }
 
 static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
@@ -300,7 +456,11 @@ static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t
 {
     struct memory *mem = impl;
     struct ld_item_info info = {key, version, true};
-    return put(&mem->t[kind_index(kind)], NULL, &info);
+    json_t *old = NULL;
+    int rc = put(&mem->t[kind_index(kind)], NULL, &info, &old);
+    if (old)
+        retire(mem, (struct garbage){old, NULL, 0});
+    return rc;
 }
 
 static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
@@ -312,7 +472,10 @@ static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t ve
 static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct ld_item_info *info)
 {
     struct table *fresh = arg;
-    return put(&fresh[kind_index(kind)], item, info) < 0 ? LD_ENOMEM : 0;
+    json_t *old = NULL; /* none: a new table, and keys of an object are unique */
+    int rc = put(&fresh[kind_index(kind)], item, info, &old) < 0 ? LD_ENOMEM : 0;
+    json_decref(old);
+    return rc;
 }
 
 /* Validates and loads `all_data` in one pass (each item read once) into new
@@ -331,7 +494,7 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
         rc = ld__data_walk(all_data, visit_put, fresh, why);
     for (int i = 0; i < NKINDS; i++) {
         if (rc == 0) {
-            table_free(&mem->t[i]);
+            table_retire(mem, &mem->t[i]);
             mem->t[i] = fresh[i];
         } else {
             table_free(&fresh[i]);
@@ -362,7 +525,8 @@ static void mem_free(void *impl)
 {
     struct memory *mem = impl;
     for (int i = 0; i < NKINDS; i++)
-        table_free(&mem->t[i]);
+        table_retire(mem, &mem->t[i]);
+    gen_release(&mem->cur->lease); /* the rest goes with the last lease */
     free(mem);
 }
 
@@ -399,11 +563,17 @@ ld_store *ld_memory_store_new(struct event_base *base)
     struct memory *mem = calloc(1, sizeof(*mem));
     if (!mem)
         return NULL;
-    int ok = 1;
+    mem->cur = gen_new();
+    int ok = mem->cur != NULL;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 0) == 0 && ok;
     ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
-    if (!s)
+    if (!s && mem->cur) {
         mem_free(mem);
+    } else if (!s) {
+        for (int i = 0; i < NKINDS; i++)
+            table_free(&mem->t[i]);
+        free(mem);
+    }
     return s;
 }

@@ -13,8 +13,9 @@
  * delete answer with one of two futures made once per store, fulfilled with
  * true and false. Inputs are validated as for struct ld_store_ops. */
 struct ld__store_sync_ops {
-    /* The stored item (borrowed), or NULL when missing or deleted. */
-    json_t *(*get)(void *impl, const ld_kind *kind, const char *key);
+    /* A new complete future on `base` fulfilled with the stored item or
+     * with NULL when missing or deleted; NULL without memory. */
+    ld_future *(*get)(void *impl, struct event_base *base, const ld_kind *kind, const char *key);
     /* 1 if applied, 0 if not, or a negative error code. */
     int (*upsert)(void *impl, const ld_kind *kind, const json_t *item,
                   const struct ld_item_info *info);

@@ -103,7 +103,7 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
         return NULL;
     const char *bad = check_key(kind, key);
     if (now(s, bad)) {
-        r = ld_future_fulfilled_json(s->fr.base, json_incref(s->sync->get(s->impl, kind, key)));
+        r = s->sync->get(s->impl, s->fr.base, kind, key);
         return r ? r : rejected(s, LD_ENOMEM, "out of memory");
     }
     if ((r = begin(s, bad, &impl)) != NULL)
@@ -129,10 +129,13 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     const char *bad = NULL;
     if (!s)
         return NULL;
-    if (now(s, NULL)) { /* validation and loading in one pass */
+    if (now(s, NULL)) {                       /* validation and loading in one pass */
+        if (!(r = ld_future_new(s->fr.base))) /* first: a done init must be told */
+            return rejected(s, LD_ENOMEM, "out of memory");
         int rc = s->sync->init(s->impl, all_data, &bad);
-        if (rc == 0 && (r = ld_future_new(s->fr.base)) != NULL && ld_future_fulfill(r) == 0)
+        if (rc == 0 && ld_future_fulfill(r) == 0)
             return r;
+        ld_future_unref(r);
         if (rc == LD_EINVAL && bad)
             return rejected(s, LD_EINVAL, bad);
         if (rc == 0 || rc == LD_ENOMEM)

@@ -1,7 +1,9 @@
 /* Futures completed from other threads (libevent threading on). */
 #include <event2/thread.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "check_suites.h"
 #include "check_util.h"
@@ -313,6 +315,57 @@ START_TEST(test_wait_while_loop_runs_on_other_thread_is_ebusy)
 }
 END_TEST
 
+/* ---- store results released on other threads ------------------------- */
+
+enum { LEASES = 2000 };
+
+struct readers {
+    ld_future *fs[LEASES];
+    atomic_int ready; /* how many of fs are set */
+    long versions;    /* sum of the versions read */
+};
+
+static void *read_and_release(void *arg)
+{
+    struct readers *r = arg;
+    for (int i = 0; i < LEASES; i++) {
+        while (atomic_load(&r->ready) <= i)
+            sched_yield();
+        r->versions += ld_item_version(ld_future_json(r->fs[i]));
+        ld_future_unref(r->fs[i]);
+    }
+    return NULL;
+}
+
+/* The memory store's get results hold a lease on a generation of the store
+ * instead of a reference on the item; a thread that releases them while the
+ * loop thread keeps writing (retiring items) and reading (starting new
+ * generations) must free each item once, after its last reader. */
+START_TEST(test_store_get_results_released_on_another_thread)
+{
+    ld_store *st = ld_memory_store_new(B);
+    struct readers *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    atomic_init(&r->ready, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_and_release, r), 0);
+    long expect = 0;
+    for (int i = 0; i < LEASES; i++) {
+        json_t *item = json_pack("{s:s, s:i}", "key", "a", "version", i + 1);
+        ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
+        json_decref(item); /* the store holds the only reference */
+        r->fs[i] = ld_store_get(st, ld_kind_features(), "a");
+        ck_assert(ld_future_is_fulfilled(r->fs[i]));
+        expect += i + 1;
+        atomic_store(&r->ready, i + 1);
+    }
+    pthread_join(t, NULL);
+    ck_assert_int_eq(r->versions, expect);
+    ld_store_free(st);
+    free(r);
+}
+END_TEST
+
 Suite *ld_suite_future_thread(void)
 {
     Suite *s = suite_create("future_thread");
@@ -326,6 +379,7 @@ Suite *ld_suite_future_thread(void)
     tcase_add_test(tc, test_wait_while_loop_runs_on_other_thread_is_ebusy);
     tcase_add_test(tc, test_wait_wakes_when_thread_completes_future_without_callbacks);
     tcase_add_test(tc, test_callback_added_during_remote_completion_runs_after_earlier_ones);
+    tcase_add_test(tc, test_store_get_results_released_on_another_thread);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,7 @@
 /* The store front layer and the in-memory store: what is particular to them.
  * The store contract itself runs on the memory store in check_contract.c. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_suites.h"
@@ -408,6 +410,125 @@ START_TEST(test_tombstones_from_upsert_and_delete_alternate_with_items)
 }
 END_TEST
 
+/* A get's item stays valid while its future lives, whatever the store does
+ * meanwhile: replaced, deleted, replaced by init, store freed. The items
+ * are made here and released at once, so the store holds the only other
+ * reference (valgrind and ASan see any early free). */
+START_TEST(test_get_results_outlive_writes_init_and_free)
+{
+    const ld_kind *k = ld_kind_features();
+    upsert("a", 1, true);
+    upsert("b", 1, true);
+    upsert("c", 1, true);
+    ld_future *a1 = done(ld_store_get(store, k, "a"));
+    ld_future *b1 = done(ld_store_get(store, k, "b"));
+    upsert("a", 2, true);                                     /* replaced */
+    ck_assert(await_bool(ld_store_delete(store, k, "b", 2))); /* deleted */
+    ld_future *a2 = done(ld_store_get(store, k, "a"));        /* a new generation */
+    ld_future *c1 = done(ld_store_get(store, k, "c"));
+    init_foo_bar(); /* c replaced by init */
+    upsert("foo", 11, true);
+    ld_future *foo = done(ld_store_get(store, k, "foo"));
+    ld_store_free(store); /* foo's table goes */
+    store = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(ld_item_version(ld_future_json(a1)), 1);
+    ck_assert_str_eq(ld_item_key(ld_future_json(b1)), "b");
+    ck_assert_int_eq(ld_item_version(ld_future_json(a2)), 2);
+    ck_assert_str_eq(ld_item_key(ld_future_json(c1)), "c");
+    ck_assert_int_eq(ld_item_version(ld_future_json(foo)), 11);
+    /* released in an order unlike the generations' */
+    ld_future_unref(a2);
+    ld_future_unref(foo);
+    ld_future_unref(a1);
+    ld_future_unref(c1);
+    ld_future_unref(b1);
+}
+END_TEST
+
+static void copy_item(ld_future *in, ld_future *out, void *arg)
+{
+    (void)arg;
+    ld_future_fulfill_json(out, json_incref(ld_future_json(in)));
+}
+
+/* A future that adopts a get's value (forward, then, catch, timeout) keeps
+ * the item alive on its own, after the get's future is gone. */
+START_TEST(test_values_adopted_from_a_get_outlive_it)
+{
+    const ld_kind *k = ld_kind_features();
+    upsert("a", 1, true);
+    ld_future *caught = ld_future_catch(ld_store_get(store, k, "a"), copy_item, NULL);
+    ld_future *then = ld_future_then(ld_store_get(store, k, "a"), copy_item, NULL);
+    ld_future *fwd = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(fwd, ld_store_get(store, k, "a")), 0);
+    ld_test_flush();
+    upsert("a", 2, true);
+    ld_store_free(store);
+    store = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(ld_item_version(ld_future_json(caught)), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(then)), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(fwd)), 1);
+    ld_future_unref(caught);
+    ld_future_unref(then);
+    ld_future_unref(fwd);
+}
+END_TEST
+
+static int fail_countdown = -1; /* the allocation that fails when it reaches 0 */
+
+static void *failing_malloc(size_t n)
+{
+    if (fail_countdown >= 0 && fail_countdown-- == 0)
+        return NULL;
+    return malloc(n);
+}
+
+/* When memory runs out while the snapshot of all is copied for a reader,
+ * the next all is still complete (a partial copy must not be kept). */
+START_TEST(test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory)
+{
+    const ld_kind *k = ld_kind_features();
+    char key[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "f%d", i);
+        upsert(key, 1, true);
+    }
+    size_t live = 40;
+    for (int when = 0; when < 60; when++) {
+        ld_future *held = done(ld_store_all(store, k)); /* the next write copies */
+        snprintf(key, sizeof(key), "new%d", when);
+        json_t *item = make_feature(key, 1);
+        json_set_alloc_funcs(failing_malloc, free);
+        fail_countdown = when;
+        ld_future *u = ld_store_upsert(store, k, item);
+        fail_countdown = -1;
+        json_set_alloc_funcs(malloc, free);
+        json_decref(item);
+        ld_test_wait(u);
+        int applied = ld_future_is_fulfilled(u) && ld_future_bool(u);
+        ld_future_unref(u);
+        live += applied;
+        ld_future *all = done(ld_store_all(store, k));
+        ck_assert_uint_eq(json_object_size(ld_future_json(all)), live);
+        ld_future *g = done(ld_store_get(store, k, key));
+        ck_assert_int_eq(ld_future_json(g) != NULL, applied);
+        ck_assert_int_eq(json_object_get(ld_future_json(all), key) != NULL, applied);
+        ld_future_unref(g);
+        ld_future_unref(all);
+        ld_future_unref(held);
+    }
+    /* every item the store holds is in all */
+    ld_future *all = done(ld_store_all(store, k));
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "f%d", i);
+        ck_assert_ptr_nonnull(json_object_get(ld_future_json(all), key));
+    }
+    ld_future_unref(all);
+}
+END_TEST
+
 START_TEST(test_store_new_bad_input)
 {
     struct slow impl = {0};
@@ -436,6 +557,9 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_write_results_are_the_callers_own_references);
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);
+    tcase_add_test(tc, test_get_results_outlive_writes_init_and_free);
+    tcase_add_test(tc, test_values_adopted_from_a_get_outlive_it);
+    tcase_add_test(tc, test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("front");
