@@ -14,8 +14,9 @@
  *
  * all answers with a jansson object of the live items, built on the first
  * all and then kept in step with every write: in place while the store
- * holds the only reference to it; on a shallow copy when a reader of an
- * earlier all still holds it (that reader's object never changes).
+ * holds the only reference to it, else on the previous result once its
+ * reader let go of it (brought up to date by the keys written since), else
+ * on a shallow copy; a reader's object never changes (struct snaps).
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -43,11 +44,25 @@ struct slot {
 };
 _Static_assert(sizeof(struct slot) == 64, "a slot is one cache line");
 
+/* The results of all for one table. `snap` is kept in step with every
+ * write: in place while the store holds the only reference. When a reader
+ * still holds it, the write goes to `spare` instead, the snapshot handed
+ * out before it, once its reader has let go of it: `spare` is brought up to
+ * date by replaying the keys written since it was current (`log`), so a
+ * reader holding a snapshot costs O(writes), not a copy of every pair. Only
+ * without a free spare (two readers, or a long log) is snap copied. */
+struct snaps {
+    json_t *snap;  /* the result of all, or NULL until asked for */
+    json_t *spare; /* an earlier result, behind by the keys in log, or NULL */
+    char *log;     /* keys written since spare was snap, each with its NUL */
+    size_t log_len, log_cap, log_n;
+};
+
 struct table {
     struct slot *slots;
     size_t mask; /* capacity - 1, a power of two */
     size_t used;
-    json_t *snap; /* the result of all, or NULL until asked for */
+    struct snaps sn;
 };
 
 /* What a generation keeps alive: an item a write replaced, or a whole table
@@ -84,10 +99,28 @@ struct memory {
 
 static void table_free(struct table *t);
 
+/* Forgets the spare and its log. */
+static void spare_drop(struct snaps *sn)
+{
+    json_decref(sn->spare);
+    sn->spare = NULL;
+    sn->log_len = sn->log_n = 0;
+}
+
+static void snaps_drop(struct snaps *sn)
+{
+    spare_drop(sn);
+    json_decref(sn->snap);
+    sn->snap = NULL;
+    free(sn->log);
+    sn->log = NULL;
+    sn->log_cap = 0;
+}
+
 static void garbage_free(struct garbage *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        struct table t = {g[i].slots, g[i].mask, 0, NULL};
+        struct table t = {.slots = g[i].slots, .mask = g[i].mask};
         json_decref(g[i].item);
         if (t.slots)
             table_free(&t);
@@ -154,8 +187,7 @@ static void retire(struct memory *mem, struct garbage what)
 /* Retires a whole table (its snapshot is reference-counted: dropped now). */
 static void table_retire(struct memory *mem, struct table *t)
 {
-    json_decref(t->snap);
-    t->snap = NULL;
+    snaps_drop(&t->sn);
     if (t->slots)
         retire(mem, (struct garbage){NULL, t->slots, t->mask});
     t->slots = NULL;
@@ -271,7 +303,7 @@ static int table_init(struct table *t, size_t n)
     t->slots = aligned_alloc(64, cap * sizeof(*t->slots));
     t->mask = cap - 1;
     t->used = 0;
-    t->snap = NULL;
+    t->sn = (struct snaps){0};
     if (!t->slots)
         return LD_ENOMEM;
     memset(t->slots, 0, cap * sizeof(*t->slots));
@@ -291,9 +323,8 @@ static void table_free(struct table *t)
         if (t->slots[i].len)
             slot_clear(&t->slots[i]);
     free(t->slots);
-    json_decref(t->snap);
+    snaps_drop(&t->sn);
     t->slots = NULL;
-    t->snap = NULL;
 }
 
 /* Doubles the table when it is 3/4 full. */
@@ -310,40 +341,100 @@ static int table_grow(struct table *t)
             *find(&bigger, slot_key(s), s->len, s->hash) = *s;
     }
     bigger.used = t->used;
-    bigger.snap = t->snap;
+    bigger.sn = t->sn;
     free(t->slots);
     *t = bigger;
     return 0;
 }
 
-/* Keeps the snapshot of all in step with a write under `key` of `item`
- * (NULL: a tombstone): in place while the store holds the only reference;
- * while a reader still holds it, on a copy (json_copy shares the items and
- * walks the pairs in their order: about twice as fast as building the object
- * again from the table). Without memory for that, the snapshot is dropped
- * and the next all builds it. */
+/* Notes that `key` changed since spare was current; a spare that fell far
+ * behind (or no memory for the note) is dropped: copying is cheaper then. */
+static void spare_log(struct snaps *sn, const char *key, size_t len)
+{
+    if (!sn->spare)
+        return;
+    if (sn->log_n >= 64 && sn->log_n * 8 >= json_object_size(sn->snap)) {
+        spare_drop(sn);
+        return;
+    }
+    if (sn->log_len + len + 1 > sn->log_cap) {
+        size_t cap = (sn->log_cap ? sn->log_cap * 2 : 256) + len + 1;
+        char *bigger = realloc(sn->log, cap);
+        if (!bigger) {
+            spare_drop(sn);
+            return;
+        }
+        sn->log = bigger;
+        sn->log_cap = cap;
+    }
+    memcpy(sn->log + sn->log_len, key, len + 1);
+    sn->log_len += len + 1;
+    sn->log_n++;
+}
+
+/* Brings spare up to date with the table (which has the newest write
+ * already): 0, or -1 if jansson ran out of memory (spare is then wrong). */
+static int spare_replay(struct table *t)
+{
+    struct snaps *sn = &t->sn;
+    for (size_t off = 0; off < sn->log_len;) {
+        const char *key = sn->log + off;
+        size_t len = strlen(key);
+        off += len + 1;
+        const struct slot *s = find(t, key, len, hash_key(key, len));
+        if (s->len && s->item) {
+            if (json_object_setn_nocheck(sn->spare, key, len, s->item) != 0)
+                return -1;
+        } else {
+            json_object_deln(sn->spare, key, len);
+        }
+    }
+    return 0;
+}
+
+/* A shallow copy of snap, or NULL (jansson's copy skips the pairs it had no
+ * memory for: a short copy is no copy). */
+static json_t *snap_copy(const json_t *snap)
+{
+    json_t *copy = json_copy((json_t *)snap);
+    if (copy && json_object_size(copy) != json_object_size(snap)) {
+        json_decref(copy);
+        copy = NULL;
+    }
+    return copy;
+}
+
+/* Keeps the snapshots of all in step with a write under `key` of `item`
+ * (NULL: a tombstone); see struct snaps. Without memory, the snapshots are
+ * dropped and the next all builds one from the table. */
 static void snap_write(struct table *t, const char *key, size_t len, json_t *item)
 {
-    if (!t->snap)
+    struct snaps *sn = &t->sn;
+    if (!sn->snap)
         return;
-    if (t->snap->refcount != 1) {
-        json_t *copy = json_copy(t->snap);
-        /* jansson's copy skips the pairs it had no memory for */
-        if (copy && json_object_size(copy) != json_object_size(t->snap)) {
-            json_decref(copy);
-            copy = NULL;
+    if (sn->snap->refcount != 1) { /* a reader holds snap */
+        json_t *next;
+        if (sn->spare && sn->spare->refcount == 1 && spare_replay(t) == 0) {
+            next = sn->spare;
+        } else {
+            json_decref(sn->spare);
+            next = snap_copy(sn->snap);
         }
-        json_decref(t->snap);
-        t->snap = copy;
-        if (!copy)
+        sn->spare = sn->snap; /* ours: a spare once its reader lets go */
+        sn->snap = next;
+        sn->log_len = sn->log_n = 0;
+        if (!next) {
+            snaps_drop(sn);
             return;
+        }
     }
-    int rc = item ? json_object_setn_nocheck(t->snap, key, len, item)
-                  : (json_object_deln(t->snap, key, len), 0);
+    int rc = item ? json_object_setn_nocheck(sn->snap, key, len, item)
+                  : (json_object_deln(sn->snap, key, len), 0);
     if (rc != 0) {
-        json_decref(t->snap);
-        t->snap = NULL;
+        snaps_drop(sn);
+        return;
     }
+    spare_log(sn, key, len);
 }
 
 /* Stores `item` (borrowed; NULL or info->deleted: a tombstone) under
@@ -417,10 +508,10 @@ static json_t *snapshot_of(const struct table *t)
 static void mem_all(void *impl, const ld_kind *kind, ld_future *out)
 {
     struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
-    if (!t->snap)
-        t->snap = snapshot_of(t);
-    if (t->snap)
-        ld_future_fulfill_json(out, json_incref(t->snap));
+    if (!t->sn.snap)
+        t->sn.snap = snapshot_of(t);
+    if (t->sn.snap)
+        ld_future_fulfill_json(out, json_incref(t->sn.snap));
     else
         ld_future_reject(out, LD_ENOMEM, NULL);
     ld_future_unref(out);

@@ -529,6 +529,104 @@ START_TEST(test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory)
 }
 END_TEST
 
+/* Two objects hold the same keys, each with the same item (pointer). */
+static void assert_same_items(const json_t *got, const json_t *want)
+{
+    ck_assert_uint_eq(json_object_size(got), json_object_size(want));
+    const char *key;
+    json_t *item;
+    json_object_foreach((json_t *)want, key, item)
+    {
+        ck_assert_msg(json_object_get(got, key) == item, "key %s", key);
+    }
+}
+
+/* Random writes while readers hold and release snapshots of all: every
+ * all matches the data, and no held snapshot ever changes (the store
+ * writes into a snapshot only once nobody else holds it, brings an earlier
+ * one up to date by replaying the keys written since, or copies). */
+START_TEST(test_all_snapshots_stay_exact_under_random_writes_and_readers)
+{
+    const ld_kind *k = ld_kind_features();
+    enum { KEYS = 200, HOLDERS = 3, STEPS = 3000 };
+    json_t *model = json_object();
+    ld_future *held[HOLDERS] = {0};
+    json_t *held_model[HOLDERS] = {0};
+    int64_t version = 1;
+    unsigned rnd = 12345;
+    char key[16];
+    for (int step = 0; step < STEPS; step++) {
+        rnd = rnd * 1103515245u + 12345u;
+        unsigned r = (rnd >> 8) % 100;
+        snprintf(key, sizeof(key), "k%u", (rnd >> 16) % KEYS);
+        if (r < 55) {
+            json_t *item = make_feature(key, (int)++version);
+            ck_assert(await_bool(ld_store_upsert(store, k, item)));
+            json_object_set(model, key, item);
+            json_decref(item);
+        } else if (r < 75) {
+            ck_assert(await_bool(ld_store_delete(store, k, key, ++version)));
+            json_object_del(model, key);
+        } else {
+            ld_future *f = done(ld_store_all(store, k));
+            assert_same_items(ld_future_json(f), model);
+            int h = (int)((rnd >> 4) % (HOLDERS + 1));
+            if (h == HOLDERS) { /* released at once */
+                ld_future_unref(f);
+                continue;
+            }
+            ld_future_unref(held[h]);
+            json_decref(held_model[h]);
+            held[h] = f;
+            held_model[h] = json_copy(model);
+        }
+        for (int h = 0; h < HOLDERS; h++)
+            if (held[h] && step % 97 == 0)
+                assert_same_items(ld_future_json(held[h]), held_model[h]);
+    }
+    for (int h = 0; h < HOLDERS; h++) {
+        if (held[h])
+            assert_same_items(ld_future_json(held[h]), held_model[h]);
+        ld_future_unref(held[h]);
+        json_decref(held_model[h]);
+    }
+    json_decref(model);
+}
+END_TEST
+
+/* A released snapshot that fell far behind (more writes than an eighth of
+ * the items since) is not brought up to date but dropped; all stays exact. */
+START_TEST(test_all_stays_exact_when_an_earlier_snapshot_falls_far_behind)
+{
+    const ld_kind *k = ld_kind_features();
+    json_t *model = json_object();
+    char key[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        json_t *item = make_feature(key, 1);
+        ck_assert(await_bool(ld_store_upsert(store, k, item)));
+        json_object_set_new(model, key, item);
+    }
+    for (int round = 0; round < 3; round++) {
+        ld_future *a = done(ld_store_all(store, k)); /* held across a write */
+        json_t *a_model = json_copy(model);
+        for (int i = 0; i < 200; i++) { /* far more than 100 / 8 */
+            snprintf(key, sizeof(key), "k%d", (i * 7 + round) % 100);
+            json_t *item = make_feature(key, 2 + round * 200 + i);
+            ck_assert(await_bool(ld_store_upsert(store, k, item)));
+            json_object_set_new(model, key, item);
+            if (i == 0)
+                ld_future_unref(a); /* released after the first write */
+        }
+        ld_future *b = done(ld_store_all(store, k));
+        assert_same_items(ld_future_json(b), model);
+        ld_future_unref(b);
+        json_decref(a_model);
+    }
+    json_decref(model);
+}
+END_TEST
+
 START_TEST(test_store_new_bad_input)
 {
     struct slow impl = {0};
@@ -560,6 +658,8 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_get_results_outlive_writes_init_and_free);
     tcase_add_test(tc, test_values_adopted_from_a_get_outlive_it);
     tcase_add_test(tc, test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory);
+    tcase_add_test(tc, test_all_snapshots_stay_exact_under_random_writes_and_readers);
+    tcase_add_test(tc, test_all_stays_exact_when_an_earlier_snapshot_falls_far_behind);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("front");
