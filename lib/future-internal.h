@@ -6,6 +6,7 @@
 #define LDASYNC_FUTURE_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ldasync/future.h>
@@ -90,6 +91,10 @@ struct ld_future {
     union ld__slot b;
     void *c;
 };
+
+/* True once libevent threading is on: futures made from then on may be
+ * released on any thread (they are made W_SHARED). */
+bool ld__future_threads(void);
 
 /*
  * A lease: what keeps a borrowed JSON value alive for a future made by

@@ -131,6 +131,11 @@ static inline unsigned shared_bit(void)
     return W_SHARED;
 }
 
+bool ld__future_threads(void)
+{
+    return shared_bit() != 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Nodes                                                                     */
 

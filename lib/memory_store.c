@@ -80,12 +80,15 @@ struct garbage {
  * replaces an item while the current generation has leases out keeps the
  * item in that generation's garbage; the next get starts a new generation,
  * which the old one holds a reference on, so garbage is freed only once
- * every older lease is gone (epoch-style reclamation). Futures may be
- * released from any thread, so the counts are atomic.
+ * every older lease is gone (epoch-style reclamation). Once libevent
+ * threading is on, futures may be released on any thread, and the counts
+ * of generations made from then on are atomic; before, a plain count does
+ * (the loop thread is the only one).
  */
 struct gen {
     struct ld__lease lease; /* first: the future releases &gen->lease */
     _Atomic size_t refs;    /* the store's while current, one per lease, the older gen's */
+    bool shared;            /* made with libevent threading on: atomic counts */
     struct gen *next;       /* the generation after this one, or NULL */
     struct garbage *garbage;
     size_t n, cap;
@@ -127,10 +130,30 @@ static void garbage_free(struct garbage *g, size_t n)
     }
 }
 
+/* Drops one count of g: true if that was the last. */
+static bool gen_drop(struct gen *g)
+{
+    if (g->shared)
+        return atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1;
+    size_t n = atomic_load_explicit(&g->refs, memory_order_relaxed);
+    atomic_store_explicit(&g->refs, n - 1, memory_order_relaxed);
+    return n == 1;
+}
+
+static void gen_add(struct gen *g)
+{
+    if (g->shared) {
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    } else {
+        size_t n = atomic_load_explicit(&g->refs, memory_order_relaxed);
+        atomic_store_explicit(&g->refs, n + 1, memory_order_relaxed);
+    }
+}
+
 static void gen_release(struct ld__lease *lease)
 {
     struct gen *g = (struct gen *)lease;
-    while (g && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) {
+    while (g && gen_drop(g)) {
         struct gen *next = g->next;
         garbage_free(g->garbage, g->n);
         free(g->garbage);
@@ -145,6 +168,7 @@ static struct gen *gen_new(void)
     if (g) {
         g->lease.release = gen_release;
         atomic_init(&g->refs, 1);
+        g->shared = ld__future_threads();
     }
     return g;
 }
@@ -199,11 +223,13 @@ static void table_retire(struct memory *mem, struct table *t)
 static struct gen *lease_gen(struct memory *mem)
 {
     struct gen *g = mem->cur;
-    if (g->n && gen_leased(g)) {
+    /* a new generation for new leases: when g keeps garbage, or when
+     * threading came on since g was made (its count is not atomic) */
+    if ((g->n && gen_leased(g)) || (!g->shared && ld__future_threads())) {
         struct gen *next = gen_new();
         if (!next)
             return NULL;
-        atomic_fetch_add_explicit(&next->refs, 1, memory_order_relaxed); /* g's */
+        gen_add(next); /* g's */
         g->next = next;
         mem->cur = next;
         gen_release(&g->lease); /* the store's */
@@ -211,7 +237,7 @@ static struct gen *lease_gen(struct memory *mem)
     } else if (g->n) {
         gen_collect(g);
     }
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    gen_add(g);
     return g;
 }
 
