@@ -174,7 +174,7 @@ START_TEST(test_data_validate)
     json_decref(bad);
     /* an object key with a NUL inside is not the item's key */
     bad = json_pack("{s:{}}", "features");
-    json_object_setn(json_object_get(bad, "features"), "a\0x", 3, flag("a", 1, NULL));
+    json_object_setn_new(json_object_get(bad, "features"), "a\0x", 3, flag("a", 1, NULL));
     ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "filed under"));
     json_decref(bad);
