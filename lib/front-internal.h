@@ -15,7 +15,21 @@
 
 #include <ldasync/future.h>
 
-struct ld__queue;
+/* An operation whose result waits for the implementation or for the
+ * operations issued before it. */
+struct ld__pending {
+    struct ld__pending *next;
+    ld_future *impl; /* completed by the implementation */
+    ld_future *user; /* what the caller got */
+};
+
+struct ld__queue {
+    struct event_base *base;
+    bool released;     /* the front let go of it */
+    unsigned refs;     /* the front's (until released) + one per pending callback */
+    unsigned inflight; /* handed over, not complete yet (see hand_over) */
+    struct ld__pending *head, *tail;
+};
 
 struct ld__front {
     struct event_base *base;
@@ -44,7 +58,10 @@ ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl);
 
 /* True when no operation waits or is in flight: a result completed at once
  * may be handed back as it is. */
-bool ld__front_idle(const struct ld__front *fr);
+static inline bool ld__front_idle(const struct ld__front *fr)
+{
+    return !fr->queue->head && !fr->queue->inflight;
+}
 
 /* A future rejected with `code` and the static message `why`. */
 ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why);

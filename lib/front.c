@@ -8,22 +8,6 @@
 
 #include "front-internal.h"
 
-/* An operation whose result waits for the implementation or for the
- * operations issued before it. */
-struct pending {
-    struct pending *next;
-    ld_future *impl; /* completed by the implementation */
-    ld_future *user; /* what the caller got */
-};
-
-struct ld__queue {
-    struct event_base *base;
-    bool released;     /* the front let go of it */
-    unsigned refs;     /* the front's (until released) + one per pending callback */
-    unsigned inflight; /* handed over, not complete yet (see hand_over) */
-    struct pending *head, *tail;
-};
-
 int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg)
 {
     struct ld__queue *q = calloc(1, sizeof(*q));
@@ -44,9 +28,9 @@ static void queue_unref(struct ld__queue *q)
         free(q);
 }
 
-static struct pending *pop(struct ld__queue *q)
+static struct ld__pending *pop(struct ld__queue *q)
 {
-    struct pending *p = q->head;
+    struct ld__pending *p = q->head;
     q->head = p->next;
     if (!q->head)
         q->tail = NULL;
@@ -65,7 +49,7 @@ static void user_done(ld_future *user, void *arg)
  * Adoption completes from the loop, in the order of the hand-overs; until
  * the caller's future is complete it counts as in flight, so that a later
  * operation is not handed back ahead of it (ld__front_finish). */
-static void hand_over(struct ld__queue *q, struct pending *p, ld_future *from)
+static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *from)
 {
     q->inflight++;
     q->refs++;
@@ -84,7 +68,7 @@ static void hand_over(struct ld__queue *q, struct pending *p, ld_future *from)
 static void flush(struct ld__queue *q)
 {
     while (q->head && !ld_future_is_pending(q->head->impl)) {
-        struct pending *p = pop(q);
+        struct ld__pending *p = pop(q);
         hand_over(q, p, p->impl);
     }
 }
@@ -113,17 +97,12 @@ ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **im
     return *impl ? NULL : ld__front_rejected(fr, LD_ENOMEM, "out of memory");
 }
 
-bool ld__front_idle(const struct ld__front *fr)
-{
-    return !fr->queue->head && !fr->queue->inflight;
-}
-
 ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
 {
     struct ld__queue *q = fr->queue;
     if (ld__front_idle(fr) && !ld_future_is_pending(impl))
         return impl;
-    struct pending *p = malloc(sizeof(*p));
+    struct ld__pending *p = malloc(sizeof(*p));
     ld_future *user = ld_future_new(fr->base);
     if (!p || !user) {
         free(p);
@@ -150,7 +129,7 @@ void ld__front_abort(struct ld__front *fr, int code, const char *why)
     struct ld__queue *q = fr->queue;
     flush(q);
     while (q->head) {
-        struct pending *p = pop(q);
+        struct ld__pending *p = pop(q);
         ld_future_cancel(p->impl); /* tells the implementation, if it listens */
         ld_future_unref(p->impl);
         /* through the loop too, so that the results handed over before
