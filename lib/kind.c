@@ -60,7 +60,8 @@ static int invalid(const char **why, const char *message)
     return LD_EINVAL;
 }
 
-int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **why)
+int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const char **why,
+                          ld__item_hint_fn hint, void *arg)
 {
     if (!json_is_object(item))
         return invalid(why, "item must be a JSON object");
@@ -68,9 +69,13 @@ int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **wh
     if (!json_is_string(k) || json_string_length(k) == 0 ||
         strlen(json_string_value(k)) != json_string_length(k))
         return invalid(why, "item \"key\" must be a non-empty string without NUL");
+    if (hint)
+        hint(arg, 0, json_string_value(k), json_string_length(k));
     const json_t *v = json_object_getn(item, "version", 7);
     if (!json_is_integer(v) || json_integer_value(v) < 0)
         return invalid(why, "item \"version\" must be an integer >= 0");
+    if (hint)
+        hint(arg, 1, json_string_value(k), json_string_length(k));
     const json_t *d = json_object_getn(item, "deleted", 7);
     if (d && !json_is_boolean(d))
         return invalid(why, "item \"deleted\" must be a boolean");
@@ -80,6 +85,11 @@ int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **wh
         info->deleted = json_is_true(d);
     }
     return 0;
+}
+
+int ld_item_parse(const json_t *item, struct ld_item_info *info, const char **why)
+{
+    return ld__item_parse_hinted(item, info, why, NULL, NULL);
 }
 
 /* ld_item_parse() plus the check that the item is filed under its own key

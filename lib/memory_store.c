@@ -680,7 +680,23 @@ static const struct ld_store_ops memory_ops = {
     .describe = mem_describe,
 };
 
+static void mem_prefetch(void *impl, const ld_kind *kind, int stage, const char *key, size_t len)
+{
+    struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
+    if (len >= UINT32_MAX)
+        return;
+    uint64_t hash = hash_key(key, len);
+    if (stage == 0) {
+        __builtin_prefetch(&t->slots[hash & t->mask], 1);
+    } else {
+        const struct slot *s = find(t, key, len, hash);
+        if (s->item)
+            __builtin_prefetch(s->item, 1);
+    }
+}
+
 static const struct ld__store_sync_ops memory_sync_ops = {
+    .prefetch = mem_prefetch,
     .get = mem_get_now,
     .init = mem_init_now,
     .upsert = mem_upsert_now,

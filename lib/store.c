@@ -9,6 +9,7 @@
 #include <ldasync/store.h>
 
 #include "front-internal.h"
+#include "kind-internal.h"
 #include "store-internal.h"
 
 struct ld_store {
@@ -149,6 +150,19 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     return finish(s, impl);
 }
 
+struct hint {
+    ld_store *s;
+    const ld_kind *kind;
+};
+
+/* Lets the implementation start loading what the write will touch while
+ * the front layer still validates the item. */
+static void hint(void *arg, int stage, const char *key, size_t len)
+{
+    struct hint *h = arg;
+    h->s->sync->prefetch(h->s->impl, h->kind, stage, key, len);
+}
+
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
 {
     ld_future *impl, *r;
@@ -156,10 +170,14 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     struct ld_item_info info;
     if (!s)
         return NULL;
-    if (!kind)
+    if (!kind) {
         bad = E_KIND;
-    else
+    } else if (now(s, NULL) && s->sync->prefetch) {
+        struct hint h = {s, kind};
+        ld__item_parse_hinted(item, &info, &bad, hint, &h);
+    } else {
         ld_item_parse(item, &info, &bad);
+    }
     if (now(s, bad))
         return answer(s, s->sync->upsert(s->impl, kind, item, &info));
     if ((r = begin(s, bad, &impl)) != NULL)
