@@ -947,7 +947,8 @@ static int adopt(ld_future *out, ld_future *src)
     switch (src->vtype) {
     case V_JSON_LEASED: /* out takes a reference of its own */
         r.vtype = V_JSON;
-        /* fall through */
+        json_incref(src->a.j);
+        break;
     case V_JSON:
         json_incref(src->a.j);
         break;
