@@ -444,6 +444,14 @@ static json_t *snap_copy(const json_t *snap)
     return copy;
 }
 
+/* True if the store holds the only reference to `json`. Readers may drop
+ * theirs on other threads (jansson counts atomically), hence the atomic
+ * load; acquire: what they did before dropping it is done. */
+static bool sole(json_t *json)
+{
+    return __atomic_load_n(&json->refcount, __ATOMIC_ACQUIRE) == 1;
+}
+
 /* Keeps the snapshots of all in step with a write under `key` of `item`
  * (NULL: a tombstone); see struct snaps. Without memory, the snapshots are
  * dropped and the next all builds one from the table. */
@@ -452,9 +460,9 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
     struct snaps *sn = &t->sn;
     if (!sn->snap)
         return;
-    if (sn->snap->refcount != 1) { /* a reader holds snap */
+    if (!sole(sn->snap)) { /* a reader holds snap */
         json_t *next;
-        if (sn->spare && sn->spare->refcount == 1 && spare_replay(t) == 0) {
+        if (sn->spare && sole(sn->spare) && spare_replay(t) == 0) {
             next = sn->spare;
         } else {
             json_decref(sn->spare);
