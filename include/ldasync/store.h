@@ -148,8 +148,11 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  delete are O(1) (hash tables) and take effect within the call (their
  *  futures still complete from the loop); all returns an immutable snapshot
  *  that shares the item references, the same object again while nothing
- *  changed; init is atomic. Tombstones keep only key and version. describe() is "memory". @return a
- * new store, or NULL if `base` is NULL or memory ran out. @since 0.1.0 */
+ *  changed; init is atomic. Tombstones keep only key and version. A get's
+ *  item stays valid while its future lives, also after the store is freed.
+ *  describe() is "memory".
+ *  @return a new store, or NULL if `base` is NULL or memory ran out.
+ *  @since 0.1.0 */
 LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
 
 LD_END_DECLS
