@@ -66,9 +66,7 @@ void ld_big_segment_store_free(ld_big_segment_store *s)
 {
     if (!s)
         return;
-    ld__front_release(&s->front);
-    if (s->ops->free)
-        s->ops->free(s->impl);
+    ld__front_release(&s->front, s->ops->free, s->impl);
     free(s);
 }
 
@@ -91,8 +89,13 @@ static int set_refs(json_t *m, const char *const *refs, size_t n, json_t *value,
             *why = bad;
             return LD_EINVAL;
         }
-        if (json_object_set(m, refs[i], value) != 0)
-            return LD_ENOMEM;
+        if (json_object_set(m, refs[i], value) != 0) {
+            /* jansson refuses keys that are not UTF-8 as it refuses on no memory */
+            if (json_object_set_nocheck(m, refs[i], value) != 0)
+                return LD_ENOMEM;
+            *why = "segment refs must be valid UTF-8";
+            return LD_EINVAL;
+        }
     }
     return 0;
 }

@@ -616,9 +616,7 @@ void ld_initializer_free(ld_initializer *in)
 {
     if (!in)
         return;
-    ld__front_release(&in->front);
-    if (in->ops->free)
-        in->ops->free(in->impl);
+    ld__front_release(&in->front, in->ops->free, in->impl);
     free(in);
 }
 
@@ -675,8 +673,6 @@ void ld_synchronizer_free(ld_synchronizer *s)
 {
     if (!s)
         return;
-    ld__front_release(&s->front);
-    if (s->ops->free)
-        s->ops->free(s->impl);
+    ld__front_release(&s->front, s->ops->free, s->impl);
     free(s);
 }

@@ -79,8 +79,11 @@ ld_future *ld__front_close(struct ld__front *fr, bool abort,
                            void (*close_op)(void *impl, ld_future *out), void *impl);
 
 /* Closes `fr`, aborts what waits with LD_ECANCELED and lets go of the queue
- * (freed once its last callback ran). Safe from inside a callback of one of
- * the front's own futures. */
-void ld__front_release(struct ld__front *fr);
+ * (freed once its last callback ran); then frees the implementation with
+ * free_fn(impl) (if free_fn is not NULL): at once, or, when implementation
+ * futures were cancelled, from the loop after their cancel handlers (which
+ * the implementation may have given `impl`). Safe from inside a callback of
+ * one of the front's own futures. */
+void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl);
 
 #endif /* LDASYNC_FRONT_INTERNAL_H */

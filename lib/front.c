@@ -124,18 +124,28 @@ ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
     return user;
 }
 
-void ld__front_abort(struct ld__front *fr, int code, const char *why)
+/* ld__front_abort(), returning how many implementation futures it
+ * cancelled. */
+static size_t abort_pending(struct ld__front *fr, int code, const char *why)
 {
     struct ld__queue *q = fr->queue;
+    size_t cancelled = 0;
     flush(q);
     while (q->head) {
         struct ld__pending *p = pop(q);
-        ld_future_cancel(p->impl); /* tells the implementation, if it listens */
+        if (ld_future_cancel(p->impl) == 0) /* tells the implementation, if it listens */
+            cancelled++;
         ld_future_unref(p->impl);
         /* through the loop too, so that the results handed over before
          * complete first */
         hand_over(q, p, ld_future_rejected(q->base, code, "%s", why));
     }
+    return cancelled;
+}
+
+void ld__front_abort(struct ld__front *fr, int code, const char *why)
+{
+    abort_pending(fr, code, why);
 }
 
 ld_future *ld__front_close(struct ld__front *fr, bool abort,
@@ -155,14 +165,54 @@ ld_future *ld__front_close(struct ld__front *fr, bool abort,
     return ld__front_finish(fr, out);
 }
 
-void ld__front_release(struct ld__front *fr)
+struct deferred_free {
+    void (*free_fn)(void *impl);
+    void *impl;
+};
+
+static void run_deferred_free(ld_future *f, void *arg)
+{
+    struct deferred_free *d = arg;
+    (void)f;
+    d->free_fn(d->impl);
+    free(d);
+}
+
+/* Calls free_fn(impl) from the loop, after the callbacks queued so far (a
+ * FIFO), or at once if memory ran out. */
+static void free_after_queued(struct event_base *base, void (*free_fn)(void *impl), void *impl)
+{
+    struct deferred_free *d = malloc(sizeof(*d));
+    ld_future *f = d ? ld_future_new(base) : NULL;
+    if (!f || ld_future_fulfill(f) != 0) {
+        ld_future_unref(f);
+        free(d);
+        free_fn(impl);
+        return;
+    }
+    d->free_fn = free_fn;
+    d->impl = impl;
+    if (ld_future_on_complete(f, run_deferred_free, d) != 0) {
+        free(d);
+        free_fn(impl);
+    }
+}
+
+void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl)
 {
     struct ld__queue *q = fr->queue;
-    if (!q)
+    size_t cancelled = 0;
+    if (q) {
+        fr->closed = true;
+        cancelled = abort_pending(fr, LD_ECANCELED, "operation canceled: the component was freed");
+        q->released = true;
+        fr->queue = NULL;
+        queue_unref(q);
+    }
+    if (!free_fn)
         return;
-    fr->closed = true;
-    ld__front_abort(fr, LD_ECANCELED, "operation canceled: the component was freed");
-    q->released = true;
-    fr->queue = NULL;
-    queue_unref(q);
+    if (cancelled)
+        free_after_queued(fr->base, free_fn, impl); /* after their cancel handlers */
+    else
+        free_fn(impl);
 }

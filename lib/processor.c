@@ -64,9 +64,7 @@ void ld_event_processor_free(ld_event_processor *ep)
 {
     if (!ep)
         return;
-    ld__front_release(&ep->front);
-    if (ep->ops->free)
-        ep->ops->free(ep->impl);
+    ld__front_release(&ep->front, ep->ops->free, ep->impl);
     free(ep);
 }
 
@@ -124,8 +122,6 @@ void ld_update_processor_free(ld_update_processor *up)
 {
     if (!up)
         return;
-    ld__front_release(&up->front);
-    if (up->ops->free)
-        up->ops->free(up->impl);
+    ld__front_release(&up->front, up->ops->free, up->impl);
     free(up);
 }

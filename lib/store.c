@@ -41,7 +41,7 @@ ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops 
             if (!s->answer[i] || ld_future_fulfill_bool(s->answer[i], i) != 0) {
                 ld_future_unref(s->answer[0]);
                 ld_future_unref(s->answer[1]);
-                ld__front_release(&s->fr);
+                ld__front_release(&s->fr, NULL, NULL);
                 free(s);
                 return NULL;
             }
@@ -224,9 +224,7 @@ void ld_store_free(ld_store *s)
 {
     if (!s)
         return;
-    ld__front_release(&s->fr); /* pending operations: LD_ECANCELED */
-    if (s->ops->free)
-        s->ops->free(s->impl);
+    ld__front_release(&s->fr, s->ops->free, s->impl); /* pending: LD_ECANCELED */
     ld_future_unref(s->answer[0]);
     ld_future_unref(s->answer[1]);
     free(s);

@@ -690,14 +690,45 @@ START_TEST(test_initializer_close_rejects_pending_and_later_fetches)
 }
 END_TEST
 
+static int freed_when_cancelled = -1;
+
+static void note_freed(ld_future *f, void *arg)
+{
+    (void)f;
+    freed_when_cancelled = ((struct script *)arg)->freed;
+}
+
+/* An implementation that listens for cancellation with its own state as the
+ * handler's argument (as fdv2.h suggests) is freed only after the handler
+ * ran: freeing a source with a fetch pending must not leave the handler
+ * with freed memory. */
+START_TEST(test_free_runs_cancel_handlers_before_freeing_the_implementation)
+{
+    init = ld_initializer_new(B, &init_ops, &impl);
+    ld_future *f = ld_initializer_fetch(init);
+    ck_assert_int_eq(impl.n, 1);
+    ck_assert_int_eq(ld_future_set_cancel_handler(impl.outs[0], note_freed, &impl), 0);
+    freed_when_cancelled = -1;
+    ld_initializer_free(init);
+    init = NULL;
+    ld_test_wait(f);
+    ld_test_flush();
+    ck_assert_int_eq(freed_when_cancelled, 0); /* the handler ran first */
+    ck_assert_int_eq(impl.freed, 1);
+    ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
+    ld_future_unref(f);
+}
+END_TEST
+
 START_TEST(test_initializer_free_cancels_pending)
 {
     init = ld_initializer_new(B, &init_ops, &impl);
     ld_future *f = ld_initializer_fetch(init);
     ld_initializer_free(init);
     init = NULL;
-    ck_assert_int_eq(impl.freed, 1);
     ld_test_wait(f);
+    ld_test_flush(); /* the implementation is freed after the cancel handlers */
+    ck_assert_int_eq(impl.freed, 1);
     ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
     ld_future_unref(f);
 }
@@ -887,8 +918,9 @@ START_TEST(test_synchronizer_free_cancels_pending)
     ld_future *f = ld_synchronizer_next(sync);
     ld_synchronizer_free(sync);
     sync = NULL;
-    ck_assert_int_eq(impl.freed, 1);
     ld_test_wait(f);
+    ld_test_flush(); /* the implementation is freed after the cancel handlers */
+    ck_assert_int_eq(impl.freed, 1);
     ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
     ld_future_unref(f);
 }
@@ -977,6 +1009,7 @@ Suite *ld_suite_fdv2(void)
     tcase_add_test(tc, test_initializer_fetches_complete_in_issue_order);
     tcase_add_test(tc, test_initializer_close_rejects_pending_and_later_fetches);
     tcase_add_test(tc, test_initializer_free_cancels_pending);
+    tcase_add_test(tc, test_free_runs_cancel_handlers_before_freeing_the_implementation);
     tcase_add_test(tc, test_initializer_new_bad_input_and_defaults);
     tcase_add_test(tc, test_synchronizer_yields_updates_in_order);
     tcase_add_test(tc, test_synchronizer_stop_ends_the_iteration_with_eclosed);

@@ -72,7 +72,8 @@ LD_EXPORT ld_future *ld_big_segment_store_stop(ld_big_segment_store *store);
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
  *  the loop), their implementation futures are cancelled, and ops->free
  *  runs. Safe from inside a callback of one of the store's own futures.
- *  NULL-safe. @since 0.1.0 */
+ *  When operations were pending, ops->free runs from the loop after their
+ *  cancel handlers (which may use the implementation). NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_big_segment_store_free(ld_big_segment_store *store);
 
 /** A short name of the implementation ("redis", "mock", ...); never NULL:

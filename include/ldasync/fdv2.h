@@ -341,7 +341,8 @@ LD_EXPORT ld_future *ld_initializer_close(ld_initializer *init);
 
 /** Frees the initializer: pending fetches reject with LD_ECANCELED, and
  *  ops->free runs. Safe from inside a callback of one of its own futures.
- *  NULL-safe. @since 0.1.0 */
+ *  When operations were pending, ops->free runs from the loop after their
+ *  cancel handlers (which may use the implementation). NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_initializer_free(ld_initializer *init);
 
 /** The version of struct ld_initializer_ops this header describes.
@@ -403,7 +404,8 @@ LD_EXPORT ld_future *ld_synchronizer_stop(ld_synchronizer *sync);
 
 /** Frees the synchronizer: pending nexts reject with LD_ECANCELED, and
  *  ops->free runs. Safe from inside a callback of one of its own futures.
- *  NULL-safe. @since 0.1.0 */
+ *  When operations were pending, ops->free runs from the loop after their
+ *  cancel handlers (which may use the implementation). NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_synchronizer_free(ld_synchronizer *sync);
 
 /** The version of struct ld_synchronizer_ops this header describes.

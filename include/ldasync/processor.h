@@ -54,9 +54,10 @@ LD_EXPORT ld_future *ld_event_processor_flush(ld_event_processor *ep);
  *  `ep` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_event_processor_close(ld_event_processor *ep);
 
-/** Frees the processor: pending futures reject with LD_ECANCELED, ops->free
- *  runs. Safe from inside a callback of one of its own futures. NULL-safe.
- *  @since 0.1.0 */
+/** Frees the processor: pending futures reject with LD_ECANCELED, and ops->free
+ *  runs: at once, or, when operations were pending, from the loop after
+ *  their cancel handlers (which may use the implementation). Safe from
+ *  inside a callback of one of its own futures. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_event_processor_free(ld_event_processor *ep);
 
 /** The version of struct ld_event_processor_ops this header describes.
@@ -110,9 +111,10 @@ LD_EXPORT bool ld_update_processor_initialized(const ld_update_processor *up);
  *  `up` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_update_processor_close(ld_update_processor *up);
 
-/** Frees the processor: a pending start rejects with LD_ECANCELED, ops->free
- *  runs. Safe from inside a callback of one of its own futures. NULL-safe.
- *  @since 0.1.0 */
+/** Frees the processor: a pending start rejects with LD_ECANCELED, and ops->free
+ *  runs: at once, or, when operations were pending, from the loop after
+ *  their cancel handlers (which may use the implementation). Safe from
+ *  inside a callback of one of its own futures. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_update_processor_free(ld_update_processor *up);
 
 /** The version of struct ld_update_processor_ops this header describes.

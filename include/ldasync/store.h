@@ -88,8 +88,10 @@ LD_EXPORT ld_future *ld_store_initialized(ld_store *store);
 LD_EXPORT ld_future *ld_store_close(ld_store *store);
 
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
- *  the loop), and the implementation is freed. Safe from inside a callback
- *  of one of the store's own futures. NULL-safe. @since 0.1.0 */
+ *  the loop), and the implementation is freed: at once, or, when operations
+ *  were pending, from the loop after their cancel handlers (which may use
+ *  the implementation). Safe from inside a callback of one of the store's
+ *  own futures. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_store_free(ld_store *store);
 
 /** The base whose loop completes the store's futures, or NULL for a NULL
