@@ -394,9 +394,11 @@ LD_EXPORT const char *ld_synchronizer_name(const ld_synchronizer *sync);
  *  implementation's error. NULL only if `sync` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_synchronizer_next(ld_synchronizer *sync);
 
-/** Stops the synchronizer: nexts still waiting for the implementation
- *  reject with LD_ECLOSED (from the loop, in order, before the returned
- *  future completes), later ones too.
+/** Stops the synchronizer: nexts not yet handed back reject with
+ *  LD_ECLOSED (from the loop, in order, before the returned future
+ *  completes), later ones too. A next the implementation has answered but
+ *  that waits behind an earlier unanswered one counts as not handed back:
+ *  its update is dropped.
  *  Stopping twice fulfils again. @return a new reference, fulfilled (no
  *  value) when the implementation has stopped. NULL only if `sync` is NULL.
  *  @since 0.1.0 */
