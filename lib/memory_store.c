@@ -98,6 +98,10 @@ struct memory {
     struct table t[NKINDS];
     int inited;
     struct gen *cur;
+    /* the key the last prefetch hashed (see mem_prefetch) */
+    const char *hint_key;
+    size_t hint_len;
+    uint64_t hint_hash;
 };
 
 static void table_free(struct table *t);
@@ -487,15 +491,14 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
 
 /* Stores `item` (borrowed; NULL or info->deleted: a tombstone) under
  * info->key if info->version is newer than what is stored, by the version
- * rule of store.h. Returns 1 if applied (*old_out: the item replaced, or
- * NULL, for the caller to let go of), 0 if not, LD_ENOMEM, or LD_EINVAL
- * for a key of 4 GiB or more. */
-static int put(struct table *t, json_t *item, const struct ld_item_info *info, json_t **old_out)
+ * rule of store.h (`len` and `hash` are the key's). Returns 1 if applied (*old_out: the item
+ * replaced, or NULL, for the caller to let go of), 0 if not, LD_ENOMEM, or LD_EINVAL for a key of 4
+ * GiB or more. */
+static int put(struct table *t, json_t *item, const struct ld_item_info *info, size_t len,
+               uint64_t hash, json_t **old_out)
 {
-    size_t len = strlen(info->key);
     if (len >= UINT32_MAX)
         return LD_EINVAL; /* a slot holds 32 bits of length */
-    uint64_t hash = hash_key(info->key, len);
     struct slot *s = find(t, info->key, len, hash);
     if (s->len && s->version >= info->version)
         return 0;
@@ -515,14 +518,20 @@ static int put(struct table *t, json_t *item, const struct ld_item_info *info, j
     return 1;
 }
 
+/* The live item under `key`, or NULL. */
+static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key)
+{
+    size_t len = strlen(key);
+    if (len >= UINT32_MAX)
+        return NULL;
+    return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
+}
+
 static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind *kind,
                               const char *key)
 {
     struct memory *mem = impl;
-    size_t len = strlen(key);
-    json_t *item = len < UINT32_MAX
-                       ? find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item
-                       : NULL;
+    json_t *item = lookup(mem, kind, key);
     struct gen *g = item ? lease_gen(mem) : NULL;
     if (!g) /* missing, or no memory for a new generation */
         return ld_future_fulfilled_json(base, json_incref(item));
@@ -531,12 +540,7 @@ static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    struct memory *mem = impl;
-    size_t len = strlen(key);
-    json_t *item = len < UINT32_MAX
-                       ? find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item
-                       : NULL;
-    ld_future_fulfill_json(out, json_incref(item));
+    ld_future_fulfill_json(out, json_incref(lookup(impl, kind, key)));
     ld_future_unref(out);
 }
 
@@ -574,32 +578,47 @@ static void complete_write(ld_future *out, int rc)
     ld_future_unref(out);
 }
 
+/* Writes `item` (NULL: a tombstone) and lets go of what it replaced. */
+static int store_item(struct memory *mem, const ld_kind *kind, const json_t *item,
+                      const struct ld_item_info *info, size_t len, uint64_t hash)
+{
+    json_t *old = NULL;
+    int rc = put(&mem->t[kind_index(kind)], (json_t *)item, info, len, hash, &old);
+    if (old)
+        retire(mem, (struct garbage){old, NULL, 0});
+    return rc;
+}
+
+static int store_hashing(struct memory *mem, const ld_kind *kind, const json_t *item,
+                         const struct ld_item_info *info)
+{
+    size_t len = strlen(info->key);
+    return store_item(mem, kind, item, info, len, hash_key(info->key, len));
+}
+
+/* The synchronous upsert: the front layer has just called mem_prefetch()
+ * with this item's key (same call, same string), so its hash is known. */
 static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
                           const struct ld_item_info *info)
 {
     struct memory *mem = impl;
-    json_t *old = NULL;
-    int rc = put(&mem->t[kind_index(kind)], (json_t *)item, info, &old);
-    if (old)
-        retire(mem, (struct garbage){old, NULL, 0});
-    return rc;
+    const char *hinted = mem->hint_key;
+    mem->hint_key = NULL;
+    if (hinted != info->key)
+        return store_hashing(mem, kind, item, info);
+    return store_item(mem, kind, item, info, mem->hint_len, mem->hint_hash);
 }
 
 static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
                        const struct ld_item_info *info, ld_future *out)
 {
-    complete_write(out, mem_upsert_now(impl, kind, item, info));
+    complete_write(out, store_hashing(impl, kind, item, info));
 }
 
 static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
 {
-    struct memory *mem = impl;
     struct ld_item_info info = {key, version, true};
-    json_t *old = NULL;
-    int rc = put(&mem->t[kind_index(kind)], NULL, &info, &old);
-    if (old)
-        retire(mem, (struct garbage){old, NULL, 0});
-    return rc;
+    return store_hashing(impl, kind, NULL, &info);
 }
 
 static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
@@ -612,7 +631,10 @@ static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct 
 {
     struct table *fresh = arg;
     json_t *old = NULL; /* none: a new table, and keys of an object are unique */
-    int rc = put(&fresh[kind_index(kind)], item, info, &old) < 0 ? LD_ENOMEM : 0;
+    size_t len = strlen(info->key);
+    int rc = put(&fresh[kind_index(kind)], item, info, len, hash_key(info->key, len), &old) < 0
+                 ? LD_ENOMEM
+                 : 0;
     json_decref(old);
     return rc;
 }
@@ -688,16 +710,24 @@ static const struct ld_store_ops memory_ops = {
     .describe = mem_describe,
 };
 
+/* Stage 0: hashes the key (kept for mem_upsert_now) and prefetches its home
+ * slot; stage 1: finds the slot (loaded by now) and prefetches the item the
+ * write will replace. */
 static void mem_prefetch(void *impl, const ld_kind *kind, int stage, const char *key, size_t len)
 {
-    struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
+    struct memory *mem = impl;
+    struct table *t = &mem->t[kind_index(kind)];
+    if (stage == 0)
+        mem->hint_key = NULL;
     if (len >= UINT32_MAX)
         return;
-    uint64_t hash = hash_key(key, len);
     if (stage == 0) {
-        __builtin_prefetch(&t->slots[hash & t->mask], 1);
-    } else {
-        const struct slot *s = find(t, key, len, hash);
+        mem->hint_key = key;
+        mem->hint_len = len;
+        mem->hint_hash = hash_key(key, len);
+        __builtin_prefetch(&t->slots[mem->hint_hash & t->mask], 1);
+    } else if (key == mem->hint_key) {
+        const struct slot *s = find(t, key, len, mem->hint_hash);
         if (s->item)
             __builtin_prefetch(s->item, 1);
     }
