@@ -18,10 +18,9 @@ typedef int (*ld__data_visit_fn)(void *arg, const ld_kind *kind, json_t *item,
  * that must be all or nothing builds on the side. */
 int ld__data_walk(const json_t *all_data, ld__data_visit_fn visit, void *arg, const char **why);
 
-/* Told the item's key as soon as it is known valid (stage 0), and again
- * after the version (stage 1), while the rest is read: a store can start
- * loading what it will touch for this key. */
-typedef void (*ld__item_hint_fn)(void *arg, int stage, const char *key, size_t len);
+/* Told the item's key as soon as it is known valid, before the rest is
+ * read: a store can start loading what it will touch for this key. */
+typedef void (*ld__item_hint_fn)(void *arg, const char *key, size_t len);
 
 /* ld_item_parse() with `hint` (may be NULL) called along the way. */
 int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const char **why,

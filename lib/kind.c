@@ -70,12 +70,10 @@ int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const c
         strlen(json_string_value(k)) != json_string_length(k))
         return invalid(why, "item \"key\" must be a non-empty string without NUL");
     if (hint)
-        hint(arg, 0, json_string_value(k), json_string_length(k));
+        hint(arg, json_string_value(k), json_string_length(k));
     const json_t *v = json_object_getn(item, "version", 7);
     if (!json_is_integer(v) || json_integer_value(v) < 0)
         return invalid(why, "item \"version\" must be an integer >= 0");
-    if (hint)
-        hint(arg, 1, json_string_value(k), json_string_length(k));
     const json_t *d = json_object_getn(item, "deleted", 7);
     if (d && !json_is_boolean(d))
         return invalid(why, "item \"deleted\" must be a boolean");

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
@@ -98,6 +100,10 @@ struct memory {
     struct table t[NKINDS];
     int inited;
     struct gen *cur;
+    /* made active when a replaced item waits to be let go of: the loop then
+     * lets go of all of them at once */
+    struct event *flush;
+    bool flush_active;
     /* the key the last prefetch hashed (see mem_prefetch) */
     const char *hint_key;
     size_t hint_len;
@@ -126,6 +132,11 @@ static void snaps_drop(struct snaps *sn)
 
 static void garbage_free(struct garbage *g, size_t n)
 {
+    /* the reference counts first, all at once: their cache misses overlap
+     * instead of one locked decrement waiting for each */
+    for (size_t i = 0; i < n; i++)
+        if (g[i].item)
+            __builtin_prefetch(g[i].item, 1);
     for (size_t i = 0; i < n; i++) {
         struct table t = {.slots = g[i].slots, .mask = g[i].mask};
         json_decref(g[i].item);
@@ -189,27 +200,64 @@ static void gen_collect(struct gen *g)
     g->n = 0;
 }
 
+/* Replaced items wait for the loop (struct memory's `flush`) to be let go
+ * of together, but never more than this many. */
+#define RETIRE_MAX 256
+
+static void flush_soon(struct memory *mem);
+
 /* Lets go of `what` (an item or a table's slots, owned by the store): at
- * once when no lease is out, else at the end of the current generation.
- * Without memory to note it, it is kept for the life of the process: a
- * lease may still read it. */
+ * the end of the current generation when a lease is out; else a table at
+ * once, and an item from the loop soon, with the others retired before it
+ * (see garbage_free). Without memory to note it, an item a lease may still
+ * read is kept for the life of the process. */
 static void retire(struct memory *mem, struct garbage what)
 {
     struct gen *g = mem->cur;
-    if (!gen_leased(g)) {
+    bool leased = gen_leased(g);
+    if (!leased && what.slots) {
         gen_collect(g);
         garbage_free(&what, 1);
         return;
     }
     if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 4;
+        size_t cap = g->cap ? g->cap * 2 : 64;
         struct garbage *bigger = realloc(g->garbage, cap * sizeof(*bigger));
-        if (!bigger)
+        if (!bigger) {
+            if (!leased)
+                garbage_free(&what, 1);
             return;
+        }
         g->garbage = bigger;
         g->cap = cap;
     }
     g->garbage[g->n++] = what;
+    if (leased)
+        return;
+    if (g->n >= RETIRE_MAX)
+        gen_collect(g);
+    else
+        flush_soon(mem);
+}
+
+/* From the loop: lets go of the items retired since the last time, unless
+ * a lease still holds them (they go with their generation then). */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory *mem = arg;
+    (void)fd;
+    (void)what;
+    mem->flush_active = false;
+    if (!gen_leased(mem->cur))
+        gen_collect(mem->cur);
+}
+
+static void flush_soon(struct memory *mem)
+{
+    if (!mem->flush_active) {
+        mem->flush_active = true;
+        event_active(mem->flush, EV_TIMEOUT, 0);
+    }
 }
 
 /* Retires a whole table (its snapshot is reference-counted: dropped now). */
@@ -687,6 +735,8 @@ static void mem_free(void *impl)
     struct memory *mem = impl;
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
+    if (mem->flush)
+        event_free(mem->flush);
     gen_release(&mem->cur->lease); /* the rest goes with the last lease */
     free(mem);
 }
@@ -710,27 +760,18 @@ static const struct ld_store_ops memory_ops = {
     .describe = mem_describe,
 };
 
-/* Stage 0: hashes the key (kept for mem_upsert_now) and prefetches its home
- * slot; stage 1: finds the slot (loaded by now) and prefetches the item the
- * write will replace. */
-static void mem_prefetch(void *impl, const ld_kind *kind, int stage, const char *key, size_t len)
+/* Hashes the key (kept for mem_upsert_now) and prefetches its home slot. */
+static void mem_prefetch(void *impl, const ld_kind *kind, const char *key, size_t len)
 {
     struct memory *mem = impl;
     struct table *t = &mem->t[kind_index(kind)];
-    if (stage == 0)
-        mem->hint_key = NULL;
+    mem->hint_key = NULL;
     if (len >= UINT32_MAX)
         return;
-    if (stage == 0) {
-        mem->hint_key = key;
-        mem->hint_len = len;
-        mem->hint_hash = hash_key(key, len);
-        __builtin_prefetch(&t->slots[mem->hint_hash & t->mask], 1);
-    } else if (key == mem->hint_key) {
-        const struct slot *s = find(t, key, len, mem->hint_hash);
-        if (s->item)
-            __builtin_prefetch(s->item, 1);
-    }
+    mem->hint_key = key;
+    mem->hint_len = len;
+    mem->hint_hash = hash_key(key, len);
+    __builtin_prefetch(&t->slots[mem->hint_hash & t->mask], 1);
 }
 
 static const struct ld__store_sync_ops memory_sync_ops = {
@@ -749,13 +790,16 @@ ld_store *ld_memory_store_new(struct event_base *base)
     if (!mem)
         return NULL;
     mem->cur = gen_new();
-    int ok = mem->cur != NULL;
+    mem->flush = event_new(base, -1, 0, on_flush, mem);
+    int ok = mem->cur != NULL && mem->flush != NULL;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 0) == 0 && ok;
     ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
     if (!s && mem->cur) {
         mem_free(mem);
     } else if (!s) {
+        if (mem->flush)
+            event_free(mem->flush);
         for (int i = 0; i < NKINDS; i++)
             table_free(&mem->t[i]);
         free(mem);

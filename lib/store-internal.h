@@ -23,9 +23,9 @@ struct ld__store_sync_ops {
     /* Validates all_data as ld_data_validate() does and replaces the data
      * with it, all or nothing: 0, LD_EINVAL (with *why), LD_ENOMEM. */
     int (*init)(void *impl, const json_t *all_data, const char **why);
-    /* Optional: a write of `key` of `kind` is coming (stage 0: the key is
-     * known; stage 1: a little later); start loading what it will touch. */
-    void (*prefetch)(void *impl, const ld_kind *kind, int stage, const char *key, size_t len);
+    /* Optional: a write of `key` of `kind` is coming (called while the
+     * item is validated, before upsert); start loading what it will touch. */
+    void (*prefetch)(void *impl, const ld_kind *kind, const char *key, size_t len);
 };
 
 /* ld_store_new() plus `sync` (borrowed, must outlive the store), used while

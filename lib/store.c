@@ -157,10 +157,10 @@ struct hint {
 
 /* Lets the implementation start loading what the write will touch while
  * the front layer still validates the item. */
-static void hint(void *arg, int stage, const char *key, size_t len)
+static void hint(void *arg, const char *key, size_t len)
 {
     struct hint *h = arg;
-    h->s->sync->prefetch(h->s->impl, h->kind, stage, key, len);
+    h->s->sync->prefetch(h->s->impl, h->kind, key, len);
 }
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)

@@ -128,6 +128,62 @@ START_TEST(test_items_are_shared_not_copied)
 }
 END_TEST
 
+/* The memory store lets go of the items writes replace from the loop, all
+ * of them at once (their cache misses overlap): not inside the write. */
+START_TEST(test_replaced_items_are_released_from_the_loop)
+{
+    const ld_kind *k = ld_kind_features();
+    json_t *v1 = make_feature("x", 1), *v2 = make_feature("x", 2);
+    ck_assert(await_bool(ld_store_upsert(store, k, v1)));
+    ld_future *f = ld_store_upsert(store, k, v2);
+    ck_assert_int_eq(v1->refcount, 2); /* still the store's too */
+    ld_test_flush();
+    ck_assert_int_eq(v1->refcount, 1);
+    ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+    f = ld_store_delete(store, k, "x", 3); /* a tombstone replaces v2 */
+    ck_assert_int_eq(v2->refcount, 2);
+    ld_test_flush();
+    ck_assert_int_eq(v2->refcount, 1);
+    ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+    json_decref(v1);
+    json_decref(v2);
+}
+END_TEST
+
+/* Without the loop running, no more than a few hundred replaced items wait
+ * to be let go of. */
+START_TEST(test_items_waiting_for_release_are_bounded)
+{
+    enum { N = 1000, MAX_WAITING = 256 };
+    const ld_kind *k = ld_kind_features();
+    static json_t *old[N];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "flag-%d", i);
+        old[i] = make_feature(key, 1);
+        ck_assert(await_bool(ld_store_upsert(store, k, old[i])));
+    }
+    for (int i = 0; i < N; i++) { /* no loop pass in between */
+        snprintf(key, sizeof(key), "flag-%d", i);
+        json_t *item = make_feature(key, 2);
+        ld_future_unref(ld_store_upsert(store, k, item));
+        json_decref(item);
+    }
+    int waiting = 0;
+    for (int i = 0; i < N; i++)
+        waiting += old[i]->refcount > 1;
+    ck_assert_int_gt(waiting, 0);
+    ck_assert_int_le(waiting, MAX_WAITING);
+    ld_test_flush();
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(old[i]->refcount, 1);
+        json_decref(old[i]);
+    }
+}
+END_TEST
+
 START_TEST(test_many_keys_grow_the_table)
 {
     enum { N = 5000 };
@@ -652,6 +708,8 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_all_is_the_same_object_while_nothing_changes);
     tcase_add_test(tc, test_items_are_shared_not_copied);
     tcase_add_test(tc, test_many_keys_grow_the_table);
+    tcase_add_test(tc, test_replaced_items_are_released_from_the_loop);
+    tcase_add_test(tc, test_items_waiting_for_release_are_bounded);
     tcase_add_test(tc, test_write_results_are_the_callers_own_references);
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);

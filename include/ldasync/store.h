@@ -152,6 +152,9 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  that shares the item references, the same object again while nothing
  *  changed; init is atomic. Tombstones keep only key and version. A get's
  *  item stays valid while its future lives, also after the store is freed.
+ *  The store lets go of the items writes replace from the loop, all that
+ *  wait at once (at most 256 wait while the loop does not run), or, while a
+ *  get's future still holds one, once no such future is left.
  *  describe() is "memory".
  *  @return a new store, or NULL if `base` is NULL or memory ran out.
  *  @since 0.1.0 */
