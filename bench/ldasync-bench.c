@@ -548,7 +548,9 @@ static void release_items(json_t **current, long n)
  * which the memory store lets go of the items it replaced). The bench keeps
  * a reference to every item the store holds, so the items a write replaces
  * are freed after the clock stops: freeing a flag's JSON takes about a
- * microsecond by itself, and is the caller's data, not the store. */
+ * microsecond by itself, and is the caller's data, not the store. A
+ * deleted key gets a new item after the clock stops, so that every delete
+ * replaces an item (most would replace a tombstone otherwise). */
 static double store_writes(struct event_base *base, long ops, long n, int del)
 {
     char(*keys)[32];
@@ -581,7 +583,12 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
             taken[idx[i]] = 0;
             json_decref(current[idx[i]]);
             current[idx[i]] = items[i]; /* our reference moves there */
+            if (del) { /* the key comes back, so later deletes find an item */
+                current[idx[i]] = make_feature(keys[idx[i]], version + 1);
+                ld_future_unref(ld_store_upsert(st, ld_kind_features(), current[idx[i]]));
+            }
         }
+        version += del; /* the restored items' version */
     }
     release_items(current, n);
     free(idx);
@@ -613,13 +620,16 @@ static double bench_store_delete(struct event_base *base, long ops)
 
 /* all, then one upsert; `hold`: the caller keeps each result until after
  * the next write (so the store cannot write into it), else releases it
- * first. As in store_writes, the items a write replaces are freed off the
- * clock. */
+ * first. As in store_writes, the loop pass after every 100 operations is
+ * timed, and the items a write replaces are freed off the clock. */
 static double store_all(struct event_base *base, long ops, int hold)
 {
+    enum { PASS = 100 };
     char(*keys)[32];
     ld_store *st = store_with(base, FLAGS, &keys);
     json_t **current = hold_items(st, FLAGS, keys);
+    json_t *replaced[PASS];
+    int nreplaced = 0;
     ld_future *held = NULL;
     double total = 0;
     for (long i = 0; i < ops; i++) {
@@ -634,12 +644,18 @@ static double store_all(struct event_base *base, long ops, int hold)
             ld_future_unref(f);
         }
         ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
-        total += now_ns() - t0;
-        json_decref(current[k]);
-        current[k] = item;
-        if (i % 1000 == 999)
+        if (i % PASS == PASS - 1)
             event_base_loop(base, EVLOOP_NONBLOCK);
+        total += now_ns() - t0;
+        replaced[nreplaced++] = current[k];
+        current[k] = item;
+        if (i % PASS == PASS - 1) {
+            while (nreplaced > 0)
+                json_decref(replaced[--nreplaced]);
+        }
     }
+    while (nreplaced > 0)
+        json_decref(replaced[--nreplaced]);
     ld_future_unref(held);
     release_items(current, FLAGS);
     ld_store_free(st);
