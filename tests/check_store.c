@@ -1,5 +1,7 @@
 /* The store front layer and the in-memory store: what is particular to them.
  * The store contract itself runs on the memory store in check_contract.c. */
+#include <event2/thread.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +504,46 @@ START_TEST(test_get_results_outlive_writes_init_and_free)
 }
 END_TEST
 
+enum { LATE_GETS = 100000 };
+
+static void *release_gets(void *arg)
+{
+    ld_future **gets = arg;
+    for (int i = 0; i < LATE_GETS; i++)
+        ld_future_unref(gets[i]);
+    return NULL;
+}
+
+/* libevent threading turned on after the store was made (and after a get
+ * whose result is still held): get results made from then on may be
+ * released on any thread, also while the loop thread makes and releases
+ * others; their leases are then counted atomically. A lost count frees
+ * replaced items too early or never (ASan, valgrind). A forked test starts
+ * with threading off. */
+START_TEST(test_get_results_released_on_other_threads_once_threading_is_on)
+{
+    const ld_kind *k = ld_kind_features();
+    upsert("a", 1, true);
+    upsert("b", 1, true);
+    ld_future *before = done(ld_store_get(store, k, "a")); /* threading may be off */
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    ld_future **gets = malloc(LATE_GETS * sizeof(*gets));
+    ck_assert_ptr_nonnull(gets);
+    for (int i = 0; i < LATE_GETS; i++)
+        gets[i] = ld_store_get(store, k, "b");
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, release_gets, gets), 0);
+    for (int i = 0; i < LATE_GETS; i++)
+        ld_future_unref(ld_store_get(store, k, "a"));
+    pthread_join(t, NULL);
+    free(gets);
+    upsert("a", 2, true); /* replaces the item `before` holds */
+    ck_assert_int_eq(ld_item_version(ld_future_json(before)), 1);
+    ld_future_unref(before);
+    ck_assert_int_eq(get_version("a"), 2);
+}
+END_TEST
+
 static void copy_item(ld_future *in, ld_future *out, void *arg)
 {
     (void)arg;
@@ -714,6 +756,7 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);
     tcase_add_test(tc, test_get_results_outlive_writes_init_and_free);
+    tcase_add_test(tc, test_get_results_released_on_other_threads_once_threading_is_on);
     tcase_add_test(tc, test_values_adopted_from_a_get_outlive_it);
     tcase_add_test(tc, test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory);
     tcase_add_test(tc, test_all_snapshots_stay_exact_under_random_writes_and_readers);
