@@ -67,12 +67,18 @@ struct table {
     struct snaps sn;
 };
 
-/* What a generation keeps alive: an item a write replaced, or a whole table
- * an init replaced (slots only; the snapshot is reference-counted). */
+/* What the store lets go of later: an item a write replaced, or a whole
+ * table an init replaced (slots only; the snapshot is reference-counted). */
 struct garbage {
     json_t *item;
     struct slot *slots;
     size_t mask;
+};
+
+/* A list of garbage. */
+struct bin {
+    struct garbage *v;
+    size_t n, cap;
 };
 
 /*
@@ -92,16 +98,16 @@ struct gen {
     _Atomic size_t refs;    /* the store's while current, one per lease, the older gen's */
     bool shared;            /* made with libevent threading on: atomic counts */
     struct gen *next;       /* the generation after this one, or NULL */
-    struct garbage *garbage;
-    size_t n, cap;
+    struct bin bin;         /* what a lease on it may still read */
 };
 
 struct memory {
     struct table t[NKINDS];
     int inited;
     struct gen *cur;
-    /* made active when a replaced item waits to be let go of: the loop then
-     * lets go of all of them at once */
+    /* what no lease can read, waiting for the loop (`flush`, made active
+     * when it is not empty) to let go of it all at once */
+    struct bin loose;
     struct event *flush;
     bool flush_active;
     /* the key the last prefetch hashed (see mem_prefetch) */
@@ -130,7 +136,7 @@ static void snaps_drop(struct snaps *sn)
     sn->log_cap = 0;
 }
 
-static void garbage_free(struct garbage *g, size_t n)
+static void garbage_free(const struct garbage *g, size_t n)
 {
     /* the reference counts first, all at once: their cache misses overlap
      * instead of one locked decrement waiting for each */
@@ -143,6 +149,29 @@ static void garbage_free(struct garbage *g, size_t n)
         if (t.slots)
             table_free(&t);
     }
+}
+
+/* Adds `what` to b: false without memory. */
+static bool bin_add(struct bin *b, struct garbage what)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        struct garbage *bigger = realloc(b->v, cap * sizeof(*bigger));
+        if (!bigger)
+            return false;
+        b->v = bigger;
+        b->cap = cap;
+    }
+    b->v[b->n++] = what;
+    return true;
+}
+
+/* Lets go of everything in b (kept for reuse). */
+static void bin_empty(struct bin *b)
+{
+    size_t n = b->n;
+    b->n = 0;
+    garbage_free(b->v, n);
 }
 
 /* Drops one count of g: true if that was the last. */
@@ -170,8 +199,8 @@ static void gen_release(struct ld__lease *lease)
     struct gen *g = (struct gen *)lease;
     while (g && gen_drop(g)) {
         struct gen *next = g->next;
-        garbage_free(g->garbage, g->n);
-        free(g->garbage);
+        bin_empty(&g->bin);
+        free(g->bin.v);
         free(g);
         g = next;
     }
@@ -193,64 +222,9 @@ static bool gen_leased(struct gen *g)
     return atomic_load_explicit(&g->refs, memory_order_acquire) > 1;
 }
 
-/* Frees what the current generation keeps, now that nobody holds a lease. */
-static void gen_collect(struct gen *g)
-{
-    garbage_free(g->garbage, g->n);
-    g->n = 0;
-}
-
-/* Replaced items wait for the loop (struct memory's `flush`) to be let go
- * of together, but never more than this many. */
-#define RETIRE_MAX 256
-
-static void flush_soon(struct memory *mem);
-
-/* Lets go of `what` (an item or a table's slots, owned by the store): at
- * the end of the current generation when a lease is out; else a table at
- * once, and an item from the loop soon, with the others retired before it
- * (see garbage_free). Without memory to note it, an item a lease may still
- * read is kept for the life of the process. */
-static void retire(struct memory *mem, struct garbage what)
-{
-    struct gen *g = mem->cur;
-    bool leased = gen_leased(g);
-    if (!leased && what.slots) {
-        gen_collect(g);
-        garbage_free(&what, 1);
-        return;
-    }
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 64;
-        struct garbage *bigger = realloc(g->garbage, cap * sizeof(*bigger));
-        if (!bigger) {
-            if (!leased)
-                garbage_free(&what, 1);
-            return;
-        }
-        g->garbage = bigger;
-        g->cap = cap;
-    }
-    g->garbage[g->n++] = what;
-    if (leased)
-        return;
-    if (g->n >= RETIRE_MAX)
-        gen_collect(g);
-    else
-        flush_soon(mem);
-}
-
-/* From the loop: lets go of the items retired since the last time, unless
- * a lease still holds them (they go with their generation then). */
-static void on_flush(evutil_socket_t fd, short what, void *arg)
-{
-    struct memory *mem = arg;
-    (void)fd;
-    (void)what;
-    mem->flush_active = false;
-    if (!gen_leased(mem->cur))
-        gen_collect(mem->cur);
-}
+/* Replaced items no lease can read wait for the loop to be let go of
+ * together, but never more than this many. */
+#define LOOSE_MAX 256
 
 static void flush_soon(struct memory *mem)
 {
@@ -258,6 +232,70 @@ static void flush_soon(struct memory *mem)
         mem->flush_active = true;
         event_active(mem->flush, EV_TIMEOUT, 0);
     }
+}
+
+/* Lets go of `what`, which no lease can read: from the loop (or at once
+ * past LOOSE_MAX, or without memory to note it). */
+static void loose_add(struct memory *mem, struct garbage what)
+{
+    if (!bin_add(&mem->loose, what)) {
+        garbage_free(&what, 1);
+        return;
+    }
+    if (mem->loose.n >= LOOSE_MAX)
+        bin_empty(&mem->loose);
+    else
+        flush_soon(mem);
+}
+
+/* The current generation g keeps garbage but no lease is out any more:
+ * that garbage goes to the loose bin. */
+static void gen_unload(struct memory *mem, struct gen *g)
+{
+    if (mem->loose.n == 0) { /* swap: no copy */
+        struct bin b = mem->loose;
+        mem->loose = g->bin;
+        g->bin = b;
+        if (mem->loose.n >= LOOSE_MAX)
+            bin_empty(&mem->loose);
+        else
+            flush_soon(mem);
+        return;
+    }
+    for (size_t i = 0; i < g->bin.n; i++)
+        loose_add(mem, g->bin.v[i]);
+    g->bin.n = 0;
+}
+
+/* Lets go of `what` (an item or a table's slots, owned by the store): when
+ * a lease is out, with the current generation (it may be read); else a
+ * table at once and an item from the loop (loose_add). Without memory to
+ * note it, what a lease may read is kept for the life of the process. */
+static void retire(struct memory *mem, struct garbage what)
+{
+    struct gen *g = mem->cur;
+    if (gen_leased(g)) {
+        (void)bin_add(&g->bin, what);
+        return;
+    }
+    if (g->bin.n)
+        gen_unload(mem, g);
+    if (what.slots)
+        garbage_free(&what, 1);
+    else
+        loose_add(mem, what);
+}
+
+/* From the loop: lets go of what no lease can read any more. */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory *mem = arg;
+    (void)fd;
+    (void)what;
+    mem->flush_active = false;
+    if (mem->cur->bin.n && !gen_leased(mem->cur))
+        gen_unload(mem, mem->cur);
+    bin_empty(&mem->loose);
 }
 
 /* Retires a whole table (its snapshot is reference-counted: dropped now). */
@@ -277,7 +315,7 @@ static struct gen *lease_gen(struct memory *mem)
     struct gen *g = mem->cur;
     /* a new generation for new leases: when g keeps garbage, or when
      * threading came on since g was made (its count is not atomic) */
-    if ((g->n && gen_leased(g)) || (!g->shared && ld__future_threads())) {
+    if ((g->bin.n && gen_leased(g)) || (!g->shared && ld__future_threads())) {
         struct gen *next = gen_new();
         if (!next)
             return NULL;
@@ -286,8 +324,8 @@ static struct gen *lease_gen(struct memory *mem)
         mem->cur = next;
         gen_release(&g->lease); /* the store's */
         g = next;
-    } else if (g->n) {
-        gen_collect(g);
+    } else if (g->bin.n) {
+        gen_unload(mem, g);
     }
     gen_add(g);
     return g;
@@ -735,6 +773,8 @@ static void mem_free(void *impl)
     struct memory *mem = impl;
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
+    bin_empty(&mem->loose);
+    free(mem->loose.v);
     if (mem->flush)
         event_free(mem->flush);
     gen_release(&mem->cur->lease); /* the rest goes with the last lease */

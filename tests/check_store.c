@@ -138,7 +138,9 @@ START_TEST(test_replaced_items_are_released_from_the_loop)
     json_t *v1 = make_feature("x", 1), *v2 = make_feature("x", 2);
     ck_assert(await_bool(ld_store_upsert(store, k, v1)));
     ld_future *f = ld_store_upsert(store, k, v2);
-    ck_assert_int_eq(v1->refcount, 2); /* still the store's too */
+    ck_assert_int_eq(v1->refcount, 2);            /* still the store's too */
+    ld_future_unref(ld_store_get(store, k, "x")); /* nor does a get let go */
+    ck_assert_int_eq(v1->refcount, 2);
     ld_test_flush();
     ck_assert_int_eq(v1->refcount, 1);
     ck_assert(ld_future_bool(f));
@@ -149,6 +151,27 @@ START_TEST(test_replaced_items_are_released_from_the_loop)
     ck_assert_int_eq(v2->refcount, 1);
     ck_assert(ld_future_bool(f));
     ld_future_unref(f);
+    json_decref(v1);
+    json_decref(v2);
+}
+END_TEST
+
+/* An item replaced while a get's result may still read it waits for that
+ * result, then goes with the next use of the store. */
+START_TEST(test_replaced_items_wait_for_get_results_that_may_read_them)
+{
+    const ld_kind *k = ld_kind_features();
+    json_t *v1 = make_feature("x", 1), *v2 = make_feature("x", 2);
+    ck_assert(await_bool(ld_store_upsert(store, k, v1)));
+    ld_future *held = done(ld_store_get(store, k, "x"));
+    ck_assert(await_bool(ld_store_upsert(store, k, v2)));
+    ld_test_flush();
+    ck_assert_int_eq(v1->refcount, 2); /* held may read it */
+    ck_assert_ptr_eq(ld_future_json(held), v1);
+    ld_future_unref(held);
+    ck_assert_int_eq(get_version("x"), 2); /* runs the loop */
+    ld_test_flush();
+    ck_assert_int_eq(v1->refcount, 1);
     json_decref(v1);
     json_decref(v2);
 }
@@ -517,13 +540,15 @@ static void *release_gets(void *arg)
 /* libevent threading turned on after the store was made (and after a get
  * whose result is still held): get results made from then on may be
  * released on any thread, also while the loop thread makes and releases
- * others; their leases are then counted atomically. A lost count frees
- * replaced items too early or never (ASan, valgrind). A forked test starts
- * with threading off. */
+ * others; their leases are then counted atomically. A lost count lets go
+ * of replaced items too early (ASan) or never (the last check, and ASan's
+ * leak check). A forked test starts with threading off; with CK_FORK=no an
+ * earlier suite may have turned it on already. */
 START_TEST(test_get_results_released_on_other_threads_once_threading_is_on)
 {
     const ld_kind *k = ld_kind_features();
-    upsert("a", 1, true);
+    json_t *a1 = make_feature("a", 1);
+    ck_assert(await_bool(ld_store_upsert(store, k, a1)));
     upsert("b", 1, true);
     ld_future *before = done(ld_store_get(store, k, "a")); /* threading may be off */
     ck_assert_int_eq(evthread_use_pthreads(), 0);
@@ -541,6 +566,9 @@ START_TEST(test_get_results_released_on_other_threads_once_threading_is_on)
     ck_assert_int_eq(ld_item_version(ld_future_json(before)), 1);
     ld_future_unref(before);
     ck_assert_int_eq(get_version("a"), 2);
+    ld_test_flush();
+    ck_assert_int_eq(a1->refcount, 1); /* every lease counted back */
+    json_decref(a1);
 }
 END_TEST
 
@@ -752,6 +780,7 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_many_keys_grow_the_table);
     tcase_add_test(tc, test_replaced_items_are_released_from_the_loop);
     tcase_add_test(tc, test_items_waiting_for_release_are_bounded);
+    tcase_add_test(tc, test_replaced_items_wait_for_get_results_that_may_read_them);
     tcase_add_test(tc, test_write_results_are_the_callers_own_references);
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);

@@ -90,8 +90,9 @@ LD_EXPORT ld_future *ld_store_close(ld_store *store);
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
  *  the loop), and the implementation is freed: at once, or, when operations
  *  were pending, from the loop after their cancel handlers (which may use
- *  the implementation). Safe from inside a callback of one of the store's
- *  own futures. NULL-safe. @since 0.1.0 */
+ *  the implementation). Call it before event_base_free() of the store's
+ *  base, as for libevent's own events. Safe from inside a callback of one
+ *  of the store's own futures. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_store_free(ld_store *store);
 
 /** The base whose loop completes the store's futures, or NULL for a NULL
@@ -153,8 +154,10 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  changed; init is atomic. Tombstones keep only key and version. A get's
  *  item stays valid while its future lives, also after the store is freed.
  *  The store lets go of the items writes replace from the loop, all that
- *  wait at once (at most 256 wait while the loop does not run), or, while a
- *  get's future still holds one, once no such future is left.
+ *  wait at once (at most 256 wait while the loop does not run); an item
+ *  that a get's future taken before the write may still read waits, without
+ *  that limit, until all such futures are released and the store is used
+ *  again (or freed). Free the store before its base.
  *  describe() is "memory".
  *  @return a new store, or NULL if `base` is NULL or memory ran out.
  *  @since 0.1.0 */
