@@ -234,32 +234,32 @@ static void flush_soon(struct memory *mem)
     }
 }
 
-/* Lets go of `what`, which no lease can read: from the loop (or at once
- * past LOOSE_MAX, or without memory to note it). */
-static void loose_add(struct memory *mem, struct garbage what)
+/* After additions to the loose bin: lets go of it at once past LOOSE_MAX,
+ * else asks the loop to. */
+static void loose_settle(struct memory *mem)
 {
-    if (!bin_add(&mem->loose, what)) {
-        garbage_free(&what, 1);
-        return;
-    }
     if (mem->loose.n >= LOOSE_MAX)
         bin_empty(&mem->loose);
-    else
+    else if (mem->loose.n)
         flush_soon(mem);
 }
 
+/* Moves `what`, which no lease can read, to the loose bin (or lets go of
+ * it at once without memory to note it). */
+static void loose_add(struct memory *mem, struct garbage what)
+{
+    if (!bin_add(&mem->loose, what))
+        garbage_free(&what, 1);
+}
+
 /* The current generation g keeps garbage but no lease is out any more:
- * that garbage goes to the loose bin. */
+ * that garbage moves to the loose bin. */
 static void gen_unload(struct memory *mem, struct gen *g)
 {
     if (mem->loose.n == 0) { /* swap: no copy */
         struct bin b = mem->loose;
         mem->loose = g->bin;
         g->bin = b;
-        if (mem->loose.n >= LOOSE_MAX)
-            bin_empty(&mem->loose);
-        else
-            flush_soon(mem);
         return;
     }
     for (size_t i = 0; i < g->bin.n; i++)
@@ -284,6 +284,7 @@ static void retire(struct memory *mem, struct garbage what)
         garbage_free(&what, 1);
     else
         loose_add(mem, what);
+    loose_settle(mem);
 }
 
 /* From the loop: lets go of what no lease can read any more. */
@@ -326,6 +327,7 @@ static struct gen *lease_gen(struct memory *mem)
         g = next;
     } else if (g->bin.n) {
         gen_unload(mem, g);
+        loose_settle(mem);
     }
     gen_add(g);
     return g;
@@ -830,19 +832,16 @@ ld_store *ld_memory_store_new(struct event_base *base)
     if (!mem)
         return NULL;
     mem->cur = gen_new();
+    if (!mem->cur) {
+        free(mem);
+        return NULL;
+    }
     mem->flush = event_new(base, -1, 0, on_flush, mem);
-    int ok = mem->cur != NULL && mem->flush != NULL;
+    int ok = mem->flush != NULL;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 0) == 0 && ok;
     ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
-    if (!s && mem->cur) {
-        mem_free(mem);
-    } else if (!s) {
-        if (mem->flush)
-            event_free(mem->flush);
-        for (int i = 0; i < NKINDS; i++)
-            table_free(&mem->t[i]);
-        free(mem);
-    }
+    if (!s)
+        mem_free(mem); /* the front layer did not take it */
     return s;
 }
