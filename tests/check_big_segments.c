@@ -8,19 +8,10 @@
 
 /* An implementation that keeps every `out` until the test completes it. */
 struct script {
-    ld_future *outs[16];
-    int n;
-    char hash[64]; /* the last context hash asked for */
-    int stops;
-    int freed;
-    int64_t immediate; /* > 0: get_metadata fulfils with it at once */
+    struct ld_test_script sc; /* first: the shared ops take it as impl; closes counts stops */
+    char hash[64];            /* the last context hash asked for */
+    int64_t immediate;        /* > 0: get_metadata fulfils with it at once */
 };
-
-static void keep(struct script *s, ld_future *out)
-{
-    ck_assert_int_lt(s->n, 16);
-    s->outs[s->n++] = out;
-}
 
 static void script_metadata(void *impl, ld_future *out)
 {
@@ -30,46 +21,23 @@ static void script_metadata(void *impl, ld_future *out)
         ld_future_unref(out);
         return;
     }
-    keep(s, out);
+    ld_test_script_keep(s, out);
 }
 
 static void script_membership(void *impl, const char *hash, ld_future *out)
 {
     struct script *s = impl;
     snprintf(s->hash, sizeof(s->hash), "%s", hash);
-    keep(s, out);
-}
-
-static void script_stop(void *impl, ld_future *out)
-{
-    struct script *s = impl;
-    s->stops++;
-    ld_future_fulfill(out);
-    ld_future_unref(out);
-}
-
-static void script_free(void *impl)
-{
-    struct script *s = impl;
-    for (int i = 0; i < s->n; i++)
-        ld_future_unref(s->outs[i]);
-    s->n = 0;
-    s->freed++;
-}
-
-static const char *script_describe(void *impl)
-{
-    (void)impl;
-    return "script";
+    ld_test_script_keep(s, out);
 }
 
 static const struct ld_big_segment_store_ops script_ops = {
     .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
     .get_metadata = script_metadata,
     .get_membership = script_membership,
-    .stop = script_stop,
-    .free = script_free,
-    .describe = script_describe,
+    .stop = ld_test_script_close,
+    .free = ld_test_script_free,
+    .describe = ld_test_script_name,
 };
 
 static struct script impl;
@@ -202,9 +170,9 @@ START_TEST(test_metadata_time_and_unknown)
 {
     ld_future *a = ld_big_segment_store_get_metadata(store);
     ld_future *b = ld_big_segment_store_get_metadata(store);
-    ck_assert_int_eq(impl.n, 2);
-    ld_future_fulfill_int(impl.outs[0], 1700000000000);
-    ld_future_fulfill_int(impl.outs[1], LD_BIG_SEGMENT_TIME_UNKNOWN);
+    ck_assert_int_eq(impl.sc.n, 2);
+    ld_future_fulfill_int(impl.sc.outs[0], 1700000000000);
+    ld_future_fulfill_int(impl.sc.outs[1], LD_BIG_SEGMENT_TIME_UNKNOWN);
     ld_test_wait(b);
     ck_assert(ld_future_is_fulfilled(a));
     ck_assert_int_eq(ld_future_int(a), 1700000000000);
@@ -223,8 +191,8 @@ START_TEST(test_membership_result_and_null)
     const char *inc[] = {"s.g1"};
     json_t *m;
     ck_assert_int_eq(ld_big_segment_membership_from_refs(inc, 1, NULL, 0, &m, NULL), 0);
-    ld_future_fulfill_json(impl.outs[0], m);
-    ld_future_fulfill_json(impl.outs[1], NULL);
+    ld_future_fulfill_json(impl.sc.outs[0], m);
+    ld_future_fulfill_json(impl.sc.outs[1], NULL);
     ld_test_wait(b);
     ck_assert(json_is_true(json_object_get(ld_future_json(a), "s.g1")));
     ck_assert(ld_future_is_fulfilled(b));
@@ -242,7 +210,7 @@ START_TEST(test_bad_input_is_einval_and_the_implementation_is_not_called)
     ld_big_segment_store_free(NULL);
     expect_error(ld_big_segment_store_get_membership(store, NULL), LD_EINVAL, "context_hash");
     expect_error(ld_big_segment_store_get_membership(store, ""), LD_EINVAL, "context_hash");
-    ck_assert_int_eq(impl.n, 0);
+    ck_assert_int_eq(impl.sc.n, 0);
 }
 END_TEST
 
@@ -264,12 +232,12 @@ START_TEST(test_results_complete_in_issue_order_when_the_implementation_does_not
     };
     for (intptr_t i = 0; i < 3; i++)
         ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
-    ld_future_fulfill_int(impl.outs[2], 3);
-    ld_future_fulfill_json(impl.outs[1], NULL);
+    ld_future_fulfill_int(impl.sc.outs[2], 3);
+    ld_future_fulfill_json(impl.sc.outs[1], NULL);
     ld_test_flush();
     ck_assert_int_eq(nseq, 0); /* the first one holds the others back */
     ck_assert(ld_future_is_pending(fs[2]));
-    ld_future_reject(impl.outs[0], LD_ESTORE, "backend down");
+    ld_future_reject(impl.sc.outs[0], LD_ESTORE, "backend down");
     ld_test_flush();
     ck_assert_int_eq(nseq, 3);
     for (int i = 0; i < 3; i++)
@@ -286,7 +254,7 @@ START_TEST(test_results_never_complete_inside_the_call)
 {
     nseq = 0;
     ld_future *f = ld_big_segment_store_get_metadata(store);
-    ld_future_fulfill_int(impl.outs[0], 1);
+    ld_future_fulfill_int(impl.sc.outs[0], 1);
     ld_future_on_complete(ld_future_ref(f), note_order, (void *)0);
     ck_assert_int_eq(nseq, 0);
     ld_test_flush();
@@ -310,7 +278,7 @@ START_TEST(test_a_result_completed_at_once_waits_for_one_handed_over_before)
     nseq = 0;
     ld_future *first = ld_big_segment_store_get_metadata(store);
     ld_future_on_complete(ld_future_ref(first), note_order, (void *)0);
-    ld_future_fulfill_int(impl.outs[0], 1); /* the front hears of it from the loop */
+    ld_future_fulfill_int(impl.sc.outs[0], 1); /* the front hears of it from the loop */
     ld_future_on_complete(ld_future_fulfilled_json(B, NULL), issue_immediate, (void *)1);
     ld_test_flush();
     ck_assert_int_eq(nseq, 2);
@@ -324,13 +292,13 @@ START_TEST(test_stop_is_graceful_then_operations_are_eclosed)
 {
     ld_future *before = ld_big_segment_store_get_metadata(store);
     ld_future *stop = ld_big_segment_store_stop(store);
-    ck_assert_int_eq(impl.stops, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ck_assert(ld_future_is_pending(stop)); /* behind `before` */
     expect_error(ld_big_segment_store_get_metadata(store), LD_ECLOSED, "stopped");
     expect_error(ld_big_segment_store_get_membership(store, "h"), LD_ECLOSED, NULL);
     /* bad input after stop: closed wins, as for stores */
     expect_error(ld_big_segment_store_get_membership(store, NULL), LD_ECLOSED, NULL);
-    ld_future_fulfill_int(impl.outs[0], 42);
+    ld_future_fulfill_int(impl.sc.outs[0], 42);
     ld_test_wait(stop);
     ck_assert_int_eq(ld_future_int(before), 42);
     ck_assert(ld_future_is_fulfilled(stop));
@@ -339,7 +307,7 @@ START_TEST(test_stop_is_graceful_then_operations_are_eclosed)
     stop = ld_big_segment_store_stop(store); /* again: fulfils, no second ops->stop */
     ld_test_wait(stop);
     ck_assert(ld_future_is_fulfilled(stop));
-    ck_assert_int_eq(impl.stops, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ld_future_unref(stop);
 }
 END_TEST
@@ -358,12 +326,12 @@ START_TEST(test_free_cancels_pending_operations)
     cancelled = 0;
     ld_future *f = ld_big_segment_store_get_membership(store, "h");
     ld_future *g = ld_big_segment_store_get_metadata(store);
-    ck_assert_int_eq(ld_future_set_cancel_handler(impl.outs[0], count_cancel, NULL), 0);
+    ck_assert_int_eq(ld_future_set_cancel_handler(impl.sc.outs[0], count_cancel, NULL), 0);
     ld_big_segment_store_free(store);
     store = NULL;
     ld_test_wait(f);
     ld_test_flush(); /* the implementation is freed after the cancel handlers */
-    ck_assert_int_eq(impl.freed, 1);
+    ck_assert_int_eq(impl.sc.freed, 1);
     ld_test_wait(g);
     ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
     ck_assert_int_eq(ld_future_error(g), LD_ECANCELED);
@@ -387,7 +355,7 @@ START_TEST(test_free_from_inside_own_callback_is_safe)
     ld_future *first = ld_big_segment_store_get_metadata(store);
     ld_future *second = ld_big_segment_store_get_metadata(store);
     ld_future_on_complete(ld_future_ref(first), free_store_inside, NULL);
-    ld_future_fulfill_int(impl.outs[0], 7);
+    ld_future_fulfill_int(impl.sc.outs[0], 7);
     ld_test_flush();
     ck_assert_ptr_null(store);
     ck_assert_int_eq(ld_future_int(first), 7);
@@ -413,7 +381,7 @@ START_TEST(test_describe)
     ck_assert(ld_future_is_fulfilled(stop));
     ld_future_unref(stop);
     ld_big_segment_store_free(s);
-    ck_assert_int_eq(other.freed, 0);
+    ck_assert_int_eq(other.sc.freed, 0);
 }
 END_TEST
 
@@ -430,7 +398,7 @@ START_TEST(test_new_bad_input)
     wrong = script_ops;
     wrong.get_membership = NULL;
     ck_assert_ptr_null(ld_big_segment_store_new(B, &wrong, &impl));
-    ck_assert_int_eq(impl.freed, 0);
+    ck_assert_int_eq(impl.sc.freed, 0);
 }
 END_TEST
 

@@ -526,60 +526,23 @@ END_TEST
 
 /* ---- a scripted data source: keeps every `out` until the test completes it */
 
-struct script {
-    ld_future *outs[16];
-    int n;
-    int closes;
-    int freed;
-};
-
-static void script_op(void *impl, ld_future *out)
-{
-    struct script *s = impl;
-    ck_assert_int_lt(s->n, 16);
-    s->outs[s->n++] = out;
-}
-
-static void script_close(void *impl, ld_future *out)
-{
-    struct script *s = impl;
-    s->closes++;
-    ld_future_fulfill(out);
-    ld_future_unref(out);
-}
-
-static void script_free(void *impl)
-{
-    struct script *s = impl;
-    for (int i = 0; i < s->n; i++)
-        ld_future_unref(s->outs[i]);
-    s->n = 0;
-    s->freed++;
-}
-
-static const char *script_name(void *impl)
-{
-    (void)impl;
-    return "script";
-}
-
 static const struct ld_initializer_ops init_ops = {
     .version = LD_INITIALIZER_OPS_VERSION,
-    .name = script_name,
-    .fetch = script_op,
-    .close = script_close,
-    .free = script_free,
+    .name = ld_test_script_name,
+    .fetch = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
 };
 
 static const struct ld_synchronizer_ops sync_ops = {
     .version = LD_SYNCHRONIZER_OPS_VERSION,
-    .name = script_name,
-    .next = script_op,
-    .stop = script_close,
-    .free = script_free,
+    .name = ld_test_script_name,
+    .next = ld_test_script_keep,
+    .stop = ld_test_script_close,
+    .free = ld_test_script_free,
 };
 
-static struct script impl;
+static struct ld_test_script impl;
 static ld_initializer *init;
 static ld_synchronizer *sync;
 
@@ -695,7 +658,7 @@ static int freed_when_cancelled = -1;
 static void note_freed(ld_future *f, void *arg)
 {
     (void)f;
-    freed_when_cancelled = ((struct script *)arg)->freed;
+    freed_when_cancelled = ((struct ld_test_script *)arg)->freed;
 }
 
 /* An implementation that listens for cancellation with its own state as the

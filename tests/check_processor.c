@@ -19,13 +19,10 @@ static void expect_error(ld_future *f, int code, const char *in_message)
 
 /* A scripted implementation of both processors. */
 struct script {
-    json_t *events; /* array of the events sent */
-    int send_rc;    /* what send_event returns */
-    ld_future *outs[16];
-    int n;
+    struct ld_test_script sc; /* first: the shared ops take it as impl */
+    json_t *events;           /* array of the events sent */
+    int send_rc;              /* what send_event returns */
     bool initialized;
-    int closes;
-    int freed;
 };
 
 static int script_send(void *impl, json_t *event)
@@ -36,49 +33,25 @@ static int script_send(void *impl, json_t *event)
     return s->send_rc;
 }
 
-static void script_keep(void *impl, ld_future *out)
-{
-    struct script *s = impl;
-    ck_assert_int_lt(s->n, 16);
-    s->outs[s->n++] = out;
-}
-
 static bool script_initialized(void *impl)
 {
     return ((struct script *)impl)->initialized;
 }
 
-static void script_close(void *impl, ld_future *out)
-{
-    struct script *s = impl;
-    s->closes++;
-    ld_future_fulfill(out);
-    ld_future_unref(out);
-}
-
-static void script_free(void *impl)
-{
-    struct script *s = impl;
-    for (int i = 0; i < s->n; i++)
-        ld_future_unref(s->outs[i]);
-    s->n = 0;
-    s->freed++;
-}
-
 static const struct ld_event_processor_ops ep_ops = {
     .version = LD_EVENT_PROCESSOR_OPS_VERSION,
     .send_event = script_send,
-    .flush = script_keep,
-    .close = script_close,
-    .free = script_free,
+    .flush = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
 };
 
 static const struct ld_update_processor_ops up_ops = {
     .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
-    .start = script_keep,
+    .start = ld_test_script_keep,
     .initialized = script_initialized,
-    .close = script_close,
-    .free = script_free,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
 };
 
 static struct script impl;
@@ -134,11 +107,11 @@ START_TEST(test_flushes_complete_in_issue_order)
 {
     ld_future *a = ld_event_processor_flush(ep);
     ld_future *b = ld_event_processor_flush(ep);
-    ld_future_fulfill_bool(impl.outs[1], false);
+    ld_future_fulfill_bool(impl.sc.outs[1], false);
     ld_test_flush();
     ck_assert(ld_future_is_pending(a));
     ck_assert(ld_future_is_pending(b));
-    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_future_fulfill_bool(impl.sc.outs[0], true);
     ld_test_wait(b);
     ck_assert(ld_future_is_fulfilled(a));
     ck_assert(ld_future_bool(a));
@@ -153,17 +126,17 @@ START_TEST(test_event_processor_close_is_graceful_then_eclosed)
     json_t *e = json_object();
     ld_future *flush = ld_event_processor_flush(ep);
     ld_future *close = ld_event_processor_close(ep);
-    ck_assert_int_eq(impl.closes, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ck_assert_int_eq(ld_event_processor_send_event(ep, e), LD_ECLOSED);
     expect_error(ld_event_processor_flush(ep), LD_ECLOSED, "closed");
-    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_future_fulfill_bool(impl.sc.outs[0], true);
     ld_test_wait(close);
     ck_assert(ld_future_bool(flush)); /* issued before close: completed as usual */
     ld_future_unref(close);
     close = ld_event_processor_close(ep);
     ld_test_wait(close);
     ck_assert(ld_future_is_fulfilled(close));
-    ck_assert_int_eq(impl.closes, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ld_future_unref(close);
     ld_future_unref(flush);
     json_decref(e);
@@ -177,7 +150,7 @@ START_TEST(test_event_processor_free_cancels_pending)
     ep = NULL;
     ld_test_wait(f);
     ld_test_flush(); /* the implementation is freed after the cancel handlers */
-    ck_assert_int_eq(impl.freed, 1);
+    ck_assert_int_eq(impl.sc.freed, 1);
     ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
     ld_future_unref(f);
 }
@@ -209,11 +182,11 @@ START_TEST(test_start_is_ready_when_the_implementation_says_so)
     up = ld_update_processor_new(B, &up_ops, &impl);
     ck_assert(!ld_update_processor_initialized(up));
     ld_future *ready = ld_update_processor_start(up);
-    ck_assert_int_eq(impl.n, 1);
+    ck_assert_int_eq(impl.sc.n, 1);
     ld_test_flush();
     ck_assert(ld_future_is_pending(ready));
     impl.initialized = true;
-    ld_future_fulfill(impl.outs[0]);
+    ld_future_fulfill(impl.sc.outs[0]);
     ld_test_wait(ready);
     ck_assert(ld_future_is_fulfilled(ready));
     ck_assert(ld_update_processor_initialized(up));
@@ -226,7 +199,7 @@ START_TEST(test_start_twice_is_einval)
     up = ld_update_processor_new(B, &up_ops, &impl);
     ld_future *ready = ld_update_processor_start(up);
     expect_error(ld_update_processor_start(up), LD_EINVAL, "already started");
-    ck_assert_int_eq(impl.n, 1);
+    ck_assert_int_eq(impl.sc.n, 1);
     ld_future_unref(ready);
 }
 END_TEST
@@ -237,7 +210,7 @@ START_TEST(test_update_processor_close_rejects_a_pending_start)
     impl.initialized = true;
     ld_future *ready = ld_update_processor_start(up);
     ld_future *close = ld_update_processor_close(up);
-    ck_assert_int_eq(impl.closes, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ld_test_wait(close);
     ck_assert_int_eq(ld_future_error(ready), LD_ECLOSED);
     ck_assert(!ld_update_processor_initialized(up)); /* closed */
@@ -246,7 +219,7 @@ START_TEST(test_update_processor_close_rejects_a_pending_start)
     close = ld_update_processor_close(up);
     ld_test_wait(close);
     ck_assert(ld_future_is_fulfilled(close));
-    ck_assert_int_eq(impl.closes, 1);
+    ck_assert_int_eq(impl.sc.closes, 1);
     ld_future_unref(close);
 }
 END_TEST
@@ -256,7 +229,7 @@ START_TEST(test_update_processor_start_after_close_is_eclosed)
     up = ld_update_processor_new(B, &up_ops, &impl);
     ld_future_unref(ld_update_processor_close(up));
     expect_error(ld_update_processor_start(up), LD_ECLOSED, "closed");
-    ck_assert_int_eq(impl.n, 0);
+    ck_assert_int_eq(impl.sc.n, 0);
 }
 END_TEST
 
@@ -268,7 +241,7 @@ START_TEST(test_update_processor_free_cancels_a_pending_start)
     up = NULL;
     ld_test_wait(ready);
     ld_test_flush(); /* the implementation is freed after the cancel handlers */
-    ck_assert_int_eq(impl.freed, 1);
+    ck_assert_int_eq(impl.sc.freed, 1);
     ck_assert_int_eq(ld_future_error(ready), LD_ECANCELED);
     ld_future_unref(ready);
 }

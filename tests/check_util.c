@@ -64,3 +64,33 @@ void ld_test_count_free(void *p)
     (void)p;
     ld_test_frees++;
 }
+
+void ld_test_script_keep(void *impl, ld_future *out)
+{
+    struct ld_test_script *s = impl;
+    ck_assert_int_lt(s->n, 16);
+    s->outs[s->n++] = out;
+}
+
+void ld_test_script_close(void *impl, ld_future *out)
+{
+    struct ld_test_script *s = impl;
+    s->closes++;
+    ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
+void ld_test_script_free(void *impl)
+{
+    struct ld_test_script *s = impl;
+    for (int i = 0; i < s->n; i++)
+        ld_future_unref(s->outs[i]);
+    s->n = 0;
+    s->freed++;
+}
+
+const char *ld_test_script_name(void *impl)
+{
+    (void)impl;
+    return "script";
+}

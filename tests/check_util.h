@@ -42,4 +42,24 @@ void ld_test_count_cb(ld_future *f, void *arg);
 extern int ld_test_frees;
 void ld_test_count_free(void *p);
 
+/* The part every scripted implementation of the interface tests shares
+ * (put it first in the test's own struct): the futures handed to it, kept
+ * for the test to complete, and counts of close (or stop) and free calls.
+ * The functions below are ops for such an implementation (`impl`). */
+struct ld_test_script {
+    ld_future *outs[16];
+    int n;
+    int closes;
+    int freed;
+};
+
+/* Keeps `out` for the test. */
+void ld_test_script_keep(void *impl, ld_future *out);
+/* Counts the call and fulfils `out` (a close or a stop). */
+void ld_test_script_close(void *impl, ld_future *out);
+/* Releases what was kept and counts the call. */
+void ld_test_script_free(void *impl);
+/* "script". */
+const char *ld_test_script_name(void *impl);
+
 #endif
