@@ -6,6 +6,7 @@
 #include <ldasync/big_segments.h>
 #include <ldasync/error.h>
 
+#include "alloc-internal.h"
 #include "front-internal.h"
 
 struct ld_big_segment_store {
@@ -21,11 +22,11 @@ ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
     if (!base || !ops || ops->version != LD_BIG_SEGMENT_STORE_OPS_VERSION || !ops->get_metadata ||
         !ops->get_membership)
         return NULL;
-    ld_big_segment_store *s = calloc(1, sizeof(*s));
+    ld_big_segment_store *s = ld__calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     if (ld__front_init(&s->front, base, "big segment store is stopped") != 0) {
-        free(s);
+        ld__free(s);
         return NULL;
     }
     s->ops = ops;
@@ -67,7 +68,7 @@ void ld_big_segment_store_free(ld_big_segment_store *s)
     if (!s)
         return;
     ld__front_release(&s->front, s->ops->free, s->impl);
-    free(s);
+    ld__free(s);
 }
 
 const char *ld_big_segment_store_describe(const ld_big_segment_store *s)

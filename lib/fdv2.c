@@ -8,6 +8,7 @@
 #include <ldasync/error.h>
 #include <ldasync/fdv2.h>
 
+#include "alloc-internal.h"
 #include "front-internal.h"
 #include "status-internal.h"
 
@@ -73,24 +74,24 @@ static int selector_copy(ld_fdv2_selector *dst, const ld_fdv2_selector *src)
     if (!src)
         src = &EMPTY_SELECTOR;
     dst->version = src->version;
-    dst->state = src->state[0] ? strdup(src->state) : EMPTY_STATE;
+    dst->state = src->state[0] ? ld__strdup(src->state) : EMPTY_STATE;
     return dst->state ? 0 : LD_ENOMEM;
 }
 
 static void selector_clear(ld_fdv2_selector *sel)
 {
     if (sel->state != EMPTY_STATE)
-        free(sel->state);
+        ld__free(sel->state);
 }
 
 ld_fdv2_selector *ld_fdv2_selector_new(const char *state, int64_t version)
 {
     if (!state || version < 0)
         return NULL;
-    ld_fdv2_selector *sel = malloc(sizeof(*sel));
+    ld_fdv2_selector *sel = ld__malloc(sizeof(*sel));
     ld_fdv2_selector src = {(char *)state, version};
     if (sel && selector_copy(sel, &src) != 0) {
-        free(sel);
+        ld__free(sel);
         sel = NULL;
     }
     return sel;
@@ -101,7 +102,7 @@ void ld_fdv2_selector_free(ld_fdv2_selector *sel)
     if (!sel)
         return;
     selector_clear(sel);
-    free(sel);
+    ld__free(sel);
 }
 
 const char *ld_fdv2_selector_state(const ld_fdv2_selector *sel)
@@ -145,10 +146,10 @@ struct ld_fdv2_change_set {
 static void changes_free(ld_fdv2_change *changes, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        free(changes[i].key);
+        ld__free(changes[i].key);
         json_decref(changes[i].object);
     }
-    free(changes);
+    ld__free(changes);
 }
 
 int ld_fdv2_change_action(const ld_fdv2_change *c)
@@ -180,11 +181,11 @@ json_t *ld_fdv2_change_object(const ld_fdv2_change *c)
 static ld_fdv2_change_set *change_set_new(enum ld_fdv2_intent intent, ld_fdv2_change *changes,
                                           size_t n, const ld_fdv2_selector *sel)
 {
-    ld_fdv2_change_set *cs = malloc(sizeof(*cs));
+    ld_fdv2_change_set *cs = ld__malloc(sizeof(*cs));
     if (!cs)
         return NULL;
     if (selector_copy(&cs->selector, sel) != 0) {
-        free(cs);
+        ld__free(cs);
         return NULL;
     }
     cs->intent = intent;
@@ -209,7 +210,7 @@ void ld_fdv2_change_set_free(ld_fdv2_change_set *cs)
         return;
     changes_free(cs->changes, cs->n);
     selector_clear(&cs->selector);
-    free(cs);
+    ld__free(cs);
 }
 
 int ld_fdv2_change_set_intent(const ld_fdv2_change_set *cs)
@@ -245,7 +246,7 @@ struct ld_fdv2_change_set_builder {
 
 ld_fdv2_change_set_builder *ld_fdv2_change_set_builder_new(void)
 {
-    ld_fdv2_change_set_builder *b = calloc(1, sizeof(*b));
+    ld_fdv2_change_set_builder *b = ld__calloc(1, sizeof(*b));
     if (b)
         b->intent = NO_INTENT;
     return b;
@@ -263,7 +264,7 @@ void ld_fdv2_change_set_builder_free(ld_fdv2_change_set_builder *b)
     if (!b)
         return;
     drop_changes(b);
-    free(b);
+    ld__free(b);
 }
 
 /* Records why a call failed; returns `code`. */
@@ -321,13 +322,13 @@ static int add(ld_fdv2_change_set_builder *b, enum ld_fdv2_action action, const 
         return fail(b, LD_EINVAL, "object must be a JSON object");
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 8;
-        ld_fdv2_change *grown = realloc(b->changes, cap * sizeof(*grown));
+        ld_fdv2_change *grown = ld__realloc(b->changes, cap * sizeof(*grown));
         if (!grown)
             return LD_ENOMEM;
         b->changes = grown;
         b->cap = cap;
     }
-    char *k = strdup(key);
+    char *k = ld__strdup(key);
     if (!k)
         return LD_ENOMEM;
     b->changes[b->n++] = (ld_fdv2_change){action, kind, k, version, json_incref(object)};
@@ -411,16 +412,16 @@ struct ld_fdv2_update {
 /* Copies an optional string: 0, or LD_ENOMEM. */
 static int copy_opt(char **dst, const char *src)
 {
-    *dst = src ? strdup(src) : NULL;
+    *dst = src ? ld__strdup(src) : NULL;
     return src && !*dst ? LD_ENOMEM : 0;
 }
 
 ld_fdv2_basis *ld_fdv2_basis_new(ld_fdv2_change_set *change_set, bool persist,
                                  const char *environment_id)
 {
-    ld_fdv2_basis *b = change_set ? malloc(sizeof(*b)) : NULL;
+    ld_fdv2_basis *b = change_set ? ld__malloc(sizeof(*b)) : NULL;
     if (b && copy_opt(&b->environment_id, environment_id) != 0) {
-        free(b);
+        ld__free(b);
         b = NULL;
     }
     if (!b) {
@@ -438,9 +439,9 @@ void ld_fdv2_basis_free(ld_fdv2_basis *b)
     if (!b)
         return;
     ld_fdv2_change_set_free(b->change_set);
-    free(b->environment_id);
+    ld__free(b->environment_id);
     b->tag = 0;
-    free(b);
+    ld__free(b);
 }
 
 const ld_fdv2_change_set *ld_fdv2_basis_change_set(const ld_fdv2_basis *b)
@@ -464,7 +465,7 @@ ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *c
     ld_ds_error_info e;
     ld_fdv2_update *u = NULL;
     if (ld_ds_state_name(state) && (!error || ld__ds_error_info_prepare(error, &e)))
-        u = calloc(1, sizeof(*u));
+        u = ld__calloc(1, sizeof(*u));
     if (u && error) {
         char *message;
         u->has_error = true;
@@ -485,8 +486,8 @@ ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *c
     u->change_set = change_set;
     return u;
 fail:
-    free((char *)u->error.message);
-    free(u);
+    ld__free((char *)u->error.message);
+    ld__free(u);
     ld_fdv2_change_set_free(change_set);
     return NULL;
 }
@@ -496,10 +497,10 @@ void ld_fdv2_update_free(ld_fdv2_update *u)
     if (!u)
         return;
     ld_fdv2_change_set_free(u->change_set);
-    free((char *)u->error.message);
-    free(u->environment_id);
+    ld__free((char *)u->error.message);
+    ld__free(u->environment_id);
     u->tag = 0;
-    free(u);
+    ld__free(u);
 }
 
 int ld_fdv2_update_state(const ld_fdv2_update *u)
@@ -576,11 +577,11 @@ ld_initializer *ld_initializer_new(struct event_base *base, const struct ld_init
 {
     if (!base || !ops || ops->version != LD_INITIALIZER_OPS_VERSION || !ops->fetch)
         return NULL;
-    ld_initializer *in = calloc(1, sizeof(*in));
+    ld_initializer *in = ld__calloc(1, sizeof(*in));
     if (!in)
         return NULL;
     if (ld__front_init(&in->front, base, E_INIT_CLOSED) != 0) {
-        free(in);
+        ld__free(in);
         return NULL;
     }
     in->ops = ops;
@@ -617,7 +618,7 @@ void ld_initializer_free(ld_initializer *in)
     if (!in)
         return;
     ld__front_release(&in->front, in->ops->free, in->impl);
-    free(in);
+    ld__free(in);
 }
 
 /* ---- synchronizer ------------------------------------------------------------- */
@@ -633,11 +634,11 @@ ld_synchronizer *ld_synchronizer_new(struct event_base *base, const struct ld_sy
 {
     if (!base || !ops || ops->version != LD_SYNCHRONIZER_OPS_VERSION || !ops->next)
         return NULL;
-    ld_synchronizer *s = calloc(1, sizeof(*s));
+    ld_synchronizer *s = ld__calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     if (ld__front_init(&s->front, base, E_SYNC_CLOSED) != 0) {
-        free(s);
+        ld__free(s);
         return NULL;
     }
     s->ops = ops;
@@ -674,5 +675,5 @@ void ld_synchronizer_free(ld_synchronizer *s)
     if (!s)
         return;
     ld__front_release(&s->front, s->ops->free, s->impl);
-    free(s);
+    ld__free(s);
 }

@@ -6,11 +6,12 @@
 
 #include <ldasync/error.h>
 
+#include "alloc-internal.h"
 #include "front-internal.h"
 
 int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg)
 {
-    struct ld__queue *q = calloc(1, sizeof(*q));
+    struct ld__queue *q = ld__calloc(1, sizeof(*q));
     if (!q)
         return LD_ENOMEM;
     q->base = base;
@@ -25,7 +26,7 @@ int ld__front_init(struct ld__front *fr, struct event_base *base, const char *cl
 static void queue_unref(struct ld__queue *q)
 {
     if (--q->refs == 0)
-        free(q);
+        ld__free(q);
 }
 
 static struct ld__pending *pop(struct ld__queue *q)
@@ -60,7 +61,7 @@ static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *fro
     if (!from || ld_future_forward(p->user, from) != 0)
         ld_future_reject(p->user, LD_ENOMEM, NULL);
     ld_future_unref(p->user);
-    free(p);
+    ld__free(p);
 }
 
 /* Hands over the queued operations whose implementation is done, oldest
@@ -102,10 +103,10 @@ ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
     struct ld__queue *q = fr->queue;
     if (ld__front_idle(fr) && !ld_future_is_pending(impl))
         return impl;
-    struct ld__pending *p = malloc(sizeof(*p));
+    struct ld__pending *p = ld__malloc(sizeof(*p));
     ld_future *user = ld_future_new(fr->base);
     if (!p || !user) {
-        free(p);
+        ld__free(p);
         ld_future_unref(user);
         ld_future_unref(impl); /* the implementation completes its own reference */
         return ld__front_rejected(fr, LD_ENOMEM, "out of memory");
@@ -175,25 +176,25 @@ static void run_deferred_free(ld_future *f, void *arg)
     struct deferred_free *d = arg;
     (void)f;
     d->free_fn(d->impl);
-    free(d);
+    ld__free(d);
 }
 
 /* Calls free_fn(impl) from the loop, after the callbacks queued so far (a
  * FIFO), or at once if memory ran out. */
 static void free_after_queued(struct event_base *base, void (*free_fn)(void *impl), void *impl)
 {
-    struct deferred_free *d = malloc(sizeof(*d));
+    struct deferred_free *d = ld__malloc(sizeof(*d));
     ld_future *f = d ? ld_future_new(base) : NULL;
     if (!f || ld_future_fulfill(f) != 0) {
         ld_future_unref(f);
-        free(d);
+        ld__free(d);
         free_fn(impl);
         return;
     }
     d->free_fn = free_fn;
     d->impl = impl;
     if (ld_future_on_complete(f, run_deferred_free, d) != 0) {
-        free(d);
+        ld__free(d);
         free_fn(impl);
     }
 }

@@ -41,6 +41,7 @@
 #include <ldasync/error.h>
 #include <ldasync/future.h>
 
+#include "alloc-internal.h"
 #include "future-internal.h"
 
 _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
@@ -173,7 +174,7 @@ static inline ld_future *node_future(struct ld__node *n)
 
 static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
 {
-    struct ld__xnode *x = malloc(sizeof(*x));
+    struct ld__xnode *x = ld__malloc(sizeof(*x));
     if (!x)
         return NULL;
     x->n.fn = fn;
@@ -271,7 +272,7 @@ COLD static ld_future *pool_refill(struct pool *p)
         /* Slabs are never returned to malloc: a server's peak number of
          * futures stays available for reuse (see README, memory). */
         /* Aligned, so that each future is exactly one cache line. */
-        ld_future *slab = aligned_alloc(64, LD_POOL_SLAB * sizeof(ld_future));
+        ld_future *slab = ld__aligned_alloc(64, LD_POOL_SLAB * sizeof(ld_future));
         if (!slab)
             return NULL;
         for (size_t i = 1; i < LD_POOL_SLAB; i++)
@@ -288,7 +289,7 @@ COLD static ld_future *pool_refill(struct pool *p)
 static inline ld_future *future_mem(void)
 {
     if (!pool_enabled())
-        return malloc(sizeof(ld_future));
+        return ld__malloc(sizeof(ld_future));
     struct pool *p = &tl_pool;
     ld_future *f = p->free;
     if (LIKELY(f != NULL)) {
@@ -315,7 +316,7 @@ COLD static void pool_give_back(struct pool *p)
 static inline void future_mem_free(ld_future *f)
 {
     if (!atomic_load_explicit(&g_pool_on, memory_order_relaxed)) {
-        free(f);
+        ld__free(f);
         return;
     }
     struct pool *p = &tl_pool;
@@ -351,11 +352,11 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg);
 
 static struct event *loop_event(struct event_base *base, struct ld__loop *l)
 {
-    struct event *ev = calloc(1, event_get_struct_event_size());
+    struct event *ev = ld__calloc(1, event_get_struct_event_size());
     if (!ev)
         return NULL;
     if (event_assign(ev, base, -1, 0, drain_cb, l) != 0) {
-        free(ev);
+        ld__free(ev);
         return NULL;
     }
     /* Priority 0 is valid on every base, also one created later at this
@@ -367,7 +368,7 @@ static struct event *loop_event(struct event_base *base, struct ld__loop *l)
 
 static struct ld__loop *loop_create(struct event_base *base)
 {
-    struct ld__loop *l = aligned_alloc(64, sizeof(*l));
+    struct ld__loop *l = ld__aligned_alloc(64, sizeof(*l));
     if (!l)
         return NULL;
     memset(l, 0, sizeof(*l));
@@ -377,9 +378,9 @@ static struct ld__loop *loop_create(struct event_base *base)
     l->ev_run = loop_event(base, l);
     l->ev_yield = loop_event(base, l);
     if (!l->ev_run || !l->ev_yield) {
-        free(l->ev_run);
-        free(l->ev_yield);
-        free(l);
+        ld__free(l->ev_run);
+        ld__free(l->ev_yield);
+        ld__aligned_free(l);
         return NULL;
     }
     return l;
@@ -486,7 +487,7 @@ static void run_node(struct ld__node *n)
         struct ld__xnode *x = (struct ld__xnode *)n;
         f = x->future;
         if (x->flags & LD__XN_HEAP)
-            free(x);
+            ld__free(x);
     } else {
         f = node_future(n);
         n->fn = NULL; /* the embedded node is free for a later callback */
@@ -660,13 +661,13 @@ static void destroy_one(ld_future *f)
             ld_future_unref(f->b.f);
             break;
         case V_ERR:
-            free(f->b.msg);
+            ld__free(f->b.msg);
             break;
         default:
             break;
         }
     } else if ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x) {
-        free(f->a.x); /* a cancel handler that will never run */
+        ld__free(f->a.x); /* a cancel handler that will never run */
     }
     if (IS_COMB(f->kind) && f->c)
         comb_release(f->c);
@@ -771,7 +772,7 @@ static int settle(ld_future *f, struct settle_req *r)
         pre_first = pre_last = &handler->n;
         ld_future_ref(f);
     } else if (handler) {
-        free(handler);
+        ld__free(handler);
     }
     if (r->cancel && IS_COMB(kind) && f->c)
         comb_queue_action(f, &pre_first, &pre_last);
@@ -852,7 +853,7 @@ static int reject_msg(ld_future *f, int code, char *msg, int adopting_ok)
     }
     int rc = settle(f, &r);
     if (rc != 0)
-        free(msg);
+        ld__free(msg);
     return rc;
 }
 
@@ -862,7 +863,7 @@ LD_PRINTF(2, 0) static char *format_msg(int *nomem, const char *fmt, va_list ap)
     *nomem = 0;
     if (!fmt)
         return NULL;
-    if (vasprintf(&msg, fmt, ap) < 0) {
+    if (!(msg = ld__vasprintf(fmt, ap))) {
         *nomem = 1;
         return NULL;
     }
@@ -938,7 +939,7 @@ static int adopt(ld_future *out, ld_future *src)
     if (r.state == W_REJECTED) {
         if (src->vtype == V_ERR_STATIC)
             return reject_msg(out, (int)src->a.i, NULL, 1);
-        char *copy = strdup(src->b.cmsg);
+        char *copy = ld__strdup(src->b.cmsg);
         if (!copy)
             return reject_msg(out, (int)src->a.i, NULL, 1);
         return reject_msg(out, (int)src->a.i, copy, 1);
@@ -1210,7 +1211,7 @@ int ld_future_forward(ld_future *out, ld_future *from)
     }
     if (waits_on(from, out)) {
         /* reject before releasing `from`: it may be out's last reference */
-        int rc = reject_msg(out, LD_EINVAL, strdup("ld_future_forward: cycle"), 0);
+        int rc = reject_msg(out, LD_EINVAL, ld__strdup("ld_future_forward: cycle"), 0);
         ld_future_unref(from);
         return rc == LD_EALREADY ? LD_EALREADY : LD_EINVAL;
     }
@@ -1250,7 +1251,7 @@ static void comb_release(void *state)
         ld_future_unref(s->in[i]);
     if (s->timer)
         event_free(s->timer);
-    free(s);
+    ld__free(s);
 }
 
 static void comb_done_one(struct comb *s)
@@ -1361,10 +1362,10 @@ static ld_future *comb_new(struct event_base *base, unsigned kind, ld_future **f
     int ok = l && (fs || n == 0);
     for (size_t i = 0; ok && i < n; i++)
         ok = fs[i] && fs[i]->loop == l;
-    struct comb *s = ok ? calloc(1, sizeof(*s) + n * sizeof(ld_future *)) : NULL;
+    struct comb *s = ok ? ld__calloc(1, sizeof(*s) + n * sizeof(ld_future *)) : NULL;
     ld_future *out = s ? future_create(l, kind, W_ADOPTING) : NULL;
     if (!out) {
-        free(s);
+        ld__free(s);
         unref_all(fs, n);
         return NULL;
     }
@@ -1523,13 +1524,13 @@ int ld_future_set_cancel_handler(ld_future *f, ld_future_cb cb, void *arg)
         rc = LD_EINVAL;
     if (rc != 0) {
         f_unlock(f, w);
-        free(x);
+        ld__free(x);
         return rc;
     }
     struct ld__xnode *old = f->a.x;
     f->a.x = x;
     f_unlock(f, w);
-    free(old);
+    ld__free(old);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <ldasync/error.h>
 #include <ldasync/kind.h>
 
+#include "alloc-internal.h"
 #include "kind-internal.h"
 
 struct ld_kind {
@@ -193,7 +194,7 @@ static json_t *sort_by_prerequisites(const json_t *coll)
 {
     json_t *out = json_array(), *seen = json_object();
     size_t cap = 16, depth = 0;
-    struct frame *stack = malloc(cap * sizeof(*stack));
+    struct frame *stack = ld__malloc(cap * sizeof(*stack));
     const char *key;
     json_t *item;
     int ok = out && seen && stack;
@@ -212,7 +213,7 @@ static json_t *sort_by_prerequisites(const json_t *coll)
                 continue;
             }
             if (depth == cap) {
-                struct frame *bigger = realloc(stack, 2 * cap * sizeof(*stack));
+                struct frame *bigger = ld__realloc(stack, 2 * cap * sizeof(*stack));
                 if (!bigger) {
                     ok = 0;
                     break;
@@ -224,7 +225,7 @@ static json_t *sort_by_prerequisites(const json_t *coll)
             stack[depth++] = (struct frame){json_object_get(coll, pk), 0};
         }
     }
-    free(stack);
+    ld__free(stack);
     json_decref(seen);
     if (!ok) {
         json_decref(out);

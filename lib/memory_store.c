@@ -28,6 +28,7 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "alloc-internal.h"
 #include "future-internal.h"
 #include "kind-internal.h"
 #include "store-internal.h"
@@ -131,7 +132,7 @@ static void snaps_drop(struct snaps *sn)
     spare_drop(sn);
     json_decref(sn->snap);
     sn->snap = NULL;
-    free(sn->log);
+    ld__free(sn->log);
     sn->log = NULL;
     sn->log_cap = 0;
 }
@@ -156,7 +157,7 @@ static bool bin_add(struct bin *b, struct garbage what)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
-        struct garbage *bigger = realloc(b->v, cap * sizeof(*bigger));
+        struct garbage *bigger = ld__realloc(b->v, cap * sizeof(*bigger));
         if (!bigger)
             return false;
         b->v = bigger;
@@ -200,15 +201,15 @@ static void gen_release(struct ld__lease *lease)
     while (g && gen_drop(g)) {
         struct gen *next = g->next;
         bin_empty(&g->bin);
-        free(g->bin.v);
-        free(g);
+        ld__free(g->bin.v);
+        ld__free(g);
         g = next;
     }
 }
 
 static struct gen *gen_new(void)
 {
-    struct gen *g = calloc(1, sizeof(*g));
+    struct gen *g = ld__calloc(1, sizeof(*g));
     if (g) {
         g->lease.release = gen_release;
         atomic_init(&g->refs, 1);
@@ -392,7 +393,7 @@ static int slot_set_key(struct slot *s, const char *key, size_t len, uint64_t ha
     if (len < INLINE_KEY) {
         memcpy(s->key, key, len + 1);
     } else {
-        char *heap = malloc(len + 1);
+        char *heap = ld__malloc(len + 1);
         if (!heap)
             return LD_ENOMEM;
         memcpy(heap, key, len + 1);
@@ -432,7 +433,7 @@ static int table_init(struct table *t, size_t n)
     size_t cap = 16;
     while (cap * 3 < n * 4 + 4)
         cap *= 2;
-    t->slots = aligned_alloc(64, cap * sizeof(*t->slots));
+    t->slots = ld__aligned_alloc(64, cap * sizeof(*t->slots));
     t->mask = cap - 1;
     t->used = 0;
     t->sn = (struct snaps){0};
@@ -446,7 +447,7 @@ static void slot_clear(struct slot *s)
 {
     json_decref(s->item);
     if (s->len >= INLINE_KEY)
-        free((char *)slot_key(s));
+        ld__free((char *)slot_key(s));
 }
 
 static void table_free(struct table *t)
@@ -454,7 +455,7 @@ static void table_free(struct table *t)
     for (size_t i = 0; t->slots && i <= t->mask; i++)
         if (t->slots[i].len)
             slot_clear(&t->slots[i]);
-    free(t->slots);
+    ld__aligned_free(t->slots);
     snaps_drop(&t->sn);
     t->slots = NULL;
 }
@@ -474,7 +475,7 @@ static int table_grow(struct table *t)
     }
     bigger.used = t->used;
     bigger.sn = t->sn;
-    free(t->slots);
+    ld__aligned_free(t->slots);
     *t = bigger;
     return 0;
 }
@@ -491,7 +492,7 @@ static void spare_log(struct snaps *sn, const char *key, size_t len)
     }
     if (sn->log_len + len + 1 > sn->log_cap) {
         size_t cap = (sn->log_cap ? sn->log_cap * 2 : 256) + len + 1;
-        char *bigger = realloc(sn->log, cap);
+        char *bigger = ld__realloc(sn->log, cap);
         if (!bigger) {
             spare_drop(sn);
             return;
@@ -776,11 +777,11 @@ static void mem_free(void *impl)
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
     bin_empty(&mem->loose);
-    free(mem->loose.v);
+    ld__free(mem->loose.v);
     if (mem->flush)
         event_free(mem->flush);
     gen_release(&mem->cur->lease); /* the rest goes with the last lease */
-    free(mem);
+    ld__free(mem);
 }
 
 static const char *mem_describe(void *impl)
@@ -828,12 +829,12 @@ ld_store *ld_memory_store_new(struct event_base *base)
 {
     if (!base)
         return NULL;
-    struct memory *mem = calloc(1, sizeof(*mem));
+    struct memory *mem = ld__calloc(1, sizeof(*mem));
     if (!mem)
         return NULL;
     mem->cur = gen_new();
     if (!mem->cur) {
-        free(mem);
+        ld__free(mem);
         return NULL;
     }
     mem->flush = event_new(base, -1, 0, on_flush, mem);

@@ -7,6 +7,7 @@
 #include <ldasync/error.h>
 #include <ldasync/processor.h>
 
+#include "alloc-internal.h"
 #include "front-internal.h"
 
 /* ---- event processor ------------------------------------------------------ */
@@ -23,11 +24,11 @@ ld_event_processor *ld_event_processor_new(struct event_base *base,
     if (!base || !ops || ops->version != LD_EVENT_PROCESSOR_OPS_VERSION || !ops->send_event ||
         !ops->flush)
         return NULL;
-    ld_event_processor *ep = calloc(1, sizeof(*ep));
+    ld_event_processor *ep = ld__calloc(1, sizeof(*ep));
     if (!ep)
         return NULL;
     if (ld__front_init(&ep->front, base, "event processor is closed") != 0) {
-        free(ep);
+        ld__free(ep);
         return NULL;
     }
     ep->ops = ops;
@@ -65,7 +66,7 @@ void ld_event_processor_free(ld_event_processor *ep)
     if (!ep)
         return;
     ld__front_release(&ep->front, ep->ops->free, ep->impl);
-    free(ep);
+    ld__free(ep);
 }
 
 /* ---- update processor ----------------------------------------------------- */
@@ -83,11 +84,11 @@ ld_update_processor *ld_update_processor_new(struct event_base *base,
     if (!base || !ops || ops->version != LD_UPDATE_PROCESSOR_OPS_VERSION || !ops->start ||
         !ops->initialized)
         return NULL;
-    ld_update_processor *up = calloc(1, sizeof(*up));
+    ld_update_processor *up = ld__calloc(1, sizeof(*up));
     if (!up)
         return NULL;
     if (ld__front_init(&up->front, base, "update processor is closed") != 0) {
-        free(up);
+        ld__free(up);
         return NULL;
     }
     up->ops = ops;
@@ -123,5 +124,5 @@ void ld_update_processor_free(ld_update_processor *up)
     if (!up)
         return;
     ld__front_release(&up->front, up->ops->free, up->impl);
-    free(up);
+    ld__free(up);
 }

@@ -16,6 +16,7 @@
 #include <ldasync/error.h>
 #include <ldasync/sink.h>
 
+#include "alloc-internal.h"
 #include "status-internal.h"
 
 /* ------------------------------------------------------------------------- */
@@ -33,7 +34,7 @@ ld_update_sink *ld_update_sink_new(struct event_base *base, const struct ld_upda
     if (!base || !ops || ops->version != LD_UPDATE_SINK_OPS_VERSION || !ops->init || !ops->upsert ||
         !ops->del || !ops->update_status)
         return NULL;
-    ld_update_sink *s = malloc(sizeof(*s));
+    ld_update_sink *s = ld__malloc(sizeof(*s));
     if (!s)
         return NULL;
     s->base = base;
@@ -48,7 +49,7 @@ void ld_update_sink_free(ld_update_sink *s)
         return;
     if (s->ops->free)
         s->ops->free(s->impl);
-    free(s);
+    ld__free(s);
 }
 
 /* The start of init, upsert and delete: returns the future to give back at
@@ -123,7 +124,7 @@ static struct snapshot *snapshot_new(uint64_t seq, enum ld_ds_state state, int64
 {
     const char *msg = error && error->message ? error->message : "";
     size_t len = error ? strlen(msg) + 1 : 0;
-    struct snapshot *p = malloc(sizeof(*p) + len);
+    struct snapshot *p = ld__malloc(sizeof(*p) + len);
     if (!p)
         return NULL;
     p->refs = 1;
@@ -144,7 +145,7 @@ static void snapshot_unref(void *p)
 {
     struct snapshot *snap = p;
     if (snap && --snap->refs == 0)
-        free(snap);
+        ld__free(snap);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -175,7 +176,7 @@ static void free_listeners(struct listener *l)
 {
     while (l) {
         struct listener *next = l->next;
-        free(l);
+        ld__free(l);
         l = next;
     }
 }
@@ -186,7 +187,7 @@ static void store_sink_release(struct store_sink *ss)
         return;
     free_listeners(ss->head);
     snapshot_unref(ss->current);
-    free(ss);
+    ld__free(ss);
 }
 
 /* Unlinks the listeners marked removed; never while they are being called. */
@@ -200,7 +201,7 @@ static void sweep(struct store_sink *ss)
             link = &l->next;
         } else {
             *link = l->next;
-            free(l);
+            ld__free(l);
         }
     }
 }
@@ -326,7 +327,7 @@ ld_update_sink *ld_store_sink_new(ld_store *store)
 {
     if (!store)
         return NULL;
-    struct store_sink *ss = calloc(1, sizeof(*ss));
+    struct store_sink *ss = ld__calloc(1, sizeof(*ss));
     if (!ss)
         return NULL;
     ss->store = store;
@@ -336,7 +337,7 @@ ld_update_sink *ld_store_sink_new(ld_store *store)
     ss->handle = ss->current ? ld_update_sink_new(ss->base, &store_sink_ops, ss) : NULL;
     if (!ss->handle) {
         snapshot_unref(ss->current);
-        free(ss);
+        ld__free(ss);
         return NULL;
     }
     return ss->handle;
@@ -361,7 +362,7 @@ int64_t ld_store_sink_add_listener(ld_update_sink *s, ld_ds_status_fn fn, void *
     struct store_sink *ss = store_sink_of(s);
     if (!ss || !fn)
         return LD_EINVAL;
-    struct listener *l = malloc(sizeof(*l));
+    struct listener *l = ld__malloc(sizeof(*l));
     if (!l)
         return LD_ENOMEM;
     l->next = NULL;

@@ -8,6 +8,7 @@
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
+#include "alloc-internal.h"
 #include "front-internal.h"
 #include "kind-internal.h"
 #include "store-internal.h"
@@ -26,11 +27,11 @@ ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops 
     if (!base || !ops || ops->version != LD_STORE_OPS_VERSION || !ops->get || !ops->all ||
         !ops->init || !ops->upsert || !ops->del || !ops->initialized)
         return NULL;
-    ld_store *s = calloc(1, sizeof(*s));
+    ld_store *s = ld__calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     if (ld__front_init(&s->fr, base, "store is closed") != 0) {
-        free(s);
+        ld__free(s);
         return NULL;
     }
     s->ops = ops;
@@ -42,7 +43,7 @@ ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops 
                 ld_future_unref(s->answer[0]);
                 ld_future_unref(s->answer[1]);
                 ld__front_release(&s->fr, NULL, NULL);
-                free(s);
+                ld__free(s);
                 return NULL;
             }
         }
@@ -227,7 +228,7 @@ void ld_store_free(ld_store *s)
     ld__front_release(&s->fr, s->ops->free, s->impl); /* pending: LD_ECANCELED */
     ld_future_unref(s->answer[0]);
     ld_future_unref(s->answer[1]);
-    free(s);
+    ld__free(s);
 }
 
 const char *ld_store_describe(const ld_store *s)

@@ -6,6 +6,7 @@
 #ifndef LDASYNC_LDASYNC_H
 #define LDASYNC_LDASYNC_H
 
+#include <ldasync/alloc.h>
 #include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/error.h>

@@ -16,6 +16,8 @@
 
 #include <ldasync/testing.h>
 
+#include "testing-internal.h"
+
 #define GUARD_SEC 60
 
 struct registration {
@@ -1005,13 +1007,13 @@ int ld_store_contract_add_tests(Suite *suite, const char *name,
         return LD_EINVAL;
     if (nregs == capregs) {
         int cap = capregs ? capregs * 2 : 4;
-        struct registration *bigger = realloc(regs, (size_t)cap * sizeof(*regs));
+        struct registration *bigger = ld__realloc(regs, (size_t)cap * sizeof(*regs));
         if (!bigger)
             return LD_ENOMEM;
         regs = bigger;
         capregs = cap;
     }
-    char *copy = strdup(name);
+    char *copy = ld__strdup(name);
     if (!copy)
         return LD_ENOMEM;
     int index = nregs++;

@@ -63,13 +63,13 @@ static int record_query(struct mock *m, const char *hash)
 {
     if (m->n_queries == m->cap_queries) {
         size_t cap = m->cap_queries ? 2 * m->cap_queries : 8;
-        char **q = realloc(m->queries, cap * sizeof(*q));
+        char **q = ld__realloc(m->queries, cap * sizeof(*q));
         if (!q)
             return LD_ENOMEM;
         m->queries = q;
         m->cap_queries = cap;
     }
-    char *copy = strdup(hash);
+    char *copy = ld__strdup(hash);
     if (!copy)
         return LD_ENOMEM;
     m->queries[m->n_queries++] = copy;
@@ -95,9 +95,9 @@ static void mock_free(void *impl)
         ld__mock_unregister(m->self);
     json_decref(m->memberships);
     for (size_t i = 0; i < m->n_queries; i++)
-        free(m->queries[i]);
-    free(m->queries);
-    free(m);
+        ld__free(m->queries[i]);
+    ld__free(m->queries);
+    ld__free(m);
 }
 
 static const char *mock_describe(void *impl)
@@ -125,7 +125,7 @@ ld_big_segment_store *ld_mock_big_segment_store_new(struct event_base *base,
 {
     if (!base || !is_preset(preset))
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->preset = preset;

@@ -50,7 +50,7 @@ static void mock_free(void *impl)
     if (m->self)
         ld__mock_unregister(m->self);
     json_decref(m->events);
-    free(m);
+    ld__free(m);
 }
 
 static const struct ld_event_processor_ops mock_ops = {
@@ -65,7 +65,7 @@ ld_event_processor *ld_mock_event_processor_new(struct event_base *base)
 {
     if (!base)
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->events = json_array();

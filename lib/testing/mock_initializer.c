@@ -108,8 +108,8 @@ static void mock_free(void *impl)
         ld__mock_unregister(m->self);
     ld__waiters_drop(&m->waiting);
     ld_fdv2_basis_free(m->basis);
-    free(m->name);
-    free(m);
+    ld__free(m->name);
+    ld__free(m);
 }
 
 static const struct ld_initializer_ops mock_ops = {
@@ -124,10 +124,10 @@ ld_initializer *ld_mock_initializer_new(struct event_base *base, const char *nam
 {
     if (!base)
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
-    m->name = strdup(name ? name : "mock");
+    m->name = ld__strdup(name ? name : "mock");
     ld_initializer *init = m->name ? ld_initializer_new(base, &mock_ops, m) : NULL;
     if (!init) {
         mock_free(m);

@@ -196,7 +196,7 @@ static void mock_free(void *impl)
         ld__mock_unregister(m->self);
     json_decref(m->data);
     json_decref(m->inits);
-    free(m);
+    ld__free(m);
 }
 
 static const char *mock_describe(void *impl)
@@ -222,7 +222,7 @@ ld_store *ld_mock_store_new(struct event_base *base)
 {
     if (!base)
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->data = json_object();

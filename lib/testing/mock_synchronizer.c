@@ -64,7 +64,7 @@ static void yield(struct mock *m, ld_future *out, struct item *it)
         break;
     }
     ld_future_unref(out);
-    free(it);
+    ld__free(it);
 }
 
 static struct item *pop_item(struct mock *m)
@@ -124,10 +124,10 @@ static void mock_free(void *impl)
     while (m->script) {
         struct item *it = pop_item(m);
         ld_fdv2_update_free(it->update);
-        free(it);
+        ld__free(it);
     }
-    free(m->name);
-    free(m);
+    ld__free(m->name);
+    ld__free(m);
 }
 
 static const struct ld_synchronizer_ops mock_ops = {
@@ -142,10 +142,10 @@ ld_synchronizer *ld_mock_synchronizer_new(struct event_base *base, const char *n
 {
     if (!base)
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
-    m->name = strdup(name ? name : "mock");
+    m->name = ld__strdup(name ? name : "mock");
     ld_synchronizer *sync = m->name ? ld_synchronizer_new(base, &mock_ops, m) : NULL;
     if (!sync) {
         mock_free(m);
@@ -170,7 +170,7 @@ static int push(ld_synchronizer *sync, enum item_kind kind, ld_fdv2_update *upda
         rc = LD_EINVAL;
     else if (m->end_pushed || m->stopped)
         rc = LD_ECLOSED;
-    else if (!(it = malloc(sizeof(*it))))
+    else if (!(it = ld__malloc(sizeof(*it))))
         rc = LD_ENOMEM;
     if (rc != 0) {
         ld_fdv2_update_free(update);

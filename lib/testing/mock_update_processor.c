@@ -77,7 +77,7 @@ static void mock_free(void *impl)
     if (m->self)
         ld__mock_unregister(m->self);
     drop_held(m);
-    free(m);
+    ld__free(m);
 }
 
 static const struct ld_update_processor_ops mock_ops = {
@@ -92,7 +92,7 @@ ld_update_processor *ld_mock_update_processor_new(struct event_base *base, enum 
 {
     if (!base || (unsigned)start > LD_MOCK_START_GIVE_UP)
         return NULL;
-    struct mock *m = calloc(1, sizeof(*m));
+    struct mock *m = ld__calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->outcome = start;

@@ -21,7 +21,7 @@ static struct entry *entries;
 
 int ld__mock_register(const void *object, const void *type, void *mock)
 {
-    struct entry *e = malloc(sizeof(*e));
+    struct entry *e = ld__malloc(sizeof(*e));
     if (!e)
         return LD_ENOMEM;
     e->object = object;
@@ -41,7 +41,7 @@ void ld__mock_unregister(const void *object)
         if ((*p)->object == object) {
             struct entry *e = *p;
             *p = e->next;
-            free(e);
+            ld__free(e);
             break;
         }
     }

@@ -5,7 +5,60 @@
 #ifndef LDASYNC_TESTING_INTERNAL_H
 #define LDASYNC_TESTING_INTERNAL_H
 
+#include <stdint.h>
+#include <string.h>
+
+#include <ldasync/alloc.h>
 #include <ldasync/future.h>
+
+/*
+ * Allocation through the hooks of alloc.h, as in libldasync (whose own
+ * wrappers are not exported): the same names, so code reads the same in both
+ * libraries.
+ */
+static inline void *ld__malloc(size_t size)
+{
+    ld_malloc_fn m;
+    ld_get_alloc_funcs(&m, NULL, NULL);
+    return m(size ? size : 1);
+}
+
+static inline void *ld__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = ld__malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+static inline void *ld__realloc(void *ptr, size_t size)
+{
+    ld_realloc_fn r;
+    if (!ptr)
+        return ld__malloc(size);
+    ld_get_alloc_funcs(NULL, &r, NULL);
+    return r(ptr, size ? size : 1);
+}
+
+static inline void ld__free(void *ptr)
+{
+    ld_dealloc_fn f;
+    if (!ptr)
+        return;
+    ld_get_alloc_funcs(NULL, NULL, &f);
+    f(ptr);
+}
+
+static inline char *ld__strdup(const char *s)
+{
+    size_t len = strlen(s) + 1;
+    char *copy = ld__malloc(len);
+    if (copy)
+        memcpy(copy, s, len);
+    return copy;
+}
 
 /*
  * The registry of mocks. A mock is an ordinary object of its interface (an

@@ -14,7 +14,7 @@ struct ld__waiter {
 
 int ld__waiters_push(struct ld__waiters *q, ld_future *out)
 {
-    struct ld__waiter *w = malloc(sizeof(*w));
+    struct ld__waiter *w = ld__malloc(sizeof(*w));
     if (!w)
         return LD_ENOMEM;
     w->next = NULL;
@@ -36,7 +36,7 @@ ld_future *ld__waiters_pop(struct ld__waiters *q)
     q->head = w->next;
     if (!q->head)
         q->tail = NULL;
-    free(w);
+    ld__free(w);
     return out;
 }
 
