@@ -36,26 +36,28 @@ ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
 
 ld_future *ld_big_segment_store_get_metadata(ld_big_segment_store *s)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
-    if ((r = ld__front_begin(&s->front, NULL, &impl)) != NULL)
+    if ((r = ld__front_begin(&s->front, NULL, &op)) != NULL)
         return r;
-    s->ops->get_metadata(s->impl, ld_future_ref(impl));
-    return ld__front_finish(&s->front, impl);
+    s->ops->get_metadata(s->impl, ld_future_ref(op.impl));
+    return ld__front_finish(&s->front, &op);
 }
 
 ld_future *ld_big_segment_store_get_membership(ld_big_segment_store *s, const char *context_hash)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
     const char *bad =
         !context_hash || !*context_hash ? "context_hash must be a non-empty string" : NULL;
-    if ((r = ld__front_begin(&s->front, bad, &impl)) != NULL)
+    if ((r = ld__front_begin(&s->front, bad, &op)) != NULL)
         return r;
-    s->ops->get_membership(s->impl, context_hash, ld_future_ref(impl));
-    return ld__front_finish(&s->front, impl);
+    s->ops->get_membership(s->impl, context_hash, ld_future_ref(op.impl));
+    return ld__front_finish(&s->front, &op);
 }
 
 ld_future *ld_big_segment_store_stop(ld_big_segment_store *s)

@@ -599,13 +599,14 @@ const char *ld_initializer_name(const ld_initializer *in)
 
 ld_future *ld_initializer_fetch(ld_initializer *in)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!in)
         return NULL;
-    if ((r = ld__front_begin(&in->front, NULL, &impl)) != NULL)
+    if ((r = ld__front_begin(&in->front, NULL, &op)) != NULL)
         return r;
-    in->ops->fetch(in->impl, ld_future_ref(impl));
-    return ld__front_finish(&in->front, impl);
+    in->ops->fetch(in->impl, ld_future_ref(op.impl));
+    return ld__front_finish(&in->front, &op);
 }
 
 ld_future *ld_initializer_close(ld_initializer *in)
@@ -656,13 +657,14 @@ const char *ld_synchronizer_name(const ld_synchronizer *s)
 
 ld_future *ld_synchronizer_next(ld_synchronizer *s)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
-    if ((r = ld__front_begin(&s->front, NULL, &impl)) != NULL)
+    if ((r = ld__front_begin(&s->front, NULL, &op)) != NULL)
         return r;
-    s->ops->next(s->impl, ld_future_ref(impl));
-    return ld__front_finish(&s->front, impl);
+    s->ops->next(s->impl, ld_future_ref(op.impl));
+    return ld__front_finish(&s->front, &op);
 }
 
 ld_future *ld_synchronizer_stop(ld_synchronizer *s)

@@ -28,33 +28,48 @@ struct ld__queue {
     bool released;     /* the front let go of it */
     unsigned refs;     /* the front's (until released) + one per pending callback */
     unsigned inflight; /* handed over, not complete yet (see hand_over) */
+    unsigned cancels;  /* cancellations whose cancel handlers may not have run */
+    bool cancels_lost; /* one such count could not be tracked (no memory) */
+    void (*free_fn)(void *impl); /* set at release while cancels > 0 */
+    void *free_impl;
     struct ld__pending *head, *tail;
 };
 
 struct ld__front {
     struct event_base *base;
     struct ld__queue *queue; /* outlives the front while callbacks hold it */
+    ld_future *oom;          /* rejected LD_ENOMEM, for when nothing else can be made */
     const char *closed_msg;  /* static: "synchronizer is closed", ... */
     bool closed;
+};
+
+/* One operation between ld__front_begin() and ld__front_finish(). */
+struct ld__op {
+    ld_future *impl;       /* pending; the implementation completes it */
+    struct ld__pending *p; /* made in advance: finishing never allocates */
 };
 
 /* Sets up `fr` on `base`. @return 0 or LD_ENOMEM. */
 int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg);
 
-/* The start of an operation: returns the future to give back at once (a
- * closed front: LD_ECLOSED; `bad` not NULL: LD_EINVAL with `bad` as the
- * message; no memory), or NULL with *impl a new pending future to hand the
- * implementation (with one more reference for it) and then to
- * ld__front_finish(). */
-ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **impl);
+/*
+ * The start of an operation. Returns the caller's future when the front
+ * answers it itself: LD_ECLOSED once closed, LD_EINVAL with the static
+ * message `bad` when `bad` is not NULL (both complete after the operations
+ * issued before, in issue order), LD_ENOMEM when memory ran out (at once: the
+ * operation was not issued). Otherwise returns NULL with `op` ready: hand
+ * the implementation ld_future_ref(op->impl), then call ld__front_finish().
+ * Never NULL for an answer.
+ */
+ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__op *op);
 
-/* The caller's future for an operation whose implementation future is `impl`
- * (steals it). A complete `impl` with nothing queued or in flight before it
- * is returned as it is: one future per operation. Otherwise the caller's
- * future adopts `impl` (ld_future_forward) once everything before it has
- * been handed over; adoption goes through the loop in hand-over order, so
- * callbacks run in issue order. */
-ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl);
+/* The caller's future for `op` (whose implementation future it steals); no
+ * allocation. A complete implementation future with nothing queued or in
+ * flight before it is returned as it is: one future per operation.
+ * Otherwise the caller's future adopts it (ld_future_forward) once
+ * everything before it has been handed over; adoption goes through the loop
+ * in hand-over order, so callbacks run in issue order. */
+ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op);
 
 /* True when no operation waits or is in flight: a result completed at once
  * may be handed back as it is. */
@@ -63,27 +78,29 @@ static inline bool ld__front_idle(const struct ld__front *fr)
     return !fr->queue->head && !fr->queue->inflight;
 }
 
-/* A future rejected with `code` and the static message `why`. */
+/* A future rejected with `code` and the static message `why` (NULL: the
+ * code's ld_strerror), completed at once; the front's LD_ENOMEM future if
+ * memory ran out. Never NULL. */
 ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why);
 
-/* Hands over the results that are ready (in order), then rejects every
- * operation still waiting with `code` and `why` and cancels its
- * implementation future (which tells the implementation, if it listens). */
-void ld__front_abort(struct ld__front *fr, int code, const char *why);
+/* A reference to the front's future rejected with LD_ENOMEM. */
+ld_future *ld__front_oom(struct ld__front *fr);
 
 /* Closes `fr` and returns the caller's future for the close: with `abort`,
- * what is pending is first rejected with LD_ECLOSED (ld__front_abort);
- * then, the first time only, `close_op(impl, out)` (if not NULL) closes the
- * implementation; otherwise the future is fulfilled at once. */
+ * what is pending is first rejected with LD_ECLOSED; then, the first time
+ * only, `close_op(impl, out)` (if not NULL) closes the implementation;
+ * otherwise the future is fulfilled at once. When memory runs out, nothing
+ * changes and the future is rejected with LD_ENOMEM. */
 ld_future *ld__front_close(struct ld__front *fr, bool abort,
                            void (*close_op)(void *impl, ld_future *out), void *impl);
 
 /* Closes `fr`, aborts what waits with LD_ECANCELED and lets go of the queue
  * (freed once its last callback ran); then frees the implementation with
  * free_fn(impl) (if free_fn is not NULL): at once, or, when implementation
- * futures were cancelled, from the loop after their cancel handlers (which
- * the implementation may have given `impl`). Safe from inside a callback of
- * one of the front's own futures. */
+ * futures were cancelled (now, or by an earlier close) and their cancel
+ * handlers may not have run yet, from the loop after them (the
+ * implementation may have given them `impl`). Safe from inside a callback
+ * of one of the front's own futures. */
 void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl);
 
 #endif /* LDASYNC_FRONT_INTERNAL_H */

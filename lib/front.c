@@ -1,23 +1,33 @@
 /*
  * ldasync: the shared front layer of the components around the store
  * (front-internal.h): issue-order completion, closing and aborting.
+ *
+ * Allocation: an operation allocates everything it may need (its
+ * implementation future, a queue entry and the caller's future) before the
+ * implementation hears of it, so that running out of memory rejects an
+ * operation that never happened, never one that did.
  */
-#include <stdlib.h>
-
 #include <ldasync/error.h>
 
 #include "alloc-internal.h"
 #include "front-internal.h"
+#include "future-internal.h"
+
+static const char E_NOMEM[] = "out of memory";
 
 int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg)
 {
     struct ld__queue *q = ld__calloc(1, sizeof(*q));
-    if (!q)
+    ld_future *oom = q ? ld__future_rejected_static(base, LD_ENOMEM, E_NOMEM) : NULL;
+    if (!oom) {
+        ld__free(q);
         return LD_ENOMEM;
+    }
     q->base = base;
     q->refs = 1;
     fr->base = base;
     fr->queue = q;
+    fr->oom = oom;
     fr->closed_msg = closed_msg;
     fr->closed = false;
     return 0;
@@ -46,19 +56,21 @@ static void user_done(ld_future *user, void *arg)
     queue_unref(q);
 }
 
-/* Makes the caller's future of `p` adopt `from` (stolen) and frees `p`.
- * Adoption completes from the loop, in the order of the hand-overs; until
- * the caller's future is complete it counts as in flight, so that a later
- * operation is not handed back ahead of it (ld__front_finish). */
+/* Makes the caller's future of `p` adopt `from` (complete; stolen) and frees
+ * `p`. Adoption completes from the loop, in the order of the hand-overs;
+ * until the caller's future is complete it counts as in flight, so that a
+ * later operation is not handed back ahead of it (ld__front_finish). */
 static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *from)
 {
     q->inflight++;
     q->refs++;
+    /* The caller's future has no callback of ours yet, so this one is the
+     * future's own embedded node: no allocation. */
     if (ld_future_on_complete(ld_future_ref(p->user), user_done, q) != 0) {
-        q->inflight--; /* LD_ENOMEM: order is kept as well as memory allows */
+        q->inflight--;
         q->refs--;
     }
-    if (!from || ld_future_forward(p->user, from) != 0)
+    if (ld_future_forward(p->user, from) != 0)
         ld_future_reject(p->user, LD_ENOMEM, NULL);
     ld_future_unref(p->user);
     ld__free(p);
@@ -83,34 +95,64 @@ static void impl_done(ld_future *impl, void *arg)
     queue_unref(q);
 }
 
+ld_future *ld__front_oom(struct ld__front *fr)
+{
+    return ld_future_ref(fr->oom);
+}
+
 ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why)
 {
-    return ld_future_rejected(fr->base, code, "%s", why);
+    ld_future *f = ld__future_rejected_static(fr->base, code, why);
+    return f ? f : ld__front_oom(fr);
 }
 
-ld_future *ld__front_begin(struct ld__front *fr, const char *bad, ld_future **impl)
+/* A queue entry with the caller's future, or NULL if memory ran out. */
+static struct ld__pending *pending_new(struct ld__front *fr)
 {
-    if (fr->closed)
-        return ld__front_rejected(fr, LD_ECLOSED, fr->closed_msg);
-    if (bad)
-        return ld__front_rejected(fr, LD_EINVAL, bad);
-    *impl = ld_future_new(fr->base);
-    return *impl ? NULL : ld__front_rejected(fr, LD_ENOMEM, "out of memory");
+    struct ld__pending *p = ld__malloc(sizeof(*p));
+    if (p && !(p->user = ld_future_new(fr->base))) {
+        ld__free(p);
+        p = NULL;
+    }
+    return p;
 }
 
-ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
+static void pending_drop(struct ld__pending *p)
+{
+    if (p) {
+        ld_future_unref(p->user);
+        ld__free(p);
+    }
+}
+
+ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__op *op)
+{
+    op->impl = NULL;
+    op->p = pending_new(fr);
+    if (fr->closed || bad) {
+        /* answered by the front, but after what was issued before */
+        op->impl = ld__future_rejected_static(fr->base, fr->closed ? LD_ECLOSED : LD_EINVAL,
+                                              fr->closed ? fr->closed_msg : bad);
+        if (op->impl && (op->p || ld__front_idle(fr)))
+            return ld__front_finish(fr, op);
+    } else if (op->p && (op->impl = ld_future_new(fr->base)) != NULL) {
+        return NULL;
+    }
+    ld_future_unref(op->impl);
+    pending_drop(op->p);
+    return ld__front_oom(fr);
+}
+
+ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op)
 {
     struct ld__queue *q = fr->queue;
-    if (ld__front_idle(fr) && !ld_future_is_pending(impl))
+    struct ld__pending *p = op->p;
+    ld_future *impl = op->impl;
+    if (ld__front_idle(fr) && !ld_future_is_pending(impl)) {
+        pending_drop(p);
         return impl;
-    struct ld__pending *p = ld__malloc(sizeof(*p));
-    ld_future *user = ld_future_new(fr->base);
-    if (!p || !user) {
-        ld__free(p);
-        ld_future_unref(user);
-        ld_future_unref(impl); /* the implementation completes its own reference */
-        return ld__front_rejected(fr, LD_ENOMEM, "out of memory");
     }
+    ld_future *user = p->user;
     p->next = NULL;
     p->impl = impl;
     p->user = ld_future_ref(user);
@@ -119,14 +161,27 @@ ld_future *ld__front_finish(struct ld__front *fr, ld_future *impl)
     else
         q->head = p;
     q->tail = p;
+    /* Also when `impl` is complete: something in flight before it may not
+     * flush the queue again. */
     q->refs++;
     if (ld_future_on_complete(ld_future_ref(impl), impl_done, q) != 0)
         q->refs--; /* LD_ENOMEM: flushed by the next completion instead */
     return user;
 }
 
-/* ld__front_abort(), returning how many implementation futures it
- * cancelled. */
+static void cancels_ran(ld_future *f, void *arg)
+{
+    struct ld__queue *q = arg;
+    (void)f;
+    if (--q->cancels == 0 && q->free_fn) /* the component was freed meanwhile */
+        q->free_fn(q->free_impl);
+    queue_unref(q);
+}
+
+/* Hands over the results that are ready (in order), then rejects every
+ * operation still waiting with `code` and `why` and cancels its
+ * implementation future (which tells the implementation, if it listens).
+ * Returns how many implementation futures it cancelled. */
 static size_t abort_pending(struct ld__front *fr, int code, const char *why)
 {
     struct ld__queue *q = fr->queue;
@@ -134,38 +189,50 @@ static size_t abort_pending(struct ld__front *fr, int code, const char *why)
     flush(q);
     while (q->head) {
         struct ld__pending *p = pop(q);
-        if (ld_future_cancel(p->impl) == 0) /* tells the implementation, if it listens */
+        if (ld_future_cancel(p->impl) == 0)
             cancelled++;
         ld_future_unref(p->impl);
         /* through the loop too, so that the results handed over before
          * complete first */
-        hand_over(q, p, ld_future_rejected(q->base, code, "%s", why));
+        ld_future *why_f = ld__future_rejected_static(q->base, code, why);
+        hand_over(q, p, why_f ? why_f : ld__front_oom(fr));
+    }
+    if (cancelled) {
+        /* Callbacks run in FIFO order: this one runs after the cancel
+         * handlers just queued. */
+        q->cancels++;
+        q->refs++;
+        if (ld_future_on_complete(ld__front_oom(fr), cancels_ran, q) != 0) {
+            q->cancels--;
+            q->refs--;
+            q->cancels_lost = true;
+        }
     }
     return cancelled;
-}
-
-void ld__front_abort(struct ld__front *fr, int code, const char *why)
-{
-    abort_pending(fr, code, why);
 }
 
 ld_future *ld__front_close(struct ld__front *fr, bool abort,
                            void (*close_op)(void *impl, ld_future *out), void *impl)
 {
-    ld_future *out = ld_future_new(fr->base);
-    if (!out)
-        return ld__front_rejected(fr, LD_ENOMEM, "out of memory");
+    struct ld__op op = {ld_future_new(fr->base), pending_new(fr)};
+    if (!op.impl || !op.p) {
+        ld_future_unref(op.impl);
+        pending_drop(op.p);
+        return ld__front_oom(fr);
+    }
     bool was_closed = fr->closed;
     fr->closed = true;
     if (abort)
-        ld__front_abort(fr, LD_ECLOSED, fr->closed_msg);
+        abort_pending(fr, LD_ECLOSED, fr->closed_msg);
     if (was_closed || !close_op)
-        ld_future_fulfill(out);
+        ld_future_fulfill(op.impl);
     else
-        close_op(impl, ld_future_ref(out));
-    return ld__front_finish(fr, out);
+        close_op(impl, ld_future_ref(op.impl));
+    return ld__front_finish(fr, &op);
 }
 
+/* Calls free_fn(impl) from the loop after the callbacks queued so far (a
+ * FIFO), or at once if memory ran out. */
 struct deferred_free {
     void (*free_fn)(void *impl);
     void *impl;
@@ -179,41 +246,40 @@ static void run_deferred_free(ld_future *f, void *arg)
     ld__free(d);
 }
 
-/* Calls free_fn(impl) from the loop, after the callbacks queued so far (a
- * FIFO), or at once if memory ran out. */
-static void free_after_queued(struct event_base *base, void (*free_fn)(void *impl), void *impl)
+static void free_after_queued(struct ld__front *fr, void (*free_fn)(void *impl), void *impl)
 {
     struct deferred_free *d = ld__malloc(sizeof(*d));
-    ld_future *f = d ? ld_future_new(base) : NULL;
-    if (!f || ld_future_fulfill(f) != 0) {
-        ld_future_unref(f);
+    if (d) {
+        d->free_fn = free_fn;
+        d->impl = impl;
+        if (ld_future_on_complete(ld__front_oom(fr), run_deferred_free, d) == 0)
+            return;
         ld__free(d);
-        free_fn(impl);
-        return;
     }
-    d->free_fn = free_fn;
-    d->impl = impl;
-    if (ld_future_on_complete(f, run_deferred_free, d) != 0) {
-        ld__free(d);
-        free_fn(impl);
-    }
+    free_fn(impl);
 }
 
 void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl)
 {
     struct ld__queue *q = fr->queue;
-    size_t cancelled = 0;
     if (q) {
         fr->closed = true;
-        cancelled = abort_pending(fr, LD_ECANCELED, "operation canceled: the component was freed");
+        abort_pending(fr, LD_ECANCELED, "operation canceled: the component was freed");
         q->released = true;
         fr->queue = NULL;
+        if (free_fn && q->cancels) {
+            /* after the cancel handlers, which may use `impl` (cancels_ran) */
+            q->free_fn = free_fn;
+            q->free_impl = impl;
+            free_fn = NULL;
+        } else if (free_fn && q->cancels_lost) {
+            free_after_queued(fr, free_fn, impl);
+            free_fn = NULL;
+        }
         queue_unref(q);
     }
-    if (!free_fn)
-        return;
-    if (cancelled)
-        free_after_queued(fr->base, free_fn, impl); /* after their cancel handlers */
-    else
+    if (free_fn)
         free_fn(impl);
+    ld_future_unref(fr->oom);
+    fr->oom = NULL;
 }

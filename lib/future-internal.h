@@ -96,6 +96,11 @@ struct ld_future {
  * released on any thread (they are made W_SHARED). */
 bool ld__future_threads(void);
 
+/* A future rejected with `code` and `msg`, a string that lives as long as
+ * the process (NULL: ld_strerror(code)); no allocation but the future.
+ * NULL only if memory ran out. */
+ld_future *ld__future_rejected_static(struct event_base *base, int code, const char *msg);
+
 /*
  * A lease: what keeps a borrowed JSON value alive for a future made by
  * ld__future_fulfilled_leased(). The future calls release(lease) once, when

@@ -840,6 +840,17 @@ int ld_future_fulfill_ptr(ld_future *f, void *v, ld_free_fn free_fn)
     return rc;
 }
 
+/* Rejects with a message that lives for the whole process. */
+static int reject_static(ld_future *f, int code, const char *cmsg, int adopting_ok)
+{
+    struct settle_req r = {.state = W_REJECTED,
+                           .vtype = V_ERR_STATIC,
+                           .a.i = code,
+                           .b.cmsg = cmsg,
+                           .adopting_ok = adopting_ok};
+    return settle(f, &r);
+}
+
 /* Rejects with a message we own (msg may be NULL: the static strerror). */
 static int reject_msg(ld_future *f, int code, char *msg, int adopting_ok)
 {
@@ -932,13 +943,21 @@ ld_future *ld_future_rejected(struct event_base *base, int code, const char *fmt
     return f;
 }
 
+ld_future *ld__future_rejected_static(struct event_base *base, int code, const char *msg)
+{
+    ld_future *f = ld_future_new(base);
+    if (f)
+        reject_static(f, code, msg ? msg : ld_strerror(code), 0);
+    return f;
+}
+
 /* Completes `out` the way `src` (complete) did. */
 static int adopt(ld_future *out, ld_future *src)
 {
     struct settle_req r = {.state = f_state(src), .vtype = src->vtype, .adopting_ok = 1};
     if (r.state == W_REJECTED) {
         if (src->vtype == V_ERR_STATIC)
-            return reject_msg(out, (int)src->a.i, NULL, 1);
+            return reject_static(out, (int)src->a.i, src->b.cmsg, 1);
         char *copy = ld__strdup(src->b.cmsg);
         if (!copy)
             return reject_msg(out, (int)src->a.i, NULL, 1);

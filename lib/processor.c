@@ -47,13 +47,14 @@ int ld_event_processor_send_event(ld_event_processor *ep, json_t *event)
 
 ld_future *ld_event_processor_flush(ld_event_processor *ep)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!ep)
         return NULL;
-    if ((r = ld__front_begin(&ep->front, NULL, &impl)) != NULL)
+    if ((r = ld__front_begin(&ep->front, NULL, &op)) != NULL)
         return r;
-    ep->ops->flush(ep->impl, ld_future_ref(impl));
-    return ld__front_finish(&ep->front, impl);
+    ep->ops->flush(ep->impl, ld_future_ref(op.impl));
+    return ld__front_finish(&ep->front, &op);
 }
 
 ld_future *ld_event_processor_close(ld_event_processor *ep)
@@ -98,15 +99,16 @@ ld_update_processor *ld_update_processor_new(struct event_base *base,
 
 ld_future *ld_update_processor_start(ld_update_processor *up)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!up)
         return NULL;
     const char *bad = up->started ? "update processor already started" : NULL;
-    if ((r = ld__front_begin(&up->front, bad, &impl)) != NULL)
+    if ((r = ld__front_begin(&up->front, bad, &op)) != NULL)
         return r;
     up->started = true;
-    up->ops->start(up->impl, ld_future_ref(impl));
-    return ld__front_finish(&up->front, impl);
+    up->ops->start(up->impl, ld_future_ref(op.impl));
+    return ld__front_finish(&up->front, &op);
 }
 
 bool ld_update_processor_initialized(const ld_update_processor *up)

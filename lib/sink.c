@@ -17,6 +17,7 @@
 #include <ldasync/sink.h>
 
 #include "alloc-internal.h"
+#include "future-internal.h"
 #include "status-internal.h"
 
 /* ------------------------------------------------------------------------- */
@@ -26,6 +27,7 @@ struct ld_update_sink {
     struct event_base *base;
     const struct ld_update_sink_ops *ops;
     void *impl;
+    ld_future *oom; /* rejected LD_ENOMEM, for when nothing else can be made */
 };
 
 ld_update_sink *ld_update_sink_new(struct event_base *base, const struct ld_update_sink_ops *ops,
@@ -37,6 +39,11 @@ ld_update_sink *ld_update_sink_new(struct event_base *base, const struct ld_upda
     ld_update_sink *s = ld__malloc(sizeof(*s));
     if (!s)
         return NULL;
+    s->oom = ld__future_rejected_static(base, LD_ENOMEM, "out of memory");
+    if (!s->oom) {
+        ld__free(s);
+        return NULL;
+    }
     s->base = base;
     s->ops = ops;
     s->impl = impl;
@@ -49,18 +56,23 @@ void ld_update_sink_free(ld_update_sink *s)
         return;
     if (s->ops->free)
         s->ops->free(s->impl);
+    ld_future_unref(s->oom);
     ld__free(s);
 }
 
 /* The start of init, upsert and delete: returns the future to give back at
- * once (bad input as named by `bad`, no memory), or NULL with *out a new
- * pending future for the implementation. */
+ * once (bad input as named by the static message `bad`, no memory), or NULL
+ * with *out a new pending future for the implementation. */
 static ld_future *begin(ld_update_sink *s, const char *bad, ld_future **out)
 {
+    ld_future *r;
     if (bad)
-        return ld_future_rejected(s->base, LD_EINVAL, "%s", bad);
-    *out = ld_future_new(s->base);
-    return *out ? NULL : ld_future_rejected(s->base, LD_ENOMEM, NULL);
+        r = ld__future_rejected_static(s->base, LD_EINVAL, bad);
+    else if ((*out = ld_future_new(s->base)) != NULL)
+        return NULL;
+    else
+        r = NULL;
+    return r ? r : ld_future_ref(s->oom);
 }
 
 ld_future *ld_update_sink_init(ld_update_sink *s, const json_t *all_data)

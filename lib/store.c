@@ -59,14 +59,14 @@ ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, 
 
 /* The start and the end of every operation that goes through the
  * implementation's struct ld_store_ops (see front-internal.h). */
-static ld_future *begin(ld_store *s, const char *bad, ld_future **impl)
+static ld_future *begin(ld_store *s, const char *bad, struct ld__op *op)
 {
-    return ld__front_begin(&s->fr, bad, impl);
+    return ld__front_begin(&s->fr, bad, op);
 }
 
-static ld_future *finish(ld_store *s, ld_future *impl)
+static ld_future *finish(ld_store *s, struct ld__op *op)
 {
-    return ld__front_finish(&s->fr, impl);
+    return ld__front_finish(&s->fr, op);
 }
 
 static ld_future *rejected(ld_store *s, int code, const char *why)
@@ -94,13 +94,14 @@ static bool now(const ld_store *s, const char *bad)
 static ld_future *answer(ld_store *s, int rc)
 {
     if (rc < 0)
-        return ld_future_rejected(s->fr.base, rc, NULL);
+        return rejected(s, rc, NULL);
     return ld_future_ref(s->answer[rc != 0]);
 }
 
 ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
     const char *bad = check_key(kind, key);
@@ -108,26 +109,28 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
         r = s->sync->get(s->impl, s->fr.base, kind, key);
         return r ? r : rejected(s, LD_ENOMEM, "out of memory");
     }
-    if ((r = begin(s, bad, &impl)) != NULL)
+    if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->get(s->impl, kind, key, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->get(s->impl, kind, key, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
-    if ((r = begin(s, kind ? NULL : E_KIND, &impl)) != NULL)
+    if ((r = begin(s, kind ? NULL : E_KIND, &op)) != NULL)
         return r;
-    s->ops->all(s->impl, kind, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->all(s->impl, kind, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 ld_future *ld_store_init(ld_store *s, const json_t *all_data)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     const char *bad = NULL;
     if (!s)
         return NULL;
@@ -142,13 +145,13 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
             return rejected(s, LD_EINVAL, bad);
         if (rc == 0 || rc == LD_ENOMEM)
             return rejected(s, LD_ENOMEM, "out of memory");
-        return ld_future_rejected(s->fr.base, rc, NULL);
+        return rejected(s, rc, NULL);
     }
     ld_data_validate(all_data, &bad);
-    if ((r = begin(s, bad, &impl)) != NULL)
+    if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->init(s->impl, all_data, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->init(s->impl, all_data, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 struct hint {
@@ -166,7 +169,8 @@ static void hint(void *arg, const char *key, size_t len)
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     const char *bad = NULL;
     struct ld_item_info info;
     if (!s)
@@ -181,15 +185,16 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     }
     if (now(s, bad))
         return answer(s, s->sync->upsert(s->impl, kind, item, &info));
-    if ((r = begin(s, bad, &impl)) != NULL)
+    if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, int64_t version)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
     const char *bad = check_key(kind, key);
@@ -197,21 +202,22 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
         bad = "version must be >= 0";
     if (now(s, bad))
         return answer(s, s->sync->del(s->impl, kind, key, version));
-    if ((r = begin(s, bad, &impl)) != NULL)
+    if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->del(s->impl, kind, key, version, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->del(s->impl, kind, key, version, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 ld_future *ld_store_initialized(ld_store *s)
 {
-    ld_future *impl, *r;
+    struct ld__op op;
+    ld_future *r;
     if (!s)
         return NULL;
-    if ((r = begin(s, NULL, &impl)) != NULL)
+    if ((r = begin(s, NULL, &op)) != NULL)
         return r;
-    s->ops->initialized(s->impl, ld_future_ref(impl));
-    return finish(s, impl);
+    s->ops->initialized(s->impl, ld_future_ref(op.impl));
+    return finish(s, &op);
 }
 
 ld_future *ld_store_close(ld_store *s)

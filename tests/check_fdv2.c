@@ -683,6 +683,61 @@ START_TEST(test_free_runs_cancel_handlers_before_freeing_the_implementation)
 }
 END_TEST
 
+/* Closing (or stopping) then freeing at once: the cancel handlers that the
+ * close queued still run before the implementation is freed. */
+START_TEST(test_close_then_free_runs_cancel_handlers_before_freeing)
+{
+    init = ld_initializer_new(B, &init_ops, &impl);
+    ld_future *f = ld_initializer_fetch(init);
+    ck_assert_int_eq(ld_future_set_cancel_handler(impl.outs[0], note_freed, &impl), 0);
+    freed_when_cancelled = -1;
+    ld_future *close = ld_initializer_close(init);
+    ld_initializer_free(init);
+    init = NULL;
+    ck_assert_int_eq(impl.freed, 0); /* not inside the call: a handler is queued */
+    ld_test_flush();
+    ck_assert_int_eq(freed_when_cancelled, 0);
+    ck_assert_int_eq(impl.freed, 1);
+    ck_assert_int_eq(ld_future_error(f), LD_ECLOSED);
+    ld_future_unref(f);
+    ld_future_unref(close);
+}
+END_TEST
+
+START_TEST(test_synchronizer_stop_then_free_runs_cancel_handlers_before_freeing)
+{
+    sync = ld_synchronizer_new(B, &sync_ops, &impl);
+    ld_future *f = ld_synchronizer_next(sync);
+    ck_assert_int_eq(ld_future_set_cancel_handler(impl.outs[0], note_freed, &impl), 0);
+    freed_when_cancelled = -1;
+    ld_future *stop = ld_synchronizer_stop(sync);
+    ld_synchronizer_free(sync);
+    sync = NULL;
+    ck_assert_int_eq(impl.freed, 0);
+    ld_test_flush();
+    ck_assert_int_eq(freed_when_cancelled, 0);
+    ck_assert_int_eq(impl.freed, 1);
+    ld_future_unref(f);
+    ld_future_unref(stop);
+}
+END_TEST
+
+/* A next after stop completes after the stop and what was pending before
+ * it, not ahead of them (A S B, not B A S). */
+START_TEST(test_synchronizer_next_after_stop_completes_in_issue_order)
+{
+    nseq = 0;
+    sync = ld_synchronizer_new(B, &sync_ops, &impl);
+    ld_future_on_complete(ld_synchronizer_next(sync), note_order, (void *)0);
+    ld_future_on_complete(ld_synchronizer_stop(sync), note_order, (void *)1);
+    ld_future_on_complete(ld_synchronizer_next(sync), note_order, (void *)2);
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(seq[i], i);
+}
+END_TEST
+
 START_TEST(test_initializer_free_cancels_pending)
 {
     init = ld_initializer_new(B, &init_ops, &impl);
@@ -973,6 +1028,9 @@ Suite *ld_suite_fdv2(void)
     tcase_add_test(tc, test_initializer_close_rejects_pending_and_later_fetches);
     tcase_add_test(tc, test_initializer_free_cancels_pending);
     tcase_add_test(tc, test_free_runs_cancel_handlers_before_freeing_the_implementation);
+    tcase_add_test(tc, test_close_then_free_runs_cancel_handlers_before_freeing);
+    tcase_add_test(tc, test_synchronizer_stop_then_free_runs_cancel_handlers_before_freeing);
+    tcase_add_test(tc, test_synchronizer_next_after_stop_completes_in_issue_order);
     tcase_add_test(tc, test_initializer_new_bad_input_and_defaults);
     tcase_add_test(tc, test_synchronizer_yields_updates_in_order);
     tcase_add_test(tc, test_synchronizer_stop_ends_the_iteration_with_eclosed);

@@ -128,9 +128,12 @@ START_TEST(test_event_processor_close_is_graceful_then_eclosed)
     ld_future *close = ld_event_processor_close(ep);
     ck_assert_int_eq(impl.sc.closes, 1);
     ck_assert_int_eq(ld_event_processor_send_event(ep, e), LD_ECLOSED);
-    expect_error(ld_event_processor_flush(ep), LD_ECLOSED, "closed");
+    ld_future *late = ld_event_processor_flush(ep);
+    ld_test_flush();
+    ck_assert(ld_future_is_pending(late)); /* in issue order: after flush and close */
     ld_future_fulfill_bool(impl.sc.outs[0], true);
-    ld_test_wait(close);
+    expect_error(late, LD_ECLOSED, "closed");
+    ck_assert(!ld_future_is_pending(close));
     ck_assert(ld_future_bool(flush)); /* issued before close: completed as usual */
     ld_future_unref(close);
     close = ld_event_processor_close(ep);
@@ -198,8 +201,13 @@ START_TEST(test_start_twice_is_einval)
 {
     up = ld_update_processor_new(B, &up_ops, &impl);
     ld_future *ready = ld_update_processor_start(up);
-    expect_error(ld_update_processor_start(up), LD_EINVAL, "already started");
+    ld_future *again = ld_update_processor_start(up);
     ck_assert_int_eq(impl.sc.n, 1);
+    ld_test_flush();
+    ck_assert(ld_future_is_pending(again)); /* in issue order: after the first start */
+    ld_future_fulfill(impl.sc.outs[0]);
+    expect_error(again, LD_EINVAL, "already started");
+    ck_assert(ld_future_is_fulfilled(ready));
     ld_future_unref(ready);
 }
 END_TEST
@@ -247,6 +255,34 @@ START_TEST(test_update_processor_free_cancels_a_pending_start)
 }
 END_TEST
 
+static int freed_when_cancelled = -1;
+
+static void note_freed(ld_future *f, void *arg)
+{
+    (void)f;
+    freed_when_cancelled = ((struct script *)arg)->sc.freed;
+}
+
+/* Close then free at once: the cancel handler that close queued runs
+ * before the implementation is freed. */
+START_TEST(test_update_processor_close_then_free_runs_cancel_handlers_first)
+{
+    up = ld_update_processor_new(B, &up_ops, &impl);
+    ld_future *ready = ld_update_processor_start(up);
+    ck_assert_int_eq(ld_future_set_cancel_handler(impl.sc.outs[0], note_freed, &impl), 0);
+    freed_when_cancelled = -1;
+    ld_future *close = ld_update_processor_close(up);
+    ld_update_processor_free(up);
+    up = NULL;
+    ck_assert_int_eq(impl.sc.freed, 0);
+    ld_test_flush();
+    ck_assert_int_eq(freed_when_cancelled, 0);
+    ck_assert_int_eq(impl.sc.freed, 1);
+    ld_future_unref(close);
+    ld_future_unref(ready);
+}
+END_TEST
+
 START_TEST(test_update_processor_new_bad_input)
 {
     struct ld_update_processor_ops ops = up_ops;
@@ -287,6 +323,7 @@ Suite *ld_suite_processor(void)
     tcase_add_test(tc, test_update_processor_close_rejects_a_pending_start);
     tcase_add_test(tc, test_update_processor_start_after_close_is_eclosed);
     tcase_add_test(tc, test_update_processor_free_cancels_a_pending_start);
+    tcase_add_test(tc, test_update_processor_close_then_free_runs_cancel_handlers_first);
     tcase_add_test(tc, test_update_processor_new_bad_input);
     suite_add_tcase(s, tc);
     return s;

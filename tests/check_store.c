@@ -313,6 +313,34 @@ static const struct ld_store_ops slow_ops = {
     .free = slow_free,
 };
 
+/* Operations the front answers itself (bad input, closed) complete after
+ * the operations issued before them, as every other result does. */
+START_TEST(test_front_rejections_complete_in_issue_order)
+{
+    struct slow impl = {0};
+    ld_store *s = ld_store_new(B, &slow_ops, &impl);
+    nseq = 0;
+    ld_future_on_complete(ld_store_initialized(s), note_order, (void *)0);
+    ld_future_on_complete(ld_store_get(s, ld_kind_features(), ""), note_order, (void *)1);
+    ld_future_on_complete(ld_store_upsert(s, ld_kind_features(), NULL), note_order, (void *)2);
+    ld_future_on_complete(ld_store_get(s, ld_kind_features(), "x"), note_order, (void *)3);
+    ld_future_on_complete(ld_store_delete(s, NULL, "x", 1), note_order, (void *)4);
+    ld_future *close = ld_store_close(s);
+    ld_future_on_complete(close, note_order, (void *)5);
+    ld_future_on_complete(ld_store_get(s, ld_kind_features(), "x"), note_order, (void *)6);
+    ck_assert_int_eq(impl.n, 2);
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 0); /* everything waits for the first */
+    ld_future_fulfill_json(impl.outs[1], NULL);
+    ld_future_fulfill_bool(impl.outs[0], true);
+    ld_test_flush();
+    ck_assert_int_eq(nseq, 7);
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(seq[i], i);
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_out_of_order_implementation_results_are_reordered)
 {
     struct slow impl = {0};
@@ -795,6 +823,7 @@ Suite *ld_suite_store(void)
     tc = tcase_create("front");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_out_of_order_implementation_results_are_reordered);
+    tcase_add_test(tc, test_front_rejections_complete_in_issue_order);
     tcase_add_test(tc, test_result_completed_at_once_does_not_overtake_a_handed_over_one);
     tcase_add_test(tc, test_free_cancels_pending_operations);
     tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);

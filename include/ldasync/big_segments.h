@@ -8,9 +8,11 @@
  *
  * Every operation returns a new reference to a future that completes from
  * the event loop of the store's base; futures of one store complete in the
- * order the operations were issued, whatever the implementation does. Bad
- * input is rejected with LD_EINVAL and a message naming the field, before the
- * implementation sees it. After stop, operations reject with LD_ECLOSED.
+ * order the operations were issued, whatever the implementation does (and
+ * the front's own rejections too). Bad input is rejected with LD_EINVAL and
+ * a message naming the field, before the implementation sees it. After
+ * stop, operations reject with LD_ECLOSED. Out of memory is handled as
+ * store.h says.
  *
  * Results:
  *   - get_metadata: fulfilled with an int64 (ld_future_int()): the last

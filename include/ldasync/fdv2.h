@@ -30,7 +30,10 @@
  * asynchronous iterator of updates) follow the pattern of store.h: an ops
  * struct with its version first, a _new(base, ops, impl) constructor, and
  * front functions that validate, return futures completing from the loop in
- * issue order, and reject with LD_ECLOSED once closed. Closing a data source
+ * issue order (rejections by the front included), and reject with
+ * LD_ECLOSED once closed. Out of memory is handled as store.h says: the
+ * operation is rejected with LD_ENOMEM before the implementation hears of
+ * it, and "NULL only if" promises hold. Closing a data source
  * is not graceful: results the implementation has not delivered yet are
  * rejected with LD_ECLOSED (from the loop, after the results it had
  * delivered, and before the close future), and the implementation's futures

@@ -9,7 +9,8 @@
  * Both follow the pattern of store.h: an ops struct with its version first,
  * a _new(base, ops, impl) constructor, front functions that validate input
  * (LD_EINVAL naming the argument), return futures completing from the loop
- * in issue order, and reject with LD_ECLOSED once closed.
+ * in issue order (rejections by the front included), and reject with
+ * LD_ECLOSED once closed. Out of memory is handled as store.h says.
  *
  * Thread rules: a processor belongs to the thread that runs its base's loop.
  */

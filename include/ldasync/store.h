@@ -4,9 +4,17 @@
  * A store holds versioned items (see kind.h) by kind and key. Every operation
  * returns a new reference to a future that completes from the event loop of
  * the store's base; futures of one store complete in the order the
- * operations were issued, whatever the implementation does. Bad input is
- * rejected with LD_EINVAL and a message naming the field, before the
- * implementation sees it, and leaves the store unchanged.
+ * operations were issued, whatever the implementation does, also those
+ * the front layer answers itself. Bad input is rejected with LD_EINVAL and
+ * a message naming the field, before the implementation sees it, and
+ * leaves the store unchanged.
+ *
+ * Out of memory: an operation that cannot allocate what it needs is
+ * rejected with LD_ENOMEM before the implementation hears of it, and leaves
+ * the store unchanged. Such a rejection (and only it) may complete ahead of
+ * operations issued before it: keeping the order would need the memory
+ * that ran out. Functions documented "NULL only if `store` is NULL" keep
+ * that promise when memory runs out.
  *
  * Semantics (those of LaunchDarkly's SDK stores, made exact):
  *   - get: fulfils with the item (borrowed JSON, valid while you hold the
