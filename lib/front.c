@@ -64,8 +64,9 @@ static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *fro
 {
     q->inflight++;
     q->refs++;
-    /* The caller's future has no callback of ours yet, so this one is the
-     * future's own embedded node: no allocation. */
+    /* Usually the caller's future has no callback yet and this one takes
+     * its embedded node (no allocation); without memory, only the order of
+     * later results is at stake. */
     if (ld_future_on_complete(ld_future_ref(p->user), user_done, q) != 0) {
         q->inflight--;
         q->refs--;

@@ -274,49 +274,87 @@ static int store_sink_update_status(void *impl, enum ld_ds_state state,
     return 0;
 }
 
-/* Looks at the store's outcome of an operation of the sink. */
-static void observe(ld_future *from, void *arg)
+/* An operation of the sink handed to the store: made before the store
+ * hears of it, so that nothing needs memory once the store has acted. */
+struct watch {
+    struct store_sink *ss;
+    ld_future *out; /* the sink's future for the operation */
+};
+
+static struct watch *watch_new(struct store_sink *ss, ld_future *out)
 {
-    struct store_sink *ss = arg;
+    struct watch *w = ld__malloc(sizeof(*w));
+    if (!w) {
+        ld_future_reject(out, LD_ENOMEM, NULL);
+        ld_future_unref(out);
+        return NULL;
+    }
+    ss->refs++;
+    w->ss = ss;
+    w->out = out;
+    return w;
+}
+
+/* Looks at the store's outcome (a store failure makes the status
+ * interrupted, and queues its broadcast), then completes the sink's future
+ * the same way, so that the status has changed by the time it completes. */
+static void watched(ld_future *from, void *arg)
+{
+    struct watch *w = arg;
+    struct store_sink *ss = w->ss;
     int code = ld_future_error(from);
     if (ss->handle && code != 0 && code != LD_EINVAL) {
         ld_ds_error_info e = {LD_DS_ERROR_STORE, 0, ld__now_ms(), ld_future_error_message(from)};
         store_sink_update_status(ss, LD_DS_INTERRUPTED, &e); /* LD_ENOMEM: nothing to do */
     }
+    /* `from` is complete: this adopts its outcome without a callback */
+    if (ld_future_forward(w->out, ld_future_ref(from)) != 0)
+        ld_future_reject(w->out, LD_ENOMEM, NULL);
+    ld_future_unref(w->out);
+    ld__free(w);
     store_sink_release(ss);
 }
 
-/* Completes `out` (stolen) as the store completes `from` (stolen, NULL when
- * the store ran out of memory), after observe() has seen the outcome: its
- * callback comes first on `from`, so the status has changed (and its
- * broadcast is queued) by the time `out` completes. */
-static void forward_watched(struct store_sink *ss, ld_future *from, ld_future *out)
+/* Watches the store's future `from` (stolen) for `w`. A complete one is
+ * looked at now; a pending one from the store's front has no callback yet,
+ * so registering ours needs no memory. */
+static void watch(struct watch *w, ld_future *from)
 {
-    ss->refs++;
-    if (ld_future_on_complete(ld_future_ref(from), observe, ss) != 0)
-        ss->refs--; /* LD_ENOMEM: the outcome still reaches the caller */
-    if (ld_future_forward(out, from) != 0)
-        ld_future_reject(out, LD_ENOMEM, NULL);
-    ld_future_unref(out);
+    if (!ld_future_is_pending(from)) {
+        watched(from, w);
+        ld_future_unref(from);
+    } else if (ld_future_on_complete(from, watched, w) != 0) {
+        struct store_sink *ss = w->ss;
+        ld_future_reject(w->out, LD_ENOMEM, NULL); /* cannot happen with our stores */
+        ld_future_unref(w->out);
+        ld__free(w);
+        store_sink_release(ss);
+    }
 }
 
 static void store_sink_init(void *impl, const json_t *all_data, ld_future *out)
 {
     struct store_sink *ss = impl;
-    forward_watched(ss, ld_store_init(ss->store, all_data), out);
+    struct watch *w = watch_new(ss, out);
+    if (w)
+        watch(w, ld_store_init(ss->store, all_data));
 }
 
 static void store_sink_upsert(void *impl, const ld_kind *kind, const json_t *item, ld_future *out)
 {
     struct store_sink *ss = impl;
-    forward_watched(ss, ld_store_upsert(ss->store, kind, item), out);
+    struct watch *w = watch_new(ss, out);
+    if (w)
+        watch(w, ld_store_upsert(ss->store, kind, item));
 }
 
 static void store_sink_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
                            ld_future *out)
 {
     struct store_sink *ss = impl;
-    forward_watched(ss, ld_store_delete(ss->store, kind, key, version), out);
+    struct watch *w = watch_new(ss, out);
+    if (w)
+        watch(w, ld_store_delete(ss->store, kind, key, version));
 }
 
 static void store_sink_free(void *impl)

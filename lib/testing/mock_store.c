@@ -98,15 +98,34 @@ static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
     complete_json(out, live, failed);
 }
 
+/* A shallow copy of an object, or NULL if memory ran out (json_copy may
+ * leave members out then, without saying so). */
+static json_t *copy_object(const json_t *obj)
+{
+    json_t *copy = json_object();
+    const char *key;
+    size_t len;
+    json_t *v;
+    json_object_keylen_foreach((json_t *)obj, key, len, v)
+    {
+        if (!copy || json_object_setn_nocheck(copy, key, len, v) != 0) {
+            json_decref(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
 /* A copy of the containers of a data set, sharing the items. */
 static json_t *copy_data(const json_t *all_data)
 {
     json_t *copy = json_object();
     const char *ns;
+    size_t len;
     json_t *items;
-    json_object_foreach((json_t *)all_data, ns, items)
+    json_object_keylen_foreach((json_t *)all_data, ns, len, items)
     {
-        if (!copy || json_object_set_new(copy, ns, json_copy(items)) != 0) {
+        if (!copy || json_object_setn_new_nocheck(copy, ns, len, copy_object(items)) != 0) {
             json_decref(copy);
             return NULL;
         }

@@ -1,0 +1,910 @@
+/*
+ * The chaos test: every public path run again and again with its Nth
+ * allocation failing, N = 1, 2, ... until the path runs without a failure,
+ * through ldasync's allocator (ld_set_alloc_funcs) and, in a second pass,
+ * jansson's too (json_set_alloc_funcs), counted together. Each run must
+ * end as the headers promise: the result, or NULL / LD_ENOMEM where the
+ * header says so, nothing left pending for ever, no crash, and for stores
+ * their contents unchanged by an operation that failed. Leaks show up under
+ * valgrind (make check-valgrind) and LeakSanitizer.
+ *
+ * A separate program, so that LDASYNC_NO_POOL can be set before the first
+ * future: then every future is an allocation of its own.
+ */
+#include <check.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/ldasync.h>
+#include <ldasync/testing.h>
+
+static struct event_base *B;
+
+/* ---- the failing allocator ---------------------------------------------- */
+
+static long g_fail_at; /* 0: nothing fails */
+static long g_calls;
+static bool g_json;    /* jansson's allocations count (and fail) too */
+static bool g_counting;
+static const char *g_path; /* the running path's name, for messages */
+
+static bool fail_now(void)
+{
+    return g_counting && g_fail_at && ++g_calls == g_fail_at;
+}
+
+static void *chaos_malloc(size_t n)
+{
+    return fail_now() ? NULL : malloc(n);
+}
+
+static void *chaos_realloc(void *p, size_t n)
+{
+    return fail_now() ? NULL : realloc(p, n);
+}
+
+static void *chaos_json_malloc(size_t n)
+{
+    return g_json && fail_now() ? NULL : malloc(n);
+}
+
+/* Allocation failures count only between ON and OFF: set-up, checks and
+ * clean-up allocate normally. */
+#define ON() (g_counting = true)
+#define OFF() (g_counting = false)
+
+static void flush(void)
+{
+    for (int i = 0; i < 1000 && event_base_loop(B, EVLOOP_NONBLOCK) == 0; i++)
+        ;
+}
+
+/* Runs the loop until `f` completes; fails the test if it never does. */
+static void settle(ld_future *f)
+{
+    for (int i = 0; i < 100000 && ld_future_is_pending(f); i++)
+        event_base_loop(B, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    ck_assert_msg(!ld_future_is_pending(f), "a future was left pending (%s, N=%ld)", g_path, g_fail_at);
+}
+
+/* A future's outcome is its value or LD_ENOMEM; `ok` says whether it is. */
+static bool failed_with_enomem(ld_future *f)
+{
+    settle(f);
+    if (ld_future_is_rejected(f)) {
+        ck_assert_msg(ld_future_error(f) == LD_ENOMEM, "rejected with %s, not LD_ENOMEM (%s, N=%ld)",
+                      ld_err_name(ld_future_error(f)), g_path, g_fail_at);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * A path: set-up (not counted), the act (counted; it checks its own
+ * outcome), and clean-up. run() repeats it with N = 1, 2, ... until a run
+ * in which no allocation failed.
+ */
+struct path {
+    void (*setup)(void);
+    void (*act)(void);
+    void (*teardown)(void);
+    const char *name;
+};
+
+#define PATH(setup, act, teardown) {setup, act, teardown, #act}
+
+
+static void nothing(void)
+{
+}
+
+static void run(const struct path *p)
+{
+    g_path = p->name;
+    for (g_fail_at = 1; g_fail_at < 200000; g_fail_at++) {
+        g_calls = 0;
+        OFF();
+        (p->setup ? p->setup : nothing)();
+        flush();
+        ON();
+        p->act();
+        OFF();
+        bool done = g_calls < g_fail_at; /* nothing failed in this run */
+        (p->teardown ? p->teardown : nothing)();
+        flush();
+        if (done)
+            return;
+    }
+    ck_abort_msg("the path never ran without a failure");
+}
+
+static void chaos_setup(void)
+{
+    B = event_base_new();
+    ck_assert_ptr_nonnull(B);
+    ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
+    json_set_alloc_funcs(chaos_json_malloc, free);
+    g_fail_at = 0;
+    g_counting = false;
+}
+
+static void chaos_teardown(void)
+{
+    g_fail_at = 0;
+    flush();
+    event_base_free(B);
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    json_set_alloc_funcs(malloc, free);
+}
+
+/* Each test runs its paths with ldasync's allocations failing, then with
+ * jansson's failing as well. */
+#define CHAOS_TEST(name, ...)                                               \
+    START_TEST(name)                                                        \
+    {                                                                       \
+        const struct path paths[] = {__VA_ARGS__};                          \
+        for (int json = 0; json < 2; json++) {                              \
+            g_json = json;                                                  \
+            for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)  \
+                run(&paths[i]);                                             \
+        }                                                                   \
+    }                                                                       \
+    END_TEST
+
+/* ---- futures ------------------------------------------------------------ */
+
+static int g_ran;
+
+static void count_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    g_ran++;
+}
+
+static void act_on_complete(void)
+{
+    g_ran = 0;
+    ld_future *f = ld_future_new(B);
+    if (!f)
+        return;
+    int rc = ld_future_on_complete(ld_future_ref(f), count_cb, NULL);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ck_assert_int_eq(ld_future_fulfill_int(f, 7), 0);
+    settle(f);
+    flush();
+    ck_assert_int_eq(g_ran, rc == 0 ? 1 : 0);
+    ck_assert_int_eq(ld_future_int(f), 7);
+    ld_future_unref(f);
+}
+
+static void act_reject(void)
+{
+    ld_future *f = ld_future_new(B);
+    if (!f)
+        return;
+    int rc = ld_future_reject(f, LD_EIO, "disk %s", "gone");
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ck_assert_int_eq(ld_future_error(f), LD_EIO); /* rejected either way */
+    ck_assert_str_eq(ld_future_error_message(f), rc == 0 ? "disk gone" : ld_strerror(LD_EIO));
+    ld_future_unref(f);
+}
+
+static void act_ready_futures(void)
+{
+    ld_future *r = ld_future_rejected(B, LD_EIO, "x%d", 1);
+    if (r)
+        ck_assert_int_eq(ld_future_error(r), LD_EIO);
+    ld_future_unref(r);
+    ld_future *j = ld_future_fulfilled_json(B, json_integer(5));
+    if (j)
+        ck_assert(ld_future_is_fulfilled(j));
+    ld_future_unref(j);
+}
+
+static void then_fn(ld_future *in, ld_future *out, void *arg)
+{
+    (void)arg;
+    ld_future_fulfill_int(out, ld_future_int(in) + 1);
+}
+
+static void act_then(void)
+{
+    ld_future *in = ld_future_new(B);
+    if (!in)
+        return;
+    ld_future *out = ld_future_then(ld_future_ref(in), then_fn, NULL);
+    ld_future_fulfill_int(in, 1);
+    ld_future_unref(in);
+    if (!out)
+        return;
+    if (!failed_with_enomem(out))
+        ck_assert_int_eq(ld_future_int(out), 2);
+    ld_future_unref(out);
+}
+
+static void catch_fn(ld_future *in, ld_future *out, void *arg)
+{
+    (void)arg;
+    ld_future_fulfill_int(out, -ld_future_error(in));
+}
+
+static void act_catch(void)
+{
+    ld_future *in = ld_future_new(B);
+    if (!in)
+        return;
+    ld_future *out = ld_future_catch(ld_future_ref(in), catch_fn, NULL);
+    ld_future_reject(in, LD_EIO, NULL);
+    ld_future_unref(in);
+    if (!out)
+        return;
+    if (!failed_with_enomem(out))
+        ck_assert_int_eq(ld_future_int(out), -LD_EIO);
+    ld_future_unref(out);
+}
+
+/* Three pending inputs (or fewer if memory ran out), the caller keeping a
+ * reference to each. */
+static int make_inputs(ld_future **in, ld_future **mine)
+{
+    for (int i = 0; i < 3; i++) {
+        if (!(in[i] = ld_future_new(B))) {
+            for (int j = 0; j < i; j++)
+                ld_future_unref(in[j]);
+            return -1;
+        }
+        mine[i] = ld_future_ref(in[i]);
+    }
+    return 0;
+}
+
+static void act_all_race(bool race)
+{
+    ld_future *in[3], *mine[3];
+    if (make_inputs(in, mine) != 0)
+        return;
+    ld_future *c = race ? ld_future_race(B, in, 3) : ld_future_all(B, in, 3);
+    for (int i = 0; i < 3; i++) {
+        ld_future_fulfill_int(mine[i], i);
+        ld_future_unref(mine[i]);
+    }
+    if (!c)
+        return;
+    if (!failed_with_enomem(c) && !race)
+        for (size_t i = 0; i < 3; i++)
+            ck_assert_int_eq(ld_future_int(ld_future_all_get(c, i)), (int64_t)i);
+    ld_future_unref(c);
+}
+
+static void act_all(void)
+{
+    act_all_race(false);
+}
+
+static void act_race(void)
+{
+    act_all_race(true);
+}
+
+static void act_timeout(void)
+{
+    ld_future *in = ld_future_new(B);
+    if (!in)
+        return;
+    struct timeval tv = {0, 1000};
+    ld_future *t = ld_future_timeout(ld_future_ref(in), &tv);
+    if (t) {
+        settle(t);
+        ck_assert(ld_future_error(t) == LD_ETIMEDOUT || ld_future_error(t) == LD_ENOMEM);
+    }
+    ld_future_unref(t);
+    ld_future_unref(in);
+}
+
+static void act_forward(void)
+{
+    ld_future *out = ld_future_new(B);
+    ld_future *from = ld_future_new(B);
+    if (!out || !from) {
+        ld_future_unref(out);
+        ld_future_unref(from);
+        return;
+    }
+    ld_future *mine = ld_future_ref(from);
+    int rc = ld_future_forward(out, from);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ld_future_fulfill_int(mine, 3);
+    ld_future_unref(mine);
+    if (rc == 0 && !failed_with_enomem(out))
+        ck_assert_int_eq(ld_future_int(out), 3);
+    ld_future_unref(out);
+}
+
+static void act_cancel(void)
+{
+    g_ran = 0;
+    ld_future *p = ld_future_new(B);
+    if (!p)
+        return;
+    int rc = ld_future_set_cancel_handler(p, count_cb, NULL);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    /* the producer keeps its reference; nobody else wants p but d */
+    ld_future *d = ld_future_then(ld_future_ref(p), then_fn, NULL);
+    if (!d) {
+        ld_future_unref(p);
+        return;
+    }
+    ck_assert_int_eq(ld_future_cancel(d), 0);
+    ck_assert_int_eq(ld_future_error(d), LD_ECANCELED);
+    flush();
+    ck_assert_msg(g_ran == (rc == 0), "cancel handler ran %d times (%s, N=%ld)", g_ran, g_path,
+                  g_fail_at); /* the producer heard of it */
+    /* without a handler, the reference kept counts as somebody else's */
+    ck_assert_msg(ld_future_error(p) == (rc == 0 ? LD_ECANCELED : 0), "producer: %s (%s, N=%ld)",
+                  ld_err_name(ld_future_error(p)), g_path, g_fail_at);
+    ld_future_unref(p);
+    ld_future_unref(d);
+}
+
+CHAOS_TEST(test_chaos_futures, PATH(NULL, act_on_complete, NULL), PATH(NULL, act_reject, NULL),
+           PATH(NULL, act_ready_futures, NULL), PATH(NULL, act_then, NULL), PATH(NULL, act_catch, NULL),
+           PATH(NULL, act_all, NULL), PATH(NULL, act_race, NULL), PATH(NULL, act_timeout, NULL),
+           PATH(NULL, act_forward, NULL), PATH(NULL, act_cancel, NULL))
+
+/* ---- stores ----------------------------------------------------------- */
+
+static ld_store *S;
+static json_t *g_before; /* the store's contents when the act began */
+static ld_store *(*g_make_store)(struct event_base *);
+
+static json_t *feature(const char *key, int version)
+{
+    return json_pack("{s:s, s:i, s:b, s:[bb], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
+                     "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
+                     "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
+}
+
+/* {"features": ..., "segments": ...} as the store holds it now. */
+static json_t *contents(void)
+{
+    json_t *all = json_object();
+    const ld_kind *kinds[] = {ld_kind_features(), ld_kind_segments()};
+    for (int i = 0; i < 2; i++) {
+        ld_future *f = ld_store_all(S, kinds[i]);
+        settle(f);
+        ck_assert(ld_future_is_fulfilled(f));
+        json_object_set_new(all, ld_kind_namespace(kinds[i]), json_deep_copy(ld_future_json(f)));
+        ld_future_unref(f);
+    }
+    return all;
+}
+
+static void store_setup(void)
+{
+    S = g_make_store(B);
+    ck_assert_ptr_nonnull(S);
+    json_t *data = json_pack("{s:{s:o, s:o}, s:{s:{s:s, s:i}}}", "features", "foo", feature("foo", 10),
+                             "bar", feature("bar", 10), "segments", "s1", "key", "s1", "version", 1);
+    ld_future *f = ld_store_init(S, data);
+    settle(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    json_decref(data);
+    g_before = contents();
+}
+
+static void store_teardown(void)
+{
+    ld_store_free(S);
+    S = NULL;
+    json_decref(g_before);
+    g_before = NULL;
+}
+
+/* After an operation that failed with LD_ENOMEM, the store is as it was. */
+static void assert_unchanged(void)
+{
+    OFF();
+    json_t *now = contents();
+    ck_assert_msg(json_equal(now, g_before), "a failed operation changed the store (%s, N=%ld)", g_path, g_fail_at);
+    json_decref(now);
+}
+
+/* The store's answer to `f`: false when it failed with LD_ENOMEM (and the
+ * store is unchanged). */
+static bool answered(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f); /* NULL only if the store is NULL */
+    if (failed_with_enomem(f)) {
+        assert_unchanged();
+        return false;
+    }
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected with %s (%s, N=%ld)",
+                  ld_err_name(ld_future_error(f)), g_path, g_fail_at);
+    return true;
+}
+
+static void act_get(void)
+{
+    ld_future *f = ld_store_get(S, ld_kind_features(), "foo");
+    if (answered(f))
+        ck_assert_int_eq(json_integer_value(json_object_get(ld_future_json(f), "version")), 10);
+    ld_future_unref(f);
+}
+
+static void act_all_items(void)
+{
+    ld_future *f = ld_store_all(S, ld_kind_features());
+    if (answered(f))
+        ck_assert_int_eq(json_object_size(ld_future_json(f)), 2);
+    ld_future_unref(f);
+}
+
+static void act_init(void)
+{
+    OFF();
+    json_t *data = json_pack("{s:{s:o}}", "features", "baz", feature("baz", 1));
+    ON();
+    ld_future *f = ld_store_init(S, data);
+    if (answered(f)) {
+        OFF();
+        json_t *now = contents();
+        ck_assert_int_eq(json_object_size(json_object_get(now, "features")), 1);
+        ck_assert_int_eq(json_object_size(json_object_get(now, "segments")), 0);
+        json_decref(now);
+    }
+    ld_future_unref(f);
+    OFF();
+    json_decref(data);
+}
+
+static void act_upsert_key(const char *key, int version)
+{
+    OFF();
+    json_t *item = feature(key, version);
+    ON();
+    ld_future *f = ld_store_upsert(S, ld_kind_features(), item);
+    if (answered(f))
+        ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+    OFF();
+    json_decref(item);
+}
+
+static void act_upsert(void)
+{
+    act_upsert_key("foo", 11);
+}
+
+static void act_upsert_new(void)
+{
+    act_upsert_key("a-key-long-enough-not-to-fit-inline-in-the-slot", 1);
+}
+
+static void act_delete(void)
+{
+    ld_future *f = ld_store_delete(S, ld_kind_features(), "foo", 11);
+    if (answered(f))
+        ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+}
+
+static void act_delete_unknown(void)
+{
+    ld_future *f = ld_store_delete(S, ld_kind_segments(), "nope", 3);
+    if (answered(f))
+        ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+}
+
+static void act_initialized(void)
+{
+    ld_future *f = ld_store_initialized(S);
+    if (answered(f))
+        ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+}
+
+static void act_bad_input(void)
+{
+    ld_future *f = ld_store_get(S, ld_kind_features(), "");
+    ck_assert_ptr_nonnull(f);
+    settle(f);
+    ck_assert(ld_future_error(f) == LD_EINVAL || ld_future_error(f) == LD_ENOMEM);
+    ld_future_unref(f);
+    assert_unchanged();
+}
+
+static void act_close(void)
+{
+    ld_future *f = ld_store_close(S);
+    if (!failed_with_enomem(f)) {
+        ck_assert(ld_future_is_fulfilled(f));
+        ld_future *g = ld_store_get(S, ld_kind_features(), "foo");
+        settle(g);
+        ck_assert(ld_future_error(g) == LD_ECLOSED || ld_future_error(g) == LD_ENOMEM);
+        ld_future_unref(g);
+    } else {
+        assert_unchanged(); /* and still open */
+    }
+    ld_future_unref(f);
+}
+
+/* Operations still pending when the store is freed. */
+static void act_free_pending(void)
+{
+    ld_future *f[3] = {ld_store_get(S, ld_kind_features(), "foo"), ld_store_initialized(S),
+                       ld_store_all(S, ld_kind_segments())};
+    ld_store_free(S);
+    S = NULL;
+    for (int i = 0; i < 3; i++) {
+        settle(f[i]);
+        ld_future_unref(f[i]);
+    }
+}
+
+static void act_store_new(void)
+{
+    ld_store *s = g_make_store(B);
+    if (s)
+        ck_assert_str_eq(ld_store_describe(s), ld_store_describe(S));
+    ld_store_free(s);
+}
+
+#define STORE_PATHS                                                                                \
+    PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_all_items, store_teardown),          \
+        PATH(store_setup, act_init, store_teardown), PATH(store_setup, act_upsert, store_teardown),        \
+        PATH(store_setup, act_upsert_new, store_teardown), PATH(store_setup, act_delete, store_teardown),  \
+        PATH(store_setup, act_delete_unknown, store_teardown),                                         \
+        PATH(store_setup, act_initialized, store_teardown), PATH(store_setup, act_bad_input, store_teardown), \
+        PATH(store_setup, act_close, store_teardown), PATH(store_setup, act_free_pending, store_teardown), \
+        PATH(store_setup, act_store_new, store_teardown)
+
+static void memory_store_fixture(void)
+{
+    chaos_setup();
+    g_make_store = ld_memory_store_new;
+}
+
+static void mock_store_fixture(void)
+{
+    chaos_setup();
+    g_make_store = ld_mock_store_new;
+}
+
+CHAOS_TEST(test_chaos_store, STORE_PATHS)
+
+/* ---- the store sink ------------------------------------------------------ */
+
+static ld_update_sink *K;
+static int g_heard;
+
+static void heard(ld_update_sink *sink, const ld_ds_status *st, void *arg)
+{
+    (void)sink;
+    (void)st;
+    (void)arg;
+    g_heard++;
+}
+
+static void sink_setup(void)
+{
+    g_make_store = ld_memory_store_new;
+    store_setup();
+    K = ld_store_sink_new(S);
+    ck_assert_ptr_nonnull(K);
+}
+
+static void sink_teardown(void)
+{
+    ld_update_sink_free(K);
+    K = NULL;
+    store_teardown();
+}
+
+static void act_sink_new(void)
+{
+    ld_update_sink *k = ld_store_sink_new(S);
+    ld_update_sink_free(k);
+}
+
+static void act_sink_write(void)
+{
+    OFF();
+    json_t *item = feature("foo", 12);
+    json_t *data = json_pack("{s:{s:o}}", "features", "foo", feature("foo", 13));
+    ON();
+    ld_future *f = ld_update_sink_upsert(K, ld_kind_features(), item);
+    if (answered(f))
+        ck_assert(ld_future_bool(f));
+    ld_future_unref(f);
+    f = ld_update_sink_delete(K, ld_kind_segments(), "s1", 2);
+    ck_assert_ptr_nonnull(f);
+    settle(f);
+    ld_future_unref(f);
+    f = ld_update_sink_init(K, data);
+    ck_assert_ptr_nonnull(f);
+    settle(f);
+    ld_future_unref(f);
+    OFF();
+    json_decref(item);
+    json_decref(data);
+}
+
+static void act_sink_status(void)
+{
+    g_heard = 0;
+    int64_t id = ld_store_sink_add_listener(K, heard, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_ds_error_info e = {LD_DS_ERROR_NETWORK, 503, 0, "down"};
+    int rc = ld_update_sink_update_status(K, LD_DS_VALID, &e);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ld_ds_status st;
+    ck_assert_int_eq(ld_store_sink_status(K, &st), 0);
+    ck_assert_int_eq(st.state, rc == 0 ? LD_DS_VALID : LD_DS_INITIALIZING); /* nothing changed */
+    flush();
+    ck_assert_int_le(g_heard, 1);
+    if (id > 0)
+        ck_assert_int_eq(ld_store_sink_remove_listener(K, id), 0);
+}
+
+/* ---- FDv2 ---------------------------------------------------------------- */
+
+static void act_fdv2_builder(void)
+{
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    if (!b)
+        return;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    OFF();
+    json_t *obj = feature("f", 1);
+    ON();
+    int rc = ld_fdv2_change_set_builder_add_put(b, ld_kind_features(), "f", 1, obj);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), rc == 0 ? 1 : 0);
+    size_t n = ld_fdv2_change_set_builder_count(b);
+    rc = ld_fdv2_change_set_builder_add_delete(b, ld_kind_segments(), "s", 2);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), n + (rc == 0));
+    n = ld_fdv2_change_set_builder_count(b);
+    ld_fdv2_selector *sel = ld_fdv2_selector_new("p:1", 4);
+    ld_fdv2_change_set *cs = NULL;
+    rc = ld_fdv2_change_set_builder_finish(b, sel, &cs);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    if (rc == 0) {
+        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), n);
+        ld_fdv2_basis *basis = ld_fdv2_basis_new(cs, true, "env");
+        ld_future *f = basis ? ld_future_new(B) : NULL;
+        if (f && ld_fdv2_fulfill_basis(f, basis) == 0)
+            ck_assert_ptr_eq(ld_fdv2_future_basis(f), basis);
+        else if (!f)
+            ld_fdv2_basis_free(basis);
+        ld_future_unref(f);
+    } else {
+        ck_assert_ptr_null(cs);
+        ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), n); /* unchanged */
+    }
+    ld_fdv2_selector_free(sel);
+    ld_fdv2_change_set_builder_free(b);
+    OFF();
+    json_decref(obj);
+}
+
+static void act_fdv2_update(void)
+{
+    ld_ds_error_info e = {LD_DS_ERROR_INVALID_DATA, 0, 0, "bad"};
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
+    if (u) {
+        ck_assert_str_eq(ld_fdv2_update_error(u)->message, "bad");
+        ld_future *f = ld_future_new(B);
+        if (f)
+            ck_assert_int_eq(ld_fdv2_fulfill_update(f, u), 0);
+        else
+            ld_fdv2_update_free(u);
+        ld_future_unref(f);
+    }
+    ld_fdv2_change_set_free(ld_fdv2_change_set_no_changes());
+}
+
+/* ---- mocks --------------------------------------------------------------- */
+
+static void act_mock_event_processor(void)
+{
+    ld_event_processor *ep = ld_mock_event_processor_new(B);
+    if (!ep)
+        return;
+    OFF();
+    json_t *e = json_pack("{s:s}", "kind", "custom");
+    ON();
+    int rc = ld_event_processor_send_event(ep, e);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ck_assert_int_eq(ld_mock_event_processor_event_count(ep), rc == 0);
+    ld_future *f = ld_event_processor_flush(ep);
+    if (!failed_with_enomem(f))
+        ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    f = ld_event_processor_close(ep);
+    settle(f);
+    ld_future_unref(f);
+    ld_event_processor_free(ep);
+    OFF();
+    json_decref(e);
+}
+
+static void act_mock_update_processor(void)
+{
+    ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
+    if (!up)
+        return;
+    ld_future *f = ld_update_processor_start(up);
+    int rc = ld_mock_update_processor_set_ready(up);
+    settle(f);
+    if (!failed_with_enomem(f)) {
+        ck_assert_int_eq(rc, 0);
+        ck_assert(ld_update_processor_initialized(up));
+    }
+    ld_future_unref(f);
+    ld_update_processor_free(up);
+}
+
+static void act_mock_big_segments(void)
+{
+    ld_big_segment_store *bs = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+    if (!bs)
+        return;
+    OFF();
+    json_t *m = json_pack("{s:b}", "seg.g1", 1);
+    ON();
+    int rc = ld_mock_big_segment_store_set_membership(bs, "hash", m);
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ld_future *f = ld_big_segment_store_get_membership(bs, "hash");
+    if (!failed_with_enomem(f) && rc == 0)
+        ck_assert(json_is_true(json_object_get(ld_future_json(f), "seg.g1")));
+    ld_future_unref(f);
+    f = ld_big_segment_store_get_metadata(bs);
+    if (!failed_with_enomem(f))
+        ck_assert_int_gt(ld_future_int(f), 0);
+    ld_future_unref(f);
+    ld_big_segment_store_free(bs);
+    OFF();
+    json_decref(m);
+}
+
+static void act_mock_synchronizer(void)
+{
+    ld_synchronizer *sy = ld_mock_synchronizer_new(B, "s");
+    if (!sy)
+        return;
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    int rc = u ? ld_mock_synchronizer_push_update(sy, u) : LD_ENOMEM;
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    ld_future *f = ld_synchronizer_next(sy);
+    if (rc == 0 && !failed_with_enomem(f))
+        ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_VALID);
+    ld_future *stop = ld_synchronizer_stop(sy);
+    settle(stop);
+    settle(f);
+    ld_future_unref(stop);
+    ld_future_unref(f);
+    ld_synchronizer_free(sy);
+}
+
+static void act_mock_initializer(void)
+{
+    ld_initializer *in = ld_mock_initializer_new(B, "i");
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
+    int rc = basis ? ld_mock_initializer_set_basis(in, basis) : LD_ENOMEM;
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    if (rc == 0 && !failed_with_enomem(f))
+        ck_assert_ptr_nonnull(ld_fdv2_future_basis(f));
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teardown),
+           PATH(sink_setup, act_sink_write, sink_teardown), PATH(sink_setup, act_sink_status, sink_teardown),
+           PATH(NULL, act_fdv2_builder, NULL), PATH(NULL, act_fdv2_update, NULL),
+           PATH(NULL, act_mock_event_processor, NULL), PATH(NULL, act_mock_update_processor, NULL),
+           PATH(NULL, act_mock_big_segments, NULL), PATH(NULL, act_mock_synchronizer, NULL),
+           PATH(NULL, act_mock_initializer, NULL))
+
+/* ---- the hooks themselves ------------------------------------------------ */
+
+START_TEST(test_set_alloc_funcs_all_or_none)
+{
+    ld_malloc_fn m;
+    ld_realloc_fn r;
+    ld_dealloc_fn f;
+    ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, NULL, free), LD_EINVAL);
+    ck_assert_int_eq(ld_set_alloc_funcs(NULL, chaos_realloc, NULL), LD_EINVAL);
+    ld_get_alloc_funcs(&m, &r, &f);
+    ck_assert(m == malloc && r == realloc && f == free); /* unchanged */
+    ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
+    ld_get_alloc_funcs(&m, NULL, NULL);
+    ck_assert(m == chaos_malloc);
+    ck_assert_int_eq(ld_set_alloc_funcs(NULL, NULL, NULL), 0);
+    ld_get_alloc_funcs(&m, &r, &f);
+    ck_assert(m == malloc && r == realloc && f == free);
+}
+END_TEST
+
+static long g_counted;
+
+static void *counting_malloc(size_t n)
+{
+    g_counted++;
+    return malloc(n);
+}
+
+/* Every allocation of both libraries goes through the hooks: with the
+ * hooks counting, a store, a mock and a few futures allocate through them
+ * (and nothing is freed that the hooks did not allocate: valgrind and ASan
+ * would see a mismatch). */
+START_TEST(test_allocations_go_through_the_hooks)
+{
+    struct event_base *base = event_base_new();
+    ck_assert_int_eq(ld_set_alloc_funcs(counting_malloc, realloc, free), 0);
+    g_counted = 0;
+    ld_store *s = ld_memory_store_new(base);
+    ck_assert_int_gt(g_counted, 0);
+    long n = g_counted;
+    ld_store *m = ld_mock_store_new(base);
+    ck_assert_int_gt(g_counted, n);
+    ld_store_free(s);
+    ld_store_free(m);
+    for (int i = 0; i < 100 && event_base_loop(base, EVLOOP_NONBLOCK) == 0; i++)
+        ;
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    event_base_free(base);
+}
+END_TEST
+
+static Suite *chaos_suite(void)
+{
+    Suite *s = suite_create("chaos");
+    TCase *tc = tcase_create("hooks");
+    tcase_add_test(tc, test_set_alloc_funcs_all_or_none);
+    tcase_add_test(tc, test_allocations_go_through_the_hooks);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("futures");
+    tcase_add_checked_fixture(tc, chaos_setup, chaos_teardown);
+    tcase_add_test(tc, test_chaos_futures);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory_store");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, memory_store_fixture, chaos_teardown);
+    tcase_add_test(tc, test_chaos_store);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mock_store");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, mock_store_fixture, chaos_teardown);
+    tcase_add_test(tc, test_chaos_store);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sink_fdv2_mocks");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, chaos_setup, chaos_teardown);
+    tcase_add_test(tc, test_chaos_sink_fdv2_mocks);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* Before the first future: every future is an allocation of its own. */
+    setenv("LDASYNC_NO_POOL", "1", 1);
+    SRunner *sr = srunner_create(chaos_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
