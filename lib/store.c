@@ -3,6 +3,8 @@
  * closed and freed states, and completes the futures it returns in the order
  * the operations were issued, so that implementations need none of that.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <ldasync/error.h>
@@ -13,8 +15,15 @@
 #include "kind-internal.h"
 #include "store-internal.h"
 
+/* The view is a member of the store: ld_store_read_only() gives its
+ * address, and the view's functions find the store from it. */
+struct ld_read_only_store {
+    char unused;
+};
+
 struct ld_store {
     struct ld__front fr; /* issue order, closing, freeing (front-internal.h) */
+    ld_read_only_store view;
     const struct ld_store_ops *ops;
     const struct ld__store_sync_ops *sync; /* or NULL */
     ld_future *answer[2];                  /* with sync: fulfilled false, true */
@@ -248,4 +257,36 @@ const char *ld_store_describe(const ld_store *s)
 struct event_base *ld_store_base(const ld_store *s)
 {
     return s ? s->fr.base : NULL;
+}
+
+/* ---- the read-only view ------------------------------------------------ */
+
+static ld_store *store_of(const ld_read_only_store *view)
+{
+    return (ld_store *)(void *)((char *)(uintptr_t)view - offsetof(ld_store, view));
+}
+
+ld_read_only_store *ld_store_read_only(ld_store *s)
+{
+    return s ? &s->view : NULL;
+}
+
+ld_future *ld_read_only_store_get(ld_read_only_store *view, const ld_kind *kind, const char *key)
+{
+    return view ? ld_store_get(store_of(view), kind, key) : NULL;
+}
+
+ld_future *ld_read_only_store_all(ld_read_only_store *view, const ld_kind *kind)
+{
+    return view ? ld_store_all(store_of(view), kind) : NULL;
+}
+
+struct event_base *ld_read_only_store_base(const ld_read_only_store *view)
+{
+    return view ? ld_store_base(store_of(view)) : NULL;
+}
+
+const char *ld_read_only_store_describe(const ld_read_only_store *view)
+{
+    return view ? ld_store_describe(store_of(view)) : "(null)";
 }

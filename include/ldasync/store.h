@@ -112,6 +112,37 @@ LD_EXPORT struct event_base *ld_store_base(const ld_store *store);
 LD_EXPORT const char *ld_store_describe(const ld_store *store);
 
 /* ------------------------------------------------------------------------- */
+/* The read-only view                                                        */
+
+/** The read path of a store: get and all only. Evaluators and other code
+ *  that must not write take one of these, so that what they can do shows in
+ *  their signature. A view belongs to its store: it is valid while the
+ *  store lives and is not freed on its own. @since 0.1.0 */
+typedef struct ld_read_only_store ld_read_only_store;
+
+/** The read-only view of `store` (any implementation), or NULL for a NULL
+ *  store. The same view every time; no allocation. Any thread.
+ *  @since 0.1.0 */
+LD_EXPORT ld_read_only_store *ld_store_read_only(ld_store *store);
+
+/** ld_store_get() through the view: the same future, in issue order with
+ *  every other operation of the store (writes included). NULL only if
+ *  `view` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_read_only_store_get(ld_read_only_store *view, const ld_kind *kind,
+                                            const char *key);
+
+/** ld_store_all() through the view, as ld_read_only_store_get() is.
+ *  @since 0.1.0 */
+LD_EXPORT ld_future *ld_read_only_store_all(ld_read_only_store *view, const ld_kind *kind);
+
+/** The base of the view's store, or NULL for a NULL view. Any thread.
+ *  @since 0.1.0 */
+LD_EXPORT struct event_base *ld_read_only_store_base(const ld_read_only_store *view);
+
+/** The store's describe(); "(null)" for a NULL view. @since 0.1.0 */
+LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view);
+
+/* ------------------------------------------------------------------------- */
 /* For implementers                                                          */
 
 /** The version of struct ld_store_ops this header describes. @since 0.1.0 */

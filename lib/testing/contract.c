@@ -33,6 +33,7 @@ static int nregs, capregs;
 static const struct registration *R;
 static struct event_base *B;
 static ld_store *S;
+static bool V; /* reads go through the read-only view */
 static struct event *guard;
 static bool factory_ready;
 
@@ -44,9 +45,14 @@ static void guard_fired(evutil_socket_t fd, short what, void *arg)
     ck_abort_msg("%s: no answer from the store within %d s", R->name, GUARD_SEC);
 }
 
+/* Loop indices from VIEW_LOOP on run a test with its reads (get, all)
+ * through the store's read-only view (ld_store_read_only()). */
+#define VIEW_LOOP (1 << 20)
+
 static void begin(int i)
 {
-    R = &regs[i];
+    V = i >= VIEW_LOOP;
+    R = &regs[V ? i - VIEW_LOOP : i];
     B = event_base_new();
     ck_assert_msg(B != NULL, "event_base_new failed");
     guard = event_new(B, -1, 0, guard_fired, NULL);
@@ -96,6 +102,18 @@ static void end(void)
 
 #define F ld_kind_features()
 #define SEG ld_kind_segments()
+
+/* The read path: the store's own functions or, for the view's run of the
+ * contract, the read-only view's. */
+static ld_future *read_get(const ld_kind *kind, const char *key)
+{
+    return V ? ld_read_only_store_get(ld_store_read_only(S), kind, key) : ld_store_get(S, kind, key);
+}
+
+static ld_future *read_all(const ld_kind *kind)
+{
+    return V ? ld_read_only_store_all(ld_store_read_only(S), kind) : ld_store_all(S, kind);
+}
 
 /* The fixture of DESIGN.md. New reference. */
 static json_t *make_feature(const char *key, int64_t version)
@@ -161,7 +179,7 @@ static bool done_bool(ld_future *f, const char *what)
 /* The version of the item that get returns, -1 for NULL. */
 static int64_t version_of(const ld_kind *kind, const char *key)
 {
-    ld_future *f = fulfilled(ld_store_get(S, kind, key), "get");
+    ld_future *f = fulfilled(read_get(kind, key), "get");
     json_t *item = ld_future_json(f);
     int64_t v = -1;
     if (item) {
@@ -178,7 +196,7 @@ static int64_t version_of(const ld_kind *kind, const char *key)
  * is an object of valid items, none a tombstone. */
 static size_t all_size(const ld_kind *kind)
 {
-    ld_future *f = fulfilled(ld_store_all(S, kind), "all");
+    ld_future *f = fulfilled(read_all(kind), "all");
     json_t *all = ld_future_json(f);
     ck_assert_msg(json_is_object(all), "all did not fulfil with an object");
     const char *key;
@@ -197,7 +215,7 @@ static size_t all_size(const ld_kind *kind)
 /* The version of all[key] for `kind`, -1 if absent. */
 static int64_t all_version(const ld_kind *kind, const char *key)
 {
-    ld_future *f = fulfilled(ld_store_all(S, kind), "all");
+    ld_future *f = fulfilled(read_all(kind), "all");
     json_t *item = json_object_get(ld_future_json(f), key);
     int64_t v = item ? ld_item_version(item) : -1;
     ld_future_unref(f);
@@ -293,7 +311,7 @@ START_TEST(get_existing_feature)
 {
     begin(_i);
     init_foo_bar();
-    ld_future *f = FULFILLED(ld_store_get(S, F, "foo"));
+    ld_future *f = FULFILLED(read_get(F, "foo"));
     json_t *expected = make_feature("foo", 10);
     ck_assert_msg(json_equal(ld_future_json(f), expected),
                   "get(\"foo\") is not the item given to init");
@@ -404,7 +422,7 @@ START_TEST(upsert_equal_version_not_applied)
     json_t *item = make_feature("foo", 10);
     json_object_set_new(item, "on", json_false());
     ck_assert_msg(!BOOL(ld_store_upsert(S, F, item)), "upsert of an equal version returned true");
-    ld_future *f = FULFILLED(ld_store_get(S, F, "foo"));
+    ld_future *f = FULFILLED(read_get(F, "foo"));
     ck_assert_msg(json_is_true(json_object_get(ld_future_json(f), "on")),
                   "upsert of an equal version replaced the item");
     ld_future_unref(f);
@@ -490,9 +508,9 @@ START_TEST(items_come_back_equal)
     json_t *seg = make_segment("s", 3);
     json_object_set_new(seg, "nested", json_pack("{s:[i,f,s,n], s:{}}", "a", 1, 2.5, "x", "o"));
     ck_assert(BOOL(ld_store_upsert(S, SEG, seg)));
-    ld_future *g = FULFILLED(ld_store_get(S, SEG, "s"));
+    ld_future *g = FULFILLED(read_get(SEG, "s"));
     ck_assert_msg(json_equal(ld_future_json(g), seg), "get returned a different item");
-    ld_future *a = FULFILLED(ld_store_all(S, SEG));
+    ld_future *a = FULFILLED(read_all(SEG));
     ck_assert_msg(json_equal(json_object_get(ld_future_json(a), "s"), seg),
                   "all returned a different item");
     ld_future_unref(g);
@@ -639,10 +657,10 @@ START_TEST(bad_kind_or_key_is_einval_and_changes_nothing)
 {
     begin(_i);
     init_foo_bar();
-    EXPECT_ERROR(ld_store_get(S, NULL, "foo"), LD_EINVAL, "kind");
-    EXPECT_ERROR(ld_store_get(S, F, NULL), LD_EINVAL, "key");
-    EXPECT_ERROR(ld_store_get(S, F, ""), LD_EINVAL, "key");
-    EXPECT_ERROR(ld_store_all(S, NULL), LD_EINVAL, "kind");
+    EXPECT_ERROR(read_get(NULL, "foo"), LD_EINVAL, "kind");
+    EXPECT_ERROR(read_get(F, NULL), LD_EINVAL, "key");
+    EXPECT_ERROR(read_get(F, ""), LD_EINVAL, "key");
+    EXPECT_ERROR(read_all(NULL), LD_EINVAL, "kind");
     EXPECT_ERROR(ld_store_delete(S, NULL, "foo", 11), LD_EINVAL, "kind");
     EXPECT_ERROR(ld_store_delete(S, F, NULL, 11), LD_EINVAL, "key");
     EXPECT_ERROR(ld_store_delete(S, F, "", 11), LD_EINVAL, "key");
@@ -747,11 +765,11 @@ START_TEST(results_complete_in_issue_order)
         ld_store_initialized(S),          /* 0: false */
         ld_store_init(S, data),           /* 1 */
         ld_store_upsert(S, F, foo11),     /* 2: true */
-        ld_store_get(S, F, "foo"),        /* 3: v11 */
+        read_get(F, "foo"),        /* 3: v11 */
         ld_store_upsert(S, F, foo11),     /* 4: false, equal */
         ld_store_delete(S, F, "foo", 12), /* 5: true */
-        ld_store_get(S, F, "foo"),        /* 6: NULL */
-        ld_store_all(S, F),               /* 7: {bar} */
+        read_get(F, "foo"),        /* 6: NULL */
+        read_all(F),               /* 7: {bar} */
         ld_store_initialized(S),          /* 8: true */
     };
     enum { N = sizeof(fs) / sizeof(fs[0]) };
@@ -800,7 +818,7 @@ static void issue_from_callback(ld_future *f, void *arg)
 {
     (void)f;
     (void)arg;
-    nested.inner = ld_store_get(S, F, "foo");
+    nested.inner = read_get(F, "foo");
     if (nested.inner)
         ld_future_on_complete(ld_future_ref(nested.inner), count_inner, NULL);
     nested.inner_calls_at_return = nested.inner_calls;
@@ -814,9 +832,9 @@ START_TEST(callbacks_never_run_inside_the_call)
     json_t *data = json_pack("{s:{s:o}}", "features", "foo", make_feature("foo", 10));
     int calls = 0;
     ld_future *fs[] = {
-        ld_store_get(S, F, "foo"),        ld_store_all(S, F),      ld_store_upsert(S, F, item),
+        read_get(F, "foo"),        read_all(F),      ld_store_upsert(S, F, item),
         ld_store_delete(S, F, "foo", 12), ld_store_initialized(S), ld_store_init(S, data),
-        ld_store_get(S, NULL, "foo"), /* rejected at once */
+        read_get(NULL, "foo"), /* rejected by the front */
     };
     enum { N = sizeof(fs) / sizeof(fs[0]) };
     for (int i = 0; i < N; i++) {
@@ -855,13 +873,13 @@ START_TEST(operations_after_close_are_eclosed)
 {
     begin(_i);
     init_foo_bar();
-    ld_future *before = ld_store_get(S, F, "foo");
+    ld_future *before = read_get(F, "foo");
     OK(ld_store_close(S));
     ld_future_unref(fulfilled(before, "get issued before close"));
     json_t *item = make_feature("foo", 11);
     json_t *data = json_object();
-    EXPECT_ERROR(ld_store_get(S, F, "foo"), LD_ECLOSED, NULL);
-    EXPECT_ERROR(ld_store_all(S, F), LD_ECLOSED, NULL);
+    EXPECT_ERROR(read_get(F, "foo"), LD_ECLOSED, NULL);
+    EXPECT_ERROR(read_all(F), LD_ECLOSED, NULL);
     EXPECT_ERROR(ld_store_init(S, data), LD_ECLOSED, NULL);
     EXPECT_ERROR(ld_store_upsert(S, F, item), LD_ECLOSED, NULL);
     EXPECT_ERROR(ld_store_delete(S, F, "foo", 12), LD_ECLOSED, NULL);
@@ -878,7 +896,7 @@ START_TEST(operations_issued_before_close_complete)
     init_foo_bar();
     json_t *item = make_feature("foo", 11);
     ld_future *up = ld_store_upsert(S, F, item);
-    ld_future *get = ld_store_get(S, F, "foo");
+    ld_future *get = read_get(F, "foo");
     ld_future *closed = ld_store_close(S);
     ck_assert_msg(BOOL(up), "upsert issued before close was not applied");
     ld_future_unref(fulfilled(closed, "close"));
@@ -907,7 +925,7 @@ START_TEST(free_completes_operations_in_flight)
     json_t *item = make_feature("foo", 1);
     json_t *data = json_object();
     ld_future *fs[] = {ld_store_init(S, data),          ld_store_upsert(S, F, item),
-                       ld_store_get(S, F, "foo"),       ld_store_all(S, F),
+                       read_get(F, "foo"),       read_all(F),
                        ld_store_delete(S, F, "foo", 2), ld_store_initialized(S)};
     enum { N = sizeof(fs) / sizeof(fs[0]) };
     int calls[N] = {0};
@@ -933,7 +951,7 @@ static void free_store_inside(ld_future *f, void *arg)
 START_TEST(free_from_inside_a_callback_of_the_store)
 {
     begin(_i);
-    ld_future *fs[] = {ld_store_initialized(S), ld_store_get(S, F, "foo"), ld_store_initialized(S)};
+    ld_future *fs[] = {ld_store_initialized(S), read_get(F, "foo"), ld_store_initialized(S)};
     int calls[3] = {0};
     ck_assert_ptr_nonnull(fs[0]);
     ld_future_on_complete(ld_future_ref(fs[0]), free_store_inside, NULL);
@@ -947,6 +965,36 @@ START_TEST(free_from_inside_a_callback_of_the_store)
 END_TEST
 
 /* ---- registration ---------------------------------------------------------- */
+
+START_TEST(read_only_view_is_the_store_s)
+{
+    begin(_i);
+    ld_read_only_store *view = ld_store_read_only(S);
+    ck_assert_msg(view != NULL, "ld_store_read_only returned NULL");
+    ck_assert_msg(ld_store_read_only(S) == view, "a second view differs from the first");
+    ck_assert_msg(ld_read_only_store_base(view) == B, "the view's base is not the store's");
+    ck_assert_str_eq(ld_read_only_store_describe(view), ld_store_describe(S));
+    ck_assert_ptr_null(ld_store_read_only(NULL));
+    ck_assert_ptr_null(ld_read_only_store_get(NULL, F, "foo"));
+    ck_assert_ptr_null(ld_read_only_store_all(NULL, F));
+    ck_assert_ptr_null(ld_read_only_store_base(NULL));
+    ck_assert_str_eq(ld_read_only_store_describe(NULL), "(null)");
+    EXPECT_ERROR(ld_read_only_store_get(view, F, ""), LD_EINVAL, "key");
+    EXPECT_ERROR(ld_read_only_store_all(view, NULL), LD_EINVAL, "kind");
+    /* a write issued before a read through the view is seen by it */
+    init_foo_bar();
+    ld_future *w = ld_store_upsert(S, F, NULL); /* bad: answered by the front */
+    json_t *item = make_feature("foo", 11);
+    ld_future *u = ld_store_upsert(S, F, item);
+    ld_future *g = ld_read_only_store_get(view, F, "foo");
+    json_decref(item);
+    ld_future_unref(await(w, "upsert of NULL"));
+    ck_assert_msg(BOOL(u), "upsert foo v11 not applied");
+    ld_future *got = fulfilled(g, "get through the view");
+    ck_assert_int_eq(ld_item_version(ld_future_json(got)), 11);
+    ld_future_unref(got);
+}
+END_TEST
 
 static void add_all(TCase *tc, int index)
 {
@@ -995,8 +1043,12 @@ static void add_all(TCase *tc, int index)
         free_completes_operations_in_flight,
         free_from_inside_a_callback_of_the_store,
     };
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-        tcase_add_loop_test(tc, tests[i], index, index + 1);
+    for (int view = 0; view < 2; view++) {
+        int loop = view ? VIEW_LOOP + index : index;
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+            tcase_add_loop_test(tc, tests[i], loop, loop + 1);
+        tcase_add_loop_test(tc, read_only_view_is_the_store_s, loop, loop + 1);
+    }
 }
 
 int ld_store_contract_add_tests(Suite *suite, const char *name,
