@@ -527,6 +527,7 @@ static json_t **hold_items(ld_store *st, long n, char (*keys)[32])
         exit(1);
     for (long i = 0; i < n; i++) {
         ld_future *f = ld_store_get(st, ld_kind_features(), keys[i]);
+        ld_future_wait(f);
         current[i] = json_incref(ld_future_json(f));
         ld_future_unref(f);
     }

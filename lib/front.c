@@ -56,7 +56,7 @@ static void user_done(ld_future *user, void *arg)
     queue_unref(q);
 }
 
-/* Makes the caller's future of `p` adopt `from` (complete; stolen) and frees
+/* Makes the caller's future of `p` adopt `from` (stolen) and frees
  * `p`. Adoption completes from the loop, in the order of the hand-overs;
  * until the caller's future is complete it counts as in flight, so that a
  * later operation is not handed back ahead of it (ld__front_finish). */
@@ -71,7 +71,9 @@ static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *fro
         q->inflight--;
         q->refs--;
     }
-    if (ld_future_forward(p->user, from) != 0)
+    if (!ld_future_is_pending(from))
+        ld__later_adopt_into(p->user, from); /* the state changes from the loop too */
+    else if (ld_future_forward(p->user, from) != 0)
         ld_future_reject(p->user, LD_ENOMEM, NULL);
     ld_future_unref(p->user);
     ld__free(p);
@@ -103,7 +105,7 @@ ld_future *ld__front_oom(struct ld__front *fr)
 
 ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why)
 {
-    ld_future *f = ld__future_rejected_static(fr->base, code, why);
+    ld_future *f = ld__future_later_rejected(fr->base, code, why);
     return f ? f : ld__front_oom(fr);
 }
 
@@ -129,14 +131,19 @@ static void pending_drop(struct ld__pending *p)
 ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__op *op)
 {
     op->impl = NULL;
-    op->p = pending_new(fr);
     if (fr->closed || bad) {
-        /* answered by the front, but after what was issued before */
-        op->impl = ld__future_rejected_static(fr->base, fr->closed ? LD_ECLOSED : LD_EINVAL,
-                                              fr->closed ? fr->closed_msg : bad);
-        if (op->impl && (op->p || ld__front_idle(fr)))
+        /* answered by the front, from the loop, after what was issued
+         * before: at once behind what the loop has queued, or behind the
+         * operations still waiting */
+        bool idle = ld__front_idle(fr);
+        op->p = idle ? NULL : pending_new(fr);
+        op->impl = ld__future_later_rejected(fr->base, fr->closed ? LD_ECLOSED : LD_EINVAL,
+                                             fr->closed ? fr->closed_msg : bad);
+        if (op->impl && idle)
+            return op->impl;
+        if (op->impl && op->p)
             return ld__front_finish(fr, op);
-    } else if (op->p && (op->impl = ld_future_new(fr->base)) != NULL) {
+    } else if ((op->p = pending_new(fr)) != NULL && (op->impl = ld_future_new(fr->base)) != NULL) {
         return NULL;
     }
     ld_future_unref(op->impl);
@@ -149,11 +156,13 @@ ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op)
     struct ld__queue *q = fr->queue;
     struct ld__pending *p = op->p;
     ld_future *impl = op->impl;
-    if (ld__front_idle(fr) && !ld_future_is_pending(impl)) {
-        pending_drop(p);
-        return impl;
-    }
     ld_future *user = p->user;
+    if (ld__front_idle(fr) && !ld_future_is_pending(impl)) {
+        /* answered at once: the caller's future completes from the loop */
+        ld__free(p);
+        ld__later_adopt_into(user, impl);
+        return user;
+    }
     p->next = NULL;
     p->impl = impl;
     p->user = ld_future_ref(user);

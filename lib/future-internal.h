@@ -12,6 +12,7 @@
 #include <ldasync/future.h>
 
 struct event;
+struct ld__later;
 
 /*
  * A callback waiting on a future, or queued on a loop. The first callback of
@@ -43,12 +44,19 @@ struct ld__loop {
     struct event_base *base;
     struct event *ev_run;   /* made active to run the queue in this pass */
     struct event *ev_yield; /* a zero timeout: run the rest after a poll */
-    struct ld__loop *next;  /* registry */
+    void *next;             /* registry: the next dispatcher's block */
+    void *block;            /* the allocation this struct lies in */
     /* The draining thread's line: the local FIFO and the consumer end of the
      * remote one. */
     _Alignas(64) struct ld__node *head;
     struct ld__node *tail;
     struct ld__node *rhead;
+    /* Completing later (future.c): the batch at the tail of the local
+     * FIFO, if it is still open, and spare batches. */
+    struct ld__later *later_open;
+    struct ld__later *later_spare;
+    unsigned later_nspare;
+    unsigned later_reserved; /* spares promised to futures to come */
     /* The producers' line (other threads): an intrusive MPSC FIFO
      * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
      * ever being empty. */
@@ -116,5 +124,41 @@ struct ld__lease {
  * that adopts this one's value (forward, then, catch, ...) takes a jansson
  * reference of its own. */
 ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struct ld__lease *lease);
+
+/*
+ * Completing later: a future that is pending when returned and completes
+ * from the loop of its base, after what is queued there, in the order the
+ * futures were given their outcomes (FIFO with all callbacks of the base),
+ * without an event of its own. Loop thread only.
+ *
+ * ld__future_later_new() makes such a future (NULL only if memory ran out);
+ * nobody but its maker can complete it (ld_future_fulfill() and the like
+ * give LD_EALREADY), though it may be cancelled. Its maker then calls
+ * exactly one of the ld__later_* functions, which need no memory and
+ * borrow the maker's reference:
+ *   fulfill: no value (has_value false) or the bool v;
+ *   fulfill_json: steals v; with `lease`, v is borrowed and lease (stolen)
+ *     keeps it alive, as for ld__future_fulfilled_leased();
+ *   reject_static: `msg` lives as long as the process (NULL: strerror);
+ *   adopt: src (complete, stolen) gives its outcome.
+ */
+ld_future *ld__future_later_new(struct event_base *base);
+void ld__later_fulfill(ld_future *f, bool has_value, bool v);
+void ld__later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease);
+void ld__later_reject_static(ld_future *f, int code, const char *msg);
+void ld__later_adopt(ld_future *f, ld_future *src);
+
+/* ld__future_later_new() and ld__later_fulfill_json() in one call; without
+ * memory, NULL, and `lease` (or, without a lease, `v`) released. */
+ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__lease *lease);
+/* ld__future_later_new() and ld__later_reject_static() in one call. */
+ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg);
+
+/* Turns `f`, a pending future of ld_future_new() (K_PLAIN) whose producer
+ * is the caller, into one completed later with the outcome of `src`
+ * (complete, stolen). Its callbacks stay; a cancel handler someone set on
+ * it is dropped. It may need memory: when there is none (and only then), f
+ * completes at once. */
+void ld__later_adopt_into(ld_future *f, ld_future *src);
 
 #endif /* LDASYNC_FUTURE_INTERNAL_H */

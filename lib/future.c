@@ -83,10 +83,16 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
 
 /* value types */
-enum { V_NONE, V_BOOL, V_INT, V_JSON, V_JSON_LEASED, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC };
+enum { V_NONE, V_BOOL, V_INT, V_JSON, V_JSON_LEASED, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC,
+       V_ADOPT /* only while K_LATER: a = a complete future whose outcome to take */ };
 
 /* kinds */
-enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE };
+enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE, K_LATER };
+
+/* K_LATER: made by ld__future_later_new(); once given its outcome, it waits
+ * in a batch of the loop (see "Completing later") with a, b and vtype holding
+ * the outcome (V_ERR and V_ERR_STATIC: a rejection) and c the next future of
+ * the batch. */
 
 #define IS_COMB(k) ((k) == K_TIMEOUT || (k) == K_ALL || (k) == K_RACE)
 
@@ -343,7 +349,15 @@ static inline void future_mem_free(ld_future *f)
  * struct per distinct base address, reachable until exit.
  */
 static pthread_mutex_t g_loop_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ld__loop *g_loops;
+/* The registry holds the start of each dispatcher's allocation (which
+ * valgrind and LeakSanitizer then see as reachable); the dispatcher itself
+ * is the cache-line-aligned struct inside it. */
+static void *g_loops;
+
+static struct ld__loop *loop_in(void *block)
+{
+    return (struct ld__loop *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+}
 static TLS struct event_base *tl_cache_base;
 static TLS struct ld__loop *tl_cache_loop;
 static TLS struct ld__loop *tl_drain; /* the loop draining on this thread */
@@ -368,10 +382,12 @@ static struct event *loop_event(struct event_base *base, struct ld__loop *l)
 
 static struct ld__loop *loop_create(struct event_base *base)
 {
-    struct ld__loop *l = ld__aligned_alloc(64, sizeof(*l));
-    if (!l)
+    void *block = ld__malloc(sizeof(struct ld__loop) + 63);
+    if (!block)
         return NULL;
+    struct ld__loop *l = loop_in(block);
     memset(l, 0, sizeof(*l));
+    l->block = block;
     l->base = base;
     l->rhead = &l->stub;
     atomic_init(&l->rtail, &l->stub);
@@ -380,7 +396,7 @@ static struct ld__loop *loop_create(struct event_base *base)
     if (!l->ev_run || !l->ev_yield) {
         ld__free(l->ev_run);
         ld__free(l->ev_yield);
-        ld__aligned_free(l);
+        ld__free(block);
         return NULL;
     }
     return l;
@@ -391,14 +407,17 @@ static struct ld__loop *loop_for(struct event_base *base)
     if (LIKELY(tl_cache_base == base))
         return tl_cache_loop;
     pthread_mutex_lock(&g_loop_mu);
-    struct ld__loop *l = g_loops;
-    while (l && l->base != base)
-        l = l->next;
+    void *block = g_loops;
+    struct ld__loop *l = NULL;
+    while (block && (l = loop_in(block))->base != base) {
+        block = l->next;
+        l = NULL;
+    }
     if (!l) {
         l = loop_create(base);
         if (l) {
             l->next = g_loops;
-            g_loops = l;
+            g_loops = l->block;
         }
     }
     pthread_mutex_unlock(&g_loop_mu);
@@ -641,6 +660,9 @@ ld_future *ld_future_ref(ld_future *f)
 
 static void comb_release(void *state);
 static int held_only_by_links(ld_future *f, unsigned links);
+static void later_drop(ld_future *f);
+static void later_adopt(ld_future *f, ld_future *src, bool reserved);
+static int adopt(ld_future *out, ld_future *src);
 
 static void destroy_one(ld_future *f)
 {
@@ -668,6 +690,8 @@ static void destroy_one(ld_future *f)
         }
     } else if ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x) {
         ld__free(f->a.x); /* a cancel handler that will never run */
+    } else if (f->kind == K_LATER) {
+        later_drop(f); /* made, never given its outcome */
     }
     if (IS_COMB(f->kind) && f->c)
         comb_release(f->c);
@@ -706,6 +730,11 @@ void ld_future_unref(ld_future *f)
     if (n == 1) {
         future_destroy(f);
     } else if (!f_shared(f)) {
+        /* A result completed later that only its batch holds now: nobody
+         * will read its outcome, so what it holds goes at once (a store's
+         * snapshot, say, that the store could otherwise write into). */
+        if (n == 2 && f->kind == K_LATER)
+            later_drop(f);
         atomic_store_explicit(&f->refs, n - 1, memory_order_relaxed);
     } else if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
         future_destroy(f);
@@ -744,6 +773,8 @@ static int settle(ld_future *f, struct settle_req *r)
     struct ld__xnode *handler = NULL;
     if (kind == K_PLAIN || kind == K_FORWARD)
         handler = f->a.x;
+    else if (kind == K_LATER) /* cancelled while its outcome waits */
+        later_drop(f);
     if (r->cancel && (kind == K_THEN || kind == K_CATCH || kind == K_FORWARD) && f->c)
         r->upstream = ld_future_ref(f->c);
 
@@ -949,6 +980,241 @@ ld_future *ld__future_rejected_static(struct event_base *base, int code, const c
     if (f)
         reject_static(f, code, msg ? msg : ld_strerror(code), 0);
     return f;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Completing later                                                          */
+
+/*
+ * A future completed later is pending when its maker returns it and is
+ * completed from the loop, in the order such futures were given their
+ * outcome, FIFO with every other callback of the base: the memory store
+ * answers this way, without an event per operation. Futures given their
+ * outcome one after the other, with nothing queued on the loop in between,
+ * share one node of the FIFO, a batch; a batch node comes from a short list
+ * of spares kept by the loop, and ld__future_later_new() makes sure one is
+ * there, so that giving the outcome needs no memory.
+ */
+struct ld__later {
+    struct ld__xnode x; /* queued on the FIFO; x.future is NULL */
+    struct ld__loop *loop;
+    ld_future *first, *last; /* linked by c */
+    struct ld__later *next_spare;
+};
+
+#define LD_LATER_SPARES 16
+
+/* Makes sure that a spare batch is there for each future of
+ * ld__future_later_new() not given its outcome yet, plus one for this one. */
+static int later_reserve(struct ld__loop *l)
+{
+    if (l->later_nspare <= l->later_reserved) {
+        struct ld__later *b = ld__malloc(sizeof(*b));
+        if (!b)
+            return LD_ENOMEM;
+        b->next_spare = l->later_spare;
+        l->later_spare = b;
+        l->later_nspare++;
+    }
+    l->later_reserved++;
+    return 0;
+}
+
+/* The outcome a K_LATER future holds, released: it will not be used. */
+static void later_drop(ld_future *f)
+{
+    switch (f->vtype) {
+    case V_JSON:
+        json_decref(f->a.j);
+        break;
+    case V_JSON_LEASED:
+        ((struct ld__lease *)f->b.p)->release(f->b.p);
+        break;
+    case V_ERR:
+        ld__free(f->b.msg);
+        break;
+    case V_ADOPT:
+        ld_future_unref(f->a.f);
+        break;
+    default:
+        break;
+    }
+    f->vtype = V_NONE;
+}
+
+/* Completes f (a K_LATER future still in its batch) with its outcome,
+ * unless something (a cancellation) completed it first. */
+static void later_settle(ld_future *f)
+{
+    unsigned w = f_lock(f);
+    if (w & W_DONE) {
+        f_unlock(f, w);
+        return;
+    }
+    struct settle_req r = {.state = W_FULFILLED, .vtype = f->vtype, .a = f->a, .b = f->b,
+                           .adopting_ok = 1};
+    f->kind = K_PLAIN; /* settle() must not drop the outcome */
+    f->vtype = V_NONE;
+    f->a.u = 0;
+    f_unlock(f, w);
+    if (r.vtype == V_ADOPT) {
+        ld_future *src = r.a.f;
+        adopt(f, src);
+        ld_future_unref(src);
+        return;
+    }
+    if (r.vtype == V_ERR || r.vtype == V_ERR_STATIC)
+        r.state = W_REJECTED;
+    if (settle(f, &r) != 0) { /* completed meanwhile by another thread */
+        f->vtype = (uint8_t)r.vtype;
+        f->a = r.a;
+        f->b = r.b;
+        later_drop(f);
+    }
+}
+
+static void later_run(ld_future *unused, void *arg)
+{
+    struct ld__later *b = arg;
+    struct ld__loop *l = b->loop;
+    (void)unused;
+    if (l->later_open == b)
+        l->later_open = NULL;
+    ld_future *f = b->first;
+    if (l->later_nspare < l->later_reserved + LD_LATER_SPARES) {
+        b->next_spare = l->later_spare;
+        l->later_spare = b;
+        l->later_nspare++;
+    } else {
+        ld__free(b);
+    }
+    while (f) {
+        ld_future *next = f->c;
+        later_settle(f);
+        ld_future_unref(f); /* the batch's */
+        f = next;
+    }
+}
+
+ld_future *ld__future_later_new(struct event_base *base)
+{
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    if (!l || later_reserve(l) != 0)
+        return NULL;
+    ld_future *f = future_create(l, K_LATER, W_ADOPTING);
+    if (!f)
+        l->later_reserved--;
+    return f;
+}
+
+ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__lease *lease)
+{
+    ld_future *f = ld__future_later_new(base);
+    if (f)
+        ld__later_fulfill_json(f, v, lease);
+    else if (lease)
+        lease->release(lease);
+    else
+        json_decref(v);
+    return f;
+}
+
+ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg)
+{
+    ld_future *f = ld__future_later_new(base);
+    if (f)
+        ld__later_reject_static(f, code, msg);
+    return f;
+}
+
+void ld__later_adopt_into(ld_future *f, ld_future *src)
+{
+    unsigned w = f_lock(f);
+    if (w & W_DONE) { /* cancelled by its holder meanwhile */
+        f_unlock(f, w);
+        ld_future_unref(src);
+        return;
+    }
+    struct ld__xnode *handler = f->kind == K_PLAIN ? f->a.x : NULL;
+    f->kind = K_LATER;
+    f->a.u = 0;
+    f_unlock(f, w | W_ADOPTING);
+    ld__free(handler); /* set by a holder who is not its producer: never runs */
+    later_adopt(f, src, false);
+}
+
+/* Queues f, given its outcome, behind what is queued on its loop.
+ * `reserved`: f comes from ld__future_later_new(), which made sure of a
+ * spare batch. */
+static void later_push(ld_future *f, bool reserved)
+{
+    struct ld__loop *l = f->loop;
+    struct ld__later *b = l->later_open;
+    if (reserved)
+        l->later_reserved--;
+    ld_future_ref(f); /* the batch's */
+    f->c = NULL;
+    if (b && l->tail == &b->x.n && remote_empty(l)) {
+        b->last->c = f;
+        b->last = f;
+        return;
+    }
+    b = l->later_spare;
+    if (!b && !(b = ld__malloc(sizeof(*b)))) {
+        /* only without a reservation, and out of memory: at once */
+        later_settle(f);
+        ld_future_unref(f);
+        return;
+    }
+    if (b == l->later_spare) {
+        l->later_spare = b->next_spare;
+        l->later_nspare--;
+    }
+    b->x.n.fn = later_run;
+    b->x.n.arg = b;
+    link_put(&b->x.n, 1);
+    b->x.future = NULL;
+    b->x.tail = &b->x;
+    b->x.flags = 0;
+    b->loop = l;
+    b->first = b->last = f;
+    l->later_open = b;
+    enqueue(l, &b->x.n, &b->x.n, 0);
+}
+
+void ld__later_fulfill(ld_future *f, bool has_value, bool v)
+{
+    f->vtype = has_value ? V_BOOL : V_NONE;
+    f->a.u = v;
+    later_push(f, true);
+}
+
+void ld__later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease)
+{
+    f->vtype = lease ? V_JSON_LEASED : V_JSON;
+    f->a.j = v;
+    f->b.p = lease;
+    later_push(f, true);
+}
+
+void ld__later_reject_static(ld_future *f, int code, const char *msg)
+{
+    f->vtype = V_ERR_STATIC;
+    f->a.i = code;
+    f->b.cmsg = msg ? msg : ld_strerror(code);
+    later_push(f, true);
+}
+
+static void later_adopt(ld_future *f, ld_future *src, bool reserved)
+{
+    f->vtype = V_ADOPT;
+    f->a.f = src;
+    later_push(f, reserved);
+}
+
+void ld__later_adopt(ld_future *f, ld_future *src)
+{
+    later_adopt(f, src, true);
 }
 
 /* Completes `out` the way `src` (complete) did. */

@@ -623,8 +623,8 @@ static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind
     json_t *item = lookup(mem, kind, key);
     struct gen *g = item ? lease_gen(mem) : NULL;
     if (!g) /* missing, or no memory for a new generation */
-        return ld_future_fulfilled_json(base, json_incref(item));
-    return ld__future_fulfilled_leased(base, item, &g->lease);
+        return ld__future_later_json(base, json_incref(item), NULL);
+    return ld__future_later_json(base, item, &g->lease);
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
@@ -656,6 +656,14 @@ static void mem_all(void *impl, const ld_kind *kind, ld_future *out)
     else
         ld_future_reject(out, LD_ENOMEM, NULL);
     ld_future_unref(out);
+}
+
+static ld_future *mem_all_now(void *impl, struct event_base *base, const ld_kind *kind)
+{
+    struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
+    if (!t->sn.snap)
+        t->sn.snap = snapshot_of(t);
+    return t->sn.snap ? ld__future_later_json(base, json_incref(t->sn.snap), NULL) : NULL;
 }
 
 static void complete_write(ld_future *out, int rc)
@@ -820,6 +828,7 @@ static void mem_prefetch(void *impl, const ld_kind *kind, const char *key, size_
 static const struct ld__store_sync_ops memory_sync_ops = {
     .prefetch = mem_prefetch,
     .get = mem_get_now,
+    .all = mem_all_now,
     .init = mem_init_now,
     .upsert = mem_upsert_now,
     .del = mem_del_now,

@@ -9,13 +9,16 @@
 
 /* Synchronous operations of an implementation that always answers at once
  * (the memory store). With them the front layer needs no future for the
- * implementation: get fulfils the caller's future directly, and upsert and
- * delete answer with one of two futures made once per store, fulfilled with
- * true and false. Inputs are validated as for struct ld_store_ops. */
+ * implementation: the caller's future is one completed later
+ * (future-internal.h), made by get itself and, for the writes, by the front
+ * before the write. Inputs are validated as for struct ld_store_ops. */
 struct ld__store_sync_ops {
-    /* A new complete future on `base` fulfilled with the stored item or
-     * with NULL when missing or deleted; NULL without memory. */
+    /* A new future on `base` completed later (ld__future_later_json()) with
+     * the stored item or with NULL when missing or deleted; NULL without
+     * memory. */
     ld_future *(*get)(void *impl, struct event_base *base, const ld_kind *kind, const char *key);
+    /* The same for all: the object of the items without tombstones. */
+    ld_future *(*all)(void *impl, struct event_base *base, const ld_kind *kind);
     /* 1 if applied, 0 if not, or a negative error code. */
     int (*upsert)(void *impl, const ld_kind *kind, const json_t *item,
                   const struct ld_item_info *info);

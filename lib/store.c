@@ -12,6 +12,7 @@
 
 #include "alloc-internal.h"
 #include "front-internal.h"
+#include "future-internal.h"
 #include "kind-internal.h"
 #include "store-internal.h"
 
@@ -26,7 +27,6 @@ struct ld_store {
     ld_read_only_store view;
     const struct ld_store_ops *ops;
     const struct ld__store_sync_ops *sync; /* or NULL */
-    ld_future *answer[2];                  /* with sync: fulfilled false, true */
     void *impl;
 };
 
@@ -45,19 +45,7 @@ ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops 
     }
     s->ops = ops;
     s->impl = impl;
-    if (sync) {
-        for (int i = 0; i < 2; i++) {
-            s->answer[i] = ld_future_new(base);
-            if (!s->answer[i] || ld_future_fulfill_bool(s->answer[i], i) != 0) {
-                ld_future_unref(s->answer[0]);
-                ld_future_unref(s->answer[1]);
-                ld__front_release(&s->fr, NULL, NULL);
-                ld__free(s);
-                return NULL;
-            }
-        }
-        s->sync = sync;
-    }
+    s->sync = sync;
     return s;
 }
 
@@ -78,11 +66,6 @@ static ld_future *finish(ld_store *s, struct ld__op *op)
     return ld__front_finish(&s->fr, op);
 }
 
-static ld_future *rejected(ld_store *s, int code, const char *why)
-{
-    return ld__front_rejected(&s->fr, code, why);
-}
-
 static const char E_KIND[] = "kind must not be NULL";
 static const char E_KEY[] = "key must be a non-empty string";
 
@@ -99,12 +82,16 @@ static bool now(const ld_store *s, const char *bad)
     return s->sync && !bad && !s->fr.closed && ld__front_idle(&s->fr);
 }
 
-/* The caller's future for the result of a synchronous write. */
-static ld_future *answer(ld_store *s, int rc)
+/* The caller's future `f` for a synchronous write, made before the write
+ * (a write that happened is never answered with LD_ENOMEM), completed from
+ * the loop with the write's answer `rc` (1: applied, 0: not, or an error). */
+static ld_future *answer(ld_future *f, int rc)
 {
     if (rc < 0)
-        return rejected(s, rc, NULL);
-    return ld_future_ref(s->answer[rc != 0]);
+        ld__later_reject_static(f, rc, NULL);
+    else
+        ld__later_fulfill(f, true, rc != 0);
+    return f;
 }
 
 ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
@@ -116,7 +103,7 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
     const char *bad = check_key(kind, key);
     if (now(s, bad)) {
         r = s->sync->get(s->impl, s->fr.base, kind, key);
-        return r ? r : rejected(s, LD_ENOMEM, "out of memory");
+        return r ? r : ld__front_oom(&s->fr);
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
@@ -130,7 +117,12 @@ ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
     ld_future *r;
     if (!s)
         return NULL;
-    if ((r = begin(s, kind ? NULL : E_KIND, &op)) != NULL)
+    const char *bad = kind ? NULL : E_KIND;
+    if (now(s, bad)) {
+        r = s->sync->all(s->impl, s->fr.base, kind);
+        return r ? r : ld__front_oom(&s->fr);
+    }
+    if ((r = begin(s, bad, &op)) != NULL)
         return r;
     s->ops->all(s->impl, kind, ld_future_ref(op.impl));
     return finish(s, &op);
@@ -143,18 +135,16 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     const char *bad = NULL;
     if (!s)
         return NULL;
-    if (now(s, NULL)) {                       /* validation and loading in one pass */
-        if (!(r = ld_future_new(s->fr.base))) /* first: a done init must be told */
-            return rejected(s, LD_ENOMEM, "out of memory");
+    if (now(s, NULL)) { /* validation and loading in one pass */
+        /* first: an init that happened must be told */
+        if (!(r = ld__future_later_new(s->fr.base)))
+            return ld__front_oom(&s->fr);
         int rc = s->sync->init(s->impl, all_data, &bad);
-        if (rc == 0 && ld_future_fulfill(r) == 0)
-            return r;
-        ld_future_unref(r);
-        if (rc == LD_EINVAL && bad)
-            return rejected(s, LD_EINVAL, bad);
-        if (rc == 0 || rc == LD_ENOMEM)
-            return rejected(s, LD_ENOMEM, "out of memory");
-        return rejected(s, rc, NULL);
+        if (rc == 0)
+            ld__later_fulfill(r, false, false);
+        else
+            ld__later_reject_static(r, rc, rc == LD_EINVAL ? bad : NULL);
+        return r;
     }
     ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &op)) != NULL)
@@ -192,8 +182,11 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     } else {
         ld_item_parse(item, &info, &bad);
     }
-    if (now(s, bad))
-        return answer(s, s->sync->upsert(s->impl, kind, item, &info));
+    if (now(s, bad)) {
+        if (!(r = ld__future_later_new(s->fr.base)))
+            return ld__front_oom(&s->fr);
+        return answer(r, s->sync->upsert(s->impl, kind, item, &info));
+    }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
     s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(op.impl));
@@ -209,8 +202,11 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
     const char *bad = check_key(kind, key);
     if (!bad && version < 0)
         bad = "version must be >= 0";
-    if (now(s, bad))
-        return answer(s, s->sync->del(s->impl, kind, key, version));
+    if (now(s, bad)) {
+        if (!(r = ld__future_later_new(s->fr.base)))
+            return ld__front_oom(&s->fr);
+        return answer(r, s->sync->del(s->impl, kind, key, version));
+    }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
     s->ops->del(s->impl, kind, key, version, ld_future_ref(op.impl));
@@ -241,8 +237,6 @@ void ld_store_free(ld_store *s)
     if (!s)
         return;
     ld__front_release(&s->fr, s->ops->free, s->impl); /* pending: LD_ECANCELED */
-    ld_future_unref(s->answer[0]);
-    ld_future_unref(s->answer[1]);
     ld__free(s);
 }
 

@@ -355,6 +355,7 @@ START_TEST(test_store_get_results_released_on_another_thread)
         ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
         json_decref(item); /* the store holds the only reference */
         r->fs[i] = ld_store_get(st, ld_kind_features(), "a");
+        ld_test_wait(r->fs[i]); /* completed from the loop */
         ck_assert(ld_future_is_fulfilled(r->fs[i]));
         expect += i + 1;
         atomic_store(&r->ready, i + 1);

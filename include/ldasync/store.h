@@ -32,11 +32,14 @@
  *
  * Items given to a store (init, upsert) are borrowed: the store takes its own
  * references, so they must not be modified afterwards.
- * A result may be shared: a store can answer several operations with the
- * same complete future (the memory store answers upsert and delete with one
- * of two futures fulfilled with true and false). Each returned reference is
- * still the caller's own to pass on or release; such a future is complete,
- * so it cannot be completed or cancelled (LD_EALREADY).
+ * Each operation gets a future of its own, pending when the call returns
+ * (also when the implementation answered at once, and for the front's own
+ * LD_EINVAL and LD_ECLOSED answers); its state changes from the loop, so
+ * that waiting for one result (ld_future_wait) returns after the callbacks
+ * of the results issued before it. Only the store completes it: the caller
+ * may cancel it (the operation still happens) but not fulfil or reject it
+ * (LD_EALREADY). The one exception is an LD_ENOMEM answer, which may be a
+ * complete future shared by the store's operations.
  *
  * Thread rules: a store belongs to the thread that runs its base's loop.
  */
@@ -188,7 +191,8 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
 
 /** A store in memory, for the loop thread of `base`: no lock; get, upsert and
  *  delete are O(1) (hash tables) and take effect within the call (their
- *  futures still complete from the loop); all returns an immutable snapshot
+ *  futures complete from the loop, without an event each: consecutive
+ *  results share one entry of the loop's queue); all returns an immutable snapshot
  *  that shares the item references, the same object again while nothing
  *  changed; init is atomic. Tombstones keep only key and version. A get's
  *  item stays valid while its future lives, also after the store is freed.

@@ -48,8 +48,9 @@ enum ld_mock_op {
 /** A store in memory that behaves as store.h says (it passes the store
  *  contract below) and also records every init it receives, can be changed
  *  directly (ld_mock_store_force_set(), ld_mock_store_force_delete()) and
- *  can be told to fail (ld_mock_store_fail_next()). Its operations complete
- *  at once, as the memory store's do. describe() is "mock".
+ *  can be told to fail (ld_mock_store_fail_next()). It answers each
+ *  operation within the call, as the memory store does; the futures
+ *  complete from the loop, as store.h says. describe() is "mock".
  *  @return a new store, freed with ld_store_free(); NULL if `base` is NULL
  *  or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_store *ld_mock_store_new(struct event_base *base);
@@ -80,7 +81,7 @@ LD_EXPORT int ld_mock_store_calls(const ld_store *store, enum ld_mock_op op);
  *  modified afterwards) under its key, now, whatever version is stored: no
  *  version check, no future, no change to initialized. A tombstone item
  *  ("deleted": true) hides the key. Operations already issued are not
- *  affected (they have completed: the mock answers at once).
+ *  affected (the mock answered them within their calls).
  *  @return 0; LD_EINVAL if `store` is not a mock store, `kind` is NULL or
  *  `item` is not a valid item (ld_item_validate()); LD_ENOMEM.
  *  @since 0.1.0 */
@@ -109,7 +110,8 @@ LD_EXPORT int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n
 
 /** An event processor that records every event sent to it (by reference:
  *  the events must not be modified afterwards, as processor.h says) and
- *  delivers nothing: flush fulfils true at once, close fulfils at once.
+ *  delivers nothing: flush and close answer within the call (their futures
+ *  complete from the loop: flush with true).
  *  @return a new processor, freed with ld_event_processor_free(); NULL if
  *  `base` is NULL or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_event_processor *ld_mock_event_processor_new(struct event_base *base);
@@ -146,15 +148,15 @@ LD_EXPORT int ld_mock_event_processor_clear(ld_event_processor *ep);
 
 /** How a mock update processor answers start. @since 0.1.0 */
 enum ld_mock_start {
-    LD_MOCK_START_READY = 0,  /* fulfils at once; initialized becomes true */
+    LD_MOCK_START_READY = 0,  /* answers at once; initialized becomes true */
     LD_MOCK_START_HOLD = 1,   /* stays pending until ld_mock_update_processor_set_ready()
                                  or ld_mock_update_processor_fail() */
-    LD_MOCK_START_GIVE_UP = 2 /* fulfils at once; initialized stays false (it gave up) */
+    LD_MOCK_START_GIVE_UP = 2 /* answers at once; initialized stays false (it gave up) */
 };
 
 /** An update processor that touches no store and answers start as `start`
- *  says. initialized is false until a start is fulfilled as ready.
- *  Closing it fulfils at once (a start still pending is rejected with
+ *  says (its futures complete from the loop, as processor.h says). initialized is false until a start is fulfilled as ready.
+ *  It closes at once (a start still pending is rejected with
  *  LD_ECLOSED by the front layer, as processor.h says).
  *  @return a new processor, freed with ld_update_processor_free(); NULL if
  *  `base` is NULL, `start` is not an enum ld_mock_start or memory ran out.
@@ -201,8 +203,8 @@ enum ld_mock_big_segments_preset {
 /** A big segment store in memory: get_metadata answers as `preset` says
  *  (the preset only concerns metadata), get_membership answers with what
  *  ld_mock_big_segment_store_set_membership() set for the context hash
- *  (NULL for any other hash) and is recorded. Operations complete at once;
- *  stop fulfils at once. describe() is "mock".
+ *  (NULL for any other hash) and is recorded. It answers within each call,
+ *  stop too (the futures complete from the loop). describe() is "mock".
  *  @return a new store, freed with ld_big_segment_store_free(); NULL if
  *  `base` is NULL, `preset` is not an enum ld_mock_big_segments_preset or
  *  memory ran out. @since 0.1.0 */
@@ -253,8 +255,8 @@ LD_EXPORT int ld_mock_big_segment_store_metadata_query_count(const ld_big_segmen
  *  with the functions below, in the order pushed, one per next. A next
  *  that finds the script empty waits (pending) until something is pushed;
  *  several waiting nexts take the pushes in request order. Once the end is
- *  reached, that next and every later one reject with LD_ECLOSED. Stop
- *  fulfils at once (the front layer rejects waiting nexts with
+ *  reached, that next and every later one reject with LD_ECLOSED. It stops
+ *  at once (the front layer rejects waiting nexts with
  *  LD_ECLOSED); what is left of the script is dropped when it is freed.
  *  @param name the name ld_synchronizer_name() gives (copied); NULL: "mock".
  *  @return a new synchronizer, freed with ld_synchronizer_free(); NULL if
@@ -299,7 +301,7 @@ LD_EXPORT int ld_mock_synchronizer_stopped(const ld_synchronizer *sync);
  *  then all waiting fetches complete, in request order. Every fetch gets a
  *  basis of its own: a copy of the one set (same intent, changes in order,
  *  selector, persist flag and environment ID; the items are shared by
- *  reference). Close fulfils at once (the front layer rejects waiting
+ *  reference). It closes at once (the front layer rejects waiting
  *  fetches with LD_ECLOSED).
  *  @param name the name ld_initializer_name() gives (copied); NULL: "mock".
  *  @return a new initializer, freed with ld_initializer_free(); NULL if

@@ -11,6 +11,7 @@
  * and assert nothing inside callbacks: those only record what happened.
  */
 #include <event2/event.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -966,6 +967,62 @@ END_TEST
 
 /* ---- registration ---------------------------------------------------------- */
 
+/* Every result is pending when the call returns and completes from the
+ * loop (its state, not only its callbacks), each operation with a future of
+ * its own. */
+START_TEST(results_are_pending_when_returned)
+{
+    begin(_i);
+    init_foo_bar();
+    json_t *item = make_feature("foo", 11);
+    json_t *data = json_pack("{s:{s:o}}", "features", "foo", make_feature("foo", 12));
+    ld_future *fs[] = {
+        read_get(F, "foo"),           read_all(F),          ld_store_upsert(S, F, item),
+        ld_store_upsert(S, F, item),  ld_store_delete(S, F, "bar", 11),
+        ld_store_delete(S, F, "x", 1), ld_store_initialized(S), ld_store_init(S, data),
+        read_get(F, ""), /* bad input */
+        ld_store_close(S),            read_get(F, "foo"), /* closed */
+    };
+    enum { N = sizeof(fs) / sizeof(fs[0]) };
+    json_decref(item);
+    json_decref(data);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fs[i] != NULL, "operation %d returned NULL", i);
+        ck_assert_msg(ld_future_is_pending(fs[i]), "operation %d was complete when returned", i);
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(fs[i] != fs[j], "operations %d and %d share a future", j, i);
+    }
+    for (int i = 0; i < N; i++)
+        ld_future_unref(await(fs[i], "an operation"));
+}
+END_TEST
+
+static int waited_seen;
+
+static void note_seen(ld_future *f, void *arg)
+{
+    (void)f;
+    waited_seen |= (int)(intptr_t)arg;
+}
+
+/* Waiting for the third of three operations returns after the callbacks of
+ * the first two have run: they completed first. */
+START_TEST(waiting_for_the_third_runs_the_first_two_first)
+{
+    begin(_i);
+    init_foo_bar();
+    waited_seen = 0;
+    json_t *item = make_feature("bar", 11);
+    ck_assert_int_eq(ld_future_on_complete(read_get(F, "foo"), note_seen, (void *)1), 0);
+    ck_assert_int_eq(ld_future_on_complete(ld_store_upsert(S, F, item), note_seen, (void *)2), 0);
+    json_decref(item);
+    ld_future *third = read_all(F);
+    ck_assert_msg(ld_future_is_pending(third), "the third operation was complete when returned");
+    ld_future_unref(await(third, "the third operation"));
+    ck_assert_msg(waited_seen == 3, "the callbacks of the first two had not all run (%d)", waited_seen);
+}
+END_TEST
+
 START_TEST(read_only_view_is_the_store_s)
 {
     begin(_i);
@@ -1048,6 +1105,8 @@ static void add_all(TCase *tc, int index)
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
             tcase_add_loop_test(tc, tests[i], loop, loop + 1);
         tcase_add_loop_test(tc, read_only_view_is_the_store_s, loop, loop + 1);
+        tcase_add_loop_test(tc, results_are_pending_when_returned, loop, loop + 1);
+        tcase_add_loop_test(tc, waiting_for_the_third_runs_the_first_two_first, loop, loop + 1);
     }
 }
 
