@@ -193,7 +193,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     json_decref(m->data);
     json_decref(m->inits);
     ld__free(m);
