@@ -4,7 +4,34 @@
 #ifndef LDASYNC_KIND_INTERNAL_H
 #define LDASYNC_KIND_INTERNAL_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 #include <ldasync/kind.h>
+
+/* True if the `len` bytes at `s` are valid UTF-8 (strict: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), starting at a character
+ * boundary. The out-of-line part of ld__utf8_valid(). */
+bool ld__utf8_valid_tail(const char *s, size_t len);
+
+/* True if the `len` bytes at `s` are valid UTF-8. Keys must be (they come
+ * from JSON): cheap for ASCII, which is checked 8 bytes at a time; the
+ * full check runs only from the first byte >= 0x80. */
+static inline bool ld__utf8_valid(const char *s, size_t len)
+{
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & UINT64_C(0x8080808080808080))
+            return ld__utf8_valid_tail(s + i, len - i);
+    }
+    for (; i < len; i++)
+        if ((unsigned char)s[i] >= 0x80)
+            return ld__utf8_valid_tail(s + i, len - i);
+    return true;
+}
 
 /* Called for each valid item of a known kind; a non-zero return stops the
  * walk and is returned by it. */

@@ -98,15 +98,17 @@ static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
     complete_json(out, live, failed);
 }
 
-/* A copy of the containers of a data set, sharing the items. */
+/* A copy of the containers of a data set, sharing the items. Namespaces
+ * are copied with their length: "features\0x" is not "features". */
 static json_t *copy_data(const json_t *all_data)
 {
     json_t *copy = json_object();
     const char *ns;
+    size_t ns_len;
     json_t *items;
-    json_object_foreach((json_t *)all_data, ns, items)
+    json_object_keylen_foreach((json_t *)all_data, ns, ns_len, items)
     {
-        if (!copy || json_object_set_new(copy, ns, json_copy(items)) != 0) {
+        if (!copy || json_object_setn_new(copy, ns, ns_len, json_copy(items)) != 0) {
             json_decref(copy);
             return NULL;
         }
@@ -167,7 +169,14 @@ static int tombstone_put(struct mock *m, const ld_kind *kind, const char *key, i
                          bool force)
 {
     json_t *tomb = ld_tombstone_new(key, version);
-    int rc = tomb ? put(m, kind, key, tomb, force) : LD_ENOMEM;
+    if (!tomb) {
+        /* NULL for a key that is not valid UTF-8, or without memory: jansson
+         * tells them apart (it refuses such a string too) */
+        json_t *probe = json_string(key);
+        json_decref(probe);
+        return probe ? LD_ENOMEM : LD_EINVAL;
+    }
+    int rc = put(m, kind, key, tomb, force);
     json_decref(tomb);
     return rc;
 }
