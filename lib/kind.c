@@ -73,7 +73,7 @@ bool ld__utf8_valid_tail(const char *p, size_t len)
             s++;
             continue;
         }
-        size_t n;                     /* continuation bytes */
+        size_t n;                      /* continuation bytes */
         unsigned lo = 0x80, hi = 0xBF; /* the range of the first of them */
         if (c >= 0xC2 && c <= 0xDF) {
             n = 1;

@@ -325,39 +325,42 @@ static const struct {
     const char *s;
     size_t len;
 } bad_utf8[] = {
-#define B8(lit) {lit, sizeof(lit) - 1}
-    B8("caf\xe9"),                        /* Latin-1 */
-    B8("\x80"),                           /* a lone continuation byte */
-    B8("\xc0\xaf"),                       /* overlong '/' */
-    B8("\xc1\xbf"),                       /* overlong */
-    B8("\xe0\x80\xaf"),                   /* overlong, 3 bytes */
-    B8("\xe0\x9f\xbf"),                   /* overlong, 3 bytes */
-    B8("\xf0\x8f\xbf\xbf"),               /* overlong, 4 bytes */
-    B8("\xed\xa0\x80"),                   /* surrogate U+D800 */
-    B8("\xed\xbf\xbf"),                   /* surrogate U+DFFF */
-    B8("\xf4\x90\x80\x80"),               /* U+110000 */
-    B8("\xf5\x80\x80\x80"),               /* beyond */
-    B8("\xff"),                           /* never in UTF-8 */
-    B8("\xe2\x82"),                       /* cut short */
-    B8("a\xe2\x82"),                      /* cut short at the end */
-    B8("\xe2\x28\xa1"),                   /* a bad continuation */
-    B8("\xf0\x9f\x98"),                   /* 4-byte form cut short */
-    B8("abcdefghijklmnop\xe9"),           /* past the 8-byte ASCII blocks */
-    B8("abcdefg\xe9hijklmnop"),           /* inside an 8-byte block */
+#define B8(lit)              \
+    {                        \
+        lit, sizeof(lit) - 1 \
+    }
+    B8("caf\xe9"),                         /* Latin-1 */
+    B8("\x80"),                            /* a lone continuation byte */
+    B8("\xc0\xaf"),                        /* overlong '/' */
+    B8("\xc1\xbf"),                        /* overlong */
+    B8("\xe0\x80\xaf"),                    /* overlong, 3 bytes */
+    B8("\xe0\x9f\xbf"),                    /* overlong, 3 bytes */
+    B8("\xf0\x8f\xbf\xbf"),                /* overlong, 4 bytes */
+    B8("\xed\xa0\x80"),                    /* surrogate U+D800 */
+    B8("\xed\xbf\xbf"),                    /* surrogate U+DFFF */
+    B8("\xf4\x90\x80\x80"),                /* U+110000 */
+    B8("\xf5\x80\x80\x80"),                /* beyond */
+    B8("\xff"),                            /* never in UTF-8 */
+    B8("\xe2\x82"),                        /* cut short */
+    B8("a\xe2\x82"),                       /* cut short at the end */
+    B8("\xe2\x28\xa1"),                    /* a bad continuation */
+    B8("\xf0\x9f\x98"),                    /* 4-byte form cut short */
+    B8("abcdefghijklmnop\xe9"),            /* past the 8-byte ASCII blocks */
+    B8("abcdefg\xe9hijklmnop"),            /* inside an 8-byte block */
     B8("abcdefgh\xc3\xa9ijklmnop\xe9xyz"), /* after a good character */
 #undef B8
 };
 
 static const char *const good_utf8[] = {
-    "\xc3\xa9",                     /* U+00E9 */
-    "\xc2\x80",                     /* the first 2-byte one */
-    "\xe0\xa0\x80",                 /* the first 3-byte one */
-    "\xed\x9f\xbf",                 /* U+D7FF, just below the surrogates */
-    "\xee\x80\x80",                 /* U+E000, just above them */
-    "\xef\xbf\xbf",                 /* U+FFFF */
-    "\xf0\x90\x80\x80",             /* U+10000 */
-    "\xf0\x9f\x98\x80",             /* an emoji */
-    "\xf4\x8f\xbf\xbf",             /* U+10FFFF, the last */
+    "\xc3\xa9",                         /* U+00E9 */
+    "\xc2\x80",                         /* the first 2-byte one */
+    "\xe0\xa0\x80",                     /* the first 3-byte one */
+    "\xed\x9f\xbf",                     /* U+D7FF, just below the surrogates */
+    "\xee\x80\x80",                     /* U+E000, just above them */
+    "\xef\xbf\xbf",                     /* U+FFFF */
+    "\xf0\x90\x80\x80",                 /* U+10000 */
+    "\xf0\x9f\x98\x80",                 /* an emoji */
+    "\xf4\x8f\xbf\xbf",                 /* U+10FFFF, the last */
     "flag-\xe2\x82\xac-and-more-ascii", /* ASCII blocks around a character */
     "abcdefghijklmnopqrstuvwxyz0123456789",
 };
@@ -382,8 +385,8 @@ START_TEST(test_item_keys_must_be_valid_utf8)
         json_t *item = raw_key_item(bad_utf8[i].s, bad_utf8[i].len);
         why = NULL;
         ck_assert_msg(ld_item_parse(item, NULL, &why) == LD_EINVAL, "bad key %zu accepted", i);
-        ck_assert_msg(why && strstr(why, "\"key\"") && strstr(why, "UTF-8"), "bad key %zu: %s",
-                      i, why ? why : "(null)");
+        ck_assert_msg(why && strstr(why, "\"key\"") && strstr(why, "UTF-8"), "bad key %zu: %s", i,
+                      why ? why : "(null)");
         ck_assert_int_eq(ld_item_validate(item, NULL, NULL), LD_EINVAL);
         json_decref(item);
     }
@@ -405,8 +408,7 @@ START_TEST(test_data_keys_must_be_valid_utf8)
         /* filed under its own (bad) key */
         json_t *data = json_pack("{s:{}}", "segments");
         json_object_setn_new_nocheck(json_object_get(data, "segments"), bad_utf8[i].s,
-                                     bad_utf8[i].len,
-                                     raw_key_item(bad_utf8[i].s, bad_utf8[i].len));
+                                     bad_utf8[i].len, raw_key_item(bad_utf8[i].s, bad_utf8[i].len));
         why = NULL;
         ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
         ck_assert_msg(why && strstr(why, "key") && strstr(why, "UTF-8"), "data %zu: %s", i,
@@ -435,9 +437,9 @@ static json_t *data_with_nul_namespace(bool with_features)
     json_t *data = json_object();
     if (with_features)
         json_object_set_new(data, "features", json_pack("{s:o}", "f", flag("f", 1, NULL)));
-    ck_assert_int_eq(json_object_setn_new(data, "features\0x", 10,
-                                          json_pack("{s:o}", "x", flag("x", 1, NULL))),
-                     0);
+    ck_assert_int_eq(
+        json_object_setn_new(data, "features\0x", 10, json_pack("{s:o}", "x", flag("x", 1, NULL))),
+        0);
     return data;
 }
 
@@ -448,7 +450,8 @@ START_TEST(test_namespace_with_nul_is_not_features)
     ck_assert_int_eq(ld_data_validate(data, &why), 0);
     /* its items are validated as those of any unknown namespace */
     json_t *bad = data_with_nul_namespace(false);
-    json_object_set_new(json_object_getn(bad, "features\0x", 10), "y", json_pack("{s:s}", "key", "y"));
+    json_object_set_new(json_object_getn(bad, "features\0x", 10), "y",
+                        json_pack("{s:s}", "key", "y"));
     ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "\"version\""));
     json_decref(bad);

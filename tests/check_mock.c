@@ -305,9 +305,8 @@ END_TEST
 START_TEST(test_init_record_keeps_a_namespace_with_nul_apart)
 {
     json_t *data = json_pack("{s:{s:o}}", "features", "foo", item("foo", 1));
-    ck_assert_int_eq(json_object_setn_new(data, "features\0x", 10,
-                                          json_pack("{s:o}", "x", item("x", 1))),
-                     0);
+    ck_assert_int_eq(
+        json_object_setn_new(data, "features\0x", 10, json_pack("{s:o}", "x", item("x", 1))), 0);
     ld_future *f = ld_store_init(mock, data);
     ld_test_wait(f);
     ck_assert(ld_future_is_fulfilled(f));

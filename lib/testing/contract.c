@@ -637,9 +637,9 @@ START_TEST(init_ignores_a_namespace_with_nul_like_unknown_ones)
         ck_assert_int_eq(all_size(SEG), 0);
     }
     json_t *data = json_object();
-    ck_assert_int_eq(json_object_setn_new(data, "segments\0", 9,
-                                          json_pack("{s:o}", "s", make_segment("s", 1))),
-                     0);
+    ck_assert_int_eq(
+        json_object_setn_new(data, "segments\0", 9, json_pack("{s:o}", "s", make_segment("s", 1))),
+        0);
     init_with(data);
     ck_assert_int_eq(version_of(SEG, "s"), -1);
     ck_assert_int_eq(all_size(F), 0);
@@ -699,8 +699,9 @@ START_TEST(non_utf8_keys_are_einval_and_change_nothing)
 {
     begin(_i);
     init_foo_bar();
-    const char *bad[] = {"caf\xe9", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-                         "long-ascii-prefix-\xe2\x82", "foo\xff"};
+    const char *bad[] = {
+        "caf\xe9", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "long-ascii-prefix-\xe2\x82",
+        "foo\xff"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char what[64];
         snprintf(what, sizeof(what), "get of bad key %zu", i);
@@ -711,8 +712,8 @@ START_TEST(non_utf8_keys_are_einval_and_change_nothing)
         snprintf(what, sizeof(what), "upsert of bad key %zu", i);
         expect_error(ld_store_upsert(S, F, item), what, LD_EINVAL, "UTF-8");
         /* init: filed under its own key; a good item filed under a bad key */
-        json_t *data = json_pack("{s:{}, s:{s:o}}", "features", "segments", "s",
-                                 make_segment("s", 1));
+        json_t *data =
+            json_pack("{s:{}, s:{s:o}}", "features", "segments", "s", make_segment("s", 1));
         json_object_set_new_nocheck(json_object_get(data, "features"), bad[i], item);
         snprintf(what, sizeof(what), "init with bad item key %zu", i);
         expect_error(ld_store_init(S, data), what, LD_EINVAL, "UTF-8");
