@@ -348,6 +348,10 @@ static const struct {
     B8("abcdefghijklmnop\xe9"),            /* past the 8-byte ASCII blocks */
     B8("abcdefg\xe9hijklmnop"),            /* inside an 8-byte block */
     B8("abcdefgh\xc3\xa9ijklmnop\xe9xyz"), /* after a good character */
+    B8("ab\xe9\x64\x65"),                  /* 4..7 bytes: the first 4 */
+    B8("abcd\xe9\x66"),                    /* 4..7 bytes: the last 4 */
+    B8("abcdefghij\xe9"),                  /* in the last, overlapping block */
+    B8("abcdefghijklmn\xc3"),              /* cut short in the overlapping block */
 #undef B8
 };
 
@@ -363,6 +367,9 @@ static const char *const good_utf8[] = {
     "\xf4\x8f\xbf\xbf",                 /* U+10FFFF, the last */
     "flag-\xe2\x82\xac-and-more-ascii", /* ASCII blocks around a character */
     "abcdefghijklmnopqrstuvwxyz0123456789",
+    "ab\xc3\xa9",        /* 4..7 bytes */
+    "abcde\xe2\x82\xac", /* 4..7 bytes, the character in the last 4 */
+    "abcdefghi\xc3\xa9", /* in the last, overlapping block */
 };
 
 START_TEST(test_tombstone_new_is_null_for_non_utf8_keys)
