@@ -226,15 +226,18 @@ struct frame {
 };
 
 /* The key of the next prerequisite of f->item that is in `coll` and not yet
- * placed (or being placed), or NULL when there is none left. */
-static const char *next_prerequisite(struct frame *f, const json_t *coll, const json_t *seen)
+ * placed (or being placed), or NULL when there is none left; its length in
+ * *len (a key with a NUL names no item: item keys have none). */
+static const char *next_prerequisite(struct frame *f, const json_t *coll, const json_t *seen,
+                                     size_t *len)
 {
     const json_t *prereqs = json_object_get(f->item, "prerequisites");
     size_t n = json_array_size(prereqs);
     while (f->next < n) {
-        const char *k =
-            json_string_value(json_object_get(json_array_get(prereqs, f->next++), "key"));
-        if (k && json_object_get(coll, k) && !json_object_get(seen, k))
+        const json_t *ks = json_object_get(json_array_get(prereqs, f->next++), "key");
+        const char *k = json_string_value(ks);
+        *len = json_string_length(ks);
+        if (k && json_object_getn(coll, k, *len) && !json_object_getn(seen, k, *len))
             return k;
     }
     return NULL;
@@ -261,7 +264,8 @@ static json_t *sort_by_prerequisites(const json_t *coll)
         ok = json_object_set(seen, key, json_true()) == 0;
         stack[depth++] = (struct frame){item, 0};
         while (ok && depth > 0) {
-            const char *pk = next_prerequisite(&stack[depth - 1], coll, seen);
+            size_t pk_len;
+            const char *pk = next_prerequisite(&stack[depth - 1], coll, seen, &pk_len);
             if (!pk) {
                 ok = json_array_append(out, stack[--depth].item) == 0;
                 continue;
@@ -275,8 +279,8 @@ static json_t *sort_by_prerequisites(const json_t *coll)
                 stack = bigger;
                 cap *= 2;
             }
-            ok = json_object_set(seen, pk, json_true()) == 0;
-            stack[depth++] = (struct frame){json_object_get(coll, pk), 0};
+            ok = json_object_setn(seen, pk, pk_len, json_true()) == 0;
+            stack[depth++] = (struct frame){json_object_getn(coll, pk, pk_len), 0};
         }
     }
     ld__free(stack);

@@ -508,6 +508,23 @@ START_TEST(test_item_keys_with_nul_in_data_must_match_by_length)
 }
 END_TEST
 
+/* A prerequisite key with a NUL names no flag ("a\0x" is not "a"): it is
+ * skipped as a missing one is. */
+START_TEST(test_sort_skips_a_prerequisite_key_with_nul)
+{
+    json_t *b = flag("b", 1, NULL);
+    json_array_append_new(json_object_get(b, "prerequisites"),
+                          json_pack("{s:s#, s:i}", "key", "a\0x", (int)3, "variation", 0));
+    json_t *data = json_pack("{s:{s:o, s:o}}", "features", "b", b, "a", flag("a", 1, NULL));
+    json_t *sorted = ld_data_sort(data);
+    char buf[64];
+    ck_assert_int_eq(json_array_size(sorted), 1);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "b a");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 Suite *ld_suite_kind(void)
@@ -535,6 +552,7 @@ Suite *ld_suite_kind(void)
     tcase_add_test(tc, test_data_keys_must_be_valid_utf8);
     tcase_add_test(tc, test_namespace_with_nul_is_not_features);
     tcase_add_test(tc, test_item_keys_with_nul_in_data_must_match_by_length);
+    tcase_add_test(tc, test_sort_skips_a_prerequisite_key_with_nul);
     suite_add_tcase(s, tc);
     return s;
 }
