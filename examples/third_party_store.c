@@ -87,10 +87,12 @@ static json_t *copy_data(const json_t *all_data)
 {
     json_t *copy = json_object();
     const char *ns;
+    size_t ns_len;
     json_t *items;
-    json_object_foreach((json_t *)all_data, ns, items)
+    /* with their length: a namespace "features\0x" is not "features" */
+    json_object_keylen_foreach((json_t *)all_data, ns, ns_len, items)
     {
-        if (copy && json_object_set_new(copy, ns, json_copy(items)) != 0) {
+        if (copy && json_object_setn_new(copy, ns, ns_len, json_copy(items)) != 0) {
             json_decref(copy);
             copy = NULL;
         }

@@ -10,6 +10,7 @@
 
 #include "alloc-internal.h"
 #include "front-internal.h"
+#include "future-internal.h"
 #include "status-internal.h"
 
 /* ---- names ---------------------------------------------------------------- */
@@ -549,14 +550,20 @@ int ld_fdv2_fulfill_update(ld_future *out, ld_fdv2_update *update)
     return ld_future_fulfill_ptr(out, update, update_free_fn);
 }
 
+/* A future's pointer is ours when it comes with our free function: only
+ * then is it read (any other pointer may be anything, even no address). */
 const ld_fdv2_basis *ld_fdv2_future_basis(const ld_future *f)
 {
+    if (ld__future_ptr_free_fn(f) != basis_free_fn)
+        return NULL;
     const ld_fdv2_basis *b = ld_future_ptr(f);
     return b && b->tag == TAG_BASIS ? b : NULL;
 }
 
 const ld_fdv2_update *ld_fdv2_future_update(const ld_future *f)
 {
+    if (ld__future_ptr_free_fn(f) != update_free_fn)
+        return NULL;
     const ld_fdv2_update *u = ld_future_ptr(f);
     return u && u->tag == TAG_UPDATE ? u : NULL;
 }

@@ -161,4 +161,10 @@ ld_future *ld__future_later_rejected(struct event_base *base, int code, const ch
  * completes at once. */
 void ld__later_adopt_into(ld_future *f, ld_future *src);
 
+/* The free function given with the pointer value of `f` (ld_future_ptr),
+ * also when `f` adopted the value from another future; NULL when `f` holds
+ * no pointer or was given none. Lets a module tell its own pointer values
+ * (made with a static free function) from others without reading them. */
+ld_free_fn ld__future_ptr_free_fn(const ld_future *f);
+
 #endif /* LDASYNC_FUTURE_INTERNAL_H */

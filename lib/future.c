@@ -1882,3 +1882,10 @@ int ld_future_wait(ld_future *f)
         event_free(keep);
     return rc;
 }
+
+ld_free_fn ld__future_ptr_free_fn(const ld_future *f)
+{
+    if (fulfilled_with(f, V_PTRREF))
+        f = f->b.f; /* the owner: fulfilled with V_PTR */
+    return fulfilled_with(f, V_PTR) ? f->b.free : NULL;
+}

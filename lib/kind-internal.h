@@ -4,7 +4,48 @@
 #ifndef LDASYNC_KIND_INTERNAL_H
 #define LDASYNC_KIND_INTERNAL_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 #include <ldasync/kind.h>
+
+/* True if the `len` bytes at `s` are valid UTF-8 (strict: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), starting at a character
+ * boundary. The out-of-line part of ld__utf8_valid(). */
+bool ld__utf8_valid_tail(const char *s, size_t len);
+
+/* True if the `len` bytes at `s` are valid UTF-8. Keys must be (they come
+ * from JSON): cheap for ASCII, whose high bits are checked 8 (or 4) bytes
+ * at a time, the last block overlapping the one before; the full check
+ * runs only from the block where a byte >= 0x80 is. */
+static inline bool ld__utf8_valid(const char *s, size_t len)
+{
+    const uint64_t high = UINT64_C(0x8080808080808080);
+    uint64_t w;
+    uint32_t a, b;
+    size_t i = 0;
+    if (len >= 8) {
+        for (; i + 8 <= len; i += 8) {
+            memcpy(&w, s + i, 8);
+            if (w & high)
+                return ld__utf8_valid_tail(s + i, len - i);
+        }
+        if (i == len)
+            return true;
+        memcpy(&w, s + len - 8, 8); /* bytes before i are ASCII: a hit is at or after i */
+        return !(w & high) || ld__utf8_valid_tail(s + i, len - i);
+    }
+    if (len >= 4) {
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        return !((a | b) & 0x80808080u) || ld__utf8_valid_tail(s, len);
+    }
+    for (; i < len; i++)
+        if ((unsigned char)s[i] >= 0x80)
+            return ld__utf8_valid_tail(s, len);
+    return true;
+}
 
 /* Called for each valid item of a known kind; a non-zero return stops the
  * walk and is returned by it. */

@@ -68,10 +68,15 @@ static ld_future *finish(ld_store *s, struct ld__op *op)
 
 static const char E_KIND[] = "kind must not be NULL";
 static const char E_KEY[] = "key must be a non-empty string";
+static const char E_KEY_UTF8[] = "key must be valid UTF-8";
 
 static const char *check_key(const ld_kind *kind, const char *key)
 {
-    return !kind ? E_KIND : !key || !*key ? E_KEY : NULL;
+    if (!kind)
+        return E_KIND;
+    if (!key || !*key)
+        return E_KEY;
+    return ld__utf8_valid(key, strlen(key)) ? NULL : E_KEY_UTF8;
 }
 
 /* True when the implementation can answer `s`'s next operation at once:

@@ -1,4 +1,5 @@
 /* FDv2 types, the change set builder, initializers and synchronizers. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -524,6 +525,50 @@ START_TEST(test_bases_and_updates_in_futures)
 }
 END_TEST
 
+/* A future holding some other pointer: the accessors must not read it (a
+ * 2-byte block would be read past its end; 16 is no address at all). */
+START_TEST(test_future_basis_and_update_are_null_for_foreign_pointers)
+{
+    char *small = malloc(2);
+    ck_assert_ptr_nonnull(small);
+    small[0] = 'x';
+    small[1] = 0;
+    ld_future *fs[2] = {ld_future_new(B), ld_future_new(B)};
+    ck_assert_int_eq(ld_future_fulfill_ptr(fs[0], small, free), 0);
+    ck_assert_int_eq(ld_future_fulfill_ptr(fs[1], (void *)16, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_null(ld_fdv2_future_basis(fs[i]));
+        ck_assert_ptr_null(ld_fdv2_future_update(fs[i]));
+        ld_future *adopted = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(adopted, ld_future_ref(fs[i])), 0);
+        ld_test_flush();
+        ck_assert(ld_future_is_fulfilled(adopted));
+        ck_assert_ptr_null(ld_fdv2_future_basis(adopted));
+        ck_assert_ptr_null(ld_fdv2_future_update(adopted));
+        ld_future_unref(adopted);
+        ld_future_unref(fs[i]);
+    }
+    /* a future that adopted a basis or an update still reads it */
+    ld_future *fb = ld_future_new(B), *fu = ld_future_new(B);
+    ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
+    ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
+    ld_future *ab = ld_future_new(B), *au = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(ab, ld_future_ref(fb)), 0);
+    ck_assert_int_eq(ld_future_forward(au, ld_future_ref(fu)), 0);
+    ld_test_flush();
+    ck_assert_ptr_eq(ld_fdv2_future_basis(ab), basis);
+    ck_assert_ptr_eq(ld_fdv2_future_update(au), u);
+    ck_assert_ptr_null(ld_fdv2_future_update(ab));
+    ck_assert_ptr_null(ld_fdv2_future_basis(au));
+    ld_future_unref(fb);
+    ld_future_unref(fu);
+    ld_future_unref(ab);
+    ld_future_unref(au);
+}
+END_TEST
+
 /* ---- a scripted data source: keeps every `out` until the test completes it */
 
 static const struct ld_initializer_ops init_ops = {
@@ -1023,6 +1068,7 @@ Suite *ld_suite_fdv2(void)
     tc = tcase_create("sources");
     tcase_add_checked_fixture(tc, source_setup, source_teardown);
     tcase_add_test(tc, test_bases_and_updates_in_futures);
+    tcase_add_test(tc, test_future_basis_and_update_are_null_for_foreign_pointers);
     tcase_add_test(tc, test_initializer_fetches_a_basis);
     tcase_add_test(tc, test_initializer_fetches_complete_in_issue_order);
     tcase_add_test(tc, test_initializer_close_rejects_pending_and_later_fetches);

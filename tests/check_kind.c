@@ -311,6 +311,222 @@ START_TEST(test_sort_long_prerequisite_chain_uses_constant_stack)
 }
 END_TEST
 
+/* ---- keys must be valid UTF-8 -------------------------------------------- */
+
+/* An item whose key is the `len` bytes at `key`, taken as they are. */
+static json_t *raw_key_item(const char *key, size_t len)
+{
+    json_t *item = json_pack("{s:i}", "version", 1);
+    ck_assert_int_eq(json_object_set_new(item, "key", json_stringn_nocheck(key, len)), 0);
+    return item;
+}
+
+static const struct {
+    const char *s;
+    size_t len;
+} bad_utf8[] = {
+#define B8(lit)              \
+    {                        \
+        lit, sizeof(lit) - 1 \
+    }
+    B8("caf\xe9"),                         /* Latin-1 */
+    B8("\x80"),                            /* a lone continuation byte */
+    B8("\xc0\xaf"),                        /* overlong '/' */
+    B8("\xc1\xbf"),                        /* overlong */
+    B8("\xe0\x80\xaf"),                    /* overlong, 3 bytes */
+    B8("\xe0\x9f\xbf"),                    /* overlong, 3 bytes */
+    B8("\xf0\x8f\xbf\xbf"),                /* overlong, 4 bytes */
+    B8("\xed\xa0\x80"),                    /* surrogate U+D800 */
+    B8("\xed\xbf\xbf"),                    /* surrogate U+DFFF */
+    B8("\xf4\x90\x80\x80"),                /* U+110000 */
+    B8("\xf5\x80\x80\x80"),                /* beyond */
+    B8("\xff"),                            /* never in UTF-8 */
+    B8("\xe2\x82"),                        /* cut short */
+    B8("a\xe2\x82"),                       /* cut short at the end */
+    B8("\xe2\x28\xa1"),                    /* a bad continuation */
+    B8("\xf0\x9f\x98"),                    /* 4-byte form cut short */
+    B8("abcdefghijklmnop\xe9"),            /* past the 8-byte ASCII blocks */
+    B8("abcdefg\xe9hijklmnop"),            /* inside an 8-byte block */
+    B8("abcdefgh\xc3\xa9ijklmnop\xe9xyz"), /* after a good character */
+    B8("ab\xe9\x64\x65"),                  /* 4..7 bytes: the first 4 */
+    B8("abcd\xe9\x66"),                    /* 4..7 bytes: the last 4 */
+    B8("abcdefghij\xe9"),                  /* in the last, overlapping block */
+    B8("abcdefghijklmn\xc3"),              /* cut short in the overlapping block */
+#undef B8
+};
+
+static const char *const good_utf8[] = {
+    "\xc3\xa9",                         /* U+00E9 */
+    "\xc2\x80",                         /* the first 2-byte one */
+    "\xe0\xa0\x80",                     /* the first 3-byte one */
+    "\xed\x9f\xbf",                     /* U+D7FF, just below the surrogates */
+    "\xee\x80\x80",                     /* U+E000, just above them */
+    "\xef\xbf\xbf",                     /* U+FFFF */
+    "\xf0\x90\x80\x80",                 /* U+10000 */
+    "\xf0\x9f\x98\x80",                 /* an emoji */
+    "\xf4\x8f\xbf\xbf",                 /* U+10FFFF, the last */
+    "flag-\xe2\x82\xac-and-more-ascii", /* ASCII blocks around a character */
+    "abcdefghijklmnopqrstuvwxyz0123456789",
+    "ab\xc3\xa9",        /* 4..7 bytes */
+    "abcde\xe2\x82\xac", /* 4..7 bytes, the character in the last 4 */
+    "abcdefghi\xc3\xa9", /* in the last, overlapping block */
+};
+
+START_TEST(test_tombstone_new_is_null_for_non_utf8_keys)
+{
+    for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++)
+        ck_assert_msg(ld_tombstone_new(bad_utf8[i].s, 3) == NULL, "bad key %zu accepted", i);
+    for (size_t i = 0; i < sizeof(good_utf8) / sizeof(good_utf8[0]); i++) {
+        json_t *t = ld_tombstone_new(good_utf8[i], 3);
+        ck_assert_msg(t != NULL, "good key %zu refused", i);
+        ck_assert_str_eq(ld_item_key(t), good_utf8[i]);
+        json_decref(t);
+    }
+}
+END_TEST
+
+START_TEST(test_item_keys_must_be_valid_utf8)
+{
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++) {
+        json_t *item = raw_key_item(bad_utf8[i].s, bad_utf8[i].len);
+        why = NULL;
+        ck_assert_msg(ld_item_parse(item, NULL, &why) == LD_EINVAL, "bad key %zu accepted", i);
+        ck_assert_msg(why && strstr(why, "\"key\"") && strstr(why, "UTF-8"), "bad key %zu: %s", i,
+                      why ? why : "(null)");
+        ck_assert_int_eq(ld_item_validate(item, NULL, NULL), LD_EINVAL);
+        json_decref(item);
+    }
+    for (size_t i = 0; i < sizeof(good_utf8) / sizeof(good_utf8[0]); i++) {
+        json_t *item = raw_key_item(good_utf8[i], strlen(good_utf8[i]));
+        struct ld_item_info info;
+        ck_assert_msg(ld_item_parse(item, &info, &why) == 0, "good key %zu refused", i);
+        ck_assert_str_eq(info.key, good_utf8[i]);
+        ck_assert_int_eq(ld_item_validate(item, good_utf8[i], NULL), 0);
+        json_decref(item);
+    }
+}
+END_TEST
+
+START_TEST(test_data_keys_must_be_valid_utf8)
+{
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(bad_utf8[0]); i++) {
+        /* filed under its own (bad) key */
+        json_t *data = json_pack("{s:{}}", "segments");
+        json_object_setn_new_nocheck(json_object_get(data, "segments"), bad_utf8[i].s,
+                                     bad_utf8[i].len, raw_key_item(bad_utf8[i].s, bad_utf8[i].len));
+        why = NULL;
+        ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+        ck_assert_msg(why && strstr(why, "key") && strstr(why, "UTF-8"), "data %zu: %s", i,
+                      why ? why : "(null)");
+        ck_assert_ptr_null(ld_data_sort(data));
+        json_decref(data);
+        /* a good item filed under a bad key */
+        data = json_pack("{s:{}}", "features");
+        json_object_setn_new_nocheck(json_object_get(data, "features"), bad_utf8[i].s,
+                                     bad_utf8[i].len, flag("a", 1, NULL));
+        why = NULL;
+        ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+        ck_assert_msg(why && strstr(why, "key") && strstr(why, "UTF-8"), "data %zu: %s", i,
+                      why ? why : "(null)");
+        json_decref(data);
+    }
+}
+END_TEST
+
+/* ---- namespaces are compared with their length ---------------------------- */
+
+/* {"features": {"f": f}, "features\0x": {"x": x}} (the second made with
+ * json_object_setn: one key of 10 bytes), or only the second. */
+static json_t *data_with_nul_namespace(bool with_features)
+{
+    json_t *data = json_object();
+    if (with_features)
+        json_object_set_new(data, "features", json_pack("{s:o}", "f", flag("f", 1, NULL)));
+    ck_assert_int_eq(
+        json_object_setn_new(data, "features\0x", 10, json_pack("{s:o}", "x", flag("x", 1, NULL))),
+        0);
+    return data;
+}
+
+START_TEST(test_namespace_with_nul_is_not_features)
+{
+    const char *why = NULL;
+    json_t *data = data_with_nul_namespace(true);
+    ck_assert_int_eq(ld_data_validate(data, &why), 0);
+    /* its items are validated as those of any unknown namespace */
+    json_t *bad = data_with_nul_namespace(false);
+    json_object_set_new(json_object_getn(bad, "features\0x", 10), "y",
+                        json_pack("{s:s}", "key", "y"));
+    ck_assert_int_eq(ld_data_validate(bad, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "\"version\""));
+    json_decref(bad);
+    for (int with_features = 1; with_features >= 0; with_features--) {
+        json_t *d = with_features ? json_incref(data) : data_with_nul_namespace(false);
+        json_t *sorted = ld_data_sort(d);
+        char buf[64];
+        size_t n = (size_t)with_features + 1;
+        ck_assert_int_eq(json_array_size(sorted), n);
+        if (with_features) {
+            ck_assert_str_eq(ns_of(sorted, 0), "features");
+            ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "f");
+        }
+        /* last, as unknown namespaces are, with its whole name */
+        const json_t *ns = json_object_get(json_array_get(sorted, n - 1), "namespace");
+        ck_assert_int_eq(json_string_length(ns), 10);
+        ck_assert_mem_eq(json_string_value(ns), "features\0x", 10);
+        ck_assert_str_eq(keys_of(sorted, n - 1, buf, sizeof(buf)), "x");
+        json_decref(sorted);
+        json_decref(d);
+    }
+    json_decref(data);
+}
+END_TEST
+
+START_TEST(test_item_keys_with_nul_in_data_must_match_by_length)
+{
+    const char *why = NULL;
+    /* filed under "f\0x", key "f" */
+    json_t *data = json_pack("{s:{}}", "features");
+    json_object_setn_new(json_object_get(data, "features"), "f\0x", 3, flag("f", 1, NULL));
+    ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "filed under"));
+    json_decref(data);
+    /* filed under "f\0x", key "f\0x" */
+    data = json_pack("{s:{}}", "segments");
+    json_t *item = json_pack("{s:s#, s:i}", "key", "f\0x", (int)3, "version", 1);
+    json_object_setn_new(json_object_get(data, "segments"), "f\0x", 3, item);
+    ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "NUL"));
+    json_decref(data);
+    /* filed under "f", key "f\0x" */
+    data = json_pack("{s:{s:{s:s#, s:i}}}", "features", "f", "key", "f\0x", (int)3, "version", 1);
+    ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "NUL"));
+    json_decref(data);
+}
+END_TEST
+
+/* A prerequisite key with a NUL names no flag ("a\0x" is not "a"): it is
+ * skipped as a missing one is. */
+START_TEST(test_sort_skips_a_prerequisite_key_with_nul)
+{
+    json_t *b = flag("b", 1, NULL);
+    json_array_append_new(json_object_get(b, "prerequisites"),
+                          json_pack("{s:s#, s:i}", "key", "a\0x", (int)3, "variation", 0));
+    json_t *data = json_pack("{s:{s:o, s:o}}", "features", "b", b, "a", flag("a", 1, NULL));
+    json_t *sorted = ld_data_sort(data);
+    char buf[64];
+    ck_assert_int_eq(json_array_size(sorted), 1);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "b a");
+    json_decref(sorted);
+    json_decref(data);
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
+
 Suite *ld_suite_kind(void)
 {
     Suite *s = suite_create("kind");
@@ -331,6 +547,12 @@ Suite *ld_suite_kind(void)
     tcase_add_test(tc, test_sort_shares_items_and_keeps_unknown_namespaces_last);
     tcase_add_test(tc, test_sort_of_empty_data_is_empty);
     tcase_add_test(tc, test_sort_long_prerequisite_chain_uses_constant_stack);
+    tcase_add_test(tc, test_tombstone_new_is_null_for_non_utf8_keys);
+    tcase_add_test(tc, test_item_keys_must_be_valid_utf8);
+    tcase_add_test(tc, test_data_keys_must_be_valid_utf8);
+    tcase_add_test(tc, test_namespace_with_nul_is_not_features);
+    tcase_add_test(tc, test_item_keys_with_nul_in_data_must_match_by_length);
+    tcase_add_test(tc, test_sort_skips_a_prerequisite_key_with_nul);
     suite_add_tcase(s, tc);
     return s;
 }

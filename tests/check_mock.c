@@ -268,6 +268,59 @@ START_TEST(test_force_bad_input)
 }
 END_TEST
 
+/* Keys that are not valid UTF-8 are bad input, not a lack of memory. */
+START_TEST(test_force_refuses_non_utf8_keys_as_einval)
+{
+    json_t *raw = item("foo", 1);
+    ck_assert_int_eq(json_object_set_new(raw, "key", json_string_nocheck("caf\xe9")), 0);
+    ck_assert_int_eq(ld_mock_store_force_set(mock, F, raw), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "caf\xe9", 1), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "\xed\xa0\x80", 1), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "caf\xc3\xa9", 1), 0);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
+    json_decref(raw);
+}
+END_TEST
+
+/* The front layer refuses them before the mock: nothing reaches it, and
+ * no "out of memory" either. */
+START_TEST(test_non_utf8_keys_never_reach_the_mock)
+{
+    json_t *raw = item("foo", 1);
+    ck_assert_int_eq(json_object_set_new(raw, "key", json_string_nocheck("caf\xe9")), 0);
+    ld_future *fs[] = {ld_store_get(mock, F, "caf\xe9"), ld_store_delete(mock, F, "caf\xe9", 3),
+                       ld_store_upsert(mock, F, raw)};
+    for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++) {
+        ld_test_wait(fs[i]);
+        ck_assert_int_eq(ld_future_error(fs[i]), LD_EINVAL);
+        ck_assert_ptr_nonnull(strstr(ld_future_error_message(fs[i]), "UTF-8"));
+        ld_future_unref(fs[i]);
+    }
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
+    json_decref(raw);
+}
+END_TEST
+
+/* An init's record keeps a namespace with a NUL whole, apart from
+ * "features". */
+START_TEST(test_init_record_keeps_a_namespace_with_nul_apart)
+{
+    json_t *data = json_pack("{s:{s:o}}", "features", "foo", item("foo", 1));
+    ck_assert_int_eq(
+        json_object_setn_new(data, "features\0x", 10, json_pack("{s:o}", "x", item("x", 1))), 0);
+    ld_future *f = ld_store_init(mock, data);
+    ld_test_wait(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    const json_t *rec = ld_mock_store_init_data(mock, 0);
+    ck_assert_int_eq(json_object_size(rec), 2);
+    ck_assert_int_eq(json_object_size(json_object_get(rec, "features")), 1);
+    ck_assert_int_eq(json_object_size(json_object_getn(rec, "features\0x", 10)), 1);
+    ck_assert_int_eq(all_size(F), 1);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- failure injection ------------------------------------------------------ */
 
 /* Issues operation `op` on the mock (foo v10 stored) and returns its future. */
@@ -484,6 +537,9 @@ Suite *ld_suite_mock(void)
     tcase_add_test(tc, test_force_set_of_a_tombstone_hides_the_key);
     tcase_add_test(tc, test_force_delete_ignores_versions);
     tcase_add_test(tc, test_force_bad_input);
+    tcase_add_test(tc, test_force_refuses_non_utf8_keys_as_einval);
+    tcase_add_test(tc, test_non_utf8_keys_never_reach_the_mock);
+    tcase_add_test(tc, test_init_record_keeps_a_namespace_with_nul_apart);
     tcase_add_loop_test(tc, test_fail_next_fails_that_operation_once, LD_MOCK_GET, LD_MOCK_ANY);
     tcase_add_test(tc, test_failed_init_leaves_a_new_store_uninitialized);
     tcase_add_test(tc, test_fail_next_counts_n_and_uses_the_code);

@@ -1,6 +1,7 @@
 /* The mocks of the interfaces around the store (lib/testing/mock_*.c, other
  * than the mock store): what they answer, what they record, how they
  * refuse what is not theirs, ordering and closing. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -957,6 +958,257 @@ START_TEST(test_init_bad_input)
 }
 END_TEST
 
+/* ---- a new mock at a freed mock's address --------------------------------- */
+
+/*
+ * An allocator that hands the block of a chosen object, when that object is
+ * freed, to the next allocation of the same size: a new component object
+ * then lands at the address of the one just freed, as malloc may do. It
+ * wraps the C library's functions, so blocks cross the switch either way.
+ */
+static struct {
+    void *p;
+    size_t size;
+} recent[256];
+static size_t n_recent;
+static const void *reuse_target; /* the object whose block to hand on */
+static size_t reuse_size;
+static void *reuse_held;
+static int reuse_count;
+static size_t reuse_skip; /* allocations of that size to let by first */
+
+static void *reuse_malloc(size_t size)
+{
+    if (reuse_held && size == reuse_size && reuse_skip > 0) {
+        reuse_skip--;
+    } else if (reuse_held && size == reuse_size) {
+        void *p = reuse_held;
+        reuse_held = NULL;
+        reuse_count++;
+        return p;
+    }
+    void *p = malloc(size);
+    recent[n_recent % 256].p = p;
+    recent[n_recent % 256].size = size;
+    n_recent++;
+    return p;
+}
+
+static void *reuse_realloc(void *p, size_t size)
+{
+    return realloc(p, size);
+}
+
+static void reuse_free(void *p)
+{
+    if (p == reuse_target && !reuse_held) {
+        reuse_held = p;
+        reuse_target = NULL;
+        return;
+    }
+    free(p);
+}
+
+/* From now on, the block of `obj` (allocated while the hooks were on, by
+ * the allocations from `made_from` on) is kept when freed and handed to the
+ * allocation of its size that made it the first time, counted the same way
+ * (the same constructor allocates in the same order). */
+static void reuse_arm(const void *obj, size_t made_from)
+{
+    reuse_size = 0;
+    size_t at = 0;
+    for (size_t i = n_recent; i-- > 0 && i + 256 >= n_recent;) {
+        if (recent[i % 256].p == obj) {
+            reuse_size = recent[i % 256].size;
+            at = i;
+            break;
+        }
+    }
+    ck_assert_uint_gt(reuse_size, 0);
+    reuse_skip = 0;
+    for (size_t i = made_from; i < at; i++)
+        reuse_skip += recent[i % 256].size == reuse_size;
+    reuse_target = obj;
+}
+
+/* One mock type: make one; start an operation that stays pending (so that
+ * the front layer frees the mock from the loop), NULL for the types whose
+ * operations all complete at once; check that the ld_mock_* functions reach
+ * the mock of `obj`. */
+struct reuse_case {
+    const char *name;
+    void *(*make)(void);
+    ld_future *(*pend)(void *obj);
+    void (*free_obj)(void *obj);
+    void (*check)(void *obj);
+};
+
+static void *st_make(void)
+{
+    return ld_mock_store_new(B);
+}
+static void st_free(void *o)
+{
+    ld_store_free(o);
+}
+static void st_check(void *o)
+{
+    json_t *item = json_pack("{s:s, s:i}", "key", "k", "version", 1);
+    ck_assert_int_eq(ld_mock_store_force_set(o, ld_kind_features(), item), 0);
+    ld_future *f = done(ld_store_get(o, ld_kind_features(), "k"));
+    ck_assert_ptr_eq(ld_future_json(f), item);
+    ld_future_unref(f);
+    json_decref(item);
+    ck_assert_int_eq(ld_mock_store_calls(o, LD_MOCK_GET), 1);
+}
+
+static void *ep_make(void)
+{
+    return ld_mock_event_processor_new(B);
+}
+static void ep_free(void *o)
+{
+    ld_event_processor_free(o);
+}
+static void ep_check(void *o)
+{
+    json_t *e = json_pack("{s:s}", "kind", "custom");
+    ck_assert_int_eq(ld_event_processor_send_event(o, e), 0);
+    json_decref(e); /* the mock keeps its own reference */
+    ck_assert_int_eq(ld_mock_event_processor_event_count(o), 1);
+    await_ok(ld_event_processor_flush(o));
+    ck_assert_int_eq(ld_mock_event_processor_flush_count(o), 1);
+}
+
+static void *up_make(void)
+{
+    return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
+}
+static ld_future *up_pend(void *o)
+{
+    return ld_update_processor_start(o);
+}
+static void up_free(void *o)
+{
+    ld_update_processor_free(o);
+}
+static void up_check(void *o)
+{
+    ld_future *f = ld_update_processor_start(o);
+    ck_assert_int_eq(ld_mock_update_processor_set_ready(o), 0);
+    await_ok(f);
+    ck_assert_int_eq(ld_mock_update_processor_start_count(o), 1);
+}
+
+static void *bss_make(void)
+{
+    return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+}
+static void bss_free(void *o)
+{
+    ld_big_segment_store_free(o);
+}
+static void bss_check(void *o)
+{
+    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_NONE), 0);
+    ld_future *f = done(ld_big_segment_store_get_metadata(o));
+    ck_assert_int_eq(ld_future_int(f), LD_BIG_SEGMENT_TIME_UNKNOWN);
+    ld_future_unref(f);
+    ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(o), 1);
+}
+
+static void *sync_make(void)
+{
+    return ld_mock_synchronizer_new(B, NULL);
+}
+static ld_future *sync_pend(void *o)
+{
+    return ld_synchronizer_next(o);
+}
+static void sync_free(void *o)
+{
+    ld_synchronizer_free(o);
+}
+static void sync_check(void *o)
+{
+    ld_future *f = ld_synchronizer_next(o);
+    ld_fdv2_update *u = update(LD_DS_VALID);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(o, u), 0);
+    await_update(f, u);
+    ck_assert_int_eq(ld_mock_synchronizer_next_count(o), 1);
+}
+
+static void *init_make(void)
+{
+    return ld_mock_initializer_new(B, NULL);
+}
+static ld_future *init_pend(void *o)
+{
+    return ld_initializer_fetch(o);
+}
+static void init_free(void *o)
+{
+    ld_initializer_free(o);
+}
+static void init_check(void *o)
+{
+    ld_future *f = ld_initializer_fetch(o);
+    ck_assert_int_eq(ld_mock_initializer_set_basis(o, basis()), 0);
+    done(f);
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
+    ck_assert_ptr_nonnull(ld_fdv2_future_basis(f));
+    ld_future_unref(f);
+    ck_assert_int_eq(ld_mock_initializer_fetch_count(o), 1);
+}
+
+static const struct reuse_case reuse_cases[] = {
+    {"store", st_make, NULL, st_free, st_check},
+    {"event processor", ep_make, NULL, ep_free, ep_check},
+    {"update processor", up_make, up_pend, up_free, up_check},
+    {"big segment store", bss_make, NULL, bss_free, bss_check},
+    {"synchronizer", sync_make, sync_pend, sync_free, sync_check},
+    {"initializer", init_make, init_pend, init_free, init_check},
+};
+
+static void reuse_setup(void)
+{
+    init_setup();
+    n_recent = 0;
+    reuse_target = NULL;
+    reuse_held = NULL;
+    reuse_count = 0;
+    ck_assert_int_eq(ld_set_alloc_funcs(reuse_malloc, reuse_realloc, reuse_free), 0);
+}
+
+static void reuse_teardown(void)
+{
+    init_teardown();
+    ck_assert_int_eq(ld_set_alloc_funcs(NULL, NULL, NULL), 0);
+    free(reuse_held);
+    reuse_held = NULL;
+}
+
+START_TEST(test_mock_at_a_freed_mocks_address_is_reachable_after_the_old_one_goes)
+{
+    const struct reuse_case *c = &reuse_cases[_i];
+    size_t made_from = n_recent;
+    void *old = c->make();
+    ck_assert_ptr_nonnull(old);
+    ld_future *pending = c->pend ? c->pend(old) : NULL;
+    reuse_arm(old, made_from);
+    c->free_obj(old); /* with an operation pending, the mock goes from the loop */
+    void *obj = c->make();
+    ck_assert_ptr_nonnull(obj);
+    ck_assert_msg(obj == old && reuse_count == 1, "%s: the new object is not at the old address",
+                  c->name);
+    if (pending)
+        await_error(pending, LD_ECANCELED);
+    ld_test_flush(); /* the old mock is freed by now */
+    c->check(obj);
+    c->free_obj(obj);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 Suite *ld_suite_mocks2(void)
@@ -1024,6 +1276,12 @@ Suite *ld_suite_mocks2(void)
     tcase_add_test(tc, test_init_close_rejects_waiting_fetches);
     tcase_add_test(tc, test_init_free_cancels_waiting_fetches);
     tcase_add_test(tc, test_init_bad_input);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("address_reuse");
+    tcase_add_checked_fixture(tc, reuse_setup, reuse_teardown);
+    tcase_add_loop_test(tc, test_mock_at_a_freed_mocks_address_is_reachable_after_the_old_one_goes,
+                        0, (int)(sizeof(reuse_cases) / sizeof(reuse_cases[0])));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -86,10 +86,17 @@ static void b_init(void *impl, const json_t *all_data, ld_future *out)
     if (b->bug != BUG_INIT_MERGES)
         json_object_clear(b->data);
     const char *ns;
+    size_t ns_len;
     json_t *items;
-    json_object_foreach((json_t *)all_data, ns, items)
+    /* namespaces with their length: "features\0x" is not "features" */
+    json_object_keylen_foreach((json_t *)all_data, ns, ns_len, items)
     {
-        json_object_update(items_in(b, ns), items);
+        json_t *into = json_object_getn(b->data, ns, ns_len);
+        if (!into) {
+            into = json_object();
+            json_object_setn_new(b->data, ns, ns_len, into);
+        }
+        json_object_update(into, items);
     }
     b->inited = true;
     ld_future_fulfill(out);

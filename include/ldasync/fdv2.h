@@ -311,12 +311,16 @@ LD_EXPORT int ld_fdv2_fulfill_basis(ld_future *out, ld_fdv2_basis *basis);
 /** Fulfils `out` with `update`, as ld_fdv2_fulfill_basis(). @since 0.1.0 */
 LD_EXPORT int ld_fdv2_fulfill_update(ld_future *out, ld_fdv2_update *update);
 
-/** The basis of a future fulfilled by ld_fdv2_fulfill_basis() (borrowed:
- *  valid while you hold the future), else NULL. @since 0.1.0 */
+/** The basis of a future fulfilled by ld_fdv2_fulfill_basis(), or that
+ *  adopted such a future's value (borrowed: valid while you hold the
+ *  future), else NULL: NULL also for a future fulfilled with any other
+ *  pointer (ld_future_fulfill_ptr()), which is never read. @since 0.1.0 */
 LD_EXPORT const ld_fdv2_basis *ld_fdv2_future_basis(const ld_future *f);
 
-/** The update of a future fulfilled by ld_fdv2_fulfill_update() (borrowed),
- *  else NULL. @since 0.1.0 */
+/** The update of a future fulfilled by ld_fdv2_fulfill_update(), or that
+ *  adopted such a future's value (borrowed), else NULL: NULL also for a
+ *  future fulfilled with any other pointer, which is never read.
+ *  @since 0.1.0 */
 LD_EXPORT const ld_fdv2_update *ld_fdv2_future_update(const ld_future *f);
 
 /* ------------------------------------------------------------------------- */

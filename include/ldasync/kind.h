@@ -4,7 +4,13 @@
  * a data set in.
  *
  * An item is a jansson object with a non-empty string "key", an integer
- * "version" >= 0 and, optionally, a boolean "deleted". A tombstone is
+ * "version" >= 0 and, optionally, a boolean "deleted". Keys must be valid
+ * UTF-8 (they come from JSON; strict: no overlong forms, no surrogates,
+ * nothing above U+10FFFF) without NUL: a key made with json_string_nocheck()
+ * or json_stringn_nocheck() that is not is refused like any other bad key.
+ * Namespaces (the keys of a data set) are compared with their length: one
+ * with a NUL in it, "features\0x", is not "features" but a namespace of no
+ * known kind. A tombstone is
  * {"key": K, "version": V, "deleted": true}: it records that K was deleted at
  * version V, so that an older update cannot bring it back.
  *
@@ -49,7 +55,7 @@ LD_EXPORT const ld_kind *ld_kind_by_namespace(const char *ns);
  *  "key" is `key` (the key it is filed under).
  *  @return 0, or LD_EINVAL with `*why` (if `why` is not NULL) set to a static
  *  message naming the field at fault, e.g. "item \"version\" must be an
- *  integer >= 0". @since 0.1.0 */
+ *  integer >= 0", "item \"key\" must be valid UTF-8". @since 0.1.0 */
 LD_EXPORT int ld_item_validate(const json_t *item, const char *key, const char **why);
 
 /** What a store needs to know of an item. @since 0.1.0 */
@@ -74,24 +80,27 @@ LD_EXPORT int64_t ld_item_version(const json_t *item);
 LD_EXPORT bool ld_item_is_deleted(const json_t *item);
 
 /** A new tombstone {"key": key, "version": version, "deleted": true}.
- *  @return a new reference; NULL if `key` is NULL or empty, `version` is
- *  negative, or memory ran out. @since 0.1.0 */
+ *  @return a new reference; NULL if `key` is NULL, empty or not valid
+ *  UTF-8, `version` is negative, or memory ran out. @since 0.1.0 */
 LD_EXPORT json_t *ld_tombstone_new(const char *key, int64_t version);
 
 /** Checks a full data set, {"features": {key: item, ...}, "segments": {...}}:
  *  an object whose values are objects of valid items filed under their own
- *  keys. Namespaces other than those of the known kinds are accepted and
- *  their items validated the same way.
+ *  keys (equal, length included: a valid UTF-8 key without NUL).
+ *  Namespaces other than those of the known kinds (compared with their
+ *  length) are accepted and their items validated the same way.
  *  @return 0, or LD_EINVAL with `*why` set as for ld_item_validate().
  *  @since 0.1.0 */
 LD_EXPORT int ld_data_validate(const json_t *all_data, const char **why);
 
 /** The order in which a persistent store should write a full data set:
  *  kinds by ascending priority (segments, then features, then namespaces of
- *  no known kind in their input order), and within features every flag after
- *  the flags it names as prerequisites (depth first; a prerequisite missing
- *  from the data is skipped; a cycle is broken where it is found, so every
- *  item appears exactly once). Other kinds keep their input order.
+ *  no known kind in their input order, "features\0x" among them), and
+ *  within features every flag after the flags it names as prerequisites
+ *  (depth first; a prerequisite missing from the data is skipped; a cycle is
+ *  broken where it is found, so every item appears exactly once). Other
+ *  kinds keep their input order. A namespace is written with its length
+ *  (json_string_length() of "namespace").
  *  Does not recurse: any depth of prerequisites uses constant stack.
  *  @param all_data a data set that passes ld_data_validate() (borrowed).
  *  @return a new reference to an array of {"namespace": ns, "items": [item,

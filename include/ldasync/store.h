@@ -7,7 +7,11 @@
  * operations were issued, whatever the implementation does, also those
  * the front layer answers itself. Bad input is rejected with LD_EINVAL and
  * a message naming the field, before the implementation sees it, and
- * leaves the store unchanged.
+ * leaves the store unchanged. Keys must be valid UTF-8 (kind.h): get and
+ * delete of such a key, an upsert of an item whose "key" is not, and an
+ * init with an item or the key it is filed under that is not, reject with
+ * LD_EINVAL ("key must be valid UTF-8" and the like), whatever the
+ * implementation.
  *
  * Out of memory: an operation that cannot allocate what it needs is
  * rejected with LD_ENOMEM before the implementation hears of it, and leaves
@@ -63,7 +67,8 @@ struct event_base;
 typedef struct ld_store ld_store;
 
 /** Looks up one item. @return a new reference: fulfilled with the item or
- *  NULL; rejected with LD_EINVAL (NULL store, kind or key), LD_ECLOSED, or
+ *  NULL; rejected with LD_EINVAL (NULL store or kind; key NULL, empty or
+ *  not valid UTF-8), LD_ECLOSED, or
  *  the implementation's error. NULL only if `store` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_get(ld_store *store, const ld_kind *kind, const char *key);
 
@@ -82,9 +87,9 @@ LD_EXPORT ld_future *ld_store_init(ld_store *store, const json_t *all_data);
  *  reference, fulfilled with a bool: true if applied. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_upsert(ld_store *store, const ld_kind *kind, const json_t *item);
 
-/** Stores a tombstone for `key` at `version` (>= 0) if that is newer.
- *  @return a new reference, fulfilled with a bool: true if applied.
- *  @since 0.1.0 */
+/** Stores a tombstone for `key` (non-empty, valid UTF-8) at `version`
+ *  (>= 0) if that is newer. @return a new reference, fulfilled with a
+ *  bool: true if applied; errors as for get. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_delete(ld_store *store, const ld_kind *kind, const char *key,
                                      int64_t version);
 
@@ -154,7 +159,7 @@ LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view
 /** What an implementation provides. Each operation receives `out`, a pending
  *  future it owns (one reference): it must complete it (now or later, from
  *  any callback of the loop) and release it. Inputs are validated already:
- *  items are valid, keys non-empty, kinds known; upsert also gets the item's
+ *  items are valid, keys non-empty valid UTF-8, kinds known; upsert also gets the item's
  *  key, version and deleted flag, read once by the front layer. Results:
  *    get: fulfil_json with a new reference to the stored item, or with NULL
  *         when it is missing or a tombstone;

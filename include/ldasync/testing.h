@@ -89,8 +89,8 @@ LD_EXPORT int ld_mock_store_force_set(ld_store *store, const ld_kind *kind, cons
 
 /** Stores a tombstone for `key` at `version` (>= 0), now, whatever version
  *  is stored (also an older one). @return 0; LD_EINVAL if `store` is not a
- *  mock store, `kind` is NULL, `key` NULL or empty, or `version` negative;
- *  LD_ENOMEM. @since 0.1.0 */
+ *  mock store, `kind` is NULL, `key` NULL, empty or not valid UTF-8, or
+ *  `version` negative; LD_ENOMEM. @since 0.1.0 */
 LD_EXPORT int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, const char *key,
                                          int64_t version);
 

@@ -634,6 +634,38 @@ START_TEST(init_accepts_unknown_namespaces)
 }
 END_TEST
 
+START_TEST(init_ignores_a_namespace_with_nul_like_unknown_ones)
+{
+    begin(_i);
+    /* "features\0x" (10 bytes) is no kind's namespace, first or after
+     * "features" */
+    for (int features_first = 0; features_first < 2; features_first++) {
+        json_t *data = json_object();
+        json_t *foo = json_pack("{s:o}", "foo", make_feature("foo", 1));
+        json_t *x = json_pack("{s:o}", "x", make_feature("x", 1));
+        ck_assert_ptr_nonnull(data);
+        if (features_first)
+            json_object_set_new(data, "features", foo);
+        ck_assert_int_eq(json_object_setn_new(data, "features\0x", 10, x), 0);
+        if (!features_first)
+            json_object_set_new(data, "features", foo);
+        init_with(data);
+        ck_assert_int_eq(version_of(F, "foo"), 1);
+        ck_assert_int_eq(version_of(F, "x"), -1);
+        ck_assert_int_eq(all_size(F), 1);
+        ck_assert_int_eq(all_size(SEG), 0);
+    }
+    json_t *data = json_object();
+    ck_assert_int_eq(
+        json_object_setn_new(data, "segments\0", 9, json_pack("{s:o}", "s", make_segment("s", 1))),
+        0);
+    init_with(data);
+    ck_assert_int_eq(version_of(SEG, "s"), -1);
+    ck_assert_int_eq(all_size(F), 0);
+    ck_assert_int_eq(all_size(SEG), 0);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------------ */
 
 START_TEST(null_store_gives_null)
@@ -670,6 +702,57 @@ START_TEST(bad_kind_or_key_is_einval_and_changes_nothing)
     EXPECT_ERROR(ld_store_upsert(S, NULL, item), LD_EINVAL, "kind");
     json_decref(item);
     expect_foo_bar_unchanged();
+}
+END_TEST
+
+/* An item of `kind` whose key is `key`, taken as it is (it may be invalid
+ * UTF-8, as jansson's *_nocheck functions allow). */
+static json_t *make_raw_key_item(const ld_kind *kind, const char *key, int64_t version)
+{
+    json_t *item = make_item(kind, "placeholder", version);
+    ck_assert_int_eq(json_object_set_new(item, "key", json_string_nocheck(key)), 0);
+    return item;
+}
+
+START_TEST(non_utf8_keys_are_einval_and_change_nothing)
+{
+    begin(_i);
+    init_foo_bar();
+    const char *bad[] = {
+        "caf\xe9", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "long-ascii-prefix-\xe2\x82",
+        "foo\xff"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "get of bad key %zu", i);
+        expect_error(ld_store_get(S, F, bad[i]), what, LD_EINVAL, "UTF-8");
+        snprintf(what, sizeof(what), "delete of bad key %zu", i);
+        expect_error(ld_store_delete(S, F, bad[i], 11), what, LD_EINVAL, "UTF-8");
+        json_t *item = make_raw_key_item(F, bad[i], 11);
+        snprintf(what, sizeof(what), "upsert of bad key %zu", i);
+        expect_error(ld_store_upsert(S, F, item), what, LD_EINVAL, "UTF-8");
+        /* init: filed under its own key; a good item filed under a bad key */
+        json_t *data =
+            json_pack("{s:{}, s:{s:o}}", "features", "segments", "s", make_segment("s", 1));
+        json_object_set_new_nocheck(json_object_get(data, "features"), bad[i], item);
+        snprintf(what, sizeof(what), "init with bad item key %zu", i);
+        expect_error(ld_store_init(S, data), what, LD_EINVAL, "UTF-8");
+        json_decref(data);
+        data = json_pack("{s:{}}", "features");
+        json_object_set_new_nocheck(json_object_get(data, "features"), bad[i],
+                                    make_feature("foo", 12));
+        snprintf(what, sizeof(what), "init with bad data key %zu", i);
+        expect_error(ld_store_init(S, data), what, LD_EINVAL, "UTF-8");
+        json_decref(data);
+    }
+    expect_foo_bar_unchanged();
+    /* what is valid UTF-8 is a key like any other */
+    const char *good[] = {"\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", "\xed\x9f\xbf\xee\x80\x80"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ck_assert_msg(upsert(F, good[i], 1), "upsert of good key %zu failed", i);
+        ck_assert_int_eq(version_of(F, good[i]), 1);
+        ck_assert_msg(delete_at(F, good[i], 2), "delete of good key %zu failed", i);
+        ck_assert_int_eq(version_of(F, good[i]), -1);
+    }
 }
 END_TEST
 
@@ -1086,9 +1169,11 @@ static void add_all(TCase *tc, int index)
         keys_are_opaque_strings,
         many_items,
         init_accepts_unknown_namespaces,
+        init_ignores_a_namespace_with_nul_like_unknown_ones,
         /* bad input */
         null_store_gives_null,
         bad_kind_or_key_is_einval_and_changes_nothing,
+        non_utf8_keys_are_einval_and_change_nothing,
         bad_items_are_einval_naming_the_field_and_change_nothing,
         bad_init_is_einval_and_all_or_nothing,
         bad_init_leaves_a_new_store_uninitialized,

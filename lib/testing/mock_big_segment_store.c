@@ -92,7 +92,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     json_decref(m->memberships);
     for (size_t i = 0; i < m->n_queries; i++)
         ld__free(m->queries[i]);

@@ -48,7 +48,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     json_decref(m->events);
     ld__free(m);
 }

@@ -105,7 +105,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     ld__waiters_drop(&m->waiting);
     ld_fdv2_basis_free(m->basis);
     ld__free(m->name);

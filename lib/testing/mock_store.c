@@ -116,7 +116,8 @@ static json_t *copy_object(const json_t *obj)
     return copy;
 }
 
-/* A copy of the containers of a data set, sharing the items. */
+/* A copy of the containers of a data set, sharing the items. Namespaces
+ * are copied with their length: "features\0x" is not "features". */
 static json_t *copy_data(const json_t *all_data)
 {
     json_t *copy = json_object();
@@ -186,7 +187,14 @@ static int tombstone_put(struct mock *m, const ld_kind *kind, const char *key, i
                          bool force)
 {
     json_t *tomb = ld_tombstone_new(key, version);
-    int rc = tomb ? put(m, kind, key, tomb, force) : LD_ENOMEM;
+    if (!tomb) {
+        /* NULL for a key that is not valid UTF-8, or without memory: jansson
+         * tells them apart (it refuses such a string too) */
+        json_t *probe = json_string(key);
+        json_decref(probe);
+        return probe ? LD_ENOMEM : LD_EINVAL;
+    }
+    int rc = put(m, kind, key, tomb, force);
     json_decref(tomb);
     return rc;
 }
@@ -212,7 +220,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     json_decref(m->data);
     json_decref(m->inits);
     ld__free(m);

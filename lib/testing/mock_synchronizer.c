@@ -119,7 +119,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     ld__waiters_drop(&m->waiting);
     while (m->script) {
         struct item *it = pop_item(m);

@@ -75,7 +75,7 @@ static void mock_free(void *impl)
 {
     struct mock *m = impl;
     if (m->self)
-        ld__mock_unregister(m->self);
+        ld__mock_unregister(m->self, m);
     drop_held(m);
     ld__free(m);
 }

@@ -1,6 +1,13 @@
 /*
  * libldasync-testing: the registry of mocks (testing-internal.h). A short
  * list under a lock: tests hold a handful of mocks at a time.
+ *
+ * An entry is the pair (object, mock). The front layer may free a component
+ * object before it calls the mock's free (from the loop, when operations
+ * were cancelled), so by the time a mock unregisters, its object's address
+ * may already belong to a new mock: unregistering removes only the entry of
+ * that very mock, and registering an object drops any older entry for the
+ * same address (its object is gone, or the address could not be reused).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +26,20 @@ struct entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *entries;
 
+/* Takes the entry of `object` (and of `mock`, unless NULL) out of the list
+ * and returns it, or NULL. Under the lock. */
+static struct entry *unlink_entry(const void *object, const void *mock)
+{
+    for (struct entry **p = &entries; *p; p = &(*p)->next) {
+        struct entry *e = *p;
+        if (e->object == object && (!mock || e->mock == mock)) {
+            *p = e->next;
+            return e;
+        }
+    }
+    return NULL;
+}
+
 int ld__mock_register(const void *object, const void *type, void *mock)
 {
     struct entry *e = ld__malloc(sizeof(*e));
@@ -28,24 +49,20 @@ int ld__mock_register(const void *object, const void *type, void *mock)
     e->type = type;
     e->mock = mock;
     pthread_mutex_lock(&lock);
+    struct entry *stale = unlink_entry(object, NULL);
     e->next = entries;
     entries = e;
     pthread_mutex_unlock(&lock);
+    ld__free(stale);
     return 0;
 }
 
-void ld__mock_unregister(const void *object)
+void ld__mock_unregister(const void *object, const void *mock)
 {
     pthread_mutex_lock(&lock);
-    for (struct entry **p = &entries; *p; p = &(*p)->next) {
-        if ((*p)->object == object) {
-            struct entry *e = *p;
-            *p = e->next;
-            ld__free(e);
-            break;
-        }
-    }
+    struct entry *e = unlink_entry(object, mock);
     pthread_mutex_unlock(&lock);
+    ld__free(e);
 }
 
 void *ld__mock_find(const void *object, const void *type)

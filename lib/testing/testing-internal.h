@@ -69,11 +69,15 @@ static inline char *ld__strdup(const char *s)
  * table), so objects of different mocks never match. Any thread (locked).
  */
 
-/* Records that `object` is the mock `mock` of `type`. 0 or LD_ENOMEM. */
+/* Records that `object` is the mock `mock` of `type`, replacing any entry
+ * left for an earlier object at the same address. 0 or LD_ENOMEM. */
 int ld__mock_register(const void *object, const void *type, void *mock);
 
-/* Forgets `object`; call it from the mock's free, before the object goes. */
-void ld__mock_unregister(const void *object);
+/* Forgets the entry of `object` registered for `mock`, if it is still
+ * there; call it from the mock's free. The front layer may have freed
+ * `object` already and its address may hold a new mock's object: that
+ * one's entry (another `mock`) stays. */
+void ld__mock_unregister(const void *object, const void *mock);
 
 /* The mock of `type` registered for `object`, or NULL. */
 void *ld__mock_find(const void *object, const void *type);
