@@ -48,6 +48,10 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 
 #define LD_DRAIN_BUDGET 1024    /* callbacks per loop pass before polling */
 #define LD_CYCLE_WALK_MAX 65536 /* forward's cycle check gives up after this */
+/* The longest timeout given to libevent: 100 years, or 2^28 s (8.5 years)
+ * where time_t has 32 bits; longer ones are cut to it (see
+ * ld_future_timeout). */
+#define LD_TIMEOUT_MAX_SEC (sizeof(time_t) > 4 ? (time_t)3155760000 : (time_t)0x10000000)
 #define LD_POOL_SLAB 512        /* futures per slab (32 KiB) */
 #define LD_POOL_KEEP 4096       /* per-thread free futures before giving back */
 
@@ -1435,12 +1439,21 @@ ld_future *ld_future_timeout(ld_future *f, const struct timeval *after)
         ld_future_unref(f);
         return NULL;
     }
+    /* libevent adds a relative timeout to the current time (the monotonic
+     * clock) without checking for overflow: {LONG_MAX, 0}, a natural
+     * "never", wraps to a time in the past and fires at once. Cap it; a
+     * timeout this long never fires in practice. */
+    struct timeval tv = *after;
+    if (tv.tv_sec > LD_TIMEOUT_MAX_SEC) {
+        tv.tv_sec = LD_TIMEOUT_MAX_SEC;
+        tv.tv_usec = 0;
+    }
     ld_future *out = comb_new(f->loop->base, K_TIMEOUT, &f, 1);
     if (!out)
         return NULL;
     struct comb *s = out->c;
     s->timer = event_new(f->loop->base, -1, 0, comb_timer, s);
-    if (!s->timer || event_add(s->timer, after) != 0) {
+    if (!s->timer || event_add(s->timer, &tv) != 0) {
         reject_msg(out, LD_ENOMEM, NULL, 1);
         comb_done_one(s); /* nothing registered: drops the start hold */
         return out;

@@ -1,4 +1,5 @@
 /* The ld_future contract, one behaviour per test. */
+#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -745,6 +746,47 @@ START_TEST(test_timeout_cancel_cancels_input_and_timer)
 }
 END_TEST
 
+/* Runs a few loop passes without waiting (ld_test_flush would wait for the
+ * armed timer to go). */
+static void run_passes(int n)
+{
+    for (int i = 0; i < n; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+}
+
+START_TEST(test_timeout_of_long_max_seconds_never_fires)
+{
+    static const struct timeval forever[] = {
+        {LONG_MAX, 0}, {LONG_MAX, 999999}, {LONG_MAX / 2, 0}, {(time_t)1 << 40, 0}};
+    for (size_t i = 0; i < sizeof(forever) / sizeof(forever[0]); i++) {
+        ld_future *src = ld_future_new(B);
+        ld_future *t = ld_future_timeout(ld_future_ref(src), &forever[i]);
+        ck_assert_ptr_nonnull(t);
+        run_passes(5);
+        ck_assert_msg(ld_future_is_pending(t), "timeout %zu fired early: %s", i,
+                      ld_future_error_message(t));
+        ld_future_fulfill_int(src, (int64_t)i);
+        ld_test_wait(t);
+        ck_assert_int_eq(ld_future_int(t), (int64_t)i);
+        ld_future_unref(src);
+        ld_future_unref(t);
+    }
+    ld_test_flush(); /* the timers are gone */
+}
+END_TEST
+
+START_TEST(test_timeout_with_usec_out_of_range_is_null)
+{
+    static const struct timeval bad[] = {{0, -1}, {0, 1000000}, {LONG_MAX, -1}, {1, LONG_MAX}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ld_future *in = ld_future_new(B);
+        ld_future_fulfill_ptr(in, &order, ld_test_count_free);
+        ck_assert_ptr_null(ld_future_timeout(in, &bad[i]));
+        ck_assert_int_eq(ld_test_frees, (int)i + 1); /* the input was released */
+    }
+}
+END_TEST
+
 START_TEST(test_timeout_bad_input)
 {
     struct timeval neg = {-1, 0};
@@ -1101,6 +1143,8 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_timeout_adopts_input_that_completes_first);
     tcase_add_test(tc, test_timeout_cancel_cancels_input_and_timer);
     tcase_add_test(tc, test_timeout_bad_input);
+    tcase_add_test(tc, test_timeout_of_long_max_seconds_never_fires);
+    tcase_add_test(tc, test_timeout_with_usec_out_of_range_is_null);
     tcase_add_test(tc, test_all_fulfils_when_all_fulfil);
     tcase_add_test(tc, test_all_rejects_on_first_rejection_and_cancels_rest);
     tcase_add_test(tc, test_all_of_nothing_is_fulfilled);

@@ -209,9 +209,12 @@ LD_EXPORT ld_future *ld_future_race(struct event_base *base, ld_future **fs, siz
 
 /** A future that adopts `f`'s outcome if `f` completes within `after`, and
  *  otherwise is rejected with LD_ETIMEDOUT, cancelling `f` when nobody else
- *  holds it. Steals `f`; `after` is copied.
- *  @return a new reference; NULL if `f` or `after` is NULL, `after` is
- *  negative, or memory ran out. @since 0.1.0 */
+ *  holds it. Steals `f`; `after` is copied. A timeout longer than 100 years
+ *  (8.5 years where time_t has 32 bits), up to {LONG_MAX, 999999}, is cut
+ *  to that: use it for "never".
+ *  @return a new reference; NULL (`f` is released) if `f` or `after` is
+ *  NULL, `after->tv_sec` is negative, `after->tv_usec` is outside
+ *  [0, 999999], or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_future *ld_future_timeout(ld_future *f, const struct timeval *after);
 
 /* ------------------------------------------------------------------------- */
