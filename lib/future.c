@@ -644,7 +644,7 @@ ld_future *ld_future_ref(ld_future *f)
 }
 
 static void comb_release(void *state);
-static int held_only_by_links(ld_future *f, unsigned links);
+static int unwanted(ld_future *f, unsigned extra);
 
 static void destroy_one(ld_future *f)
 {
@@ -1268,12 +1268,14 @@ static void comb_done_one(struct comb *s)
     ld_future_unref(out);
 }
 
-/* Cancels input i if it is pending and only this state and its
- * registration hold it. */
+/* Cancels input i if it is pending and nobody wants it any more: the result
+ * is complete (the callers see to it), so this state's slot and
+ * registration are a dead claim, like those of other consumers that are
+ * complete. */
 static void comb_cancel_input(struct comb *s, size_t i)
 {
     ld_future *f = s->in[i];
-    if (ld_future_is_pending(f) && held_only_by_links(f, 2))
+    if (ld_future_is_pending(f) && unwanted(f, 0))
         ld_future_cancel(f);
 }
 
@@ -1467,28 +1469,62 @@ ld_future *ld_future_timeout(ld_future *f, const struct timeval *after)
 /* ------------------------------------------------------------------------- */
 /* Cancelling                                                                */
 
-/* References that do not mean "somebody wants the outcome": a derived
- * future's hold on itself until its inputs are done (then_step's or
- * forward_step's argument, a combinator's hold), and the producer's own
- * reference, which a future with a cancel handler is taken to have. */
-static unsigned self_refs(ld_future *f)
+/* References that do not mean "somebody wants the outcome" (see unwanted()):
+ * a derived future's hold on itself until its inputs are done (then_step's
+ * or forward_step's argument, a combinator's hold), the producer's own
+ * reference, which a future with a cancel handler is taken to have, and
+ * the registrations of consumers that no longer want it. */
+
+/* How many of f's references a registration on it (a pending callback node)
+ * stands for, if the consumer that made it no longer wants f's outcome: a
+ * then, catch or forward result that is complete (cancelled, or rejected by
+ * a timeout) holds f only through the node; a combinator whose result is
+ * complete holds it through the node and its input slot. 0: the node is
+ * somebody's live interest in f (a consumer still pending, an
+ * ld_future_on_complete callback, a waiter). Called with f locked (or
+ * private): the node stays registered, so its consumer stays allocated. */
+static unsigned dead_claim(const struct ld__node *n)
 {
-    unsigned w = f_lock(f);
-    unsigned n = 0;
-    if (!(w & W_DONE)) {
-        n += f->kind != K_PLAIN;
-        n += (f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x;
-    }
-    f_unlock(f, w);
-    return n;
+    if (n->fn == then_step || n->fn == forward_step)
+        return f_state(n->arg) ? 1 : 0;
+    if (n->fn == comb_input_done)
+        return f_state(((const struct comb *)n->arg)->out) ? 2 : 0;
+    return 0;
 }
 
-/* True if only `links` references from ldasync's own registrations (plus
- * the future's references to itself) hold f: nobody else can complete it
- * or wants its outcome. */
-static int held_only_by_links(ld_future *f, unsigned links)
+/* True if nobody wants f's outcome: f is pending and every reference to it
+ * is one of `extra` (the caller's own), its references to itself (a
+ * derived future's hold, the producer's reference of a future with a
+ * cancel handler) or the claim of a consumer that was cancelled or
+ * completed without it (dead_claim). A cancelled consumer's registration stays on
+ * f until f completes, so it is counted here rather than released.
+ * Stops at the first live callback: the cost is the number of dead
+ * registrations before it. */
+static int unwanted(ld_future *f, unsigned extra)
 {
-    return atomic_load(&f->refs) == links + self_refs(f);
+    unsigned w = f_lock(f);
+    int unwanted = 0;
+    if (!(w & W_DONE)) {
+        unsigned n = extra + (f->kind != K_PLAIN) +
+                     ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x);
+        unwanted = 1;
+        if (f->n0.fn) {
+            const struct ld__node *cur = &f->n0;
+            for (;;) {
+                unsigned d = dead_claim(cur);
+                if (!d) {
+                    unwanted = 0;
+                    break;
+                }
+                n += d;
+                if (!(cur = node_next(cur)))
+                    break;
+            }
+        }
+        unwanted = unwanted && atomic_load(&f->refs) == n;
+    }
+    f_unlock(f, w);
+    return unwanted;
 }
 
 static int cancel_one(ld_future *f, ld_future **upstream)
@@ -1510,11 +1546,12 @@ int ld_future_cancel(ld_future *f)
         return LD_EINVAL;
     ld_future *up;
     int rc = cancel_one(f, &up);
-    /* Walk up a chain of then/catch/forward links without recursion. Our
-     * reference plus the link's registration: nobody else holds it. */
+    /* Walk up a chain of then/catch/forward links without recursion. The
+     * cancelled link's registration is a dead claim on `up`; our reference
+     * is the one extra. */
     while (up) {
         ld_future *next = NULL;
-        if (held_only_by_links(up, 2))
+        if (unwanted(up, 1))
             cancel_one(up, &next);
         ld_future_unref(up);
         up = next;

@@ -705,6 +705,141 @@ START_TEST(test_cancel_long_chain_uses_constant_stack)
 }
 END_TEST
 
+/* Runs a few loop passes without waiting (ld_test_flush would wait for the
+ * armed timer to go). */
+static void run_passes(int n)
+{
+    for (int i = 0; i < n; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+}
+
+/* Consumers of a shared input, one of each kind that registers on it. */
+enum { C_THEN, C_CATCH, C_FORWARD, C_TIMEOUT, C_ALL, C_RACE, C_KINDS };
+static const char *const consumer_names[C_KINDS] = {"then",    "catch", "forward",
+                                                    "timeout", "all",   "race"};
+
+/* A consumer of `in` (stolen) of the given kind. */
+static ld_future *consumer_new(int kind, ld_future *in)
+{
+    static const struct timeval later = {30, 0};
+    ld_future *out = NULL, *two[2] = {in, NULL};
+    switch (kind) {
+    case C_THEN:
+        out = ld_future_then(in, must_not_run, NULL);
+        break;
+    case C_CATCH:
+        out = ld_future_catch(in, must_not_run, NULL);
+        break;
+    case C_FORWARD:
+        out = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(out, in), 0);
+        break;
+    case C_TIMEOUT:
+        out = ld_future_timeout(in, &later);
+        break;
+    case C_ALL:
+        out = ld_future_all(B, &in, 1);
+        break;
+    default:
+        two[1] = ld_future_new(B); /* a rival nobody else holds */
+        out = ld_future_race(B, two, 2);
+        break;
+    }
+    ck_assert_ptr_nonnull(out);
+    return out;
+}
+
+START_TEST(test_cancelling_every_consumer_cancels_shared_input)
+{
+    for (int a = 0; a < C_KINDS; a++) {
+        for (int b = 0; b < C_KINDS; b++) {
+            reset_cancel_counts();
+            ld_future *p = producer_new();
+            ld_future *first = consumer_new(a, ld_future_ref(p));
+            ld_future *second = consumer_new(b, p);
+            ld_future_cancel(first);
+            run_passes(5);
+            /* the second consumer still wants p */
+            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled while %s waits",
+                          consumer_names[a], consumer_names[b], consumer_names[b]);
+            ck_assert(ld_future_is_pending(second));
+            ld_future_cancel(second);
+            run_passes(5);
+            ck_assert_msg(handler_calls == 1, "%s+%s: the producer's handler ran %d times",
+                          consumer_names[a], consumer_names[b], handler_calls);
+            ld_test_flush();
+            ld_future_unref(first);
+            ld_future_unref(second);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cancelling_every_consumer_keeps_input_the_user_holds)
+{
+    for (int a = 0; a < C_KINDS; a++) {
+        for (int b = 0; b < C_KINDS; b++) {
+            reset_cancel_counts();
+            ld_future *p = producer_new();
+            ld_future *first = consumer_new(a, ld_future_ref(p));
+            ld_future *second = consumer_new(b, ld_future_ref(p));
+            ld_future_cancel(second);
+            ld_future_cancel(first);
+            ld_test_flush();
+            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled under the user's reference",
+                          consumer_names[a], consumer_names[b]);
+            ck_assert(ld_future_is_pending(p));
+            ld_future_unref(first);
+            ld_future_unref(second);
+            ld_future_cancel(p); /* now the user lets go */
+            ld_test_flush();
+            ck_assert_int_eq(handler_calls, 1);
+            ld_future_unref(p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cancelling_consumers_of_shared_then_reaches_its_input)
+{
+    reset_cancel_counts();
+    ld_future *mid = ld_future_then(producer_new(), must_not_run, NULL);
+    ld_future *c1 = ld_future_then(ld_future_ref(mid), must_not_run, NULL);
+    ld_future *c2 = ld_future_catch(mid, must_not_run, NULL);
+    ld_future_cancel(c2);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 0);
+    ld_future_cancel(c1);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 1);
+    ld_future_unref(c1);
+    ld_future_unref(c2);
+}
+END_TEST
+
+START_TEST(test_on_complete_callback_keeps_shared_input_wanted)
+{
+    reset_cancel_counts();
+    ld_future *p = producer_new();
+    int calls = 0;
+    ld_future_on_complete(ld_future_ref(p), ld_test_count_cb, &calls);
+    ld_future *c1 = ld_future_then(ld_future_ref(p), must_not_run, NULL);
+    ld_future *c2 = ld_future_then(p, must_not_run, NULL);
+    ld_future_cancel(c1);
+    ld_future_cancel(c2);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 0); /* the callback still waits for it */
+    ck_assert_int_eq(calls, 0);
+    ck_assert(ld_future_is_pending(p)); /* borrowed: the producer holds it */
+    ld_future_unref(c1);
+    ld_future_unref(c2);
+    ld_future_cancel(p); /* the callback's owner gives up too */
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 1);
+    ck_assert_int_eq(calls, 1);
+}
+END_TEST
+
 /* ---- timeout ----------------------------------------------------------------- */
 
 START_TEST(test_timeout_rejects_and_cancels_input)
@@ -745,14 +880,6 @@ START_TEST(test_timeout_cancel_cancels_input_and_timer)
     ld_future_unref(t);
 }
 END_TEST
-
-/* Runs a few loop passes without waiting (ld_test_flush would wait for the
- * armed timer to go). */
-static void run_passes(int n)
-{
-    for (int i = 0; i < n; i++)
-        event_base_loop(B, EVLOOP_NONBLOCK);
-}
 
 START_TEST(test_timeout_of_long_max_seconds_never_fires)
 {
@@ -1139,6 +1266,10 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_cancel_propagates_through_then_and_catch);
     tcase_add_test(tc, test_cancel_propagates_through_forward);
     tcase_add_test(tc, test_cancel_long_chain_uses_constant_stack);
+    tcase_add_test(tc, test_cancelling_every_consumer_cancels_shared_input);
+    tcase_add_test(tc, test_cancelling_every_consumer_keeps_input_the_user_holds);
+    tcase_add_test(tc, test_cancelling_consumers_of_shared_then_reaches_its_input);
+    tcase_add_test(tc, test_on_complete_callback_keeps_shared_input_wanted);
     tcase_add_test(tc, test_timeout_rejects_and_cancels_input);
     tcase_add_test(tc, test_timeout_adopts_input_that_completes_first);
     tcase_add_test(tc, test_timeout_cancel_cancels_input_and_timer);

@@ -223,7 +223,12 @@ LD_EXPORT ld_future *ld_future_timeout(ld_future *f, const struct timeval *after
 /** Rejects a pending `f` with LD_ECANCELED. Its cancel handler (if any) runs
  *  from the loop, before its callbacks. If `f` came from then, catch, forward,
  *  timeout, all or race, the pending inputs that nobody else holds are
- *  cancelled too (iteratively: long chains use constant stack). Borrows `f`.
+ *  cancelled too (iteratively: long chains use constant stack). A consumer
+ *  (then, catch, forward, timeout, all or race result) that is already
+ *  complete, by cancellation, timeout or otherwise, does not hold its
+ *  inputs in this sense: an input shared by several consumers is cancelled
+ *  when the last of them is, unless a reference or an
+ *  ld_future_on_complete() callback of yours still holds it. Borrows `f`.
  *  Any thread (see thread rules).
  *  @return 0, LD_EINVAL (NULL), LD_EALREADY (already complete). @since 0.1.0 */
 LD_EXPORT int ld_future_cancel(ld_future *f);
