@@ -49,6 +49,15 @@ struct ld__loop {
     _Alignas(64) struct ld__node *head;
     struct ld__node *tail;
     struct ld__node *rhead;
+    /* ld_future_forward's cycle check (loop thread): shortcuts up the
+     * chains of futures waiting on one another, an open-addressing table
+     * from a future to one of the futures it waits on. `fwd_stale` (any
+     * thread) says a future on one of those chains completed: the table is
+     * emptied before it is used again. */
+    struct ld__fwd_entry *fwd_tab;
+    size_t fwd_cap; /* 0 or a power of two */
+    size_t fwd_n;
+    atomic_int fwd_stale;
     /* The producers' line (other threads): an intrusive MPSC FIFO
      * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
      * ever being empty. */

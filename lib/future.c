@@ -47,7 +47,6 @@
 _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
 
 #define LD_DRAIN_BUDGET 1024    /* callbacks per loop pass before polling */
-#define LD_CYCLE_WALK_MAX 65536 /* forward's cycle check gives up after this */
 /* The longest timeout given to libevent: 100 years, or 2^28 s (8.5 years)
  * where time_t has 32 bits; longer ones are cut to it (see
  * ld_future_timeout). */
@@ -85,6 +84,7 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #define W_DONE (W_FULFILLED | W_REJECTED)
 #define W_ADOPTING 0x8u /* pending, but its outcome comes from other futures */
 #define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
+#define W_INCHAIN 0x20u /* forward's cycle check has a shortcut over it */
 
 /* value types */
 enum { V_NONE, V_BOOL, V_INT, V_JSON, V_JSON_LEASED, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC };
@@ -501,6 +501,8 @@ static void run_node(struct ld__node *n)
     ld_future_unref(f);
 }
 
+static void fwd_clear(struct ld__loop *l);
+
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct ld__loop *l = arg;
@@ -520,6 +522,8 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
         run_node(n);
     }
     tl_drain = outer;
+    if (UNLIKELY(atomic_load_explicit(&l->fwd_stale, memory_order_relaxed)))
+        fwd_clear(l); /* give the memory back once the chains settle */
     if (l->head || !remote_empty(l)) {
         static const struct timeval now = {0, 0};
         event_add(l->ev_yield, &now);
@@ -767,6 +771,8 @@ static int settle(ld_future *f, struct settle_req *r)
      * behind them, and the cancel handler before them. */
     w = (w & ~W_ADOPTING) | r->state;
     atomic_store_explicit(&f->word, (unsigned short)w, memory_order_release);
+    if (UNLIKELY(w & W_INCHAIN)) /* before the callbacks can free anything */
+        atomic_store(&f->loop->fwd_stale, 1);
 
     /* What the producer asked to run on cancellation runs before the
      * callbacks; it holds its own reference to f. */
@@ -1162,8 +1168,91 @@ struct comb {
     ld_future *in[];         /* held until the state is freed */
 };
 
-/* The future `from` is waiting on through a single link, if any. */
-static ld_future *upstream_of(ld_future *f)
+/*
+ * Forward's cycle check. Each pending future waits on at most one other
+ * through a then, catch, forward or timeout link (its upstream), so the
+ * futures form trees whose roots wait on nothing; `out` of a forward is
+ * such a root, and the new link closes a cycle exactly when the root of
+ * `from`'s tree is `out`. Walking up link by link made building a chain
+ * quadratic, so the walk leaves shortcuts behind, as union-find's path
+ * compression does: a per-loop table maps a future to a farther future
+ * on its way up. Links only appear at roots (forward) or at new leaves
+ * (then, catch, timeout), so a shortcut stays true until a future on its
+ * way completes: every future a shortcut passes gets W_INCHAIN, settle()
+ * then sets fwd_stale, and the table is emptied before its next use (or
+ * at the end of the drain pass). Until the callbacks of such a completion
+ * have run, the futures on the way are still held by their registrations,
+ * so no shortcut ever leads to freed memory.
+ */
+struct ld__fwd_entry {
+    ld_future *key;
+    ld_future *up;
+};
+
+static size_t fwd_slot(const struct ld__loop *l, const ld_future *f)
+{
+    uintptr_t h = (uintptr_t)f >> 4;
+    h *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 16) & (l->fwd_cap - 1);
+}
+
+static void fwd_clear(struct ld__loop *l)
+{
+    atomic_store(&l->fwd_stale, 0);
+    ld__free(l->fwd_tab);
+    l->fwd_tab = NULL;
+    l->fwd_cap = 0;
+    l->fwd_n = 0;
+}
+
+static ld_future *fwd_get(const struct ld__loop *l, const ld_future *f)
+{
+    if (!l->fwd_n)
+        return NULL;
+    for (size_t i = fwd_slot(l, f);; i = (i + 1) & (l->fwd_cap - 1)) {
+        if (l->fwd_tab[i].key == f)
+            return l->fwd_tab[i].up;
+        if (!l->fwd_tab[i].key)
+            return NULL;
+    }
+}
+
+/* Sets f's shortcut; without memory the shortcut is simply not kept. */
+static void fwd_put(struct ld__loop *l, ld_future *f, ld_future *up)
+{
+    if ((l->fwd_n + 1) * 2 > l->fwd_cap) {
+        size_t cap = l->fwd_cap ? l->fwd_cap * 2 : 64;
+        struct ld__fwd_entry *tab = ld__calloc(cap, sizeof(*tab));
+        if (!tab)
+            return;
+        struct ld__fwd_entry *old = l->fwd_tab;
+        size_t old_cap = l->fwd_cap;
+        l->fwd_tab = tab;
+        l->fwd_cap = cap;
+        for (size_t j = 0; j < old_cap; j++) {
+            if (!old[j].key)
+                continue;
+            size_t i = fwd_slot(l, old[j].key);
+            while (tab[i].key)
+                i = (i + 1) & (cap - 1);
+            tab[i] = old[j];
+        }
+        ld__free(old);
+    }
+    size_t i = fwd_slot(l, f);
+    while (l->fwd_tab[i].key && l->fwd_tab[i].key != f)
+        i = (i + 1) & (l->fwd_cap - 1);
+    if (!l->fwd_tab[i].key)
+        l->fwd_n++;
+    l->fwd_tab[i].key = f;
+    l->fwd_tab[i].up = up;
+}
+
+/* The future f is waiting on through a single link, if any. `mark`: f is
+ * on a path that will get a shortcut; flag it (under its lock, so that a
+ * completion either comes first, and there is no upstream, or sees the
+ * flag). */
+static ld_future *upstream_of(ld_future *f, int mark)
 {
     unsigned w = f_lock(f);
     ld_future *up = NULL;
@@ -1172,20 +1261,39 @@ static ld_future *upstream_of(ld_future *f)
             up = f->c;
         else if (f->kind == K_TIMEOUT && f->c)
             up = ((struct comb *)f->c)->in[0];
+        if (mark)
+            w |= W_INCHAIN;
     }
     f_unlock(f, w);
     return up;
 }
 
+/* True if `from` is `target` or waits on it through then, catch, forward
+ * or timeout links. `target` waits on nothing (it is pending and plain),
+ * so it can only be the end of the way up. Amortised constant time a
+ * link: the way up is walked once, then shortcut to its end. */
 static int waits_on(ld_future *from, ld_future *target)
 {
-    ld_future *cur = from;
-    for (unsigned steps = 0; cur && steps < LD_CYCLE_WALK_MAX; steps++) {
-        if (cur == target)
-            return 1;
-        cur = upstream_of(cur);
+    struct ld__loop *l = from->loop;
+    if (atomic_load(&l->fwd_stale))
+        fwd_clear(l);
+    ld_future *cur = from, *next;
+    while (cur != target) {
+        if (!(next = fwd_get(l, cur)) && !(next = upstream_of(cur, 1)))
+            break;
+        cur = next;
     }
-    return 0;
+    ld_future *end = cur;
+    if (end == target)
+        upstream_of(target, 1); /* the end of shortcuts: flag it too */
+    /* Compress: everything on the way now leads straight to its end. */
+    for (cur = from; cur != end; cur = next) {
+        if (!(next = fwd_get(l, cur)) && !(next = upstream_of(cur, 0)))
+            break; /* completed meanwhile (another thread): stale anyway */
+        if (next != end)
+            fwd_put(l, cur, end);
+    }
+    return end == target;
 }
 
 static void forward_step(ld_future *from, void *arg)

@@ -555,6 +555,130 @@ START_TEST(test_100k_forward_chain_uses_constant_stack)
 }
 END_TEST
 
+/* Builds a chain of `links` forward links in which each new future forwards
+ * the previous one (the newest waits on the oldest, so each new link sits
+ * at the far end of the chain from its root). Returns the root (pending);
+ * *newest gets the last future. Both are new references. */
+static ld_future *forward_chain_onto_root(int links, ld_future **newest)
+{
+    ld_future *root = ld_future_new(B);
+    ld_future *cur = ld_future_ref(root);
+    for (int i = 0; i < links; i++) {
+        ld_future *next = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(next, cur), 0); /* steals cur */
+        cur = next;
+    }
+    *newest = cur;
+    return root;
+}
+
+START_TEST(test_million_link_forward_chain_builds_and_settles)
+{
+    enum { LINKS = 1000000 };
+    ld_future *newest;
+    ld_future *root = forward_chain_onto_root(LINKS, &newest);
+    ld_future_fulfill_int(root, 42);
+    ld_future_unref(root);
+    ld_test_wait(newest);
+    ck_assert_int_eq(ld_future_int(newest), 42);
+    ld_future_unref(newest);
+}
+END_TEST
+
+START_TEST(test_forward_closing_100k_link_cycle_rejects_einval)
+{
+    enum { LINKS = 100000 };
+    ld_future *newest;
+    ld_future *root = forward_chain_onto_root(LINKS, &newest);
+    /* root would wait on newest, which waits on root through 100,000 links */
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(newest)), LD_EINVAL);
+    ck_assert_int_eq(ld_future_error(root), LD_EINVAL);
+    ld_test_wait(newest);
+    ck_assert_int_eq(ld_future_error(newest), LD_EINVAL);
+    ld_future_unref(root);
+    ld_future_unref(newest);
+
+    /* the other direction: the oldest waits on the newest */
+    ld_future *first = ld_future_new(B);
+    ld_future *cur = ld_future_ref(first);
+    for (int i = 0; i < LINKS; i++) {
+        ld_future *next = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(next)), 0);
+        ld_future_unref(cur);
+        cur = next;
+    }
+    ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(first)), LD_EINVAL);
+    ld_test_wait(first);
+    ck_assert_int_eq(ld_future_error(first), LD_EINVAL);
+    ld_future_unref(first);
+    ld_future_unref(cur);
+}
+END_TEST
+
+START_TEST(test_forward_cycle_through_then_links_rejects_einval)
+{
+    /* root <- then x 1000 <- forward <- then x 1000 ...: a cycle through
+     * both kinds of link, checked again after part of the chain settled */
+    ld_future *root = ld_future_new(B);
+    ld_future *f = ld_future_ref(root);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 1000; i++)
+            f = ld_future_then(f, add_one, NULL);
+        ld_future *out = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(out, f), 0);
+        f = out;
+    }
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(f)), LD_EINVAL);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
+    ld_future_unref(f);
+    ld_future_unref(root);
+
+    /* after a chain settled, its old links no longer count */
+    ld_future *a = ld_future_new(B);
+    ld_future *t = ld_future_then(ld_future_ref(a), add_one, NULL);
+    ld_future *u = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(u, ld_future_ref(t)), 0);
+    ld_future *probe = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(probe, ld_future_ref(u)), 0); /* remembers u..a */
+    ld_future_fulfill_int(a, 1);
+    ld_test_wait(probe);
+    ck_assert_int_eq(ld_future_int(probe), 2);
+    ld_future *b = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(b, ld_future_ref(u)), 0); /* u is complete */
+    ld_test_wait(b);
+    ck_assert_int_eq(ld_future_int(b), 2);
+    ld_future_unref(a);
+    ld_future_unref(t);
+    ld_future_unref(u);
+    ld_future_unref(probe);
+    ld_future_unref(b);
+}
+END_TEST
+
+START_TEST(test_forward_from_cancelled_link_is_no_cycle)
+{
+    /* root <- m <- x (forwards); m is cancelled: x no longer waits on root,
+     * so root may forward x */
+    ld_future *root = ld_future_new(B);
+    ld_future *m = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(m, ld_future_ref(root)), 0);
+    ld_future *x = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(x, ld_future_ref(m)), 0);
+    ld_future *probe = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(probe, ld_future_ref(x)), 0); /* remembers x..root */
+    ld_future_cancel(m);
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(x)), 0);
+    ld_test_wait(root);
+    ck_assert_int_eq(ld_future_error(root), LD_ECANCELED);
+    ld_test_wait(probe);
+    ld_future_unref(root);
+    ld_future_unref(m);
+    ld_future_unref(x);
+    ld_future_unref(probe);
+}
+END_TEST
+
 /* ---- cancellation ------------------------------------------------------------ */
 
 static int handler_calls;
@@ -1255,6 +1379,17 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_forward_into_cycle_rejects_einval);
     tcase_add_test(tc, test_forward_bad_input);
     tcase_add_test(tc, test_100k_forward_chain_uses_constant_stack);
+    tcase_add_test(tc, test_forward_closing_100k_link_cycle_rejects_einval);
+    tcase_add_test(tc, test_forward_cycle_through_then_links_rejects_einval);
+    tcase_add_test(tc, test_forward_from_cancelled_link_is_no_cycle);
+    suite_add_tcase(s, tc);
+
+    /* Its own case and a short timeout: building this chain took time
+     * quadratic in its length (minutes) when each forward walked it. */
+    tc = tcase_create("forward_chain");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_million_link_forward_chain_builds_and_settles);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cancel");
