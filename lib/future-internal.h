@@ -44,6 +44,7 @@ struct ld__loop {
     struct event *ev_run;   /* made active to run the queue in this pass */
     struct event *ev_yield; /* a zero timeout: run the rest after a poll */
     struct ld__loop *next;  /* registry */
+    void *next_block;       /* the start of next's allocation (see loop_create) */
     /* The draining thread's line: the local FIFO and the consumer end of the
      * remote one. */
     _Alignas(64) struct ld__node *head;

@@ -348,6 +348,7 @@ static inline void future_mem_free(ld_future *f)
  */
 static pthread_mutex_t g_loop_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ld__loop *g_loops;
+static void *g_loops_block; /* the start of g_loops's allocation */
 static TLS struct event_base *tl_cache_base;
 static TLS struct ld__loop *tl_cache_loop;
 static TLS struct ld__loop *tl_drain; /* the loop draining on this thread */
@@ -370,11 +371,17 @@ static struct event *loop_event(struct event_base *base, struct ld__loop *l)
     return ev;
 }
 
-static struct ld__loop *loop_create(struct event_base *base)
+/* Aligned by hand rather than with ld__aligned_alloc(), so that the registry
+ * can keep the start of each allocation (*block): a dispatcher stays until
+ * exit, and memcheck reports a block that only an interior pointer reaches
+ * as "possibly lost". */
+static struct ld__loop *loop_create(struct event_base *base, void **block)
 {
-    struct ld__loop *l = ld__aligned_alloc(64, sizeof(*l));
-    if (!l)
+    unsigned char *raw = ld__malloc(sizeof(struct ld__loop) + 63);
+    if (!raw)
         return NULL;
+    struct ld__loop *l = (struct ld__loop *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    *block = raw;
     memset(l, 0, sizeof(*l));
     l->base = base;
     l->rhead = &l->stub;
@@ -384,7 +391,7 @@ static struct ld__loop *loop_create(struct event_base *base)
     if (!l->ev_run || !l->ev_yield) {
         ld__free(l->ev_run);
         ld__free(l->ev_yield);
-        ld__aligned_free(l);
+        ld__free(raw);
         return NULL;
     }
     return l;
@@ -399,10 +406,13 @@ static struct ld__loop *loop_for(struct event_base *base)
     while (l && l->base != base)
         l = l->next;
     if (!l) {
-        l = loop_create(base);
+        void *block;
+        l = loop_create(base, &block);
         if (l) {
             l->next = g_loops;
+            l->next_block = g_loops_block;
             g_loops = l;
+            g_loops_block = block;
         }
     }
     pthread_mutex_unlock(&g_loop_mu);
