@@ -374,8 +374,9 @@ static struct event *loop_event(struct event_base *base, struct ld__loop *l)
 /* Aligned by hand rather than with ld__aligned_alloc(), so that the registry
  * can keep the start of each allocation (*block): a dispatcher stays until
  * exit, and memcheck reports a block that only an interior pointer reaches
- * as "possibly lost". */
-static struct ld__loop *loop_create(struct event_base *base, void **block)
+ * as "possibly lost". Cold, like the other rare paths added since: kept
+ * out of the hot code, whose alignment the round-trip benchmarks feel. */
+COLD static struct ld__loop *loop_create(struct event_base *base, void **block)
 {
     unsigned char *raw = ld__malloc(sizeof(struct ld__loop) + 63);
     if (!raw)
@@ -511,7 +512,7 @@ static void run_node(struct ld__node *n)
     ld_future_unref(f);
 }
 
-static void fwd_clear(struct ld__loop *l);
+COLD static void fwd_clear(struct ld__loop *l);
 
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1206,7 +1207,7 @@ static size_t fwd_slot(const struct ld__loop *l, const ld_future *f)
     return (size_t)(h >> 16) & (l->fwd_cap - 1);
 }
 
-static void fwd_clear(struct ld__loop *l)
+COLD static void fwd_clear(struct ld__loop *l)
 {
     atomic_store(&l->fwd_stale, 0);
     ld__free(l->fwd_tab);
@@ -1228,7 +1229,7 @@ static ld_future *fwd_get(const struct ld__loop *l, const ld_future *f)
 }
 
 /* Sets f's shortcut; without memory the shortcut is simply not kept. */
-static void fwd_put(struct ld__loop *l, ld_future *f, ld_future *up)
+COLD static void fwd_put(struct ld__loop *l, ld_future *f, ld_future *up)
 {
     if ((l->fwd_n + 1) * 2 > l->fwd_cap) {
         size_t cap = l->fwd_cap ? l->fwd_cap * 2 : 64;
@@ -1282,7 +1283,7 @@ static ld_future *upstream_of(ld_future *f, int mark)
  * or timeout links. `target` waits on nothing (it is pending and plain),
  * so it can only be the end of the way up. Amortised constant time a
  * link: the way up is walked once, then shortcut to its end. */
-static int waits_on(ld_future *from, ld_future *target)
+COLD static int waits_on(ld_future *from, ld_future *target)
 {
     struct ld__loop *l = from->loop;
     if (atomic_load(&l->fwd_stale))
@@ -1618,7 +1619,7 @@ static unsigned dead_claim(const struct ld__node *n)
  * f until f completes, so it is counted here rather than released.
  * Stops at the first live callback: the cost is the number of dead
  * registrations before it. */
-static int unwanted(ld_future *f, unsigned extra)
+COLD static int unwanted(ld_future *f, unsigned extra)
 {
     unsigned w = f_lock(f);
     int unwanted = 0;
