@@ -1624,8 +1624,8 @@ COLD static int unwanted(ld_future *f, unsigned extra)
     unsigned w = f_lock(f);
     int unwanted = 0;
     if (!(w & W_DONE)) {
-        unsigned n = extra + (f->kind != K_PLAIN) +
-                     ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x);
+        unsigned n =
+            extra + (f->kind != K_PLAIN) + ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x);
         unwanted = 1;
         if (f->n0.fn) {
             const struct ld__node *cur = &f->n0;

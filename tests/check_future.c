@@ -884,8 +884,8 @@ START_TEST(test_cancelling_every_consumer_cancels_shared_input)
             ld_future_cancel(first);
             run_passes(5);
             /* the second consumer still wants p */
-            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled while %s waits",
-                          consumer_names[a], consumer_names[b], consumer_names[b]);
+            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled while %s waits", consumer_names[a],
+                          consumer_names[b], consumer_names[b]);
             ck_assert(ld_future_is_pending(second));
             ld_future_cancel(second);
             run_passes(5);

@@ -125,8 +125,9 @@ LD_EXPORT int ld_future_reject(ld_future *f, int code, const char *fmt, ...) LD_
  *  timeout or forward links (`out` is then rejected with LD_EINVAL);
  *  LD_EALREADY if `out` is complete or already adopting; LD_ENOMEM.
  *  The check keeps shortcuts along the chains: building a chain of any
- *  length costs about constant time per link on average. Cycles through ld_future_all()/ld_future_race() are not
- *  detected (such futures never complete).
+ *  length costs about constant time per link on average. Cycles through
+ *  ld_future_all()/ld_future_race() are not detected (such futures never
+ *  complete).
  *  @since 0.1.0 */
 LD_EXPORT int ld_future_forward(ld_future *out, ld_future *from);
 
