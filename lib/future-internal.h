@@ -44,8 +44,8 @@ struct ld__loop {
     struct event_base *base;
     struct event *ev_run;   /* made active to run the queue in this pass */
     struct event *ev_yield; /* a zero timeout: run the rest after a poll */
-    void *next;             /* registry: the next dispatcher's block */
-    void *block;            /* the allocation this struct lies in */
+    struct ld__loop *next;  /* registry */
+    void *next_block;       /* the start of next's allocation (see loop_create) */
     /* The draining thread's line: the local FIFO and the consumer end of the
      * remote one. */
     _Alignas(64) struct ld__node *head;
@@ -57,6 +57,15 @@ struct ld__loop {
     struct ld__later *later_spare;
     unsigned later_nspare;
     unsigned later_reserved; /* spares promised to futures to come */
+    /* ld_future_forward's cycle check (loop thread): shortcuts up the
+     * chains of futures waiting on one another, an open-addressing table
+     * from a future to one of the futures it waits on. `fwd_stale` (any
+     * thread) says a future on one of those chains completed: the table is
+     * emptied before it is used again. */
+    struct ld__fwd_entry *fwd_tab;
+    size_t fwd_cap; /* 0 or a power of two */
+    size_t fwd_n;
+    atomic_int fwd_stale;
     /* The producers' line (other threads): an intrusive MPSC FIFO
      * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
      * ever being empty. */

@@ -1,4 +1,5 @@
 /* The ld_future contract, one behaviour per test. */
+#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -554,6 +555,130 @@ START_TEST(test_100k_forward_chain_uses_constant_stack)
 }
 END_TEST
 
+/* Builds a chain of `links` forward links in which each new future forwards
+ * the previous one (the newest waits on the oldest, so each new link sits
+ * at the far end of the chain from its root). Returns the root (pending);
+ * *newest gets the last future. Both are new references. */
+static ld_future *forward_chain_onto_root(int links, ld_future **newest)
+{
+    ld_future *root = ld_future_new(B);
+    ld_future *cur = ld_future_ref(root);
+    for (int i = 0; i < links; i++) {
+        ld_future *next = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(next, cur), 0); /* steals cur */
+        cur = next;
+    }
+    *newest = cur;
+    return root;
+}
+
+START_TEST(test_million_link_forward_chain_builds_and_settles)
+{
+    enum { LINKS = 1000000 };
+    ld_future *newest;
+    ld_future *root = forward_chain_onto_root(LINKS, &newest);
+    ld_future_fulfill_int(root, 42);
+    ld_future_unref(root);
+    ld_test_wait(newest);
+    ck_assert_int_eq(ld_future_int(newest), 42);
+    ld_future_unref(newest);
+}
+END_TEST
+
+START_TEST(test_forward_closing_100k_link_cycle_rejects_einval)
+{
+    enum { LINKS = 100000 };
+    ld_future *newest;
+    ld_future *root = forward_chain_onto_root(LINKS, &newest);
+    /* root would wait on newest, which waits on root through 100,000 links */
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(newest)), LD_EINVAL);
+    ck_assert_int_eq(ld_future_error(root), LD_EINVAL);
+    ld_test_wait(newest);
+    ck_assert_int_eq(ld_future_error(newest), LD_EINVAL);
+    ld_future_unref(root);
+    ld_future_unref(newest);
+
+    /* the other direction: the oldest waits on the newest */
+    ld_future *first = ld_future_new(B);
+    ld_future *cur = ld_future_ref(first);
+    for (int i = 0; i < LINKS; i++) {
+        ld_future *next = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(next)), 0);
+        ld_future_unref(cur);
+        cur = next;
+    }
+    ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(first)), LD_EINVAL);
+    ld_test_wait(first);
+    ck_assert_int_eq(ld_future_error(first), LD_EINVAL);
+    ld_future_unref(first);
+    ld_future_unref(cur);
+}
+END_TEST
+
+START_TEST(test_forward_cycle_through_then_links_rejects_einval)
+{
+    /* root <- then x 1000 <- forward <- then x 1000 ...: a cycle through
+     * both kinds of link, checked again after part of the chain settled */
+    ld_future *root = ld_future_new(B);
+    ld_future *f = ld_future_ref(root);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 1000; i++)
+            f = ld_future_then(f, add_one, NULL);
+        ld_future *out = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(out, f), 0);
+        f = out;
+    }
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(f)), LD_EINVAL);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
+    ld_future_unref(f);
+    ld_future_unref(root);
+
+    /* after a chain settled, its old links no longer count */
+    ld_future *a = ld_future_new(B);
+    ld_future *t = ld_future_then(ld_future_ref(a), add_one, NULL);
+    ld_future *u = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(u, ld_future_ref(t)), 0);
+    ld_future *probe = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(probe, ld_future_ref(u)), 0); /* remembers u..a */
+    ld_future_fulfill_int(a, 1);
+    ld_test_wait(probe);
+    ck_assert_int_eq(ld_future_int(probe), 2);
+    ld_future *b = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(b, ld_future_ref(u)), 0); /* u is complete */
+    ld_test_wait(b);
+    ck_assert_int_eq(ld_future_int(b), 2);
+    ld_future_unref(a);
+    ld_future_unref(t);
+    ld_future_unref(u);
+    ld_future_unref(probe);
+    ld_future_unref(b);
+}
+END_TEST
+
+START_TEST(test_forward_from_cancelled_link_is_no_cycle)
+{
+    /* root <- m <- x (forwards); m is cancelled: x no longer waits on root,
+     * so root may forward x */
+    ld_future *root = ld_future_new(B);
+    ld_future *m = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(m, ld_future_ref(root)), 0);
+    ld_future *x = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(x, ld_future_ref(m)), 0);
+    ld_future *probe = ld_future_new(B);
+    ck_assert_int_eq(ld_future_forward(probe, ld_future_ref(x)), 0); /* remembers x..root */
+    ld_future_cancel(m);
+    ck_assert_int_eq(ld_future_forward(root, ld_future_ref(x)), 0);
+    ld_test_wait(root);
+    ck_assert_int_eq(ld_future_error(root), LD_ECANCELED);
+    ld_test_wait(probe);
+    ld_future_unref(root);
+    ld_future_unref(m);
+    ld_future_unref(x);
+    ld_future_unref(probe);
+}
+END_TEST
+
 /* ---- cancellation ------------------------------------------------------------ */
 
 static int handler_calls;
@@ -704,6 +829,141 @@ START_TEST(test_cancel_long_chain_uses_constant_stack)
 }
 END_TEST
 
+/* Runs a few loop passes without waiting (ld_test_flush would wait for the
+ * armed timer to go). */
+static void run_passes(int n)
+{
+    for (int i = 0; i < n; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+}
+
+/* Consumers of a shared input, one of each kind that registers on it. */
+enum { C_THEN, C_CATCH, C_FORWARD, C_TIMEOUT, C_ALL, C_RACE, C_KINDS };
+static const char *const consumer_names[C_KINDS] = {"then",    "catch", "forward",
+                                                    "timeout", "all",   "race"};
+
+/* A consumer of `in` (stolen) of the given kind. */
+static ld_future *consumer_new(int kind, ld_future *in)
+{
+    static const struct timeval later = {30, 0};
+    ld_future *out = NULL, *two[2] = {in, NULL};
+    switch (kind) {
+    case C_THEN:
+        out = ld_future_then(in, must_not_run, NULL);
+        break;
+    case C_CATCH:
+        out = ld_future_catch(in, must_not_run, NULL);
+        break;
+    case C_FORWARD:
+        out = ld_future_new(B);
+        ck_assert_int_eq(ld_future_forward(out, in), 0);
+        break;
+    case C_TIMEOUT:
+        out = ld_future_timeout(in, &later);
+        break;
+    case C_ALL:
+        out = ld_future_all(B, &in, 1);
+        break;
+    default:
+        two[1] = ld_future_new(B); /* a rival nobody else holds */
+        out = ld_future_race(B, two, 2);
+        break;
+    }
+    ck_assert_ptr_nonnull(out);
+    return out;
+}
+
+START_TEST(test_cancelling_every_consumer_cancels_shared_input)
+{
+    for (int a = 0; a < C_KINDS; a++) {
+        for (int b = 0; b < C_KINDS; b++) {
+            reset_cancel_counts();
+            ld_future *p = producer_new();
+            ld_future *first = consumer_new(a, ld_future_ref(p));
+            ld_future *second = consumer_new(b, p);
+            ld_future_cancel(first);
+            run_passes(5);
+            /* the second consumer still wants p */
+            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled while %s waits", consumer_names[a],
+                          consumer_names[b], consumer_names[b]);
+            ck_assert(ld_future_is_pending(second));
+            ld_future_cancel(second);
+            run_passes(5);
+            ck_assert_msg(handler_calls == 1, "%s+%s: the producer's handler ran %d times",
+                          consumer_names[a], consumer_names[b], handler_calls);
+            ld_test_flush();
+            ld_future_unref(first);
+            ld_future_unref(second);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cancelling_every_consumer_keeps_input_the_user_holds)
+{
+    for (int a = 0; a < C_KINDS; a++) {
+        for (int b = 0; b < C_KINDS; b++) {
+            reset_cancel_counts();
+            ld_future *p = producer_new();
+            ld_future *first = consumer_new(a, ld_future_ref(p));
+            ld_future *second = consumer_new(b, ld_future_ref(p));
+            ld_future_cancel(second);
+            ld_future_cancel(first);
+            ld_test_flush();
+            ck_assert_msg(handler_calls == 0, "%s+%s: cancelled under the user's reference",
+                          consumer_names[a], consumer_names[b]);
+            ck_assert(ld_future_is_pending(p));
+            ld_future_unref(first);
+            ld_future_unref(second);
+            ld_future_cancel(p); /* now the user lets go */
+            ld_test_flush();
+            ck_assert_int_eq(handler_calls, 1);
+            ld_future_unref(p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cancelling_consumers_of_shared_then_reaches_its_input)
+{
+    reset_cancel_counts();
+    ld_future *mid = ld_future_then(producer_new(), must_not_run, NULL);
+    ld_future *c1 = ld_future_then(ld_future_ref(mid), must_not_run, NULL);
+    ld_future *c2 = ld_future_catch(mid, must_not_run, NULL);
+    ld_future_cancel(c2);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 0);
+    ld_future_cancel(c1);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 1);
+    ld_future_unref(c1);
+    ld_future_unref(c2);
+}
+END_TEST
+
+START_TEST(test_on_complete_callback_keeps_shared_input_wanted)
+{
+    reset_cancel_counts();
+    ld_future *p = producer_new();
+    int calls = 0;
+    ld_future_on_complete(ld_future_ref(p), ld_test_count_cb, &calls);
+    ld_future *c1 = ld_future_then(ld_future_ref(p), must_not_run, NULL);
+    ld_future *c2 = ld_future_then(p, must_not_run, NULL);
+    ld_future_cancel(c1);
+    ld_future_cancel(c2);
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 0); /* the callback still waits for it */
+    ck_assert_int_eq(calls, 0);
+    ck_assert(ld_future_is_pending(p)); /* borrowed: the producer holds it */
+    ld_future_unref(c1);
+    ld_future_unref(c2);
+    ld_future_cancel(p); /* the callback's owner gives up too */
+    ld_test_flush();
+    ck_assert_int_eq(handler_calls, 1);
+    ck_assert_int_eq(calls, 1);
+}
+END_TEST
+
 /* ---- timeout ----------------------------------------------------------------- */
 
 START_TEST(test_timeout_rejects_and_cancels_input)
@@ -742,6 +1002,39 @@ START_TEST(test_timeout_cancel_cancels_input_and_timer)
     ld_test_flush(); /* would spin until the guard if the timer stayed */
     ck_assert_int_eq(handler_calls, 1);
     ld_future_unref(t);
+}
+END_TEST
+
+START_TEST(test_timeout_of_long_max_seconds_never_fires)
+{
+    static const struct timeval forever[] = {
+        {LONG_MAX, 0}, {LONG_MAX, 999999}, {LONG_MAX / 2, 0}, {(time_t)1 << 40, 0}};
+    for (size_t i = 0; i < sizeof(forever) / sizeof(forever[0]); i++) {
+        ld_future *src = ld_future_new(B);
+        ld_future *t = ld_future_timeout(ld_future_ref(src), &forever[i]);
+        ck_assert_ptr_nonnull(t);
+        run_passes(5);
+        ck_assert_msg(ld_future_is_pending(t), "timeout %zu fired early: %s", i,
+                      ld_future_error_message(t));
+        ld_future_fulfill_int(src, (int64_t)i);
+        ld_test_wait(t);
+        ck_assert_int_eq(ld_future_int(t), (int64_t)i);
+        ld_future_unref(src);
+        ld_future_unref(t);
+    }
+    ld_test_flush(); /* the timers are gone */
+}
+END_TEST
+
+START_TEST(test_timeout_with_usec_out_of_range_is_null)
+{
+    static const struct timeval bad[] = {{0, -1}, {0, 1000000}, {LONG_MAX, -1}, {1, LONG_MAX}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ld_future *in = ld_future_new(B);
+        ld_future_fulfill_ptr(in, &order, ld_test_count_free);
+        ck_assert_ptr_null(ld_future_timeout(in, &bad[i]));
+        ck_assert_int_eq(ld_test_frees, (int)i + 1); /* the input was released */
+    }
 }
 END_TEST
 
@@ -1086,6 +1379,17 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_forward_into_cycle_rejects_einval);
     tcase_add_test(tc, test_forward_bad_input);
     tcase_add_test(tc, test_100k_forward_chain_uses_constant_stack);
+    tcase_add_test(tc, test_forward_closing_100k_link_cycle_rejects_einval);
+    tcase_add_test(tc, test_forward_cycle_through_then_links_rejects_einval);
+    tcase_add_test(tc, test_forward_from_cancelled_link_is_no_cycle);
+    suite_add_tcase(s, tc);
+
+    /* Its own case and a short timeout: building this chain took time
+     * quadratic in its length (minutes) when each forward walked it. */
+    tc = tcase_create("forward_chain");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_million_link_forward_chain_builds_and_settles);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cancel");
@@ -1097,10 +1401,16 @@ Suite *ld_suite_future(void)
     tcase_add_test(tc, test_cancel_propagates_through_then_and_catch);
     tcase_add_test(tc, test_cancel_propagates_through_forward);
     tcase_add_test(tc, test_cancel_long_chain_uses_constant_stack);
+    tcase_add_test(tc, test_cancelling_every_consumer_cancels_shared_input);
+    tcase_add_test(tc, test_cancelling_every_consumer_keeps_input_the_user_holds);
+    tcase_add_test(tc, test_cancelling_consumers_of_shared_then_reaches_its_input);
+    tcase_add_test(tc, test_on_complete_callback_keeps_shared_input_wanted);
     tcase_add_test(tc, test_timeout_rejects_and_cancels_input);
     tcase_add_test(tc, test_timeout_adopts_input_that_completes_first);
     tcase_add_test(tc, test_timeout_cancel_cancels_input_and_timer);
     tcase_add_test(tc, test_timeout_bad_input);
+    tcase_add_test(tc, test_timeout_of_long_max_seconds_never_fires);
+    tcase_add_test(tc, test_timeout_with_usec_out_of_range_is_null);
     tcase_add_test(tc, test_all_fulfils_when_all_fulfil);
     tcase_add_test(tc, test_all_rejects_on_first_rejection_and_cancels_rest);
     tcase_add_test(tc, test_all_of_nothing_is_fulfilled);

@@ -124,8 +124,10 @@ LD_EXPORT int ld_future_reject(ld_future *f, int code, const char *fmt, ...) LD_
  *  or if `from` is `out` or waits on `out` through a chain of then, catch,
  *  timeout or forward links (`out` is then rejected with LD_EINVAL);
  *  LD_EALREADY if `out` is complete or already adopting; LD_ENOMEM.
- *  Cycles through ld_future_all()/ld_future_race(), and cycles of more than
- *  65,536 links, are not detected (such futures never complete).
+ *  The check keeps shortcuts along the chains: building a chain of any
+ *  length costs about constant time per link on average. Cycles through
+ *  ld_future_all()/ld_future_race() are not detected (such futures never
+ *  complete).
  *  @since 0.1.0 */
 LD_EXPORT int ld_future_forward(ld_future *out, ld_future *from);
 
@@ -209,9 +211,12 @@ LD_EXPORT ld_future *ld_future_race(struct event_base *base, ld_future **fs, siz
 
 /** A future that adopts `f`'s outcome if `f` completes within `after`, and
  *  otherwise is rejected with LD_ETIMEDOUT, cancelling `f` when nobody else
- *  holds it. Steals `f`; `after` is copied.
- *  @return a new reference; NULL if `f` or `after` is NULL, `after` is
- *  negative, or memory ran out. @since 0.1.0 */
+ *  holds it. Steals `f`; `after` is copied. A timeout longer than 100 years
+ *  (8.5 years where time_t has 32 bits), up to {LONG_MAX, 999999}, is cut
+ *  to that: use it for "never".
+ *  @return a new reference; NULL (`f` is released) if `f` or `after` is
+ *  NULL, `after->tv_sec` is negative, `after->tv_usec` is outside
+ *  [0, 999999], or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_future *ld_future_timeout(ld_future *f, const struct timeval *after);
 
 /* ------------------------------------------------------------------------- */
@@ -220,7 +225,12 @@ LD_EXPORT ld_future *ld_future_timeout(ld_future *f, const struct timeval *after
 /** Rejects a pending `f` with LD_ECANCELED. Its cancel handler (if any) runs
  *  from the loop, before its callbacks. If `f` came from then, catch, forward,
  *  timeout, all or race, the pending inputs that nobody else holds are
- *  cancelled too (iteratively: long chains use constant stack). Borrows `f`.
+ *  cancelled too (iteratively: long chains use constant stack). A consumer
+ *  (then, catch, forward, timeout, all or race result) that is already
+ *  complete, by cancellation, timeout or otherwise, does not hold its
+ *  inputs in this sense: an input shared by several consumers is cancelled
+ *  when the last of them is, unless a reference or an
+ *  ld_future_on_complete() callback of yours still holds it. Borrows `f`.
  *  Any thread (see thread rules).
  *  @return 0, LD_EINVAL (NULL), LD_EALREADY (already complete). @since 0.1.0 */
 LD_EXPORT int ld_future_cancel(ld_future *f);
