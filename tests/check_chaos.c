@@ -252,8 +252,10 @@ static int make_inputs(ld_future **in, ld_future **mine)
 {
     for (int i = 0; i < 3; i++) {
         if (!(in[i] = ld_future_new(B))) {
-            for (int j = 0; j < i; j++)
+            for (int j = 0; j < i; j++) {
                 ld_future_unref(in[j]);
+                ld_future_unref(mine[j]);
+            }
             return -1;
         }
         mine[i] = ld_future_ref(in[i]);
@@ -301,6 +303,7 @@ static void act_timeout(void)
         ck_assert(ld_future_error(t) == LD_ETIMEDOUT || ld_future_error(t) == LD_ENOMEM);
     }
     ld_future_unref(t);
+    ld_future_fulfill(in); /* a producer completes what it made */
     ld_future_unref(in);
 }
 
@@ -345,6 +348,7 @@ static void act_cancel(void)
     /* without a handler, the reference kept counts as somebody else's */
     ck_assert_msg(ld_future_error(p) == (rc == 0 ? LD_ECANCELED : 0), "producer: %s (%s, N=%ld)",
                   ld_err_name(ld_future_error(p)), g_path, g_fail_at);
+    ld_future_fulfill(p); /* a producer completes what it made (LD_EALREADY if cancelled) */
     ld_future_unref(p);
     ld_future_unref(d);
 }
