@@ -792,7 +792,7 @@ static int settle(ld_future *f, struct settle_req *r)
     }
     f->a = r->a;
     f->b = r->b;
-    if (!IS_COMB(kind))
+    if (!IS_COMB(kind) && kind != K_LATER) /* K_LATER: c links its batch */
         f->c = NULL;
     f->vtype = (uint8_t)r->vtype;
     /* Publish the outcome but keep the lock until the callbacks are queued:

@@ -482,11 +482,18 @@ START_TEST(test_a_result_cancelled_before_the_loop_ran_stays_cancelled)
     json_decref(item);
     ld_future *g = ld_store_get(store, ld_kind_features(), "foo");
     ld_future *w = ld_store_delete(store, ld_kind_features(), "foo", 5);
+    ld_future *x = ld_store_get(store, ld_kind_features(), "foo"); /* after the delete */
+    ld_future *y = ld_store_initialized(store);
     ck_assert_int_eq(ld_future_cancel(g), 0);
     ck_assert_int_eq(ld_future_cancel(w), 0);
     ld_test_flush();
     ck_assert_int_eq(ld_future_error(g), LD_ECANCELED);
     ck_assert_int_eq(ld_future_error(w), LD_ECANCELED); /* the delete happened all the same */
+    /* the results issued after them still complete */
+    ck_assert(ld_future_is_fulfilled(x) && !ld_future_json(x));
+    ck_assert(ld_future_is_fulfilled(y));
+    ld_future_unref(x);
+    ld_future_unref(y);
     ld_future *after = ld_store_get(store, ld_kind_features(), "foo");
     ld_test_wait(after);
     ck_assert_ptr_null(ld_future_json(after));
