@@ -152,17 +152,27 @@ static void garbage_free(const struct garbage *g, size_t n)
     }
 }
 
+/* Makes room in b for `k` more: false without memory. */
+static bool bin_reserve(struct bin *b, size_t k)
+{
+    if (b->cap - b->n >= k)
+        return true;
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    while (cap - b->n < k)
+        cap *= 2;
+    struct garbage *bigger = ld__realloc(b->v, cap * sizeof(*bigger));
+    if (!bigger)
+        return false;
+    b->v = bigger;
+    b->cap = cap;
+    return true;
+}
+
 /* Adds `what` to b: false without memory. */
 static bool bin_add(struct bin *b, struct garbage what)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        struct garbage *bigger = ld__realloc(b->v, cap * sizeof(*bigger));
-        if (!bigger)
-            return false;
-        b->v = bigger;
-        b->cap = cap;
-    }
+    if (!bin_reserve(b, 1))
+        return false;
     b->v[b->n++] = what;
     return true;
 }
@@ -695,12 +705,22 @@ static int store_hashing(struct memory *mem, const ld_kind *kind, const json_t *
 
 /* The synchronous upsert: the front layer has just called mem_prefetch()
  * with this item's key (same call, same string), so its hash is known. */
+/* Makes sure that what a write of `k` garbage entries lets go of can be
+ * noted (retire()): LD_ENOMEM before anything changed, rather than an item
+ * a held get may read being kept for ever. */
+static int garbage_room(struct memory *mem, size_t k)
+{
+    return bin_reserve(&mem->cur->bin, k) ? 0 : LD_ENOMEM;
+}
+
 static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
                           const struct ld_item_info *info)
 {
     struct memory *mem = impl;
     const char *hinted = mem->hint_key;
     mem->hint_key = NULL;
+    if (garbage_room(mem, 1) != 0)
+        return LD_ENOMEM;
     if (hinted != info->key)
         return store_hashing(mem, kind, item, info);
     return store_item(mem, kind, item, info, mem->hint_len, mem->hint_hash);
@@ -715,6 +735,8 @@ static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
 static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
 {
     struct ld_item_info info = {key, version, true};
+    if (garbage_room(impl, 1) != 0)
+        return LD_ENOMEM;
     return store_hashing(impl, kind, NULL, &info);
 }
 
@@ -743,7 +765,7 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct memory *mem = impl;
     struct table fresh[NKINDS] = {{0}};
-    int rc = 0;
+    int rc = garbage_room(mem, NKINDS);
     for (int i = 0; i < NKINDS && rc == 0; i++) {
         const json_t *coll = json_object_get(all_data, ld_kind_namespace(kind_at(i)));
         rc = table_init(&fresh[i], json_object_size(coll));
