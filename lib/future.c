@@ -670,30 +670,40 @@ static void later_drop(ld_future *f);
 static void later_adopt(ld_future *f, ld_future *src, bool reserved);
 static int adopt(ld_future *out, ld_future *src);
 
+/* Releases what a future's value holds (a, b and vtype as for a complete
+ * future, or the outcome a K_LATER future waits to be given). */
+static void value_release(ld_future *f)
+{
+    switch (f->vtype) {
+    case V_JSON:
+        json_decref(f->a.j);
+        break;
+    case V_JSON_LEASED:
+        ((struct ld__lease *)f->b.p)->release(f->b.p);
+        break;
+    case V_PTR:
+        if (f->b.free)
+            f->b.free(f->a.p);
+        break;
+    case V_PTRREF:
+        ld_future_unref(f->b.f);
+        break;
+    case V_ERR:
+        ld__free(f->b.msg);
+        break;
+    case V_ADOPT:
+        ld_future_unref(f->a.f);
+        break;
+    default:
+        break;
+    }
+}
+
 static void destroy_one(ld_future *f)
 {
     unsigned w = atomic_load_explicit(&f->word, memory_order_acquire);
     if (w & W_DONE) {
-        switch (f->vtype) {
-        case V_JSON:
-            json_decref(f->a.j);
-            break;
-        case V_JSON_LEASED:
-            ((struct ld__lease *)f->b.p)->release(f->b.p);
-            break;
-        case V_PTR:
-            if (f->b.free)
-                f->b.free(f->a.p);
-            break;
-        case V_PTRREF:
-            ld_future_unref(f->b.f);
-            break;
-        case V_ERR:
-            ld__free(f->b.msg);
-            break;
-        default:
-            break;
-        }
+        value_release(f);
     } else if ((f->kind == K_PLAIN || f->kind == K_FORWARD) && f->a.x) {
         ld__free(f->a.x); /* a cancel handler that will never run */
     } else if (f->kind == K_LATER) {
@@ -1031,22 +1041,7 @@ static int later_reserve(struct ld__loop *l)
 /* The outcome a K_LATER future holds, released: it will not be used. */
 static void later_drop(ld_future *f)
 {
-    switch (f->vtype) {
-    case V_JSON:
-        json_decref(f->a.j);
-        break;
-    case V_JSON_LEASED:
-        ((struct ld__lease *)f->b.p)->release(f->b.p);
-        break;
-    case V_ERR:
-        ld__free(f->b.msg);
-        break;
-    case V_ADOPT:
-        ld_future_unref(f->a.f);
-        break;
-    default:
-        break;
-    }
+    value_release(f);
     f->vtype = V_NONE;
 }
 

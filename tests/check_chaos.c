@@ -869,6 +869,15 @@ START_TEST(test_allocations_go_through_the_hooks)
 }
 END_TEST
 
+static void add_case(Suite *s, const char *name, SFun setup, const TTest *test)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, chaos_teardown);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
 static Suite *chaos_suite(void)
 {
     Suite *s = suite_create("chaos");
@@ -877,28 +886,10 @@ static Suite *chaos_suite(void)
     tcase_add_test(tc, test_allocations_go_through_the_hooks);
     suite_add_tcase(s, tc);
 
-    tc = tcase_create("futures");
-    tcase_add_checked_fixture(tc, chaos_setup, chaos_teardown);
-    tcase_add_test(tc, test_chaos_futures);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory_store");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, memory_store_fixture, chaos_teardown);
-    tcase_add_test(tc, test_chaos_store);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("mock_store");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, mock_store_fixture, chaos_teardown);
-    tcase_add_test(tc, test_chaos_store);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("sink_fdv2_mocks");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, chaos_setup, chaos_teardown);
-    tcase_add_test(tc, test_chaos_sink_fdv2_mocks);
-    suite_add_tcase(s, tc);
+    add_case(s, "futures", chaos_setup, test_chaos_futures);
+    add_case(s, "memory_store", memory_store_fixture, test_chaos_store);
+    add_case(s, "mock_store", mock_store_fixture, test_chaos_store);
+    add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     return s;
 }
 

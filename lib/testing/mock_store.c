@@ -98,9 +98,11 @@ static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
     complete_json(out, live, failed);
 }
 
-/* A shallow copy of an object, or NULL if memory ran out (json_copy may
- * leave members out then, without saying so). */
-static json_t *copy_object(const json_t *obj)
+/* A copy of an object whose members are shared or, with `depth` 1, copies
+ * of them made the same way; NULL if memory ran out (json_copy may leave
+ * members out then, without saying so). Keys are copied with their length:
+ * a namespace "features\0x" is not "features". */
+static json_t *copy_object(const json_t *obj, int depth)
 {
     json_t *copy = json_object();
     const char *key;
@@ -108,7 +110,8 @@ static json_t *copy_object(const json_t *obj)
     json_t *v;
     json_object_keylen_foreach((json_t *)obj, key, len, v)
     {
-        if (!copy || json_object_setn_nocheck(copy, key, len, v) != 0) {
+        json_t *member = depth ? copy_object(v, depth - 1) : json_incref(v);
+        if (!copy || json_object_setn_new_nocheck(copy, key, len, member) != 0) {
             json_decref(copy);
             return NULL;
         }
@@ -116,22 +119,10 @@ static json_t *copy_object(const json_t *obj)
     return copy;
 }
 
-/* A copy of the containers of a data set, sharing the items. Namespaces
- * are copied with their length: "features\0x" is not "features". */
+/* A copy of the containers of a data set, sharing the items. */
 static json_t *copy_data(const json_t *all_data)
 {
-    json_t *copy = json_object();
-    const char *ns;
-    size_t len;
-    json_t *items;
-    json_object_keylen_foreach((json_t *)all_data, ns, len, items)
-    {
-        if (!copy || json_object_setn_new_nocheck(copy, ns, len, copy_object(items)) != 0) {
-            json_decref(copy);
-            return NULL;
-        }
-    }
-    return copy;
+    return copy_object(all_data, 1);
 }
 
 static void mock_init(void *impl, const json_t *all_data, ld_future *out)
