@@ -108,10 +108,12 @@ static json_t *copy_object(const json_t *obj, int depth)
     const char *key;
     size_t len;
     json_t *v;
+    if (!copy)
+        return NULL;
     json_object_keylen_foreach((json_t *)obj, key, len, v)
     {
         json_t *member = depth ? copy_object(v, depth - 1) : json_incref(v);
-        if (!copy || json_object_setn_new_nocheck(copy, key, len, member) != 0) {
+        if (json_object_setn_new_nocheck(copy, key, len, member) != 0) { /* steals member */
             json_decref(copy);
             return NULL;
         }
