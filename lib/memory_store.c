@@ -138,8 +138,9 @@ struct memory {
     int inited;
     struct gen *cur;
     struct gens old;
-    struct gen *spare; /* a generation kept for reuse, or NULL */
-    size_t kept;       /* the weight of the garbage of cur and old */
+    struct gen *spares[8]; /* generations kept for reuse */
+    int nspares;
+    size_t kept; /* the weight of the garbage of cur and old */
     /* empty garbage arrays kept for reuse: growing one is a large
      * allocation, slow in a fragmented heap (glibc consolidates first) */
     struct bin arrays[4];
@@ -317,14 +318,13 @@ static void gen_reset(struct gen *g)
     gen_unref_items(g);
 }
 
-/* A generation to make current: the spare, or a new one. NULL without
- * memory. */
+/* A generation to make current: one kept for reuse, or a new one. NULL
+ * without memory. */
 static struct gen *gen_take(struct memory *mem)
 {
-    struct gen *g = mem->spare;
-    if (!g)
+    if (!mem->nspares)
         return gen_new();
-    mem->spare = NULL;
+    struct gen *g = mem->spares[--mem->nspares];
     atomic_store_explicit(&g->refs, 1, memory_order_relaxed);
     g->shared = ld__future_threads();
     return g;
@@ -348,7 +348,7 @@ static void array_take(struct memory *mem, struct bin *b)
 }
 
 /* Drops the store's count of g, which pins nothing and keeps no garbage
- * (its array is kept for reuse): g goes now (to the spare) without
+ * (its array is kept for reuse): g goes now (kept for reuse) without
  * leases, else with its last lease. */
 static void gen_put(struct memory *mem, struct gen *g)
 {
@@ -356,8 +356,8 @@ static void gen_put(struct memory *mem, struct gen *g)
     if (!gen_drop(g))
         return;
     gen_unref_items(g);
-    if (!mem->spare)
-        mem->spare = g;
+    if (mem->nspares < (int)(sizeof(mem->spares) / sizeof(mem->spares[0])))
+        mem->spares[mem->nspares++] = g;
     else
         gen_free(g);
 }
@@ -1060,8 +1060,8 @@ static void mem_free(void *impl)
         ld__free(mem->arrays[--mem->narrays].v);
     if (mem->flush)
         event_free(mem->flush);
-    if (mem->spare)
-        gen_free(mem->spare);
+    while (mem->nspares)
+        gen_free(mem->spares[--mem->nspares]);
     gen_release(&mem->cur->lease); /* or with its last lease */
     ld__free(mem);
 }
