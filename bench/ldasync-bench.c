@@ -9,12 +9,14 @@
  * ld_future's dispatch was chosen against (lib/future.c), as batched round
  * trips: event_base_once() per callback, and an event inside each future. Text output: name, ops
  * per run, ns/op (for
- * *_bytes workloads: bytes per item), peak RSS of the process in KiB.
+ * *_bytes workloads: bytes per item; *_kb workloads: KiB), peak RSS of the
+ * process in KiB.
  * --json prints one object per line with the same fields.
  */
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <event2/thread.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,8 +553,12 @@ static void release_items(json_t **current, long n)
  * are freed after the clock stops: freeing a flag's JSON takes about a
  * microsecond by itself, and is the caller's data, not the store. A
  * deleted key gets a new item after the clock stops, so that every delete
- * replaces an item (most would replace a tombstone otherwise). */
-static double store_writes(struct event_base *base, long ops, long n, int del)
+ * replaces an item (most would replace a tombstone otherwise). With
+ * `held`, that many get results are held meanwhile, one of them replaced by
+ * a new one before every batch, on the clock: the items replaced while a
+ * result is held are freed by the store after the bench let go of them,
+ * on the clock, one way or another (~1-6 us each, in this bench's heap). */
+static double store_writes(struct event_base *base, long ops, long n, int del, int held)
 {
     char(*keys)[32];
     ld_store *st = store_with(base, n, &keys);
@@ -561,8 +567,11 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
     json_t **current = hold_items(st, n, keys); /* what the store holds */
     long *idx = malloc(BATCH * sizeof(*idx));
     unsigned char *taken = calloc((size_t)n, 1);
-    if (!idx || !taken)
+    ld_future **gets = calloc((size_t)held + 1, sizeof(*gets));
+    if (!idx || !taken || !gets)
         exit(1);
+    for (int h = 0; h < held; h++)
+        gets[h] = ld_store_get(st, ld_kind_features(), keys[next_index(n)]);
     double total = 0;
     for (long done = 0, version = 2; done < ops; done += BATCH, version++) {
         for (int i = 0; i < BATCH; i++) {
@@ -573,6 +582,11 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
             items[i] = del ? NULL : make_feature(keys[idx[i]], version);
         }
         double t0 = now_ns();
+        if (held) { /* the oldest result goes, a new one comes */
+            long h = (done / BATCH) % held;
+            ld_future_unref(gets[h]);
+            gets[h] = ld_store_get(st, ld_kind_features(), keys[(version * 37) % n]);
+        }
         for (int i = 0; i < BATCH; i++) {
             ld_future *f = del ? ld_store_delete(st, ld_kind_features(), keys[idx[i]], version)
                                : ld_store_upsert(st, ld_kind_features(), items[i]);
@@ -591,6 +605,9 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
         }
         version += del; /* the restored items' version */
     }
+    for (int h = 0; h < held; h++)
+        ld_future_unref(gets[h]);
+    free(gets);
     release_items(current, n);
     free(idx);
     free(taken);
@@ -601,22 +618,91 @@ static double store_writes(struct event_base *base, long ops, long n, int del)
 
 static double bench_store_upsert(struct event_base *base, long ops)
 {
-    return store_writes(base, ops, FLAGS, 0);
+    return store_writes(base, ops, FLAGS, 0, 0);
 }
 
 static double bench_store_upsert_1k(struct event_base *base, long ops)
 {
-    return store_writes(base, ops, 1000, 0);
+    return store_writes(base, ops, 1000, 0, 0);
 }
 
 static double bench_store_upsert_100k(struct event_base *base, long ops)
 {
-    return store_writes(base, ops, 100000, 0);
+    return store_writes(base, ops, 100000, 0, 0);
+}
+
+static double bench_store_upsert_held(struct event_base *base, long ops)
+{
+    return store_writes(base, ops, FLAGS, 0, 16);
+}
+
+/* jansson's live bytes, counted by an allocator around malloc's. */
+static long json_live_bytes;
+
+static void *json_count_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p)
+        json_live_bytes += (long)malloc_usable_size(p);
+    return p;
+}
+
+static void json_count_free(void *p)
+{
+    json_live_bytes -= (long)malloc_usable_size(p);
+    free(p);
+}
+
+/* How much jansson's live memory grows (KiB) over `ops` upserts of 1,000
+ * flags while 16 get results are held: one to the end, and 15 of which one
+ * is replaced by a new one every 1,000 writes (a server holding a few
+ * evaluation results while its data source writes); from after the first
+ * 1,000 writes to the end. The
+ * loop runs after every 100 writes; the store holds the only reference to
+ * the items it holds, so the figure is what the store keeps. */
+static double bench_store_held_growth_kb(struct event_base *base, long ops)
+{
+    enum { N = 1000, HELD = 16, BATCH = 100 };
+    char(*keys)[32] = malloc(N * sizeof(*keys));
+    if (!keys)
+        exit(1);
+    json_set_alloc_funcs(json_count_malloc, json_count_free);
+    ld_store *st = ld_memory_store_new(base);
+    ld_future *held[HELD];
+    long first = 0;
+    for (long w = 0; w < N + ops; w++) {
+        long k = w % N;
+        if (w < N)
+            flag_key(keys[k], sizeof(keys[k]), k);
+        json_t *item = make_feature(keys[k], 1 + w / N);
+        ld_future_unref(ld_store_upsert(st, ld_kind_features(), item));
+        json_decref(item);
+        if (w % BATCH == BATCH - 1)
+            event_base_loop(base, EVLOOP_NONBLOCK);
+        if (w == N - 1) {
+            for (int h = 0; h < HELD; h++)
+                held[h] = ld_store_get(st, ld_kind_features(), keys[h * 61 % N]);
+            event_base_loop(base, EVLOOP_NONBLOCK);
+            first = json_live_bytes;
+        } else if (w % N == N - 1) { /* held[0] stays to the end */
+            long h = 1 + (w / N) % (HELD - 1);
+            ld_future_unref(held[h]);
+            held[h] = ld_store_get(st, ld_kind_features(), keys[next_index(N)]);
+        }
+    }
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    long growth = json_live_bytes - first;
+    for (int h = 0; h < HELD; h++)
+        ld_future_unref(held[h]);
+    ld_store_free(st);
+    json_set_alloc_funcs(malloc, free);
+    free(keys);
+    return (double)growth / 1024.0;
 }
 
 static double bench_store_delete(struct event_base *base, long ops)
 {
-    return store_writes(base, ops, FLAGS, 1);
+    return store_writes(base, ops, FLAGS, 1, 0);
 }
 
 /* all, then one upsert; `hold`: the caller keeps each result until after
@@ -718,9 +804,11 @@ static const struct workload workloads[] = {
     {"store.upsert", 200000, bench_store_upsert, 0},
     {"store.upsert.1k", 200000, bench_store_upsert_1k, 0},
     {"store.upsert.100k", 200000, bench_store_upsert_100k, 0},
+    {"store.upsert.held", 200000, bench_store_upsert_held, 0},
     {"store.delete", 200000, bench_store_delete, 0},
     {"store.all", 100000, bench_store_all, 0},
     {"store.all.held", 100000, bench_store_all_held, 0},
+    {"store.held_growth_kb", 1000000, bench_store_held_growth_kb, 0},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };
@@ -748,7 +836,7 @@ static void run_workload(const struct workload *w)
     }
     /* pending_bytes is a memory figure: the first run (on fresh memory) is
      * the honest one, later runs reuse freed futures. */
-    int is_bytes = strstr(w->name, "_bytes") != NULL;
+    int is_bytes = strstr(w->name, "_bytes") != NULL || strstr(w->name, "_kb") != NULL;
     double *v = malloc(sizeof(double) * (size_t)runs);
     if (!v)
         exit(1);

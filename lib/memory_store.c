@@ -76,36 +76,75 @@ struct garbage {
     size_t mask;
 };
 
-/* A list of garbage. */
+/* A list of garbage; `w`, its weight: one per item, a table's capacity. */
 struct bin {
     struct garbage *v;
-    size_t n, cap;
+    size_t n, cap, w;
 };
 
 /*
  * Items handed out by get are not referenced one by one (that touches every
  * item's reference count, a cache miss of its own, atomically): the future
- * holds a lease on the store's current generation instead. A write that
- * replaces an item while the current generation has leases out keeps the
- * item in that generation's garbage; the next get starts a new generation,
- * which the old one holds a reference on, so garbage is freed only once
- * every older lease is gone (epoch-style reclamation). Once libevent
- * threading is on, futures may be released on any thread, and the counts
- * of generations made from then on are atomic; before, a plain count does
- * (the loop thread is the only one).
+ * holds a lease on the store's current generation instead, and the
+ * generation notes the item (GEN_ITEMS at most: then the next get while a
+ * lease is out begins a new generation). A write that replaces an item
+ * while a lease may read it keeps the item in the current generation's
+ * garbage; that garbage is let go of once no lease on that generation or
+ * an older one reads without a reference (epoch-style reclamation): older
+ * generations with leases out wait in the store's list (`old`).
+ *
+ * What waits is bounded: once the garbage of all generations weighs
+ * KEPT_MAX, every generation with leases out is sealed (it takes a jansson
+ * reference on each item it noted, at most GEN_ITEMS, so its leases no
+ * longer need the garbage) and all the garbage goes. A sealed generation
+ * the store no longer needs is left to its leases: the last one lets go of
+ * its references and of it, on whichever thread releases it. So a result
+ * held for ever keeps at most GEN_ITEMS items (and its generation), not
+ * every item written after it.
+ *
+ * An item a generation noted but does not reference stays alive while the
+ * generation has leases out: garbage is let go of only when no lease that
+ * may read it is out, and a generation whose leases are all gone forgets
+ * its notes before any garbage goes without it.
+ *
+ * Once libevent threading is on, futures may be released on any thread,
+ * and the counts of generations made from then on are atomic; before, a
+ * plain count does (the loop thread is the only one). Only the store's
+ * thread takes leases, notes items, seals and looks at counts: a count
+ * seen at 1 (the store's own) stays so.
  */
+#define GEN_ITEMS 32
+
 struct gen {
-    struct ld__lease lease; /* first: the future releases &gen->lease */
-    _Atomic size_t refs;    /* the store's while current, one per lease, the older gen's */
-    bool shared;            /* made with libevent threading on: atomic counts */
-    struct gen *next;       /* the generation after this one, or NULL */
-    struct bin bin;         /* what a lease on it may still read */
+    struct ld__lease lease;   /* first: the future releases &gen->lease */
+    _Atomic size_t refs;      /* the store's while it keeps the gen, one per lease */
+    bool shared;              /* made with libevent threading on: atomic counts */
+    uint32_t n;               /* items noted (since the gen last had no lease out) */
+    uint32_t nref;            /* items[0..nref) are referenced by the gen: sealed */
+    struct bin bin;           /* replaced while current, which a lease may still read */
+    json_t *items[GEN_ITEMS]; /* the items of the leases taken on it */
+};
+
+/* Generations older than the current one whose leases may read garbage,
+ * oldest first: v[head..n). */
+struct gens {
+    struct gen **v;
+    size_t head, n, cap;
+    size_t limit; /* compacted when that many */
 };
 
 struct memory {
     struct table t[NKINDS];
     int inited;
     struct gen *cur;
+    struct gens old;
+    struct gen *spares[8]; /* generations kept for reuse */
+    int nspares;
+    size_t kept; /* the weight of the garbage of cur and old */
+    /* empty garbage arrays kept for reuse: growing one is a large
+     * allocation, slow in a fragmented heap (glibc consolidates first) */
+    struct bin arrays[4];
+    int narrays;
     /* what no lease can read, waiting for the loop (`flush`, made active
      * when it is not empty) to let go of it all at once */
     struct bin loose;
@@ -137,6 +176,23 @@ static void snaps_drop(struct snaps *sn)
     sn->log_cap = 0;
 }
 
+/* jansson's json_incref and json_decref for items (objects, never
+ * jansson's static values) without their plain read of the count, a data
+ * race once references go on other threads: a sealed generation lets go
+ * of its items on the thread that releases its last lease. */
+static json_t *item_ref(json_t *item)
+{
+    if (item)
+        __atomic_fetch_add(&item->refcount, 1, __ATOMIC_RELAXED);
+    return item;
+}
+
+static void item_unref(json_t *item)
+{
+    if (item && __atomic_sub_fetch(&item->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(item);
+}
+
 static void garbage_free(const struct garbage *g, size_t n)
 {
     /* the reference counts first, all at once: their cache misses overlap
@@ -146,7 +202,7 @@ static void garbage_free(const struct garbage *g, size_t n)
             __builtin_prefetch(g[i].item, 1);
     for (size_t i = 0; i < n; i++) {
         struct table t = {.slots = g[i].slots, .mask = g[i].mask};
-        json_decref(g[i].item);
+        item_unref(g[i].item);
         if (t.slots)
             table_free(&t);
     }
@@ -182,6 +238,7 @@ static void bin_empty(struct bin *b)
 {
     size_t n = b->n;
     b->n = 0;
+    b->w = 0;
     garbage_free(b->v, n);
 }
 
@@ -205,16 +262,30 @@ static void gen_add(struct gen *g)
     }
 }
 
+/* Lets go of the references of a generation nobody counts any more. */
+static void gen_unref_items(struct gen *g)
+{
+    for (uint32_t i = 0; i < g->nref; i++)
+        item_unref(g->items[i]);
+    g->n = g->nref = 0;
+}
+
+static void gen_free(struct gen *g)
+{
+    gen_unref_items(g);
+    bin_empty(&g->bin); /* empty: the store moved its garbage */
+    ld__free(g->bin.v);
+    ld__free(g);
+}
+
+/* A lease's release, from any thread: the last count of a generation is a
+ * lease's only once the store left the generation to its leases, sealed
+ * and without garbage. */
 static void gen_release(struct ld__lease *lease)
 {
     struct gen *g = (struct gen *)lease;
-    while (g && gen_drop(g)) {
-        struct gen *next = g->next;
-        bin_empty(&g->bin);
-        ld__free(g->bin.v);
-        ld__free(g);
-        g = next;
-    }
+    if (gen_drop(g))
+        gen_free(g);
 }
 
 static struct gen *gen_new(void)
@@ -233,9 +304,84 @@ static bool gen_leased(struct gen *g)
     return atomic_load_explicit(&g->refs, memory_order_acquire) > 1;
 }
 
+/* True if a lease on g may read an item without a reference of g's. */
+static bool gen_pins(struct gen *g)
+{
+    return g->nref < g->n && gen_leased(g);
+}
+
+/* References the items g noted (alive: in a table or kept as garbage while
+ * g pins), so that its leases need nothing else. */
+static void gen_seal(struct gen *g)
+{
+    for (uint32_t i = g->nref; i < g->n; i++)
+        __builtin_prefetch(g->items[i], 1);
+    for (uint32_t i = g->nref; i < g->n; i++)
+        item_ref(g->items[i]);
+    g->nref = g->n;
+}
+
+/* g has no lease out: forgets its items (those not referenced may be
+ * freed from now on). */
+static void gen_reset(struct gen *g)
+{
+    gen_unref_items(g);
+}
+
+/* A generation to make current: one kept for reuse, or a new one. NULL
+ * without memory. */
+static struct gen *gen_take(struct memory *mem)
+{
+    if (!mem->nspares)
+        return gen_new();
+    struct gen *g = mem->spares[--mem->nspares];
+    atomic_store_explicit(&g->refs, 1, memory_order_relaxed);
+    g->shared = ld__future_threads();
+    return g;
+}
+
+/* Keeps the array of the empty bin b for reuse (or frees it). */
+static void array_give(struct memory *mem, struct bin *b)
+{
+    if (b->v && mem->narrays < (int)(sizeof(mem->arrays) / sizeof(mem->arrays[0])))
+        mem->arrays[mem->narrays++] = *b;
+    else
+        ld__free(b->v);
+    *b = (struct bin){0};
+}
+
+/* Gives the bin b, without an array, one kept for reuse if there is one. */
+static void array_take(struct memory *mem, struct bin *b)
+{
+    if (!b->v && mem->narrays)
+        *b = mem->arrays[--mem->narrays];
+}
+
+/* Drops the store's count of g, which pins nothing and keeps no garbage
+ * (its array is kept for reuse): g goes now (kept for reuse) without
+ * leases, else with its last lease. */
+static void gen_put(struct memory *mem, struct gen *g)
+{
+    array_give(mem, &g->bin);
+    if (!gen_drop(g))
+        return;
+    gen_unref_items(g);
+    if (mem->nspares < (int)(sizeof(mem->spares) / sizeof(mem->spares[0])))
+        mem->spares[mem->nspares++] = g;
+    else
+        gen_free(g);
+}
+
 /* Replaced items no lease can read wait for the loop to be let go of
  * together, but never more than this many. */
 #define LOOSE_MAX 256
+
+/* The weight of garbage that waits for leases, at most. */
+#define KEPT_MAX 256
+
+/* How many older generations wait before their list is compacted (at
+ * least; then twice as many as remain). */
+#define OLD_MIN 64
 
 static void flush_soon(struct memory *mem)
 {
@@ -263,34 +409,148 @@ static void loose_add(struct memory *mem, struct garbage what)
         garbage_free(&what, 1);
 }
 
-/* The current generation g keeps garbage but no lease is out any more:
- * that garbage moves to the loose bin. */
-static void gen_unload(struct memory *mem, struct gen *g)
+/* The garbage of a generation (cur or old) that no lease can read any
+ * more moves to the loose bin (the caller settles it). */
+static void bin_unload(struct memory *mem, struct bin *b)
 {
+    mem->kept -= b->w;
+    b->w = 0;
     if (mem->loose.n == 0) { /* swap: no copy */
-        struct bin b = mem->loose;
-        mem->loose = g->bin;
-        g->bin = b;
+        struct bin tmp = mem->loose;
+        mem->loose = *b;
+        *b = tmp;
         return;
     }
-    for (size_t i = 0; i < g->bin.n; i++)
-        loose_add(mem, g->bin.v[i]);
-    g->bin.n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        loose_add(mem, b->v[i]);
+    b->n = 0;
 }
 
-/* Lets go of `what` (an item or a table's slots, owned by the store): when
- * a lease is out, with the current generation (it may be read); else a
- * table at once and an item from the loop (loose_add). Without memory to
- * note it, what a lease may read is kept for the life of the process. */
-static void retire(struct memory *mem, struct garbage what)
+static bool old_empty(const struct memory *mem)
+{
+    return mem->old.head == mem->old.n;
+}
+
+/* Appends g to the older generations: false without memory. */
+static bool old_push(struct memory *mem, struct gen *g)
+{
+    struct gens *o = &mem->old;
+    if (o->n == o->cap && o->head) {
+        memmove(o->v, o->v + o->head, (o->n - o->head) * sizeof(*o->v));
+        o->n -= o->head;
+        o->head = 0;
+    }
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 16;
+        struct gen **bigger = ld__realloc(o->v, cap * sizeof(*bigger));
+        if (!bigger)
+            return false;
+        o->v = bigger;
+        o->cap = cap;
+    }
+    o->v[o->n++] = g;
+    return true;
+}
+
+/* Lets go of the oldest generations while they pin nothing, and of their
+ * garbage: no older lease can read it. */
+static void old_pop(struct memory *mem)
+{
+    struct gens *o = &mem->old;
+    bool unloaded = false;
+    while (o->head < o->n && !gen_pins(o->v[o->head])) {
+        struct gen *g = o->v[o->head++];
+        unloaded |= g->bin.n > 0;
+        bin_unload(mem, &g->bin);
+        gen_put(mem, g);
+    }
+    if (o->head == o->n)
+        o->head = o->n = 0;
+    if (unloaded)
+        loose_settle(mem);
+}
+
+/* Forgets the older generations that pin nothing and keep no garbage an
+ * older lease may read (the oldest ones lose their garbage as in old_pop);
+ * the list is compacted again when twice as long. */
+static void old_compact(struct memory *mem)
+{
+    struct gens *o = &mem->old;
+    bool pinned = false; /* by a generation kept so far */
+    size_t j = 0;
+    for (size_t i = o->head; i < o->n; i++) {
+        struct gen *g = o->v[i];
+        if (!gen_pins(g) && (!pinned || !g->bin.n)) {
+            bin_unload(mem, &g->bin);
+            gen_put(mem, g);
+            continue;
+        }
+        pinned = true;
+        o->v[j++] = g;
+    }
+    o->head = 0;
+    o->n = j;
+    o->limit = j * 2 > OLD_MIN ? j * 2 : OLD_MIN;
+    loose_settle(mem);
+}
+
+/* Seals every generation with leases out, so that no garbage waits for
+ * any of them: all of it moves to the loose bin (the caller settles it). */
+static void seal_all(struct memory *mem)
+{
+    struct gens *o = &mem->old;
+    struct gen *c = mem->cur;
+    /* sealed before any garbage moves: a generation's items may be in a
+     * later one's garbage */
+    for (size_t i = o->head; i < o->n; i++)
+        if (gen_leased(o->v[i]))
+            gen_seal(o->v[i]);
+    if (gen_leased(c))
+        gen_seal(c);
+    else
+        gen_reset(c);
+    for (size_t i = o->head; i < o->n; i++) {
+        bin_unload(mem, &o->v[i]->bin);
+        gen_put(mem, o->v[i]);
+    }
+    o->head = o->n = 0;
+    bin_unload(mem, &c->bin);
+}
+
+/* Nothing older than the current generation waits and no lease on it reads
+ * without a reference: its garbage goes to the loose bin (the caller
+ * settles it). */
+static void cur_unload(struct memory *mem)
 {
     struct gen *g = mem->cur;
-    if (gen_leased(g)) {
-        (void)bin_add(&g->bin, what);
-        return;
-    }
+    if (g->nref < g->n) /* no lease out (else g would pin) */
+        gen_reset(g);
     if (g->bin.n)
-        gen_unload(mem, g);
+        bin_unload(mem, &g->bin);
+}
+
+/* Lets go of `what` (an item or a table's slots, owned by the store, of
+ * weight `w`): while a lease may read it, with the current generation;
+ * else a table at once and an item from the loop (loose_add). */
+static void retire(struct memory *mem, struct garbage what, size_t w)
+{
+    struct gen *g = mem->cur;
+    if (!old_empty(mem))
+        old_pop(mem);
+    if (!old_empty(mem) || gen_pins(g)) {
+        array_take(mem, &g->bin);
+        if (bin_add(&g->bin, what)) {
+            g->bin.w += w;
+            mem->kept += w;
+            if (mem->kept >= KEPT_MAX) {
+                seal_all(mem);
+                loose_settle(mem);
+            }
+            return;
+        }
+        seal_all(mem); /* no memory to keep it: then no lease needs it */
+    }
+    cur_unload(mem);
     if (what.slots)
         garbage_free(&what, 1);
     else
@@ -304,9 +564,11 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
     struct memory *mem = arg;
     (void)fd;
     (void)what;
+    if (!old_empty(mem))
+        old_pop(mem);
+    if (old_empty(mem) && !gen_pins(mem->cur))
+        cur_unload(mem);
     mem->flush_active = false;
-    if (mem->cur->bin.n && !gen_leased(mem->cur))
-        gen_unload(mem, mem->cur);
     bin_empty(&mem->loose);
 }
 
@@ -315,33 +577,41 @@ static void table_retire(struct memory *mem, struct table *t)
 {
     snaps_drop(&t->sn);
     if (t->slots)
-        retire(mem, (struct garbage){NULL, t->slots, t->mask});
+        retire(mem, (struct garbage){NULL, t->slots, t->mask}, t->mask + 1);
     t->slots = NULL;
 }
 
-/* The generation a new lease goes to: the current one, or a new one when
- * the current one already keeps garbage (so that garbage is not held up by
- * leases taken after it was retired). NULL without memory. */
-static struct gen *lease_gen(struct memory *mem)
+/* The generation a new lease goes to when the current one cannot take it:
+ * it keeps garbage, or has noted GEN_ITEMS items, or threading came on
+ * since it was made (its count is not atomic). The current one still
+ * does when it has no lease out and no garbage an older lease may read;
+ * else a new one. NULL without memory. */
+static struct gen *gen_turn(struct memory *mem)
 {
     struct gen *g = mem->cur;
-    /* a new generation for new leases: when g keeps garbage, or when
-     * threading came on since g was made (its count is not atomic) */
-    if ((g->bin.n && gen_leased(g)) || (!g->shared && ld__future_threads())) {
-        struct gen *next = gen_new();
-        if (!next)
-            return NULL;
-        gen_add(next); /* g's */
-        g->next = next;
-        mem->cur = next;
-        gen_release(&g->lease); /* the store's */
-        g = next;
-    } else if (g->bin.n) {
-        gen_unload(mem, g);
-        loose_settle(mem);
+    if (!old_empty(mem))
+        old_pop(mem);
+    if (!gen_leased(g)) {
+        gen_reset(g);
+        g->shared = g->shared || ld__future_threads(); /* no lease counted yet */
+        if (old_empty(mem) && g->bin.n) {
+            bin_unload(mem, &g->bin);
+            loose_settle(mem);
+        }
+        if (!g->bin.n)
+            return g;
     }
-    gen_add(g);
-    return g;
+    if (mem->old.n - mem->old.head >= mem->old.limit)
+        old_compact(mem);
+    struct gen *next = gen_take(mem);
+    if (!next)
+        return NULL;
+    if (!old_push(mem, g)) {
+        gen_put(mem, next);
+        return NULL;
+    }
+    mem->cur = next;
+    return next;
 }
 
 static int kind_index(const ld_kind *kind)
@@ -455,7 +725,7 @@ static int table_init(struct table *t, size_t n)
 
 static void slot_clear(struct slot *s)
 {
-    json_decref(s->item);
+    item_unref(s->item);
     if (s->len >= INLINE_KEY)
         ld__free((char *)slot_key(s));
 }
@@ -631,15 +901,21 @@ static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind
 {
     struct memory *mem = impl;
     json_t *item = lookup(mem, kind, key);
-    struct gen *g = item ? lease_gen(mem) : NULL;
-    if (!g) /* missing, or no memory for a new generation */
-        return ld__future_later_json(base, json_incref(item), NULL);
+    if (!item)
+        return ld__future_later_json(base, NULL, NULL);
+    struct gen *g = mem->cur;
+    if (g->n == GEN_ITEMS || g->bin.n || (!g->shared && ld__future_threads()))
+        g = gen_turn(mem);
+    if (!g) /* no memory for a new generation */
+        return ld__future_later_json(base, item_ref(item), NULL);
+    g->items[g->n++] = item;
+    gen_add(g);
     return ld__future_later_json(base, item, &g->lease);
 }
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    ld_future_fulfill_json(out, json_incref(lookup(impl, kind, key)));
+    ld_future_fulfill_json(out, item_ref(lookup(impl, kind, key)));
     ld_future_unref(out);
 }
 
@@ -692,7 +968,7 @@ static int store_item(struct memory *mem, const ld_kind *kind, const json_t *ite
     json_t *old = NULL;
     int rc = put(&mem->t[kind_index(kind)], (json_t *)item, info, len, hash, &old);
     if (old)
-        retire(mem, (struct garbage){old, NULL, 0});
+        retire(mem, (struct garbage){old, NULL, 0}, 1);
     return rc;
 }
 
@@ -705,22 +981,12 @@ static int store_hashing(struct memory *mem, const ld_kind *kind, const json_t *
 
 /* The synchronous upsert: the front layer has just called mem_prefetch()
  * with this item's key (same call, same string), so its hash is known. */
-/* Makes sure that what a write of `k` garbage entries lets go of can be
- * noted (retire()): LD_ENOMEM before anything changed, rather than an item
- * a held get may read being kept for ever. */
-static int garbage_room(struct memory *mem, size_t k)
-{
-    return bin_reserve(&mem->cur->bin, k) ? 0 : LD_ENOMEM;
-}
-
 static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
                           const struct ld_item_info *info)
 {
     struct memory *mem = impl;
     const char *hinted = mem->hint_key;
     mem->hint_key = NULL;
-    if (garbage_room(mem, 1) != 0)
-        return LD_ENOMEM;
     if (hinted != info->key)
         return store_hashing(mem, kind, item, info);
     return store_item(mem, kind, item, info, mem->hint_len, mem->hint_hash);
@@ -735,8 +1001,6 @@ static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
 static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
 {
     struct ld_item_info info = {key, version, true};
-    if (garbage_room(impl, 1) != 0)
-        return LD_ENOMEM;
     return store_hashing(impl, kind, NULL, &info);
 }
 
@@ -765,7 +1029,7 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct memory *mem = impl;
     struct table fresh[NKINDS] = {{0}};
-    int rc = garbage_room(mem, NKINDS);
+    int rc = 0;
     for (int i = 0; i < NKINDS && rc == 0; i++) {
         const json_t *coll = json_object_get(all_data, ld_kind_namespace(kind_at(i)));
         rc = table_init(&fresh[i], json_object_size(coll));
@@ -806,11 +1070,17 @@ static void mem_free(void *impl)
     struct memory *mem = impl;
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
+    seal_all(mem); /* leases out keep their own items from now on */
     bin_empty(&mem->loose);
     ld__free(mem->loose.v);
+    ld__free(mem->old.v);
+    while (mem->narrays)
+        ld__free(mem->arrays[--mem->narrays].v);
     if (mem->flush)
         event_free(mem->flush);
-    gen_release(&mem->cur->lease); /* the rest goes with the last lease */
+    while (mem->nspares)
+        gen_free(mem->spares[--mem->nspares]);
+    gen_release(&mem->cur->lease); /* or with its last lease */
     ld__free(mem);
 }
 
@@ -864,6 +1134,7 @@ ld_store *ld_memory_store_new(struct event_base *base)
     if (!mem)
         return NULL;
     mem->cur = gen_new();
+    mem->old.limit = OLD_MIN;
     if (!mem->cur) {
         ld__free(mem);
         return NULL;

@@ -203,9 +203,14 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  item stays valid while its future lives, also after the store is freed.
  *  The store lets go of the items writes replace from the loop, all that
  *  wait at once (at most 256 wait while the loop does not run); an item
- *  that a get's future taken before the write may still read waits, without
- *  that limit, until all such futures are released and the store is used
- *  again (or freed). Free the store before its base.
+ *  that a get's future taken before the write may still read waits until
+ *  all such futures are released and the store is used again (or freed),
+ *  but a few hundred at most: past that, the get futures still held keep
+ *  their own items by reference instead (at most 32 items per future held,
+ *  let go of when they are released, on the thread that releases them) and
+ *  the rest goes. So however long a get's future is held, what the store
+ *  keeps beyond its data does not grow with the writes made meanwhile.
+ *  Free the store before its base.
  *  describe() is "memory".
  *  @return a new store, or NULL if `base` is NULL or memory ran out.
  *  @since 0.1.0 */
