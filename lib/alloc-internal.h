@@ -21,7 +21,7 @@ void ld__free(void *ptr);
 char *ld__strdup(const char *s);
 
 /* A formatted string (vsnprintf), or NULL when memory ran out. */
-char *ld__vasprintf(const char *fmt, va_list ap);
+LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
 
 /* `size` bytes aligned to `align` (a power of two, at most 4096), through
  * the hooks (over-allocating); freed only with ld__aligned_free. */
