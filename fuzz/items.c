@@ -27,12 +27,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz/items.c:%d: check failed: %s\n", __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "fuzz/items.c:%d: check failed: %s\n", __LINE__, #cond); \
+            abort();                                                                 \
+        }                                                                            \
     } while (0)
 
 /* ---- the model of kind.h's rules ------------------------------------------ */
@@ -307,7 +307,8 @@ static void check_sort(const json_t *all)
         CHECK(json_is_string(name));
         CHECK(json_string_length(name) == ns_len[i]);
         CHECK(memcmp(json_string_value(name), ns[i], ns_len[i]) == 0);
-        check_sorted_kind(colls[i], json_object_get(e, "items"), is_ns(ns[i], ns_len[i], "features"));
+        check_sorted_kind(colls[i], json_object_get(e, "items"),
+                          is_ns(ns[i], ns_len[i], "features"));
     }
     free(ns);
     free(ns_len);

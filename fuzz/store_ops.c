@@ -42,13 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static size_t g_line; /* the operation being checked, for messages */
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz/store_ops.c:%d: check failed (%s store, op %zu): %s\n",         \
-                    __LINE__, g_mock ? "mock" : "memory", g_line, #cond);                          \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "fuzz/store_ops.c:%d: check failed (%s store, op %zu): %s\n", \
+                    __LINE__, g_mock ? "mock" : "memory", g_line, #cond);                 \
+            abort();                                                                      \
+        }                                                                                 \
     } while (0)
 
 static bool g_mock; /* which store the current run uses */
@@ -89,8 +89,9 @@ struct model {
     bool closed;
     int fail_left[NOPS];
     int fail_code[NOPS];
-    int calls[NOPS]; /* LD_MOCK_ANY unused: the sum */
-    int inits;       /* inits that reached the mock */
+    int calls[NOPS];      /* LD_MOCK_ANY unused: the sum */
+    int inits;            /* inits that reached the mock */
+    unsigned gen[NKINDS]; /* changes of each kind's data (applied writes, inits) */
 };
 
 static void model_clear_data(struct model *m)
@@ -130,6 +131,7 @@ static bool model_write(struct model *m, int k, int i, int64_t version, bool del
     s->version = version;
     s->item = deleted ? NULL : json_deep_copy(item);
     CHECK(deleted || s->item);
+    m->gen[k]++;
     return true;
 }
 
@@ -171,6 +173,8 @@ struct pending {
     json_t *j;   /* X_ITEM (NULL: no item), X_ALL: what it must read */
     bool hold;   /* keep it after the check */
     size_t line; /* the operation's number in the sequence */
+    int kind;    /* X_ALL: the kind, and its model's gen when issued */
+    unsigned gen;
 };
 
 #define MAXPEND 512
@@ -185,6 +189,10 @@ struct run {
     struct pending held[MAXHELD];
     size_t nheld, held_next;
     size_t line;
+    /* The memory store's all: "the same object again while nothing
+     * changed". The last snapshot of each kind (compared, never read). */
+    const json_t *snap[NKINDS];
+    unsigned snap_gen[NKINDS];
 };
 
 static void pending_release(struct pending *p)
@@ -264,6 +272,14 @@ static void flush(struct run *r)
     }
     for (size_t i = 0; i < r->npend; i++) {
         check_result(&r->pend[i]);
+        struct pending *p = &r->pend[i];
+        if (!g_mock && p->x == X_ALL) {
+            const json_t *got = ld_future_json(p->f);
+            if (r->snap[p->kind] && r->snap_gen[p->kind] == p->gen)
+                CHECK(got == r->snap[p->kind]);
+            r->snap[p->kind] = got;
+            r->snap_gen[p->kind] = p->gen;
+        }
         if (r->pend[i].hold && (r->pend[i].x == X_ITEM || r->pend[i].x == X_ALL))
             hold(r, &r->pend[i]);
         else
@@ -276,14 +292,14 @@ static void flush(struct run *r)
     check_held(r);
 }
 
-static void issue(struct run *r, ld_future *f, enum expect x, int err, bool b, json_t *j,
-                  bool keep)
+static void issue(struct run *r, ld_future *f, enum expect x, int err, bool b, json_t *j, bool keep)
 {
     g_line = r->line;
     CHECK(f != NULL);
     if (r->npend == MAXPEND)
         flush(r);
-    r->pend[r->npend++] = (struct pending){f, x, err, b, j, keep, r->line};
+    r->pend[r->npend++] =
+        (struct pending){.f = f, .x = x, .err = err, .b = b, .j = j, .hold = keep, .line = r->line};
 }
 
 /* ---- reading the input ---------------------------------------------------- */
@@ -365,8 +381,11 @@ static void op_all(struct run *r, struct input *in, uint8_t op)
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
     else if ((rc = model_reaches(&r->m, LD_MOCK_ALL)) != 0)
         issue(r, f, X_ERR, rc, false, NULL, false);
-    else
+    else {
         issue(r, f, X_ALL, 0, false, model_all(&r->m, k), op & 0x80);
+        r->pend[r->npend - 1].kind = k;
+        r->pend[r->npend - 1].gen = r->m.gen[k];
+    }
 }
 
 static void op_upsert(struct run *r, struct input *in)
@@ -431,6 +450,8 @@ static json_t *make_data(struct input *in)
 static void model_init(struct model *m, const json_t *all)
 {
     model_clear_data(m);
+    for (int k = 0; k < NKINDS; k++)
+        m->gen[k]++;
     for (int k = 0; k < NKINDS; k++) {
         const json_t *coll = json_object_get(all, ld_kind_namespace(kind_of(k)));
         const char *key;
@@ -521,11 +542,11 @@ static json_t *make_bad_data(uint8_t b)
         return json_array();
     case 1:
         return json_pack("{s:[]}", "features"); /* namespace not an object */
-    case 2: /* filed under another key */
+    case 2:                                     /* filed under another key */
         return json_pack("{s:{s:{s:s, s:i}}}", "features", "b", "key", "a", "version", 1);
     case 3: /* one bad item among good ones */
-        return json_pack("{s:{s:{s:s, s:i}}, s:{s:{s:s}}}", "segments", "a", "key", "a",
-                         "version", 1, "features", "b", "key", "b");
+        return json_pack("{s:{s:{s:s, s:i}}, s:{s:{s:s}}}", "segments", "a", "key", "a", "version",
+                         1, "features", "b", "key", "b");
     case 4: /* bad item in a namespace of no known kind: validated all the same */
         return json_pack("{s:{s:{s:s, s:i}}}", "other", "x", "key", "x", "version", -3);
     default:
@@ -653,6 +674,7 @@ static void op_free(struct run *r)
         event_base_loop(r->base, EVLOOP_NONBLOCK);
     check_held(r);
     model_reset(&r->m);
+    memset(r->snap, 0, sizeof(r->snap));
     store_new(r);
 }
 
