@@ -46,12 +46,20 @@ static size_t g_line; /* the operation being checked, for messages */
     do {                                                                                  \
         if (!(cond)) {                                                                    \
             fprintf(stderr, "fuzz/store_ops.c:%d: check failed (%s store, op %zu): %s\n", \
-                    __LINE__, g_mock ? "mock" : "memory", g_line, #cond);                 \
+                    __LINE__, STORE_NAMES[g_store], g_line, #cond);                       \
             abort();                                                                      \
         }                                                                                 \
     } while (0)
 
-static bool g_mock; /* which store the current run uses */
+/* The stores a sequence runs on: the memory store, the mock store, and a
+ * store of this file's own (ld_store_new()) that keeps every operation
+ * pending until the input (or a flush) says to complete it, in any order,
+ * from a memory store inside: the front layer's queue, which restores issue
+ * order, is used only by such stores. */
+enum { S_MEMORY, S_MOCK, S_DEFERRED };
+static const char *const STORE_NAMES[] = {"memory", "mock", "deferred"};
+static int g_store; /* the store the current run uses */
+#define g_mock (g_store == S_MOCK)
 static struct event_base *g_base;
 
 #define NKINDS 2
@@ -161,6 +169,130 @@ static json_t *model_all(const struct model *m, int k)
     return o;
 }
 
+/* ---- the deferred store ---------------------------------------------------- */
+
+/* An implementation of struct ld_store_ops that answers every operation
+ * from an inner memory store, but only when told: each operation is
+ * applied to the inner store at once (so the model applies it at issue
+ * too) and its `out` waits in a list until deferred_complete() forwards the
+ * inner result to it, in any order. */
+struct deferred_op {
+    ld_future *inner; /* the inner store's answer */
+    ld_future *out;   /* the front layer's future, ours to complete */
+};
+
+#define MAXDEFER 1024
+
+struct deferred {
+    ld_store *inner;
+    struct deferred_op ops[MAXDEFER];
+    size_t n;
+};
+
+/* Completes the i-th waiting operation (out adopts the inner result). */
+static void deferred_complete(struct deferred *d, size_t i)
+{
+    struct deferred_op op = d->ops[i];
+    memmove(&d->ops[i], &d->ops[i + 1], (d->n - i - 1) * sizeof(d->ops[0]));
+    d->n--;
+    /* Steals op.inner; LD_EALREADY if the front layer cancelled `out`. */
+    (void)ld_future_forward(op.out, op.inner);
+    ld_future_unref(op.out);
+}
+
+static void deferred_push(struct deferred *d, ld_future *inner, ld_future *out)
+{
+    if (d->n == MAXDEFER)
+        deferred_complete(d, 0);
+    d->ops[d->n++] = (struct deferred_op){inner, out};
+}
+
+static void d_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    struct deferred *d = impl;
+    deferred_push(d, ld_store_get(d->inner, kind, key), out);
+}
+
+static void d_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    struct deferred *d = impl;
+    deferred_push(d, ld_store_all(d->inner, kind), out);
+}
+
+static void d_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    struct deferred *d = impl;
+    deferred_push(d, ld_store_init(d->inner, all_data), out);
+}
+
+static void d_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                     const struct ld_item_info *info, ld_future *out)
+{
+    struct deferred *d = impl;
+    (void)info;
+    deferred_push(d, ld_store_upsert(d->inner, kind, item), out);
+}
+
+static void d_del(void *impl, const ld_kind *kind, const char *key, int64_t version, ld_future *out)
+{
+    struct deferred *d = impl;
+    deferred_push(d, ld_store_delete(d->inner, kind, key, version), out);
+}
+
+static void d_initialized(void *impl, ld_future *out)
+{
+    struct deferred *d = impl;
+    deferred_push(d, ld_store_initialized(d->inner), out);
+}
+
+static void d_free(void *impl)
+{
+    struct deferred *d = impl;
+    for (size_t i = 0; i < d->n; i++) {
+        ld_future_unref(d->ops[i].inner);
+        ld_future_unref(d->ops[i].out);
+    }
+    ld_store_free(d->inner);
+    free(d);
+}
+
+static const char *d_describe(void *impl)
+{
+    (void)impl;
+    return "deferred";
+}
+
+static const struct ld_store_ops deferred_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = d_get,
+    .all = d_all,
+    .init = d_init,
+    .upsert = d_upsert,
+    .del = d_del,
+    .initialized = d_initialized,
+    .close = NULL,
+    .free = d_free,
+    .describe = d_describe,
+};
+
+/* A deferred store; *impl is set to its implementation (valid until the
+ * store is freed). */
+static ld_store *deferred_new(struct event_base *base, struct deferred **impl)
+{
+    struct deferred *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->inner = ld_memory_store_new(base);
+    ld_store *s = d->inner ? ld_store_new(base, &deferred_ops, d) : NULL;
+    if (!s) {
+        ld_store_free(d->inner);
+        free(d);
+        return NULL;
+    }
+    *impl = d;
+    return s;
+}
+
 /* ---- expected results ----------------------------------------------------- */
 
 enum expect { X_ERR, X_VOID, X_BOOL, X_ITEM, X_ALL };
@@ -193,7 +325,8 @@ struct run {
      * changed". The last snapshot of each kind (compared, never read). */
     const json_t *snap[NKINDS];
     unsigned snap_gen[NKINDS];
-    bool drop; /* release the next operation's future at once, unread */
+    bool drop;                 /* release the next operation's future at once, unread */
+    struct deferred *deferred; /* S_DEFERRED: the implementation */
 };
 
 static void pending_release(struct pending *p)
@@ -262,6 +395,9 @@ static void hold(struct run *r, struct pending *p)
  * them in issue order. */
 static void flush(struct run *r)
 {
+    /* The deferred store: answer what waits, newest first. */
+    while (g_store == S_DEFERRED && r->deferred->n > 0)
+        deferred_complete(r->deferred, r->deferred->n - 1);
     if (r->npend > 0) {
         CHECK(ld_future_wait(r->pend[r->npend - 1].f) == 0);
         /* Futures of one store complete in issue order: the last one is
@@ -274,7 +410,7 @@ static void flush(struct run *r)
     for (size_t i = 0; i < r->npend; i++) {
         check_result(&r->pend[i]);
         struct pending *p = &r->pend[i];
-        if (!g_mock && p->x == X_ALL) {
+        if (g_store == S_MEMORY && p->x == X_ALL) {
             const json_t *got = ld_future_json(p->f);
             if (r->snap[p->kind] && r->snap_gen[p->kind] == p->gen)
                 CHECK(got == r->snap[p->kind]);
@@ -642,9 +778,11 @@ static void op_fail(struct run *r, struct input *in)
 
 static void store_new(struct run *r)
 {
-    r->store = g_mock ? ld_mock_store_new(r->base) : ld_memory_store_new(r->base);
+    r->store = g_store == S_MOCK     ? ld_mock_store_new(r->base)
+               : g_store == S_MEMORY ? ld_memory_store_new(r->base)
+                                     : deferred_new(r->base, &r->deferred);
     CHECK(r->store != NULL);
-    CHECK(strcmp(ld_store_describe(r->store), g_mock ? "mock" : "memory") == 0);
+    CHECK(strcmp(ld_store_describe(r->store), STORE_NAMES[g_store]) == 0);
     CHECK(ld_store_base(r->store) == r->base);
 }
 
@@ -667,8 +805,9 @@ static void check_mock_counts(const struct run *r)
 static void op_free(struct run *r)
 {
     check_mock_counts(r);
-    ld_store_free(r->store);
+    ld_store_free(r->store); /* frees r->deferred (from the loop) */
     r->store = NULL;
+    r->deferred = NULL;
     if (r->npend > 0)
         CHECK(ld_future_wait(r->pend[r->npend - 1].f) == 0);
     for (size_t i = 0; i < r->npend; i++) {
@@ -688,6 +827,17 @@ static void op_free(struct run *r)
     store_new(r);
 }
 
+/* The deferred store answers one of the operations waiting, any of them. */
+static void op_answer(struct run *r, struct input *in)
+{
+    uint8_t b = u8(in);
+    if (g_store != S_DEFERRED || r->deferred->n == 0)
+        return;
+    deferred_complete(r->deferred, b % r->deferred->n);
+    if (b & 0x80) /* let the loop run too */
+        event_base_loop(r->base, EVLOOP_NONBLOCK);
+}
+
 static void release_held(struct run *r, uint8_t n)
 {
     n = (uint8_t)(n % (MAXHELD + 1));
@@ -699,11 +849,11 @@ static void release_held(struct run *r, uint8_t n)
     r->held_next = 0;
 }
 
-static void run_sequence(const uint8_t *data, size_t size, bool mock)
+static void run_sequence(const uint8_t *data, size_t size, int store)
 {
     static struct run r; /* large: not on the stack */
     memset(&r, 0, sizeof(r));
-    g_mock = mock;
+    g_store = store;
     struct input in = {data, size};
     /* One base for the whole process: the library keeps a small dispatcher
      * per distinct base address until exit (lib/future.c), and under ASan a
@@ -782,6 +932,10 @@ static void run_sequence(const uint8_t *data, size_t size, bool mock)
             else
                 flush(&r);
             break;
+        case 29:
+        case 30:
+            op_answer(&r, &in);
+            break;
         default:
             op_get(&r, &in, op);
             break;
@@ -814,7 +968,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 4096)
         return 0;
-    run_sequence(data, size, false);
-    run_sequence(data, size, true);
+    run_sequence(data, size, S_MEMORY);
+    run_sequence(data, size, S_MOCK);
+    run_sequence(data, size, S_DEFERRED);
     return 0;
 }
