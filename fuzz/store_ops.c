@@ -1,14 +1,17 @@
 /*
  * fuzz/store_ops.c: libFuzzer target for stores (include/ldasync/store.h).
  *
- * The input is decoded into a sequence of store operations (get, all,
- * upsert, delete, init, initialized, close, free and make a new store, run
- * the loop, release held results, bad input of many kinds, and failure
- * injection) over two kinds and eight keys (one longer than 40 bytes), with
- * small versions and a few huge ones. The sequence runs twice: on the
- * memory store (ld_memory_store_new) and on the mock store of the testing
- * kit (ld_mock_store_new), where the failure injection ops arm
- * ld_mock_store_fail_next(). Each run is compared with a model written here
+ * The input is decoded into a sequence of store operations (get and all,
+ * also through the read-only view; upsert, delete, init, initialized, close,
+ * free and make a new store, run the loop, release held results, bad input
+ * of many kinds, and failure injection) over two kinds and eight keys (one longer than 40 bytes), with
+ * small versions and a few huge ones. The sequence runs three times: on the
+ * memory store (ld_memory_store_new), on the mock store of the testing kit
+ * (ld_mock_store_new), where the failure injection ops arm
+ * ld_mock_store_fail_next(), and on a store of this file's own made with
+ * ld_store_new() that answers from an inner memory store only when the input
+ * says, in any order (the front layer must restore issue order). Each run is
+ * compared with a model written here
  * from store.h and testing.h: plain arrays, the version rule, tombstones,
  * initialized, closed, bad input (LD_EINVAL, store unchanged), injected
  * failures (the code injected, store unchanged). Any difference calls
@@ -502,10 +505,24 @@ static bool open_store(const struct run *r)
     return !r->m.closed;
 }
 
+/* The store's read-only view: the same one every time, with the store's
+ * base and name; reads through it are the store's reads, in issue order. */
+static ld_read_only_store *view(struct run *r)
+{
+    ld_read_only_store *v = ld_store_read_only(r->store);
+    g_line = r->line;
+    CHECK(v != NULL);
+    CHECK(v == ld_store_read_only(r->store));
+    CHECK(ld_read_only_store_base(v) == r->base);
+    CHECK(strcmp(ld_read_only_store_describe(v), ld_store_describe(r->store)) == 0);
+    return v;
+}
+
 static void op_get(struct run *r, struct input *in, uint8_t op)
 {
     int k = u8(in) & 1, i = u8(in) & 7;
-    ld_future *f = ld_store_get(r->store, kind_of(k), KEYS[i]);
+    ld_future *f = op & 0x40 ? ld_read_only_store_get(view(r), kind_of(k), KEYS[i])
+                             : ld_store_get(r->store, kind_of(k), KEYS[i]);
     int rc;
     if (!open_store(r)) {
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
@@ -521,7 +538,8 @@ static void op_get(struct run *r, struct input *in, uint8_t op)
 static void op_all(struct run *r, struct input *in, uint8_t op)
 {
     int k = u8(in) & 1;
-    ld_future *f = ld_store_all(r->store, kind_of(k));
+    ld_future *f = op & 0x40 ? ld_read_only_store_all(view(r), kind_of(k))
+                             : ld_store_all(r->store, kind_of(k));
     int rc;
     if (!open_store(r))
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
