@@ -84,7 +84,11 @@ LD_EXPORT ld_future *ld_future_ref(ld_future *f);
 /** Releases one reference; the last one frees the future and its value
  *  (json_decref, or the ld_free_fn given with the pointer). NULL-safe. Any
  *  thread. A pending future that nobody else holds just disappears: its
- *  cancel handler is not called. @since 0.1.0 */
+ *  cancel handler is not called. A callback registered on a pending future
+ *  (ld_future_on_complete, or a then, catch, forward, all or race waiting
+ *  on it) holds it until it completes: a producer must complete (or
+ *  cancel) what it made and gave a consumer, or both stay allocated.
+ *  @since 0.1.0 */
 LD_EXPORT void ld_future_unref(ld_future *f);
 
 /** The base the future completes on, or NULL for NULL. @since 0.1.0 */
