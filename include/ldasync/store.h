@@ -43,7 +43,12 @@
  * of the results issued before it. Only the store completes it: the caller
  * may cancel it (the operation still happens) but not fulfil or reject it
  * (LD_EALREADY). The one exception is an LD_ENOMEM answer, which may be a
- * complete future shared by the store's operations.
+ * complete future shared by the store's operations. Until the loop has run,
+ * each result waits for it (64 bytes, also one released at once; what it
+ * holds is let go of when it is released): a program that issues millions
+ * of operations without letting the loop run holds that much. Freeing the
+ * store rejects with LD_ECANCELED every result still waiting, its own
+ * LD_EINVAL and LD_ECLOSED answers included.
  *
  * Thread rules: a store belongs to the thread that runs its base's loop.
  */
