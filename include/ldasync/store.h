@@ -47,8 +47,10 @@
  * each result waits for it (64 bytes, also one released at once; what it
  * holds is let go of when it is released): a program that issues millions
  * of operations without letting the loop run holds that much. Freeing the
- * store rejects with LD_ECANCELED every result still waiting, its own
- * LD_EINVAL and LD_ECLOSED answers included.
+ * store rejects with LD_ECANCELED the results still queued behind an
+ * operation its implementation has not answered (the front's own LD_EINVAL
+ * and LD_ECLOSED answers among them); results already answered complete as
+ * answered.
  *
  * Thread rules: a store belongs to the thread that runs its base's loop.
  */
