@@ -217,7 +217,9 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  let go of when they are released, on the thread that releases them) and
  *  the rest goes. So however long a get's future is held, what the store
  *  keeps beyond its data does not grow with the writes made meanwhile.
- *  Free the store before its base.
+ *  Free the store before its base, and then let the loop run once more
+ *  (future.h's lifetime rule): results released before the loop ran still
+ *  wait in its queue.
  *  describe() is "memory".
  *  @return a new store, or NULL if `base` is NULL or memory ran out.
  *  @since 0.1.0 */
