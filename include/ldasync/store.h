@@ -45,8 +45,9 @@
  * (LD_EALREADY). The one exception is an LD_ENOMEM answer, which may be a
  * complete future shared by the store's operations. Until the loop has run,
  * each result waits for it (64 bytes, also one released at once; what it
- * holds is let go of when it is released): a program that issues millions
- * of operations without letting the loop run holds that much. Freeing the
+ * holds is let go of when it is released, or, once libevent threading is
+ * on, when the loop has run): a program that issues millions of operations
+ * without letting the loop run holds that much. Freeing the
  * store rejects with LD_ECANCELED the results still queued behind an
  * operation its implementation has not answered (the front's own LD_EINVAL
  * and LD_ECLOSED answers among them); results already answered complete as
