@@ -672,7 +672,7 @@ static int adopt(ld_future *out, ld_future *src);
 
 /* Releases what a future's value holds (a, b and vtype as for a complete
  * future, or the outcome a K_LATER future waits to be given). */
-static void value_release(ld_future *f)
+static inline void value_release(ld_future *f)
 {
     switch (f->vtype) {
     case V_JSON:
@@ -749,7 +749,7 @@ void ld_future_unref(ld_future *f)
         /* A result completed later that only its batch holds now: nobody
          * will read its outcome, so what it holds goes at once (a store's
          * snapshot, say, that the store could otherwise write into). */
-        if (n == 2 && f->kind == K_LATER)
+        if (UNLIKELY(f->kind == K_LATER) && n == 2)
             later_drop(f);
         atomic_store_explicit(&f->refs, n - 1, memory_order_relaxed);
     } else if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
@@ -789,7 +789,7 @@ static int settle(ld_future *f, struct settle_req *r)
     struct ld__xnode *handler = NULL;
     if (kind == K_PLAIN || kind == K_FORWARD)
         handler = f->a.x;
-    else if (kind == K_LATER) /* cancelled while its outcome waits */
+    else if (UNLIKELY(kind == K_LATER)) /* cancelled while its outcome waits */
         later_drop(f);
     if (r->cancel && (kind == K_THEN || kind == K_CATCH || kind == K_FORWARD) && f->c)
         r->upstream = ld_future_ref(f->c);
