@@ -4,11 +4,10 @@
  * The input is decoded into a sequence of store operations (get and all,
  * also through the read-only view; upsert, delete, init, initialized, close,
  * free and make a new store, run the loop, release held results, bad input
- * of many kinds, and failure injection) over two kinds and eight keys (one longer than 40 bytes), with
- * small versions and a few huge ones. The sequence runs three times: on the
- * memory store (ld_memory_store_new), on the mock store of the testing kit
- * (ld_mock_store_new), where the failure injection ops arm
- * ld_mock_store_fail_next(), and on a store of this file's own made with
+ * of many kinds, and failure injection) over two kinds and eight keys (one longer than 40 bytes),
+ * with small versions and a few huge ones. The sequence runs three times: on the memory store
+ * (ld_memory_store_new), on the mock store of the testing kit (ld_mock_store_new), where the
+ * failure injection ops arm ld_mock_store_fail_next(), and on a store of this file's own made with
  * ld_store_new() that answers from an inner memory store only when the input
  * says, in any order (the front layer must restore issue order). Each run is
  * compared with a model written here

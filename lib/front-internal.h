@@ -25,11 +25,11 @@ struct ld__pending {
 
 struct ld__queue {
     struct event_base *base;
-    bool released;     /* the front let go of it */
-    unsigned refs;     /* the front's (until released) + one per pending callback */
-    unsigned inflight; /* handed over, not complete yet (see hand_over) */
-    unsigned cancels;  /* cancellations whose cancel handlers may not have run */
-    bool cancels_lost; /* one such count could not be tracked (no memory) */
+    bool released;               /* the front let go of it */
+    unsigned refs;               /* the front's (until released) + one per pending callback */
+    unsigned inflight;           /* handed over, not complete yet (see hand_over) */
+    unsigned cancels;            /* cancellations whose cancel handlers may not have run */
+    bool cancels_lost;           /* one such count could not be tracked (no memory) */
     void (*free_fn)(void *impl); /* set at release while cancels > 0 */
     void *free_impl;
     struct ld__pending *head, *tail;

@@ -46,13 +46,13 @@
 
 _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
 
-#define LD_DRAIN_BUDGET 1024    /* callbacks per loop pass before polling */
+#define LD_DRAIN_BUDGET 1024 /* callbacks per loop pass before polling */
 /* The longest timeout given to libevent: 100 years, or 2^28 s (8.5 years)
  * where time_t has 32 bits; longer ones are cut to it (see
  * ld_future_timeout). */
 #define LD_TIMEOUT_MAX_SEC (sizeof(time_t) > 4 ? (time_t)3155760000 : (time_t)0x10000000)
-#define LD_POOL_SLAB 512        /* futures per slab (32 KiB) */
-#define LD_POOL_KEEP 4096       /* per-thread free futures before giving back */
+#define LD_POOL_SLAB 512  /* futures per slab (32 KiB) */
+#define LD_POOL_KEEP 4096 /* per-thread free futures before giving back */
 
 #if defined(__GNUC__)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -87,8 +87,18 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #define W_INCHAIN 0x20u /* forward's cycle check has a shortcut over it */
 
 /* value types */
-enum { V_NONE, V_BOOL, V_INT, V_JSON, V_JSON_LEASED, V_PTR, V_PTRREF, V_ERR, V_ERR_STATIC,
-       V_ADOPT /* only while K_LATER: a = a complete future whose outcome to take */ };
+enum {
+    V_NONE,
+    V_BOOL,
+    V_INT,
+    V_JSON,
+    V_JSON_LEASED,
+    V_PTR,
+    V_PTRREF,
+    V_ERR,
+    V_ERR_STATIC,
+    V_ADOPT /* only while K_LATER: a = a complete future whose outcome to take */
+};
 
 /* kinds */
 enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE, K_LATER };
@@ -1054,8 +1064,8 @@ static void later_settle(ld_future *f)
         f_unlock(f, w);
         return;
     }
-    struct settle_req r = {.state = W_FULFILLED, .vtype = f->vtype, .a = f->a, .b = f->b,
-                           .adopting_ok = 1};
+    struct settle_req r = {
+        .state = W_FULFILLED, .vtype = f->vtype, .a = f->a, .b = f->b, .adopting_ok = 1};
     f->kind = K_PLAIN; /* settle() must not drop the outcome */
     f->vtype = V_NONE;
     f->a.u = 0;

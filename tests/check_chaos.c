@@ -26,7 +26,7 @@ static struct event_base *B;
 
 static long g_fail_at; /* 0: nothing fails */
 static long g_calls;
-static bool g_json;    /* jansson's allocations count (and fail) too */
+static bool g_json; /* jansson's allocations count (and fail) too */
 static bool g_counting;
 static const char *g_path; /* the running path's name, for messages */
 
@@ -66,7 +66,8 @@ static void settle(ld_future *f)
 {
     for (int i = 0; i < 100000 && ld_future_is_pending(f); i++)
         event_base_loop(B, EVLOOP_NONBLOCK | EVLOOP_ONCE);
-    ck_assert_msg(!ld_future_is_pending(f), "a future was left pending (%s, N=%ld)", g_path, g_fail_at);
+    ck_assert_msg(!ld_future_is_pending(f), "a future was left pending (%s, N=%ld)", g_path,
+                  g_fail_at);
 }
 
 /* A future's outcome is its value or LD_ENOMEM; `ok` says whether it is. */
@@ -74,7 +75,8 @@ static bool failed_with_enomem(ld_future *f)
 {
     settle(f);
     if (ld_future_is_rejected(f)) {
-        ck_assert_msg(ld_future_error(f) == LD_ENOMEM, "rejected with %s, not LD_ENOMEM (%s, N=%ld)",
+        ck_assert_msg(ld_future_error(f) == LD_ENOMEM,
+                      "rejected with %s, not LD_ENOMEM (%s, N=%ld)",
                       ld_err_name(ld_future_error(f)), g_path, g_fail_at);
         return true;
     }
@@ -93,8 +95,10 @@ struct path {
     const char *name;
 };
 
-#define PATH(setup, act, teardown) {setup, act, teardown, #act}
-
+#define PATH(setup, act, teardown) \
+    {                              \
+        setup, act, teardown, #act \
+    }
 
 static void nothing(void)
 {
@@ -141,16 +145,16 @@ static void chaos_teardown(void)
 
 /* Each test runs its paths with ldasync's allocations failing, then with
  * jansson's failing as well. */
-#define CHAOS_TEST(name, ...)                                               \
-    START_TEST(name)                                                        \
-    {                                                                       \
-        const struct path paths[] = {__VA_ARGS__};                          \
-        for (int json = 0; json < 2; json++) {                              \
-            g_json = json;                                                  \
-            for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)  \
-                run(&paths[i]);                                             \
-        }                                                                   \
-    }                                                                       \
+#define CHAOS_TEST(name, ...)                                             \
+    START_TEST(name)                                                      \
+    {                                                                     \
+        const struct path paths[] = {__VA_ARGS__};                        \
+        for (int json = 0; json < 2; json++) {                            \
+            g_json = json;                                                \
+            for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) \
+                run(&paths[i]);                                           \
+        }                                                                 \
+    }                                                                     \
     END_TEST
 
 /* ---- futures ------------------------------------------------------------ */
@@ -354,9 +358,10 @@ static void act_cancel(void)
 }
 
 CHAOS_TEST(test_chaos_futures, PATH(NULL, act_on_complete, NULL), PATH(NULL, act_reject, NULL),
-           PATH(NULL, act_ready_futures, NULL), PATH(NULL, act_then, NULL), PATH(NULL, act_catch, NULL),
-           PATH(NULL, act_all, NULL), PATH(NULL, act_race, NULL), PATH(NULL, act_timeout, NULL),
-           PATH(NULL, act_forward, NULL), PATH(NULL, act_cancel, NULL))
+           PATH(NULL, act_ready_futures, NULL), PATH(NULL, act_then, NULL),
+           PATH(NULL, act_catch, NULL), PATH(NULL, act_all, NULL), PATH(NULL, act_race, NULL),
+           PATH(NULL, act_timeout, NULL), PATH(NULL, act_forward, NULL),
+           PATH(NULL, act_cancel, NULL))
 
 /* ---- stores ----------------------------------------------------------- */
 
@@ -390,8 +395,9 @@ static void store_setup(void)
 {
     S = g_make_store(B);
     ck_assert_ptr_nonnull(S);
-    json_t *data = json_pack("{s:{s:o, s:o}, s:{s:{s:s, s:i}}}", "features", "foo", feature("foo", 10),
-                             "bar", feature("bar", 10), "segments", "s1", "key", "s1", "version", 1);
+    json_t *data =
+        json_pack("{s:{s:o, s:o}, s:{s:{s:s, s:i}}}", "features", "foo", feature("foo", 10), "bar",
+                  feature("bar", 10), "segments", "s1", "key", "s1", "version", 1);
     ld_future *f = ld_store_init(S, data);
     settle(f);
     ck_assert(ld_future_is_fulfilled(f));
@@ -413,7 +419,8 @@ static void assert_unchanged(void)
 {
     OFF();
     json_t *now = contents();
-    ck_assert_msg(json_equal(now, g_before), "a failed operation changed the store (%s, N=%ld)", g_path, g_fail_at);
+    ck_assert_msg(json_equal(now, g_before), "a failed operation changed the store (%s, N=%ld)",
+                  g_path, g_fail_at);
     json_decref(now);
 }
 
@@ -558,13 +565,17 @@ static void act_store_new(void)
     ld_store_free(s);
 }
 
-#define STORE_PATHS                                                                                \
-    PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_all_items, store_teardown),          \
-        PATH(store_setup, act_init, store_teardown), PATH(store_setup, act_upsert, store_teardown),        \
-        PATH(store_setup, act_upsert_new, store_teardown), PATH(store_setup, act_delete, store_teardown),  \
-        PATH(store_setup, act_delete_unknown, store_teardown),                                         \
-        PATH(store_setup, act_initialized, store_teardown), PATH(store_setup, act_bad_input, store_teardown), \
-        PATH(store_setup, act_close, store_teardown), PATH(store_setup, act_free_pending, store_teardown), \
+#define STORE_PATHS                                                                               \
+    PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_all_items, store_teardown), \
+        PATH(store_setup, act_init, store_teardown),                                              \
+        PATH(store_setup, act_upsert, store_teardown),                                            \
+        PATH(store_setup, act_upsert_new, store_teardown),                                        \
+        PATH(store_setup, act_delete, store_teardown),                                            \
+        PATH(store_setup, act_delete_unknown, store_teardown),                                    \
+        PATH(store_setup, act_initialized, store_teardown),                                       \
+        PATH(store_setup, act_bad_input, store_teardown),                                         \
+        PATH(store_setup, act_close, store_teardown),                                             \
+        PATH(store_setup, act_free_pending, store_teardown),                                      \
         PATH(store_setup, act_store_new, store_teardown)
 
 static void memory_store_fixture(void)
@@ -700,7 +711,8 @@ static void act_fdv2_builder(void)
 static void act_fdv2_update(void)
 {
     ld_ds_error_info e = {LD_DS_ERROR_INVALID_DATA, 0, 0, "bad"};
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
+    ld_fdv2_update *u =
+        ld_fdv2_update_new(LD_DS_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
     if (u) {
         ck_assert_str_eq(ld_fdv2_update_error(u)->message, "bad");
         ld_future *f = ld_future_new(B);
@@ -812,11 +824,11 @@ static void act_mock_initializer(void)
 }
 
 CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teardown),
-           PATH(sink_setup, act_sink_write, sink_teardown), PATH(sink_setup, act_sink_status, sink_teardown),
-           PATH(NULL, act_fdv2_builder, NULL), PATH(NULL, act_fdv2_update, NULL),
-           PATH(NULL, act_mock_event_processor, NULL), PATH(NULL, act_mock_update_processor, NULL),
-           PATH(NULL, act_mock_big_segments, NULL), PATH(NULL, act_mock_synchronizer, NULL),
-           PATH(NULL, act_mock_initializer, NULL))
+           PATH(sink_setup, act_sink_write, sink_teardown),
+           PATH(sink_setup, act_sink_status, sink_teardown), PATH(NULL, act_fdv2_builder, NULL),
+           PATH(NULL, act_fdv2_update, NULL), PATH(NULL, act_mock_event_processor, NULL),
+           PATH(NULL, act_mock_update_processor, NULL), PATH(NULL, act_mock_big_segments, NULL),
+           PATH(NULL, act_mock_synchronizer, NULL), PATH(NULL, act_mock_initializer, NULL))
 
 /* ---- the hooks themselves ------------------------------------------------ */
 

@@ -230,7 +230,7 @@ START_TEST(test_up_ready_at_once_by_default)
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 0);
     ld_future *f = ld_update_processor_start(up);
-    ck_assert(ld_future_is_pending(f)); /* completed from the loop */
+    ck_assert(ld_future_is_pending(f));             /* completed from the loop */
     ck_assert(ld_update_processor_initialized(up)); /* ready at once */
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
     await_ok(f);

@@ -49,7 +49,8 @@ typedef void (*ld_dealloc_fn)(void *ptr);
  *
  * @since 0.1.0
  */
-LD_EXPORT int ld_set_alloc_funcs(ld_malloc_fn malloc_fn, ld_realloc_fn realloc_fn, ld_dealloc_fn free_fn);
+LD_EXPORT int ld_set_alloc_funcs(ld_malloc_fn malloc_fn, ld_realloc_fn realloc_fn,
+                                 ld_dealloc_fn free_fn);
 
 /*
  * ld_get_alloc_funcs: the functions in use (the C library's unless
@@ -59,7 +60,8 @@ LD_EXPORT int ld_set_alloc_funcs(ld_malloc_fn malloc_fn, ld_realloc_fn realloc_f
  *
  * @since 0.1.0
  */
-LD_EXPORT void ld_get_alloc_funcs(ld_malloc_fn *malloc_fn, ld_realloc_fn *realloc_fn, ld_dealloc_fn *free_fn);
+LD_EXPORT void ld_get_alloc_funcs(ld_malloc_fn *malloc_fn, ld_realloc_fn *realloc_fn,
+                                  ld_dealloc_fn *free_fn);
 
 LD_END_DECLS
 

@@ -341,9 +341,9 @@ LD_EXPORT const char *ld_initializer_name(const ld_initializer *init);
 LD_EXPORT ld_future *ld_initializer_fetch(ld_initializer *init);
 
 /** Closes the initializer: pending fetches reject with LD_ECLOSED (from
- *  the loop, before the close's future), later ones too. Closing twice fulfils again. @return a new reference,
- *  fulfilled (no value) when the implementation has closed. NULL only if
- *  `init` is NULL. @since 0.1.0 */
+ *  the loop, before the close's future), later ones too. Closing twice fulfils again. @return a new
+ * reference, fulfilled (no value) when the implementation has closed. NULL only if `init` is NULL.
+ * @since 0.1.0 */
 LD_EXPORT ld_future *ld_initializer_close(ld_initializer *init);
 
 /** Frees the initializer: pending fetches reject with LD_ECANCELED, and

@@ -107,9 +107,9 @@ LD_EXPORT ld_future *ld_update_processor_start(ld_update_processor *up);
 LD_EXPORT bool ld_update_processor_initialized(const ld_update_processor *up);
 
 /** Closes the processor: a pending start rejects with LD_ECLOSED (from
- *  the loop, before the close's future), later calls too. Closing twice fulfils again. @return a new reference,
- *  fulfilled (no value) when the implementation has closed. NULL only if
- *  `up` is NULL. @since 0.1.0 */
+ *  the loop, before the close's future), later calls too. Closing twice fulfils again. @return a
+ * new reference, fulfilled (no value) when the implementation has closed. NULL only if `up` is
+ * NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_update_processor_close(ld_update_processor *up);
 
 /** Frees the processor: a pending start rejects with LD_ECANCELED, and ops->free

@@ -155,9 +155,9 @@ enum ld_mock_start {
 };
 
 /** An update processor that touches no store and answers start as `start`
- *  says (its futures complete from the loop, as processor.h says). initialized is false until a start is fulfilled as ready.
- *  It closes at once (a start still pending is rejected with
- *  LD_ECLOSED by the front layer, as processor.h says).
+ *  says (its futures complete from the loop, as processor.h says). initialized is false until a
+ * start is fulfilled as ready. It closes at once (a start still pending is rejected with LD_ECLOSED
+ * by the front layer, as processor.h says).
  *  @return a new processor, freed with ld_update_processor_free(); NULL if
  *  `base` is NULL, `start` is not an enum ld_mock_start or memory ran out.
  *  @since 0.1.0 */

@@ -108,7 +108,8 @@ static void end(void)
  * contract, the read-only view's. */
 static ld_future *read_get(const ld_kind *kind, const char *key)
 {
-    return V ? ld_read_only_store_get(ld_store_read_only(S), kind, key) : ld_store_get(S, kind, key);
+    return V ? ld_read_only_store_get(ld_store_read_only(S), kind, key)
+             : ld_store_get(S, kind, key);
 }
 
 static ld_future *read_all(const ld_kind *kind)
@@ -849,11 +850,11 @@ START_TEST(results_complete_in_issue_order)
         ld_store_initialized(S),          /* 0: false */
         ld_store_init(S, data),           /* 1 */
         ld_store_upsert(S, F, foo11),     /* 2: true */
-        read_get(F, "foo"),        /* 3: v11 */
+        read_get(F, "foo"),               /* 3: v11 */
         ld_store_upsert(S, F, foo11),     /* 4: false, equal */
         ld_store_delete(S, F, "foo", 12), /* 5: true */
-        read_get(F, "foo"),        /* 6: NULL */
-        read_all(F),               /* 7: {bar} */
+        read_get(F, "foo"),               /* 6: NULL */
+        read_all(F),                      /* 7: {bar} */
         ld_store_initialized(S),          /* 8: true */
     };
     enum { N = sizeof(fs) / sizeof(fs[0]) };
@@ -916,8 +917,9 @@ START_TEST(callbacks_never_run_inside_the_call)
     json_t *data = json_pack("{s:{s:o}}", "features", "foo", make_feature("foo", 10));
     int calls = 0;
     ld_future *fs[] = {
-        read_get(F, "foo"),        read_all(F),      ld_store_upsert(S, F, item),
-        ld_store_delete(S, F, "foo", 12), ld_store_initialized(S), ld_store_init(S, data),
+        read_get(F, "foo"),          read_all(F),
+        ld_store_upsert(S, F, item), ld_store_delete(S, F, "foo", 12),
+        ld_store_initialized(S),     ld_store_init(S, data),
         read_get(NULL, "foo"), /* rejected by the front */
     };
     enum { N = sizeof(fs) / sizeof(fs[0]) };
@@ -1008,9 +1010,12 @@ START_TEST(free_completes_operations_in_flight)
     begin(_i);
     json_t *item = make_feature("foo", 1);
     json_t *data = json_object();
-    ld_future *fs[] = {ld_store_init(S, data),          ld_store_upsert(S, F, item),
-                       read_get(F, "foo"),       read_all(F),
-                       ld_store_delete(S, F, "foo", 2), ld_store_initialized(S)};
+    ld_future *fs[] = {ld_store_init(S, data),
+                       ld_store_upsert(S, F, item),
+                       read_get(F, "foo"),
+                       read_all(F),
+                       ld_store_delete(S, F, "foo", 2),
+                       ld_store_initialized(S)};
     enum { N = sizeof(fs) / sizeof(fs[0]) };
     int calls[N] = {0};
     for (int i = 0; i < N; i++)
@@ -1060,11 +1065,17 @@ START_TEST(results_are_pending_when_returned)
     json_t *item = make_feature("foo", 11);
     json_t *data = json_pack("{s:{s:o}}", "features", "foo", make_feature("foo", 12));
     ld_future *fs[] = {
-        read_get(F, "foo"),           read_all(F),          ld_store_upsert(S, F, item),
-        ld_store_upsert(S, F, item),  ld_store_delete(S, F, "bar", 11),
-        ld_store_delete(S, F, "x", 1), ld_store_initialized(S), ld_store_init(S, data),
+        read_get(F, "foo"),
+        read_all(F),
+        ld_store_upsert(S, F, item),
+        ld_store_upsert(S, F, item),
+        ld_store_delete(S, F, "bar", 11),
+        ld_store_delete(S, F, "x", 1),
+        ld_store_initialized(S),
+        ld_store_init(S, data),
         read_get(F, ""), /* bad input */
-        ld_store_close(S),            read_get(F, "foo"), /* closed */
+        ld_store_close(S),
+        read_get(F, "foo"), /* closed */
     };
     enum { N = sizeof(fs) / sizeof(fs[0]) };
     json_decref(item);
@@ -1102,7 +1113,8 @@ START_TEST(waiting_for_the_third_runs_the_first_two_first)
     ld_future *third = read_all(F);
     ck_assert_msg(ld_future_is_pending(third), "the third operation was complete when returned");
     ld_future_unref(await(third, "the third operation"));
-    ck_assert_msg(waited_seen == 3, "the callbacks of the first two had not all run (%d)", waited_seen);
+    ck_assert_msg(waited_seen == 3, "the callbacks of the first two had not all run (%d)",
+                  waited_seen);
 }
 END_TEST
 
