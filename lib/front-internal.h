@@ -78,11 +78,6 @@ static inline bool ld__front_idle(const struct ld__front *fr)
     return !fr->queue->head && !fr->queue->inflight;
 }
 
-/* A future rejected with `code` and the static message `why` (NULL: the
- * code's ld_strerror), completed at once; the front's LD_ENOMEM future if
- * memory ran out. Never NULL. */
-ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why);
-
 /* A reference to the front's future rejected with LD_ENOMEM. */
 ld_future *ld__front_oom(struct ld__front *fr);
 

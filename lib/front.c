@@ -103,12 +103,6 @@ ld_future *ld__front_oom(struct ld__front *fr)
     return ld_future_ref(fr->oom);
 }
 
-ld_future *ld__front_rejected(struct ld__front *fr, int code, const char *why)
-{
-    ld_future *f = ld__future_later_rejected(fr->base, code, why);
-    return f ? f : ld__front_oom(fr);
-}
-
 /* A queue entry with the caller's future, or NULL if memory ran out. */
 static struct ld__pending *pending_new(struct ld__front *fr)
 {
@@ -133,15 +127,18 @@ ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__op 
     op->impl = NULL;
     if (fr->closed || bad) {
         /* answered by the front, from the loop, after what was issued
-         * before: at once behind what the loop has queued, or behind the
-         * operations still waiting */
-        bool idle = ld__front_idle(fr);
-        op->p = idle ? NULL : pending_new(fr);
-        op->impl = ld__future_later_rejected(fr->base, fr->closed ? LD_ECLOSED : LD_EINVAL,
-                                             fr->closed ? fr->closed_msg : bad);
-        if (op->impl && idle)
-            return op->impl;
-        if (op->impl && op->p)
+         * before: completed later, behind what the loop has queued, or
+         * queued (complete) behind the operations still waiting, whose
+         * hand-over completes it later in its turn */
+        int code = fr->closed ? LD_ECLOSED : LD_EINVAL;
+        const char *why = fr->closed ? fr->closed_msg : bad;
+        if (ld__front_idle(fr)) {
+            op->impl = ld__future_later_rejected(fr->base, code, why);
+            return op->impl ? op->impl : ld__front_oom(fr);
+        }
+        op->p = pending_new(fr);
+        op->impl = op->p ? ld__future_rejected_static(fr->base, code, why) : NULL;
+        if (op->impl)
             return ld__front_finish(fr, op);
     } else if ((op->p = pending_new(fr)) != NULL && (op->impl = ld_future_new(fr->base)) != NULL) {
         return NULL;

@@ -120,19 +120,14 @@ ld_future *ld__future_rejected_static(struct event_base *base, int code, const c
 
 /*
  * A lease: what keeps a borrowed JSON value alive for a future made by
- * ld__future_fulfilled_leased(). The future calls release(lease) once, when
- * it is freed (from whichever thread drops its last reference).
+ * ld__future_later_json(). The future calls release(lease) once, when it
+ * is freed (from whichever thread drops its last reference); a future that
+ * adopts its value (forward, then, catch, ...) takes a jansson reference of
+ * its own.
  */
 struct ld__lease {
     void (*release)(struct ld__lease *lease);
 };
-
-/* A future fulfilled with `v`, which it does not reference: `lease` (stolen;
- * released on every path, also when NULL is returned for lack of memory)
- * keeps `v` alive instead. ld_future_json() reads `v` as usual; a future
- * that adopts this one's value (forward, then, catch, ...) takes a jansson
- * reference of its own. */
-ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struct ld__lease *lease);
 
 /*
  * Completing later: a future that is pending when returned and completes
@@ -146,19 +141,15 @@ ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struc
  * exactly one of the ld__later_* functions, which need no memory and
  * borrow the maker's reference:
  *   fulfill: no value (has_value false) or the bool v;
- *   fulfill_json: steals v; with `lease`, v is borrowed and lease (stolen)
- *     keeps it alive, as for ld__future_fulfilled_leased();
- *   reject_static: `msg` lives as long as the process (NULL: strerror);
- *   adopt: src (complete, stolen) gives its outcome.
+ *   reject_static: `msg` lives as long as the process (NULL: strerror).
  */
 ld_future *ld__future_later_new(struct event_base *base);
 void ld__later_fulfill(ld_future *f, bool has_value, bool v);
-void ld__later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease);
 void ld__later_reject_static(ld_future *f, int code, const char *msg);
-void ld__later_adopt(ld_future *f, ld_future *src);
 
-/* ld__future_later_new() and ld__later_fulfill_json() in one call; without
- * memory, NULL, and `lease` (or, without a lease, `v`) released. */
+/* A future completed later, fulfilled with `v` (stolen; with `lease`, v is
+ * borrowed and `lease`, stolen, keeps it alive instead); without memory,
+ * NULL, and `lease` (or, without a lease, `v`) released. */
 ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__lease *lease);
 /* ld__future_later_new() and ld__later_reject_static() in one call. */
 ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg);

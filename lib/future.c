@@ -677,7 +677,8 @@ ld_future *ld_future_ref(ld_future *f)
 static void comb_release(void *state);
 static int unwanted(ld_future *f, unsigned extra);
 static void later_drop(ld_future *f);
-static void later_adopt(ld_future *f, ld_future *src, bool reserved);
+static void later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease);
+static void later_push(ld_future *f, bool reserved);
 static int adopt(ld_future *out, ld_future *src);
 
 /* Releases what a future's value holds (a, b and vtype as for a complete
@@ -974,20 +975,6 @@ ld_future *ld_future_fulfilled_json(struct event_base *base, json_t *v)
     return f;
 }
 
-ld_future *ld__future_fulfilled_leased(struct event_base *base, json_t *v, struct ld__lease *lease)
-{
-    struct ld__loop *l = base ? loop_for(base) : NULL;
-    ld_future *f = l ? future_create(l, K_PLAIN, W_FULFILLED) : NULL;
-    if (!f) {
-        lease->release(lease);
-        return NULL;
-    }
-    f->vtype = V_JSON_LEASED;
-    f->a.j = v;
-    f->b.p = lease;
-    return f;
-}
-
 ld_future *ld_future_rejected(struct event_base *base, int code, const char *fmt, ...)
 {
     if (code >= 0)
@@ -1124,7 +1111,7 @@ ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__
 {
     ld_future *f = ld__future_later_new(base);
     if (f)
-        ld__later_fulfill_json(f, v, lease);
+        later_fulfill_json(f, v, lease);
     else if (lease)
         lease->release(lease);
     else
@@ -1153,7 +1140,9 @@ void ld__later_adopt_into(ld_future *f, ld_future *src)
     f->a.u = 0;
     f_unlock(f, w | W_ADOPTING);
     ld__free(handler); /* set by a holder who is not its producer: never runs */
-    later_adopt(f, src, false);
+    f->vtype = V_ADOPT;
+    f->a.f = src;
+    later_push(f, false); /* no reservation: may allocate a batch */
 }
 
 /* Queues f, given its outcome, behind what is queued on its loop.
@@ -1202,7 +1191,7 @@ void ld__later_fulfill(ld_future *f, bool has_value, bool v)
     later_push(f, true);
 }
 
-void ld__later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease)
+static void later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease)
 {
     f->vtype = lease ? V_JSON_LEASED : V_JSON;
     f->a.j = v;
@@ -1216,18 +1205,6 @@ void ld__later_reject_static(ld_future *f, int code, const char *msg)
     f->a.i = code;
     f->b.cmsg = msg ? msg : ld_strerror(code);
     later_push(f, true);
-}
-
-static void later_adopt(ld_future *f, ld_future *src, bool reserved)
-{
-    f->vtype = V_ADOPT;
-    f->a.f = src;
-    later_push(f, reserved);
-}
-
-void ld__later_adopt(ld_future *f, ld_future *src)
-{
-    later_adopt(f, src, true);
 }
 
 /* Completes `out` the way `src` (complete) did. */
