@@ -58,11 +58,15 @@ _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line")
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define TLS _Thread_local
 #define LIKELY(x) (x)
 #define COLD
+#define NOINLINE
+#define ALWAYS_INLINE inline
 #define UNLIKELY(x) (x)
 #endif
 
@@ -509,7 +513,7 @@ static void take_remote(struct ld__loop *l)
         local_append(l, n, n);
 }
 
-static void run_node(struct ld__node *n)
+static ALWAYS_INLINE void run_node(struct ld__node *n)
 {
     ld_future_cb fn = n->fn;
     void *arg = n->arg;
@@ -526,6 +530,17 @@ static void run_node(struct ld__node *n)
     }
     fn(f, arg);
     ld_future_unref(f);
+}
+
+/* Runs the callbacks first..last (linked, not queued) as drain_cb() would
+ * have run them had they been queued with nothing ahead of them. */
+static void run_chain(struct ld__node *first, struct ld__node *last)
+{
+    struct ld__node *n = first, *next;
+    do {
+        next = n == last ? NULL : node_next(n);
+        run_node(n);
+    } while ((n = next) != NULL);
 }
 
 COLD static void fwd_clear(struct ld__loop *l);
@@ -677,7 +692,6 @@ ld_future *ld_future_ref(ld_future *f)
 static void comb_release(void *state);
 static int unwanted(ld_future *f, unsigned extra);
 static void later_drop(ld_future *f);
-static void later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease);
 static void later_push(ld_future *f, bool reserved);
 static int adopt(ld_future *out, ld_future *src);
 
@@ -710,7 +724,8 @@ static inline void value_release(ld_future *f)
     }
 }
 
-static void destroy_one(ld_future *f)
+/* Out of line: future_destroy(), inlined in ld_future_unref(), stays small. */
+static NOINLINE void destroy_one(ld_future *f)
 {
     unsigned w = atomic_load_explicit(&f->word, memory_order_acquire);
     if (w & W_DONE) {
@@ -787,7 +802,18 @@ struct settle_req {
 
 static void comb_queue_action(ld_future *f, struct ld__node **first, struct ld__node **last);
 
-/* The one place a future becomes complete. Returns 0 or LD_EALREADY; the
+/* The chain of f's callbacks (f locked, pending), or NULL. */
+static inline void callbacks_of(ld_future *f, struct ld__node **first, struct ld__node **last)
+{
+    if (f->n0.fn) {
+        struct ld__xnode *x = (struct ld__xnode *)link_get(&f->n0);
+        *first = &f->n0;
+        *last = x ? &x->tail->n : &f->n0;
+    }
+}
+
+/* The place a future becomes complete (later_settle() is the other, for
+ * K_LATER futures). Returns 0 or LD_EALREADY; the
  * value in the request is the caller's to free on LD_EALREADY. */
 static int settle(ld_future *f, struct settle_req *r)
 {
@@ -806,11 +832,7 @@ static int settle(ld_future *f, struct settle_req *r)
         r->upstream = ld_future_ref(f->c);
 
     struct ld__node *first = NULL, *last = NULL;
-    if (f->n0.fn) {
-        first = &f->n0;
-        struct ld__xnode *x = (struct ld__xnode *)link_get(&f->n0);
-        last = x ? &x->tail->n : &f->n0;
-    }
+    callbacks_of(f, &first, &last);
     f->a = r->a;
     f->b = r->b;
     if (!IS_COMB(kind) && kind != K_LATER) /* K_LATER: c links its batch */
@@ -1019,18 +1041,24 @@ struct ld__later {
 
 #define LD_LATER_SPARES 16
 
+/* One more spare batch for loop l. */
+static int later_spare_add(struct ld__loop *l)
+{
+    struct ld__later *b = ld__malloc(sizeof(*b));
+    if (!b)
+        return LD_ENOMEM;
+    b->next_spare = l->later_spare;
+    l->later_spare = b;
+    l->later_nspare++;
+    return 0;
+}
+
 /* Makes sure that a spare batch is there for each future of
  * ld__future_later_new() not given its outcome yet, plus one for this one. */
 static int later_reserve(struct ld__loop *l)
 {
-    if (l->later_nspare <= l->later_reserved) {
-        struct ld__later *b = ld__malloc(sizeof(*b));
-        if (!b)
-            return LD_ENOMEM;
-        b->next_spare = l->later_spare;
-        l->later_spare = b;
-        l->later_nspare++;
-    }
+    if (l->later_nspare <= l->later_reserved && later_spare_add(l) != 0)
+        return LD_ENOMEM;
     l->later_reserved++;
     return 0;
 }
@@ -1042,35 +1070,49 @@ static void later_drop(ld_future *f)
     f->vtype = V_NONE;
 }
 
-/* Completes f (a K_LATER future still in its batch) with its outcome,
- * unless something (a cancellation) completed it first. */
-static void later_settle(ld_future *f)
+/* Completes f (a K_LATER future still in its batch) with the outcome it
+ * holds, unless something (a cancellation) completed it first: settle()
+ * without what a K_LATER future never has (a cancel handler, a combinator
+ * action, an upstream), the outcome left where it is. */
+static void later_settle(ld_future *f, bool last_of_batch)
 {
     unsigned w = f_lock(f);
     if (w & W_DONE) {
         f_unlock(f, w);
         return;
     }
-    struct settle_req r = {
-        .state = W_FULFILLED, .vtype = f->vtype, .a = f->a, .b = f->b, .adopting_ok = 1};
-    f->kind = K_PLAIN; /* settle() must not drop the outcome */
-    f->vtype = V_NONE;
-    f->a.u = 0;
-    f_unlock(f, w);
-    if (r.vtype == V_ADOPT) {
-        ld_future *src = r.a.f;
+    unsigned vtype = f->vtype;
+    f->kind = K_PLAIN; /* complete: a and b are its value */
+    if (UNLIKELY(vtype == V_ADOPT)) {
+        ld_future *src = f->a.f;
+        f->vtype = V_NONE;
+        f->a.u = 0;
+        f_unlock(f, w);
         adopt(f, src);
         ld_future_unref(src);
         return;
     }
-    if (r.vtype == V_ERR || r.vtype == V_ERR_STATIC)
-        r.state = W_REJECTED;
-    if (settle(f, &r) != 0) { /* completed meanwhile by another thread */
-        f->vtype = (uint8_t)r.vtype;
-        f->a = r.a;
-        f->b = r.b;
-        later_drop(f);
+    struct ld__node *first = NULL, *last = NULL;
+    callbacks_of(f, &first, &last);
+    f->c = NULL;
+    w = (w & ~W_ADOPTING) | (vtype == V_ERR || vtype == V_ERR_STATIC ? W_REJECTED : W_FULFILLED);
+    atomic_store_explicit(&f->word, (unsigned short)w, memory_order_release);
+    if (UNLIKELY(w & W_INCHAIN))
+        atomic_store(&f->loop->fwd_stale, 1);
+    if (!first) {
+        f_unlock(f, w);
+        return;
     }
+    __builtin_prefetch(first->arg);
+    struct ld__loop *l = f->loop;
+    if (last_of_batch && !l->head && tl_drain == l && remote_empty(l)) {
+        /* Queued now, the callbacks would be next: they run now. */
+        f_unlock(f, w);
+        run_chain(first, last);
+        return;
+    }
+    enqueue(l, first, last, w & W_SHARED);
+    f_unlock(f, w);
 }
 
 static void later_run(ld_future *unused, void *arg)
@@ -1090,7 +1132,7 @@ static void later_run(ld_future *unused, void *arg)
     }
     while (f) {
         ld_future *next = f->c;
-        later_settle(f);
+        later_settle(f, next == NULL);
         ld_future_unref(f); /* the batch's */
         f = next;
     }
@@ -1109,13 +1151,23 @@ ld_future *ld__future_later_new(struct event_base *base)
 
 ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__lease *lease)
 {
-    ld_future *f = ld__future_later_new(base);
-    if (f)
-        later_fulfill_json(f, v, lease);
-    else if (lease)
-        lease->release(lease);
-    else
-        json_decref(v);
+    /* ld__future_later_new() and later_fulfill_json() in one: the spare
+     * batch is there or made before the future, and used at once. */
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    ld_future *f = NULL;
+    if (l && (l->later_nspare > l->later_reserved || later_spare_add(l) == 0))
+        f = future_create(l, K_LATER, W_ADOPTING);
+    if (!f) {
+        if (lease)
+            lease->release(lease);
+        else
+            json_decref(v);
+        return NULL;
+    }
+    f->vtype = lease ? V_JSON_LEASED : V_JSON;
+    f->a.j = v;
+    f->b.p = lease;
+    later_push(f, false);
     return f;
 }
 
@@ -1164,7 +1216,7 @@ static void later_push(ld_future *f, bool reserved)
     b = l->later_spare;
     if (!b && !(b = ld__malloc(sizeof(*b)))) {
         /* only without a reservation, and out of memory: at once */
-        later_settle(f);
+        later_settle(f, false);
         ld_future_unref(f);
         return;
     }
@@ -1188,14 +1240,6 @@ void ld__later_fulfill(ld_future *f, bool has_value, bool v)
 {
     f->vtype = has_value ? V_BOOL : V_NONE;
     f->a.u = v;
-    later_push(f, true);
-}
-
-static void later_fulfill_json(ld_future *f, json_t *v, struct ld__lease *lease)
-{
-    f->vtype = lease ? V_JSON_LEASED : V_JSON;
-    f->a.j = v;
-    f->b.p = lease;
     later_push(f, true);
 }
 

@@ -888,19 +888,18 @@ static int put(struct table *t, json_t *item, const struct ld_item_info *info, s
 }
 
 /* The live item under `key`, or NULL. */
-static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key)
+static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key, size_t len)
 {
-    size_t len = strlen(key);
     if (len >= UINT32_MAX)
         return NULL;
     return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
 }
 
 static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind *kind,
-                              const char *key)
+                              const char *key, size_t len)
 {
     struct memory *mem = impl;
-    json_t *item = lookup(mem, kind, key);
+    json_t *item = lookup(mem, kind, key, len);
     if (!item)
         return ld__future_later_json(base, NULL, NULL);
     struct gen *g = mem->cur;
@@ -915,7 +914,7 @@ static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind
 
 static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    ld_future_fulfill_json(out, item_ref(lookup(impl, kind, key)));
+    ld_future_fulfill_json(out, item_ref(lookup(impl, kind, key, strlen(key))));
     ld_future_unref(out);
 }
 

@@ -15,8 +15,9 @@
 struct ld__store_sync_ops {
     /* A new future on `base` completed later (ld__future_later_json()) with
      * the stored item or with NULL when missing or deleted; NULL without
-     * memory. */
-    ld_future *(*get)(void *impl, struct event_base *base, const ld_kind *kind, const char *key);
+     * memory. `len`: strlen(key). */
+    ld_future *(*get)(void *impl, struct event_base *base, const ld_kind *kind, const char *key,
+                      size_t len);
     /* The same for all: the object of the items without tombstones. */
     ld_future *(*all)(void *impl, struct event_base *base, const ld_kind *kind);
     /* 1 if applied, 0 if not, or a negative error code. */

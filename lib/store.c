@@ -70,13 +70,16 @@ static const char E_KIND[] = "kind must not be NULL";
 static const char E_KEY[] = "key must be a non-empty string";
 static const char E_KEY_UTF8[] = "key must be valid UTF-8";
 
-static const char *check_key(const ld_kind *kind, const char *key)
+/* NULL if kind and key are valid (with the key's length in *len), or why
+ * not. */
+static const char *check_key(const ld_kind *kind, const char *key, size_t *len)
 {
     if (!kind)
         return E_KIND;
     if (!key || !*key)
         return E_KEY;
-    return ld__utf8_valid(key, strlen(key)) ? NULL : E_KEY_UTF8;
+    *len = strlen(key);
+    return ld__utf8_valid(key, *len) ? NULL : E_KEY_UTF8;
 }
 
 /* True when the implementation can answer `s`'s next operation at once:
@@ -105,9 +108,10 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
     ld_future *r;
     if (!s)
         return NULL;
-    const char *bad = check_key(kind, key);
+    size_t len;
+    const char *bad = check_key(kind, key, &len);
     if (now(s, bad)) {
-        r = s->sync->get(s->impl, s->fr.base, kind, key);
+        r = s->sync->get(s->impl, s->fr.base, kind, key, len);
         return r ? r : ld__front_oom(&s->fr);
     }
     if ((r = begin(s, bad, &op)) != NULL)
@@ -204,7 +208,8 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
     ld_future *r;
     if (!s)
         return NULL;
-    const char *bad = check_key(kind, key);
+    size_t len;
+    const char *bad = check_key(kind, key, &len);
     if (!bad && version < 0)
         bad = "version must be >= 0";
     if (now(s, bad)) {
