@@ -10,9 +10,8 @@
 #include "front-internal.h"
 
 struct ld_big_segment_store {
-    struct ld__front front;
+    struct ld__component c; /* first: the skeleton (front-internal.h) */
     const struct ld_big_segment_store_ops *ops;
-    void *impl;
 };
 
 ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
@@ -22,28 +21,16 @@ ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
     if (!base || !ops || ops->version != LD_BIG_SEGMENT_STORE_OPS_VERSION || !ops->get_metadata ||
         !ops->get_membership)
         return NULL;
-    ld_big_segment_store *s = ld__calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    if (ld__front_init(&s->front, base, "big segment store is stopped") != 0) {
-        ld__free(s);
-        return NULL;
-    }
-    s->ops = ops;
-    s->impl = impl;
+    ld_big_segment_store *s =
+        ld__component_new(sizeof(*s), base, impl, "big segment store is stopped");
+    if (s)
+        s->ops = ops;
     return s;
 }
 
 ld_future *ld_big_segment_store_get_metadata(ld_big_segment_store *s)
 {
-    struct ld__op op;
-    ld_future *r;
-    if (!s)
-        return NULL;
-    if ((r = ld__front_begin(&s->front, NULL, &op)) != NULL)
-        return r;
-    s->ops->get_metadata(s->impl, ld_future_ref(op.impl));
-    return ld__front_finish(&s->front, &op);
+    return s ? ld__component_call(&s->c, NULL, s->ops->get_metadata) : NULL;
 }
 
 ld_future *ld_big_segment_store_get_membership(ld_big_segment_store *s, const char *context_hash)
@@ -54,31 +41,26 @@ ld_future *ld_big_segment_store_get_membership(ld_big_segment_store *s, const ch
         return NULL;
     const char *bad =
         !context_hash || !*context_hash ? "context_hash must be a non-empty string" : NULL;
-    if ((r = ld__front_begin(&s->front, bad, &op)) != NULL)
+    if ((r = ld__front_begin(&s->c.front, bad, &op)) != NULL)
         return r;
-    s->ops->get_membership(s->impl, context_hash, ld_future_ref(op.impl));
-    return ld__front_finish(&s->front, &op);
+    s->ops->get_membership(s->c.impl, context_hash, ld_future_ref(op.impl));
+    return ld__front_finish(&s->c.front, &op);
 }
 
 ld_future *ld_big_segment_store_stop(ld_big_segment_store *s)
 {
-    return s ? ld__front_close(&s->front, false, s->ops->stop, s->impl) : NULL;
+    return s ? ld__component_close(&s->c, false, s->ops->stop) : NULL;
 }
 
 void ld_big_segment_store_free(ld_big_segment_store *s)
 {
-    if (!s)
-        return;
-    ld__front_release(&s->front, s->ops->free, s->impl);
-    ld__free(s);
+    if (s)
+        ld__component_free(&s->c, s->ops->free);
 }
 
 const char *ld_big_segment_store_describe(const ld_big_segment_store *s)
 {
-    if (!s)
-        return "(null)";
-    const char *d = s->ops->describe ? s->ops->describe(s->impl) : NULL;
-    return d ? d : "unknown";
+    return s ? ld__component_text(&s->c, s->ops->describe) : "(null)";
 }
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -571,70 +571,47 @@ const ld_fdv2_update *ld_fdv2_future_update(const ld_future *f)
 /* ---- initializer -------------------------------------------------------------- */
 
 struct ld_initializer {
-    struct ld__front front;
+    struct ld__component c; /* first: the skeleton (front-internal.h) */
     const struct ld_initializer_ops *ops;
-    void *impl;
 };
-
-static const char E_INIT_CLOSED[] = "initializer is closed";
-static const char E_SYNC_CLOSED[] = "synchronizer is stopped";
 
 ld_initializer *ld_initializer_new(struct event_base *base, const struct ld_initializer_ops *ops,
                                    void *impl)
 {
     if (!base || !ops || ops->version != LD_INITIALIZER_OPS_VERSION || !ops->fetch)
         return NULL;
-    ld_initializer *in = ld__calloc(1, sizeof(*in));
-    if (!in)
-        return NULL;
-    if (ld__front_init(&in->front, base, E_INIT_CLOSED) != 0) {
-        ld__free(in);
-        return NULL;
-    }
-    in->ops = ops;
-    in->impl = impl;
+    ld_initializer *in = ld__component_new(sizeof(*in), base, impl, "initializer is closed");
+    if (in)
+        in->ops = ops;
     return in;
 }
 
 const char *ld_initializer_name(const ld_initializer *in)
 {
-    if (!in)
-        return "(null)";
-    const char *name = in->ops->name ? in->ops->name(in->impl) : NULL;
-    return name ? name : "unknown";
+    return in ? ld__component_text(&in->c, in->ops->name) : "(null)";
 }
 
 ld_future *ld_initializer_fetch(ld_initializer *in)
 {
-    struct ld__op op;
-    ld_future *r;
-    if (!in)
-        return NULL;
-    if ((r = ld__front_begin(&in->front, NULL, &op)) != NULL)
-        return r;
-    in->ops->fetch(in->impl, ld_future_ref(op.impl));
-    return ld__front_finish(&in->front, &op);
+    return in ? ld__component_call(&in->c, NULL, in->ops->fetch) : NULL;
 }
 
 ld_future *ld_initializer_close(ld_initializer *in)
 {
-    return in ? ld__front_close(&in->front, true, in->ops->close, in->impl) : NULL;
+    return in ? ld__component_close(&in->c, true, in->ops->close) : NULL;
 }
 
 void ld_initializer_free(ld_initializer *in)
 {
-    if (!in)
-        return;
-    ld__front_release(&in->front, in->ops->free, in->impl);
-    ld__free(in);
+    if (in)
+        ld__component_free(&in->c, in->ops->free);
 }
 
 /* ---- synchronizer ------------------------------------------------------------- */
 
 struct ld_synchronizer {
-    struct ld__front front;
+    struct ld__component c; /* first: the skeleton (front-internal.h) */
     const struct ld_synchronizer_ops *ops;
-    void *impl;
 };
 
 ld_synchronizer *ld_synchronizer_new(struct event_base *base, const struct ld_synchronizer_ops *ops,
@@ -642,47 +619,29 @@ ld_synchronizer *ld_synchronizer_new(struct event_base *base, const struct ld_sy
 {
     if (!base || !ops || ops->version != LD_SYNCHRONIZER_OPS_VERSION || !ops->next)
         return NULL;
-    ld_synchronizer *s = ld__calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    if (ld__front_init(&s->front, base, E_SYNC_CLOSED) != 0) {
-        ld__free(s);
-        return NULL;
-    }
-    s->ops = ops;
-    s->impl = impl;
+    ld_synchronizer *s = ld__component_new(sizeof(*s), base, impl, "synchronizer is stopped");
+    if (s)
+        s->ops = ops;
     return s;
 }
 
 const char *ld_synchronizer_name(const ld_synchronizer *s)
 {
-    if (!s)
-        return "(null)";
-    const char *name = s->ops->name ? s->ops->name(s->impl) : NULL;
-    return name ? name : "unknown";
+    return s ? ld__component_text(&s->c, s->ops->name) : "(null)";
 }
 
 ld_future *ld_synchronizer_next(ld_synchronizer *s)
 {
-    struct ld__op op;
-    ld_future *r;
-    if (!s)
-        return NULL;
-    if ((r = ld__front_begin(&s->front, NULL, &op)) != NULL)
-        return r;
-    s->ops->next(s->impl, ld_future_ref(op.impl));
-    return ld__front_finish(&s->front, &op);
+    return s ? ld__component_call(&s->c, NULL, s->ops->next) : NULL;
 }
 
 ld_future *ld_synchronizer_stop(ld_synchronizer *s)
 {
-    return s ? ld__front_close(&s->front, true, s->ops->stop, s->impl) : NULL;
+    return s ? ld__component_close(&s->c, true, s->ops->stop) : NULL;
 }
 
 void ld_synchronizer_free(ld_synchronizer *s)
 {
-    if (!s)
-        return;
-    ld__front_release(&s->front, s->ops->free, s->impl);
-    ld__free(s);
+    if (s)
+        ld__component_free(&s->c, s->ops->free);
 }

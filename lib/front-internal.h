@@ -12,29 +12,22 @@
 #define LDASYNC_FRONT_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <ldasync/future.h>
 
-/* An operation whose result waits for the implementation or for the
- * operations issued before it. */
-struct ld__pending {
-    struct ld__pending *next;
-    ld_future *impl; /* completed by the implementation */
-    ld_future *user; /* what the caller got */
+/* What the inline ld__front_idle() reads of a front's queue, which is
+ * otherwise private to front.c (whose struct starts with this). */
+struct ld__queue_state {
+    const void *head;  /* the oldest operation still waiting, or NULL */
+    unsigned inflight; /* handed over, not complete yet */
 };
 
-struct ld__queue {
-    struct event_base *base;
-    bool released;               /* the front let go of it */
-    unsigned refs;               /* the front's (until released) + one per pending callback */
-    unsigned inflight;           /* handed over, not complete yet (see hand_over) */
-    unsigned cancels;            /* cancellations whose cancel handlers may not have run */
-    bool cancels_lost;           /* one such count could not be tracked (no memory) */
-    void (*free_fn)(void *impl); /* set at release while cancels > 0 */
-    void *free_impl;
-    struct ld__pending *head, *tail;
-};
+struct ld__pending; /* an operation whose result waits (front.c) */
+struct ld__queue;   /* the waiting operations (front.c) */
 
+/* Embedded in a component (see struct ld__component); its fields are the
+ * front's: read them through the functions below. */
 struct ld__front {
     struct event_base *base;
     struct ld__queue *queue; /* outlives the front while callbacks hold it */
@@ -75,7 +68,20 @@ ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op);
  * may be handed back as it is. */
 static inline bool ld__front_idle(const struct ld__front *fr)
 {
-    return !fr->queue->head && !fr->queue->inflight;
+    const struct ld__queue_state *q = (const struct ld__queue_state *)(const void *)fr->queue;
+    return !q->head && !q->inflight;
+}
+
+/* True once the front was closed (or released). */
+static inline bool ld__front_closed(const struct ld__front *fr)
+{
+    return fr->closed;
+}
+
+/* The base the front's futures complete on. */
+static inline struct event_base *ld__front_base(const struct ld__front *fr)
+{
+    return fr->base;
 }
 
 /* A reference to the front's future rejected with LD_ENOMEM. */
@@ -97,5 +103,40 @@ ld_future *ld__front_close(struct ld__front *fr, bool abort,
  * implementation may have given them `impl`). Safe from inside a callback
  * of one of the front's own futures. */
 void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl);
+
+/*
+ * The skeleton of a component (store, big segment store, initializer,
+ * synchronizer, event and update processors): its front and its
+ * implementation. A component's struct starts with it, followed by its
+ * typed ops; the functions below do what every component does the same
+ * way, so that a component is its ops' validation and one line per
+ * operation. They take NULL for a NULL component.
+ */
+struct ld__component {
+    struct ld__front front;
+    void *impl;
+};
+
+/* A zeroed component of `size` bytes (its struct starts with struct
+ * ld__component) on `base`, for `impl`; the caller then sets its ops.
+ * NULL if memory ran out. */
+void *ld__component_new(size_t size, struct event_base *base, void *impl, const char *closed_msg);
+
+/* An operation whose only input is its implementation future: op(impl,
+ * out) through the front (`bad`: see ld__front_begin). NULL for a NULL
+ * component. */
+ld_future *ld__component_call(struct ld__component *c, const char *bad,
+                              void (*op)(void *impl, ld_future *out));
+
+/* ld__front_close() of the component; NULL for a NULL component. */
+ld_future *ld__component_close(struct ld__component *c, bool abort,
+                               void (*close_op)(void *impl, ld_future *out));
+
+/* ld__front_release() with free_fn, then frees the component. NULL-safe. */
+void ld__component_free(struct ld__component *c, void (*free_fn)(void *impl));
+
+/* What `fn(impl)` says (a name, a description), "unknown" when fn is NULL
+ * or says NULL, "(null)" for a NULL component. */
+const char *ld__component_text(const struct ld__component *c, const char *(*fn)(void *impl));
 
 #endif /* LDASYNC_FRONT_INTERNAL_H */

@@ -7,6 +7,8 @@
  * implementation hears of it, so that running out of memory rejects an
  * operation that never happened, never one that did.
  */
+#include <stdint.h>
+
 #include <ldasync/error.h>
 
 #include "alloc-internal.h"
@@ -14,6 +16,32 @@
 #include "future-internal.h"
 
 static const char E_NOMEM[] = "out of memory";
+
+/* An operation whose result waits for the implementation or for the
+ * operations issued before it. */
+struct ld__pending {
+    struct ld__pending *next;
+    ld_future *impl; /* completed by the implementation */
+    ld_future *user; /* what the caller got */
+};
+
+struct ld__queue {
+    /* First: what ld__front_idle() reads. `head` is the oldest pending. */
+    struct ld__queue_state st;
+    struct ld__pending *tail;
+    struct event_base *base;
+    bool released;               /* the front let go of it */
+    unsigned refs;               /* the front's (until released) + one per pending callback */
+    unsigned cancels;            /* cancellations whose cancel handlers may not have run */
+    bool cancels_lost;           /* one such count could not be tracked (no memory) */
+    void (*free_fn)(void *impl); /* set at release while cancels > 0 */
+    void *free_impl;
+};
+
+static inline struct ld__pending *head_of(const struct ld__queue *q)
+{
+    return (struct ld__pending *)(uintptr_t)q->st.head;
+}
 
 int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg)
 {
@@ -41,9 +69,9 @@ static void queue_unref(struct ld__queue *q)
 
 static struct ld__pending *pop(struct ld__queue *q)
 {
-    struct ld__pending *p = q->head;
-    q->head = p->next;
-    if (!q->head)
+    struct ld__pending *p = head_of(q);
+    q->st.head = p->next;
+    if (!p->next)
         q->tail = NULL;
     return p;
 }
@@ -52,7 +80,7 @@ static void user_done(ld_future *user, void *arg)
 {
     struct ld__queue *q = arg;
     (void)user;
-    q->inflight--;
+    q->st.inflight--;
     queue_unref(q);
 }
 
@@ -62,13 +90,13 @@ static void user_done(ld_future *user, void *arg)
  * later operation is not handed back ahead of it (ld__front_finish). */
 static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *from)
 {
-    q->inflight++;
+    q->st.inflight++;
     q->refs++;
     /* Usually the caller's future has no callback yet and this one takes
      * its embedded node (no allocation); without memory, only the order of
      * later results is at stake. */
     if (ld_future_on_complete(ld_future_ref(p->user), user_done, q) != 0) {
-        q->inflight--;
+        q->st.inflight--;
         q->refs--;
     }
     if (!ld_future_is_pending(from))
@@ -83,7 +111,7 @@ static void hand_over(struct ld__queue *q, struct ld__pending *p, ld_future *fro
  * first, stopping at the first one still running. */
 static void flush(struct ld__queue *q)
 {
-    while (q->head && !ld_future_is_pending(q->head->impl)) {
+    while (head_of(q) && !ld_future_is_pending(head_of(q)->impl)) {
         struct ld__pending *p = pop(q);
         hand_over(q, p, p->impl);
     }
@@ -166,7 +194,7 @@ ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op)
     if (q->tail)
         q->tail->next = p;
     else
-        q->head = p;
+        q->st.head = p;
     q->tail = p;
     /* Also when `impl` is complete: something in flight before it may not
      * flush the queue again. */
@@ -194,7 +222,7 @@ static size_t abort_pending(struct ld__front *fr, int code, const char *why)
     struct ld__queue *q = fr->queue;
     size_t cancelled = 0;
     flush(q);
-    while (q->head) {
+    while (head_of(q)) {
         struct ld__pending *p = pop(q);
         if (ld_future_cancel(p->impl) == 0)
             cancelled++;
@@ -289,4 +317,54 @@ void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *
         free_fn(impl);
     ld_future_unref(fr->oom);
     fr->oom = NULL;
+}
+
+/* ---- the component skeleton ---------------------------------------------- */
+
+void *ld__component_new(size_t size, struct event_base *base, void *impl, const char *closed_msg)
+{
+    struct ld__component *c = ld__calloc(1, size);
+    if (!c)
+        return NULL;
+    if (ld__front_init(&c->front, base, closed_msg) != 0) {
+        ld__free(c);
+        return NULL;
+    }
+    c->impl = impl;
+    return c;
+}
+
+ld_future *ld__component_call(struct ld__component *c, const char *bad,
+                              void (*op)(void *impl, ld_future *out))
+{
+    struct ld__op o;
+    ld_future *r;
+    if (!c)
+        return NULL;
+    if ((r = ld__front_begin(&c->front, bad, &o)) != NULL)
+        return r;
+    op(c->impl, ld_future_ref(o.impl));
+    return ld__front_finish(&c->front, &o);
+}
+
+ld_future *ld__component_close(struct ld__component *c, bool abort,
+                               void (*close_op)(void *impl, ld_future *out))
+{
+    return c ? ld__front_close(&c->front, abort, close_op, c->impl) : NULL;
+}
+
+void ld__component_free(struct ld__component *c, void (*free_fn)(void *impl))
+{
+    if (!c)
+        return;
+    ld__front_release(&c->front, free_fn, c->impl);
+    ld__free(c);
+}
+
+const char *ld__component_text(const struct ld__component *c, const char *(*fn)(void *impl))
+{
+    if (!c)
+        return "(null)";
+    const char *text = fn ? fn(c->impl) : NULL;
+    return text ? text : "unknown";
 }

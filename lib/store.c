@@ -23,11 +23,10 @@ struct ld_read_only_store {
 };
 
 struct ld_store {
-    struct ld__front fr; /* issue order, closing, freeing (front-internal.h) */
+    struct ld__component c; /* first: the skeleton (front-internal.h) */
     ld_read_only_store view;
     const struct ld_store_ops *ops;
     const struct ld__store_sync_ops *sync; /* or NULL */
-    void *impl;
 };
 
 ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops *ops,
@@ -36,16 +35,11 @@ ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops 
     if (!base || !ops || ops->version != LD_STORE_OPS_VERSION || !ops->get || !ops->all ||
         !ops->init || !ops->upsert || !ops->del || !ops->initialized)
         return NULL;
-    ld_store *s = ld__calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    if (ld__front_init(&s->fr, base, "store is closed") != 0) {
-        ld__free(s);
-        return NULL;
+    ld_store *s = ld__component_new(sizeof(*s), base, impl, "store is closed");
+    if (s) {
+        s->ops = ops;
+        s->sync = sync;
     }
-    s->ops = ops;
-    s->impl = impl;
-    s->sync = sync;
     return s;
 }
 
@@ -58,12 +52,12 @@ ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, 
  * implementation's struct ld_store_ops (see front-internal.h). */
 static ld_future *begin(ld_store *s, const char *bad, struct ld__op *op)
 {
-    return ld__front_begin(&s->fr, bad, op);
+    return ld__front_begin(&s->c.front, bad, op);
 }
 
 static ld_future *finish(ld_store *s, struct ld__op *op)
 {
-    return ld__front_finish(&s->fr, op);
+    return ld__front_finish(&s->c.front, op);
 }
 
 static const char E_KIND[] = "kind must not be NULL";
@@ -87,7 +81,7 @@ static const char *check_key(const ld_kind *kind, const char *key, size_t *len)
  * the operation is valid on an open store. */
 static bool now(const ld_store *s, const char *bad)
 {
-    return s->sync && !bad && !s->fr.closed && ld__front_idle(&s->fr);
+    return s->sync && !bad && !ld__front_closed(&s->c.front) && ld__front_idle(&s->c.front);
 }
 
 /* The caller's future `f` for a synchronous write, made before the write
@@ -111,12 +105,12 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
     size_t len;
     const char *bad = check_key(kind, key, &len);
     if (now(s, bad)) {
-        r = s->sync->get(s->impl, s->fr.base, kind, key, len);
-        return r ? r : ld__front_oom(&s->fr);
+        r = s->sync->get(s->c.impl, ld__front_base(&s->c.front), kind, key, len);
+        return r ? r : ld__front_oom(&s->c.front);
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->get(s->impl, kind, key, ld_future_ref(op.impl));
+    s->ops->get(s->c.impl, kind, key, ld_future_ref(op.impl));
     return finish(s, &op);
 }
 
@@ -128,12 +122,12 @@ ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
         return NULL;
     const char *bad = kind ? NULL : E_KIND;
     if (now(s, bad)) {
-        r = s->sync->all(s->impl, s->fr.base, kind);
-        return r ? r : ld__front_oom(&s->fr);
+        r = s->sync->all(s->c.impl, ld__front_base(&s->c.front), kind);
+        return r ? r : ld__front_oom(&s->c.front);
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->all(s->impl, kind, ld_future_ref(op.impl));
+    s->ops->all(s->c.impl, kind, ld_future_ref(op.impl));
     return finish(s, &op);
 }
 
@@ -146,9 +140,9 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
         return NULL;
     if (now(s, NULL)) { /* validation and loading in one pass */
         /* first: an init that happened must be told */
-        if (!(r = ld__future_later_new(s->fr.base)))
-            return ld__front_oom(&s->fr);
-        int rc = s->sync->init(s->impl, all_data, &bad);
+        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
+            return ld__front_oom(&s->c.front);
+        int rc = s->sync->init(s->c.impl, all_data, &bad);
         if (rc == 0)
             ld__later_fulfill(r, false, false);
         else
@@ -158,7 +152,7 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->init(s->impl, all_data, ld_future_ref(op.impl));
+    s->ops->init(s->c.impl, all_data, ld_future_ref(op.impl));
     return finish(s, &op);
 }
 
@@ -172,7 +166,7 @@ struct hint {
 static void hint(void *arg, const char *key, size_t len)
 {
     struct hint *h = arg;
-    h->s->sync->prefetch(h->s->impl, h->kind, key, len);
+    h->s->sync->prefetch(h->s->c.impl, h->kind, key, len);
 }
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
@@ -192,13 +186,13 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
         ld_item_parse(item, &info, &bad);
     }
     if (now(s, bad)) {
-        if (!(r = ld__future_later_new(s->fr.base)))
-            return ld__front_oom(&s->fr);
-        return answer(r, s->sync->upsert(s->impl, kind, item, &info));
+        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
+            return ld__front_oom(&s->c.front);
+        return answer(r, s->sync->upsert(s->c.impl, kind, item, &info));
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->upsert(s->impl, kind, item, &info, ld_future_ref(op.impl));
+    s->ops->upsert(s->c.impl, kind, item, &info, ld_future_ref(op.impl));
     return finish(s, &op);
 }
 
@@ -213,54 +207,40 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
     if (!bad && version < 0)
         bad = "version must be >= 0";
     if (now(s, bad)) {
-        if (!(r = ld__future_later_new(s->fr.base)))
-            return ld__front_oom(&s->fr);
-        return answer(r, s->sync->del(s->impl, kind, key, version));
+        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
+            return ld__front_oom(&s->c.front);
+        return answer(r, s->sync->del(s->c.impl, kind, key, version));
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->del(s->impl, kind, key, version, ld_future_ref(op.impl));
+    s->ops->del(s->c.impl, kind, key, version, ld_future_ref(op.impl));
     return finish(s, &op);
 }
 
 ld_future *ld_store_initialized(ld_store *s)
 {
-    struct ld__op op;
-    ld_future *r;
-    if (!s)
-        return NULL;
-    if ((r = begin(s, NULL, &op)) != NULL)
-        return r;
-    s->ops->initialized(s->impl, ld_future_ref(op.impl));
-    return finish(s, &op);
+    return s ? ld__component_call(&s->c, NULL, s->ops->initialized) : NULL;
 }
 
 ld_future *ld_store_close(ld_store *s)
 {
-    if (!s)
-        return NULL;
-    return ld__front_close(&s->fr, false, s->ops->close, s->impl);
+    return s ? ld__component_close(&s->c, false, s->ops->close) : NULL;
 }
 
 void ld_store_free(ld_store *s)
 {
-    if (!s)
-        return;
-    ld__front_release(&s->fr, s->ops->free, s->impl); /* pending: LD_ECANCELED */
-    ld__free(s);
+    if (s) /* pending operations: LD_ECANCELED */
+        ld__component_free(&s->c, s->ops->free);
 }
 
 const char *ld_store_describe(const ld_store *s)
 {
-    if (!s)
-        return "(null)";
-    const char *d = s->ops->describe ? s->ops->describe(s->impl) : NULL;
-    return d ? d : "unknown";
+    return s ? ld__component_text(&s->c, s->ops->describe) : "(null)";
 }
 
 struct event_base *ld_store_base(const ld_store *s)
 {
-    return s ? s->fr.base : NULL;
+    return s ? ld__front_base(&s->c.front) : NULL;
 }
 
 /* ---- the read-only view ------------------------------------------------ */
