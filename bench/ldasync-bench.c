@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync-bench: fixed workloads, each reported as the median of several
  * timed runs after a warm-up run.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Update sinks: the front layer, the store sink and its data-source status. */
 #include <string.h>
 #include <time.h>

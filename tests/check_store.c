@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The store front layer and the in-memory store: what is particular to them.
  * The store contract itself runs on the memory store in check_contract.c. */
 #include <event2/thread.h>
