@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync-bench: fixed workloads, each reported as the median of several
  * timed runs after a warm-up run.
@@ -372,7 +373,7 @@ static double bench_alt_event_per_future(struct event_base *base, long ops)
 
 enum { FLAGS = 10000 };
 
-/* The fixture of DESIGN.md: make_feature(key, version). */
+/* The flag fixture (docs/design.md, "The testing kit"): make_feature(key, version). */
 static json_t *make_feature(const char *key, long version)
 {
     return json_pack("{s:s, s:I, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,

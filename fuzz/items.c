@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * fuzz/items.c: libFuzzer target for item and data set validation and for
  * ld_data_sort() (include/ldasync/kind.h).

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * fuzz/store_ops.c: libFuzzer target for stores (include/ldasync/store.h).
  *

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the library's allocation functions (alloc.h's hooks behind them).
  * Never installed. Every allocation of libldasync goes through these.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the allocation hooks (alloc.h) and the library's wrappers around
  * them (alloc-internal.h).

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* error.c: names and messages of the error codes, generated from LD_ERRNO_MAP. */
 #include <ldasync/error.h>
 

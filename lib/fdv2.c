@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: FDv2 types, the change set builder, and the initializer and
  * synchronizer front layers (fdv2.h).

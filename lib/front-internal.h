@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the part every component's front layer shares (big segment store,
  * initializer, synchronizer, processors). Never installed.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the shared front layer of the components around the store
  * (front-internal.h): issue-order completion, closing and aborting.

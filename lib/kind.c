@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: kinds of items, item validation, tombstones, and the dependency
  * order of a data set (kind.h).

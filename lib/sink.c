@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: update sinks (sink.h). The front layer checks what every sink
  * needs checked; the store sink forwards to a store and keeps the

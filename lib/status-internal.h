@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: what the users of the data-source status types (sink.c, fdv2.c)
  * share. Never installed.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the data-source status types (status.h): their names, and the
  * rule for an error info handed to the library.

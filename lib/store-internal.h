@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: what the store front layer (store.c) offers implementations inside
  * the library. Never installed.

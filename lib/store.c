@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the store front layer (store.h). It validates input, handles the
  * closed and freed states, and completes the futures it returns in the order

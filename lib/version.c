@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* version.c: the version this library was built as (see ldasync/version.h). */
 #include <ldasync/version.h>
 

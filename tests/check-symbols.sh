@@ -1,4 +1,5 @@
 #!/bin/sh
+# Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
 # check-symbols.sh: compare the dynamic symbols that each built shared library
 # exports with its committed list, so that nothing enters (or leaves) an ABI by
 # accident:

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * The chaos test: every public path run again and again with its Nth
  * allocation failing, N = 1, 2, ... until the path runs without a failure,

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The store contract (lib/testing/contract.c) on the stores of this tree, and
  * ld_store_contract_add_tests() itself. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* check_error.c: the error table, ld_strerror() and ld_err_name(). */
 #include <limits.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* FDv2 types, the change set builder, initializers and synchronizers. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The ld_future contract, one behaviour per test. */
 #include <limits.h>
 #include <malloc.h>

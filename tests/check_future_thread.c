@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Futures completed from other threads (libevent threading on). */
 #include <event2/thread.h>
 #include <pthread.h>

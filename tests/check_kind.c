@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Kinds, item validation, tombstones and ld_data_sort, one rule per test. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The mock store's own features (lib/testing/mock_store.c); its store
  * semantics are checked by the contract suite (check_contract.c). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The mocks of the interfaces around the store (lib/testing/mock_*.c, other
  * than the mock store): what they answer, what they record, how they
  * refuse what is not theirs, ordering and closing. */

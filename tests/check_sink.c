@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Update sinks: the front layer, the store sink and its data-source status. */
 #include <string.h>
 #include <time.h>
@@ -104,7 +105,7 @@ static void sink_teardown(void)
     ld_test_teardown();
 }
 
-/* The fixture of DESIGN.md. */
+/* The flag fixture (docs/design.md, "The testing kit"). */
 static json_t *make_feature(const char *key, int version)
 {
     return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The data-source status types shared by sinks and FDv2 updates: their names. */
 #include <ldasync/status.h> /* first: the header stands on its own */
 

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The store front layer and the in-memory store: what is particular to them.
  * The store contract itself runs on the memory store in check_contract.c. */
 #include <event2/thread.h>
@@ -28,7 +29,7 @@ static void store_teardown(void)
     ld_test_teardown();
 }
 
-/* The fixture of DESIGN.md. */
+/* The flag fixture (docs/design.md, "The testing kit"). */
 static json_t *make_feature(const char *key, int version)
 {
     return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* check_suites.h: the Check suites that tests/check_main.c runs, one per module. */
 #ifndef LDASYNC_TESTS_CHECK_SUITES_H
 #define LDASYNC_TESTS_CHECK_SUITES_H

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Helpers shared by the Check suites. */
 #include "check_util.h"
 

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Helpers shared by the Check suites: a base per test, guarded loops. */
 #ifndef LDASYNC_CHECK_UTIL_H
 #define LDASYNC_CHECK_UTIL_H

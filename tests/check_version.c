@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* check_version.c: the version macros agree with each other and with the library. */
 #include <stdio.h>
 

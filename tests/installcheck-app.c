@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * installcheck-app.c: an outside program, built by `make installcheck` (and so by
  * `make distcheck`) against the installed ldasync with nothing but

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * installcheck-testing.c: an outside program, built by `make installcheck` (and so
  * by `make distcheck`) against the installed testing kit with nothing but

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync/fdv2.h: the types of LaunchDarkly's data system version 2 (FDv2)
  * and the two kinds of data source that produce them.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync/kind.h: kinds of versioned items (feature flags, segments), item
  * validation, tombstones, and the dependency order persistent stores write

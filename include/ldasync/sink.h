@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync/sink.h: the update sink a data source pushes data and status into,
  * and the sink that forwards to a store and keeps the data-source status.

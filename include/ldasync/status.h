@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync/status.h: the status of a data source: its state, the errors it
  * meets, and the two together with the time the state last changed.

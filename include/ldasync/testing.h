@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync/testing.h: the testing kit (libldasync-testing): mocks of the
  * interfaces of ldasync, and the store contract as Check test cases, for

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the store contract as Check tests (testing.h).
  *
@@ -117,7 +118,7 @@ static ld_future *read_all(const ld_kind *kind)
     return V ? ld_read_only_store_all(ld_store_read_only(S), kind) : ld_store_all(S, kind);
 }
 
-/* The fixture of DESIGN.md. New reference. */
+/* The flag fixture (docs/design.md, "The testing kit"). New reference. */
 static json_t *make_feature(const char *key, int64_t version)
 {
     json_t *f = json_pack("{s:s, s:I, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key",
@@ -230,7 +231,7 @@ static void init_with(json_t *data)
     json_decref(data);
 }
 
-/* The "inited store" of DESIGN.md: foo v10 and bar v10. */
+/* The "inited store" (docs/design.md, "The testing kit"): foo v10 and bar v10. */
 static void init_foo_bar(void)
 {
     init_with(json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", make_feature("foo", 10), "bar",

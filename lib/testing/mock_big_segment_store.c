@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the mock big segment store (testing.h). Memberships
  * are a JSON object context hash -> membership; the queries are an array of

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the mock event processor (testing.h). The events sent
  * are kept in a JSON array, by reference.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the mock initializer (testing.h). A basis goes into
  * a fetch's future and is freed with it, so the mock keeps the basis it was

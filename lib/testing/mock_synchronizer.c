@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the mock synchronizer (testing.h). Two queues meet
  * here: the script (what the test pushed, not yielded yet) and the nexts

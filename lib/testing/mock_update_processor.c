@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the mock update processor (testing.h). Its start is
  * answered from a scripted outcome; a held start keeps its future until

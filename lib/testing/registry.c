@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * libldasync-testing: the registry of mocks (testing-internal.h). A short
  * list under a lock: tests hold a handful of mocks at a time.

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * testing-internal.h: what the parts of libldasync-testing share. Never
  * installed.
