@@ -10,17 +10,6 @@
 #define FEATURES ld_kind_features()
 #define SEGMENTS ld_kind_segments()
 
-static void expect_error(ld_future *f, int code, const char *in_message)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ck_assert_int_eq(ld_future_error(f), code);
-    if (in_message)
-        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
-                      ld_future_error_message(f), in_message);
-    ld_future_unref(f);
-}
-
 static int64_t now_ms(void)
 {
     struct timeval tv;
@@ -618,23 +607,6 @@ static ld_fdv2_update *update_of(enum ld_ds_state state)
     return ld_fdv2_update_new(state, NULL, NULL, NULL);
 }
 
-static int seq[16], nseq;
-
-static void note_order(ld_future *f, void *arg)
-{
-    (void)f;
-    seq[nseq++] = (int)(intptr_t)arg;
-}
-
-static int cancelled;
-
-static void count_cancel(ld_future *f, void *arg)
-{
-    (void)f;
-    (void)arg;
-    cancelled++;
-}
-
 START_TEST(test_initializer_fetches_a_basis)
 {
     init = ld_initializer_new(B, &init_ops, &impl);
@@ -652,20 +624,20 @@ END_TEST
 
 START_TEST(test_initializer_fetches_complete_in_issue_order)
 {
-    nseq = 0;
+    ld_test_n_order = 0;
     init = ld_initializer_new(B, &init_ops, &impl);
     ld_future *a = ld_initializer_fetch(init);
     ld_future *b2 = ld_initializer_fetch(init);
-    ld_future_on_complete(ld_future_ref(a), note_order, (void *)0);
-    ld_future_on_complete(ld_future_ref(b2), note_order, (void *)1);
+    ld_future_on_complete(ld_future_ref(a), ld_test_note_order, (void *)0);
+    ld_future_on_complete(ld_future_ref(b2), ld_test_note_order, (void *)1);
     ld_fdv2_fulfill_basis(impl.outs[1], basis_with_env("second"));
     ld_test_flush();
-    ck_assert_int_eq(nseq, 0);
+    ck_assert_int_eq(ld_test_n_order, 0);
     ld_future_reject(impl.outs[0], LD_EIO, "connection refused");
     ld_test_flush();
-    ck_assert_int_eq(nseq, 2);
-    ck_assert_int_eq(seq[0], 0);
-    ck_assert_int_eq(seq[1], 1);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 0);
+    ck_assert_int_eq(ld_test_order[1], 1);
     ck_assert_int_eq(ld_future_error(a), LD_EIO);
     ck_assert_str_eq(ld_fdv2_basis_environment_id(ld_fdv2_future_basis(b2)), "second");
     ld_future_unref(a);
@@ -675,10 +647,10 @@ END_TEST
 
 START_TEST(test_initializer_close_rejects_pending_and_later_fetches)
 {
-    cancelled = 0;
+    ld_test_cancels = 0;
     init = ld_initializer_new(B, &init_ops, &impl);
     ld_future *pending = ld_initializer_fetch(init);
-    ld_future_set_cancel_handler(impl.outs[0], count_cancel, NULL);
+    ld_future_set_cancel_handler(impl.outs[0], ld_test_count_cancel, NULL);
     ld_future *close = ld_initializer_close(init);
     ck_assert_int_eq(impl.closes, 1);
     ld_test_wait(close);
@@ -686,8 +658,8 @@ START_TEST(test_initializer_close_rejects_pending_and_later_fetches)
     ld_test_flush(); /* cancel handlers run from the loop */
     ck_assert(ld_future_is_fulfilled(close));
     ck_assert_int_eq(ld_future_error(pending), LD_ECLOSED);
-    ck_assert_int_eq(cancelled, 1);
-    expect_error(ld_initializer_fetch(init), LD_ECLOSED, "closed");
+    ck_assert_int_eq(ld_test_cancels, 1);
+    ld_test_expect_error(ld_initializer_fetch(init), LD_ECLOSED, "closed");
     ld_future_unref(close);
     close = ld_initializer_close(init);
     ld_test_wait(close);
@@ -771,15 +743,15 @@ END_TEST
  * it, not ahead of them (A S B, not B A S). */
 START_TEST(test_synchronizer_next_after_stop_completes_in_issue_order)
 {
-    nseq = 0;
+    ld_test_n_order = 0;
     sync = ld_synchronizer_new(B, &sync_ops, &impl);
-    ld_future_on_complete(ld_synchronizer_next(sync), note_order, (void *)0);
-    ld_future_on_complete(ld_synchronizer_stop(sync), note_order, (void *)1);
-    ld_future_on_complete(ld_synchronizer_next(sync), note_order, (void *)2);
+    ld_future_on_complete(ld_synchronizer_next(sync), ld_test_note_order, (void *)0);
+    ld_future_on_complete(ld_synchronizer_stop(sync), ld_test_note_order, (void *)1);
+    ld_future_on_complete(ld_synchronizer_next(sync), ld_test_note_order, (void *)2);
     ld_test_flush();
-    ck_assert_int_eq(nseq, 3);
+    ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(seq[i], i);
+        ck_assert_int_eq(ld_test_order[i], i);
 }
 END_TEST
 
@@ -829,24 +801,24 @@ END_TEST
 
 START_TEST(test_synchronizer_yields_updates_in_order)
 {
-    nseq = 0;
+    ld_test_n_order = 0;
     sync = ld_synchronizer_new(B, &sync_ops, &impl);
     ck_assert_str_eq(ld_synchronizer_name(sync), "script");
     ld_future *fs[3];
     for (intptr_t i = 0; i < 3; i++) {
         fs[i] = ld_synchronizer_next(sync);
-        ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
+        ld_future_on_complete(ld_future_ref(fs[i]), ld_test_note_order, (void *)i);
     }
     ck_assert_int_eq(impl.n, 3);
     ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_OFF));
     ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_INTERRUPTED));
     ld_test_flush();
-    ck_assert_int_eq(nseq, 0);
+    ck_assert_int_eq(ld_test_n_order, 0);
     ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
     ld_test_flush();
-    ck_assert_int_eq(nseq, 3);
+    ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(seq[i], i);
+        ck_assert_int_eq(ld_test_order[i], i);
     ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_DS_VALID);
     ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_DS_INTERRUPTED);
     ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DS_OFF);
@@ -857,8 +829,8 @@ END_TEST
 
 START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
 {
-    cancelled = 0;
-    nseq = 0;
+    ld_test_cancels = 0;
+    ld_test_n_order = 0;
     sync = ld_synchronizer_new(B, &sync_ops, &impl);
     ld_future *first = ld_synchronizer_next(sync);
     ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
@@ -867,24 +839,24 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ld_future_unref(first);
 
     ld_future *pending = ld_synchronizer_next(sync);
-    ld_future_set_cancel_handler(impl.outs[1], count_cancel, NULL);
-    ld_future_on_complete(ld_future_ref(pending), note_order, (void *)0);
+    ld_future_set_cancel_handler(impl.outs[1], ld_test_count_cancel, NULL);
+    ld_future_on_complete(ld_future_ref(pending), ld_test_note_order, (void *)0);
     ld_future *stop = ld_synchronizer_stop(sync);
-    ld_future_on_complete(ld_future_ref(stop), note_order, (void *)1);
-    ck_assert_int_eq(nseq, 0); /* never inside the call */
+    ld_future_on_complete(ld_future_ref(stop), ld_test_note_order, (void *)1);
+    ck_assert_int_eq(ld_test_n_order, 0); /* never inside the call */
     ld_test_flush();
-    ck_assert_int_eq(nseq, 2);
-    ck_assert_int_eq(seq[0], 0); /* the pending next ends before stop completes */
-    ck_assert_int_eq(seq[1], 1);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 0); /* the pending next ends before stop completes */
+    ck_assert_int_eq(ld_test_order[1], 1);
     ck_assert_int_eq(ld_future_error(pending), LD_ECLOSED);
     ck_assert_ptr_nonnull(strstr(ld_future_error_message(pending), "stopped"));
     ck_assert(ld_future_is_fulfilled(stop));
-    ck_assert_int_eq(cancelled, 1);
+    ck_assert_int_eq(ld_test_cancels, 1);
     ck_assert_int_eq(impl.closes, 1);
     /* the implementation completing late changes nothing */
     ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_VALID)), LD_EALREADY);
-    expect_error(ld_synchronizer_next(sync), LD_ECLOSED, "stopped");
-    expect_error(ld_synchronizer_next(sync), LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, "stopped");
+    ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, NULL);
     ck_assert_int_eq(impl.n, 2); /* the implementation was not asked again */
     ld_future_unref(pending);
     ld_future_unref(stop);
@@ -899,16 +871,16 @@ START_TEST(test_synchronizer_stop_delivers_updates_that_are_ready)
     ld_future *c = ld_synchronizer_next(sync);
     ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
     ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_VALID));
-    nseq = 0;
-    ld_future_on_complete(ld_future_ref(a), note_order, (void *)0);
-    ld_future_on_complete(ld_future_ref(b2), note_order, (void *)1);
-    ld_future_on_complete(ld_future_ref(c), note_order, (void *)2);
+    ld_test_n_order = 0;
+    ld_future_on_complete(ld_future_ref(a), ld_test_note_order, (void *)0);
+    ld_future_on_complete(ld_future_ref(b2), ld_test_note_order, (void *)1);
+    ld_future_on_complete(ld_future_ref(c), ld_test_note_order, (void *)2);
     ld_future *stop = ld_synchronizer_stop(sync); /* before the loop ran */
-    ld_future_on_complete(ld_future_ref(stop), note_order, (void *)3);
+    ld_future_on_complete(ld_future_ref(stop), ld_test_note_order, (void *)3);
     ld_test_flush();
-    ck_assert_int_eq(nseq, 4);
+    ck_assert_int_eq(ld_test_n_order, 4);
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(seq[i], i); /* issue order, stop last */
+        ck_assert_int_eq(ld_test_order[i], i); /* issue order, stop last */
     ck_assert(ld_future_is_fulfilled(stop));
     ck_assert(ld_future_is_fulfilled(a));
     ck_assert_int_eq(ld_future_error(b2), LD_ECLOSED);

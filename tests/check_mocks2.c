@@ -14,55 +14,11 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static ld_future *done(ld_future *f)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    return f;
-}
-
-static void await_ok(ld_future *f)
-{
-    done(f);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    ld_future_unref(f);
-}
-
-static void await_error(ld_future *f, int code)
-{
-    done(f);
-    ck_assert_msg(ld_future_error(f) == code, "expected %s, got %s", ld_err_name(code),
-                  ld_err_name(ld_future_error(f)));
-    ld_future_unref(f);
-}
-
-/* Completion order: note() appends its arg to `order`. */
-static int order[16];
-static int n_order;
-
-static void note(ld_future *f, void *arg)
-{
-    (void)f;
-    ck_assert_int_lt(n_order, 16);
-    order[n_order++] = (int)(intptr_t)arg;
-}
-
-static void watch(ld_future *f, int i)
-{
-    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), note, (void *)(intptr_t)i), 0);
-}
-
 static int64_t wall_ms(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static void setup(void)
-{
-    ld_test_setup();
-    n_order = 0;
 }
 
 /* An event processor that is no mock, to hand the accessors. */
@@ -130,7 +86,7 @@ START_TEST(test_ep_refused_events_are_not_recorded)
     json_t *ev = json_object();
     ck_assert_int_eq(ld_event_processor_send_event(ep, notobj), LD_EINVAL);
     ck_assert_int_eq(ld_event_processor_send_event(ep, NULL), LD_EINVAL);
-    await_ok(ld_event_processor_close(ep));
+    ld_test_await_ok(ld_event_processor_close(ep));
     ck_assert_int_eq(ld_event_processor_send_event(ep, ev), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_event_processor_event_count(ep), 0);
     json_decref(notobj);
@@ -144,17 +100,17 @@ START_TEST(test_ep_flush_fulfils_true_and_is_counted)
     ld_event_processor *ep = ld_mock_event_processor_new(B);
     ld_future *f1 = ld_event_processor_flush(ep);
     ld_future *f2 = ld_event_processor_flush(ep);
-    watch(f1, 1);
-    watch(f2, 2);
+    ld_test_watch(f1, 1);
+    ld_test_watch(f2, 2);
     ck_assert_int_eq(ld_mock_event_processor_flush_count(ep), 2);
-    done(f1);
-    done(f2);
+    ld_test_done(f1);
+    ld_test_done(f2);
     ld_test_flush();
     ck_assert(ld_future_is_fulfilled(f1) && ld_future_bool(f1));
     ck_assert(ld_future_is_fulfilled(f2) && ld_future_bool(f2));
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1);
-    ck_assert_int_eq(order[1], 2);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1);
+    ck_assert_int_eq(ld_test_order[1], 2);
     ld_future_unref(f1);
     ld_future_unref(f2);
     ld_event_processor_free(ep);
@@ -164,11 +120,11 @@ END_TEST
 START_TEST(test_ep_close_then_flush_is_refused_and_not_counted)
 {
     ld_event_processor *ep = ld_mock_event_processor_new(B);
-    await_ok(ld_event_processor_flush(ep));
-    await_ok(ld_event_processor_close(ep));
+    ld_test_await_ok(ld_event_processor_flush(ep));
+    ld_test_await_ok(ld_event_processor_close(ep));
     ck_assert_int_eq(ld_mock_event_processor_closed(ep), 1);
-    await_error(ld_event_processor_flush(ep), LD_ECLOSED);
-    await_ok(ld_event_processor_close(ep)); /* twice fulfils again */
+    ld_test_expect_error(ld_event_processor_flush(ep), LD_ECLOSED, NULL);
+    ld_test_await_ok(ld_event_processor_close(ep)); /* twice fulfils again */
     ck_assert_int_eq(ld_mock_event_processor_closed(ep), 1);
     ck_assert_int_eq(ld_mock_event_processor_flush_count(ep), 1);
     ld_event_processor_free(ep);
@@ -181,7 +137,7 @@ START_TEST(test_ep_clear_forgets_events_keeps_flush_count)
     json_t *e1 = json_object();
     json_t *e2 = json_object();
     ck_assert_int_eq(ld_event_processor_send_event(ep, e1), 0);
-    await_ok(ld_event_processor_flush(ep));
+    ld_test_await_ok(ld_event_processor_flush(ep));
     ck_assert_int_eq(e1->refcount, 2);
     ck_assert_int_eq(ld_mock_event_processor_clear(ep), 0);
     ck_assert_int_eq(e1->refcount, 1); /* released */
@@ -233,7 +189,7 @@ START_TEST(test_up_ready_at_once_by_default)
     ck_assert(ld_future_is_pending(f));             /* completed from the loop */
     ck_assert(ld_update_processor_initialized(up)); /* ready at once */
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_EALREADY);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_EALREADY);
     ld_update_processor_free(up);
@@ -243,7 +199,7 @@ END_TEST
 START_TEST(test_up_give_up_fulfils_not_initialized)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_GIVE_UP);
-    await_ok(ld_update_processor_start(up));
+    ld_test_await_ok(ld_update_processor_start(up));
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
     ld_update_processor_free(up);
@@ -259,7 +215,7 @@ START_TEST(test_up_hold_waits_for_set_ready)
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), 0);
     ck_assert(ld_update_processor_initialized(up));
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_EALREADY);
     ld_update_processor_free(up);
 }
@@ -270,7 +226,7 @@ START_TEST(test_up_hold_then_fail_rejects_with_the_code)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), 0);
-    await_error(f, LD_EIO);
+    ld_test_expect_error(f, LD_EIO, NULL);
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_EALREADY);
     ld_update_processor_free(up);
@@ -282,13 +238,13 @@ START_TEST(test_up_scripted_before_start)
     ld_update_processor *failing = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
     ck_assert_int_eq(ld_mock_update_processor_fail(failing, LD_ETIMEDOUT), 0);
     ld_future *f = ld_update_processor_start(failing);
-    await_error(f, LD_ETIMEDOUT); /* at the loop's first pass */
+    ld_test_expect_error(f, LD_ETIMEDOUT, NULL); /* at the loop's first pass */
     ck_assert(!ld_update_processor_initialized(failing));
 
     ld_update_processor *held = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(held), 0);
     f = ld_update_processor_start(held);
-    await_ok(f); /* ready before start: the start needs no more */
+    ld_test_await_ok(f); /* ready before start: the start needs no more */
     ck_assert(ld_update_processor_initialized(held));
     ld_update_processor_free(failing);
     ld_update_processor_free(held);
@@ -298,8 +254,8 @@ END_TEST
 START_TEST(test_up_second_start_is_refused_and_not_counted)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
-    await_ok(ld_update_processor_start(up));
-    await_error(ld_update_processor_start(up), LD_EINVAL);
+    ld_test_await_ok(ld_update_processor_start(up));
+    ld_test_expect_error(ld_update_processor_start(up), LD_EINVAL, NULL);
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
     ld_update_processor_free(up);
 }
@@ -310,18 +266,18 @@ START_TEST(test_up_close_rejects_a_held_start)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ld_future *c = ld_update_processor_close(up);
-    watch(f, 1);
-    watch(c, 2);
-    await_error(f, LD_ECLOSED);
-    await_ok(c);
+    ld_test_watch(f, 1);
+    ld_test_watch(c, 2);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_await_ok(c);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1); /* the start before the close */
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1); /* the start before the close */
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_ECLOSED);
     ck_assert(!ld_update_processor_initialized(up));
-    await_error(ld_update_processor_start(up), LD_ECLOSED);
+    ld_test_expect_error(ld_update_processor_start(up), LD_ECLOSED, NULL);
     ld_update_processor_free(up);
 }
 END_TEST
@@ -330,8 +286,8 @@ START_TEST(test_up_close_after_ready)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 0);
-    await_ok(ld_update_processor_start(up));
-    await_ok(ld_update_processor_close(up));
+    ld_test_await_ok(ld_update_processor_start(up));
+    ld_test_await_ok(ld_update_processor_close(up));
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
     ck_assert(!ld_update_processor_initialized(up));
     ld_update_processor_free(up);
@@ -343,7 +299,7 @@ START_TEST(test_up_free_cancels_a_held_start)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ld_update_processor_free(up);
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -377,7 +333,7 @@ static ld_big_segment_store *bss;
 
 static void bss_setup(void)
 {
-    setup();
+    ld_test_setup();
     bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
     ck_assert_ptr_nonnull(bss);
 }
@@ -392,7 +348,7 @@ static void bss_teardown(void)
 /* The metadata time, failing the test if it was rejected. */
 static int64_t metadata(void)
 {
-    ld_future *f = done(ld_big_segment_store_get_metadata(bss));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(bss));
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     int64_t t = ld_future_int(f);
     ld_future_unref(f);
@@ -402,7 +358,7 @@ static int64_t metadata(void)
 /* The membership of `hash`: a new reference, or NULL. */
 static json_t *membership(const char *hash)
 {
-    ld_future *f = done(ld_big_segment_store_get_membership(bss, hash));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_membership(bss, hash));
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     json_t *m = json_incref(ld_future_json(f));
     ld_future_unref(f);
@@ -425,7 +381,7 @@ START_TEST(test_bss_presets)
     ck_assert_int_eq(
         ld_mock_big_segment_store_set_preset(bss, (enum ld_mock_big_segments_preset)_i), 0);
     int64_t before = wall_ms();
-    ld_future *f = done(ld_big_segment_store_get_metadata(bss));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(bss));
     int64_t after = wall_ms();
     int64_t t = ld_future_is_fulfilled(f) ? ld_future_int(f) : 0;
     switch (_i) {
@@ -459,7 +415,7 @@ START_TEST(test_bss_preset_changes_later_calls)
 {
     ck_assert_int_gt(metadata(), 0);
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_ERROR), 0);
-    await_error(ld_big_segment_store_get_metadata(bss), LD_ESTORE);
+    ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ESTORE, NULL);
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_NONE), 0);
     ck_assert_int_eq(metadata(), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 3);
@@ -503,7 +459,7 @@ START_TEST(test_bss_membership_queries_are_recorded_in_order)
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 3);
     for (int i = 0; i < 3; i++) {
         ck_assert_str_eq(ld_mock_big_segment_store_membership_query(bss, (size_t)i), hashes[i]);
-        await_ok(fs[i]);
+        ld_test_await_ok(fs[i]);
     }
     ck_assert_ptr_null(ld_mock_big_segment_store_membership_query(bss, 3));
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 0);
@@ -512,11 +468,11 @@ END_TEST
 
 START_TEST(test_bss_refused_queries_are_not_recorded)
 {
-    await_error(ld_big_segment_store_get_membership(bss, ""), LD_EINVAL);
-    await_error(ld_big_segment_store_get_membership(bss, NULL), LD_EINVAL);
-    await_ok(ld_big_segment_store_stop(bss));
-    await_error(ld_big_segment_store_get_membership(bss, "a"), LD_ECLOSED);
-    await_error(ld_big_segment_store_get_metadata(bss), LD_ECLOSED);
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, ""), LD_EINVAL, NULL);
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, NULL), LD_EINVAL, NULL);
+    ld_test_await_ok(ld_big_segment_store_stop(bss));
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, "a"), LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 0);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 0);
 }
@@ -573,7 +529,7 @@ static ld_fdv2_update *update(enum ld_ds_state state)
 /* Waits for `f` (stolen), checks it yields `u`. */
 static void await_update(ld_future *f, const ld_fdv2_update *u)
 {
-    done(f);
+    ld_test_done(f);
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     ck_assert_ptr_eq(ld_fdv2_future_update(f), u);
     ld_future_unref(f);
@@ -604,9 +560,9 @@ START_TEST(test_sync_yields_the_script_in_order)
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
     await_update(ld_synchronizer_next(s), u1);
-    await_error(ld_synchronizer_next(s), LD_EIO);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_EIO, NULL);
     ld_future *f = ld_synchronizer_next(s);
-    done(f);
+    ld_test_done(f);
     ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_INTERRUPTED);
     await_update(f, u2);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
@@ -620,7 +576,7 @@ START_TEST(test_sync_next_waits_for_a_push)
     ld_future *fs[3];
     for (int i = 0; i < 3; i++) {
         fs[i] = ld_synchronizer_next(s);
-        watch(fs[i], i);
+        ld_test_watch(fs[i], i);
     }
     ld_test_flush();
     for (int i = 0; i < 3; i++)
@@ -634,11 +590,11 @@ START_TEST(test_sync_next_waits_for_a_push)
     ck_assert(ld_future_is_pending(fs[2]));
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 3);
+    ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(order[i], i);
+        ck_assert_int_eq(ld_test_order[i], i);
     await_update(fs[0], u0);
-    await_error(fs[1], LD_EPARSE);
+    ld_test_expect_error(fs[1], LD_EPARSE, NULL);
     await_update(fs[2], u2);
     ld_synchronizer_free(s);
 }
@@ -651,8 +607,8 @@ START_TEST(test_sync_end_rejects_every_later_next)
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), 0);
     await_update(ld_synchronizer_next(s), u);
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
@@ -669,8 +625,8 @@ START_TEST(test_sync_end_answers_every_waiting_next)
     ld_future *f2 = ld_synchronizer_next(s);
     /* pushing an LD_ECLOSED error is the end */
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_ECLOSED), 0);
-    await_error(f1, LD_ECLOSED);
-    await_error(f2, LD_ECLOSED);
+    ld_test_expect_error(f1, LD_ECLOSED, NULL);
+    ld_test_expect_error(f2, LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ld_synchronizer_free(s);
 }
@@ -684,20 +640,20 @@ START_TEST(test_sync_stop_rejects_waiting_nexts)
     ld_future *f2 = ld_synchronizer_next(s);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ld_future *stop = ld_synchronizer_stop(s);
-    watch(f2, 2);
-    watch(stop, 3);
+    ld_test_watch(f2, 2);
+    ld_test_watch(stop, 3);
     ck_assert_int_eq(ld_mock_synchronizer_stopped(s), 1);
     await_update(f1, u);
-    await_error(f2, LD_ECLOSED);
-    await_ok(stop);
+    ld_test_expect_error(f2, LD_ECLOSED, NULL);
+    ld_test_await_ok(stop);
     ld_test_flush();
-    ck_assert_int_eq(order[0], 2); /* the next before the stop */
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
+    ck_assert_int_eq(ld_test_order[0], 2); /* the next before the stop */
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 2);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
-    await_ok(ld_synchronizer_stop(s));
+    ld_test_await_ok(ld_synchronizer_stop(s));
     ld_synchronizer_free(s);
 }
 END_TEST
@@ -712,7 +668,7 @@ START_TEST(test_sync_free_cancels_waiting_and_drops_the_script)
     ck_assert_int_eq(ld_mock_synchronizer_end(t), 0);
     ld_synchronizer_free(s);
     ld_synchronizer_free(t); /* its script is freed: valgrind checks */
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -792,7 +748,7 @@ static void assert_the_basis(const ld_fdv2_basis *got)
 
 static void init_setup(void)
 {
-    setup();
+    ld_test_setup();
     flag = json_pack("{s:s, s:i}", "key", "foo", "version", 10);
     ck_assert_ptr_nonnull(flag);
 }
@@ -823,8 +779,8 @@ START_TEST(test_init_fetch_gets_a_copy_of_the_basis)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_fdv2_basis *set = basis();
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, set), 0);
-    ld_future *f1 = done(ld_initializer_fetch(i));
-    ld_future *f2 = done(ld_initializer_fetch(i));
+    ld_future *f1 = ld_test_done(ld_initializer_fetch(i));
+    ld_future *f2 = ld_test_done(ld_initializer_fetch(i));
     ck_assert(ld_future_is_fulfilled(f1) && ld_future_is_fulfilled(f2));
     const ld_fdv2_basis *b1 = ld_fdv2_future_basis(f1);
     const ld_fdv2_basis *b2 = ld_fdv2_future_basis(f2);
@@ -845,7 +801,7 @@ START_TEST(test_init_copies_a_no_changes_basis)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_fdv2_basis *set = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, set), 0);
-    ld_future *f = done(ld_initializer_fetch(i));
+    ld_future *f = ld_test_done(ld_initializer_fetch(i));
     const ld_fdv2_basis *got = ld_fdv2_future_basis(f);
     ck_assert_ptr_nonnull(got);
     ck_assert_int_eq(ld_fdv2_change_set_intent(ld_fdv2_basis_change_set(got)), LD_FDV2_XFER_NONE);
@@ -864,16 +820,16 @@ START_TEST(test_init_fetches_wait_until_set_in_order)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *f1 = ld_initializer_fetch(i);
     ld_future *f2 = ld_initializer_fetch(i);
-    watch(f1, 1);
-    watch(f2, 2);
+    ld_test_watch(f1, 1);
+    ld_test_watch(f2, 2);
     ld_test_flush();
     ck_assert(ld_future_is_pending(f1) && ld_future_is_pending(f2));
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 2);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), 0);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1);
-    ck_assert_int_eq(order[1], 2);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1);
+    ck_assert_int_eq(ld_test_order[1], 2);
     assert_the_basis(ld_fdv2_future_basis(f1));
     assert_the_basis(ld_fdv2_future_basis(f2));
     ld_future_unref(f1);
@@ -887,14 +843,14 @@ START_TEST(test_init_set_error_then_set_basis_replace)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *waiting = ld_initializer_fetch(i);
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EIO), 0);
-    await_error(waiting, LD_EIO);
-    await_error(ld_initializer_fetch(i), LD_EIO);
+    ld_test_expect_error(waiting, LD_EIO, NULL);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_EIO, NULL);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), 0);
-    ld_future *f = done(ld_initializer_fetch(i));
+    ld_future *f = ld_test_done(ld_initializer_fetch(i));
     assert_the_basis(ld_fdv2_future_basis(f));
     ld_future_unref(f);
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EPARSE), 0); /* frees the basis */
-    await_error(ld_initializer_fetch(i), LD_EPARSE);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_EPARSE, NULL);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 4);
     ld_initializer_free(i);
 }
@@ -905,16 +861,16 @@ START_TEST(test_init_close_rejects_waiting_fetches)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *f = ld_initializer_fetch(i);
     ld_future *c = ld_initializer_close(i);
-    watch(f, 1);
-    watch(c, 2);
+    ld_test_watch(f, 1);
+    ld_test_watch(c, 2);
     ck_assert_int_eq(ld_mock_initializer_closed(i), 1);
-    await_error(f, LD_ECLOSED);
-    await_ok(c);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_await_ok(c);
     ld_test_flush();
-    ck_assert_int_eq(order[0], 1);
+    ck_assert_int_eq(ld_test_order[0], 1);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), LD_ECLOSED); /* freed */
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EIO), LD_ECLOSED);
-    await_error(ld_initializer_fetch(i), LD_ECLOSED);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 1);
     ld_initializer_free(i);
 }
@@ -928,7 +884,7 @@ START_TEST(test_init_free_cancels_waiting_fetches)
     ck_assert_int_eq(ld_mock_initializer_set_basis(j, basis()), 0);
     ld_initializer_free(i);
     ld_initializer_free(j); /* frees its basis: valgrind checks */
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -1012,7 +968,7 @@ static void reuse_free(void *p)
 /* From now on, the block of `obj` (allocated while the hooks were on, by
  * the allocations from `made_from` on) is kept when freed and handed to the
  * allocation of its size that made it the first time, counted the same way
- * (the same constructor allocates in the same order). */
+ * (the same constructor allocates in the same ld_test_order). */
 static void reuse_arm(const void *obj, size_t made_from)
 {
     reuse_size = 0;
@@ -1055,7 +1011,7 @@ static void st_check(void *o)
 {
     json_t *item = json_pack("{s:s, s:i}", "key", "k", "version", 1);
     ck_assert_int_eq(ld_mock_store_force_set(o, ld_kind_features(), item), 0);
-    ld_future *f = done(ld_store_get(o, ld_kind_features(), "k"));
+    ld_future *f = ld_test_done(ld_store_get(o, ld_kind_features(), "k"));
     ck_assert_ptr_eq(ld_future_json(f), item);
     ld_future_unref(f);
     json_decref(item);
@@ -1076,7 +1032,7 @@ static void ep_check(void *o)
     ck_assert_int_eq(ld_event_processor_send_event(o, e), 0);
     json_decref(e); /* the mock keeps its own reference */
     ck_assert_int_eq(ld_mock_event_processor_event_count(o), 1);
-    await_ok(ld_event_processor_flush(o));
+    ld_test_await_ok(ld_event_processor_flush(o));
     ck_assert_int_eq(ld_mock_event_processor_flush_count(o), 1);
 }
 
@@ -1096,7 +1052,7 @@ static void up_check(void *o)
 {
     ld_future *f = ld_update_processor_start(o);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(o), 0);
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_start_count(o), 1);
 }
 
@@ -1111,7 +1067,7 @@ static void bss_free(void *o)
 static void bss_check(void *o)
 {
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_NONE), 0);
-    ld_future *f = done(ld_big_segment_store_get_metadata(o));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(o));
     ck_assert_int_eq(ld_future_int(f), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ld_future_unref(f);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(o), 1);
@@ -1154,7 +1110,7 @@ static void init_check(void *o)
 {
     ld_future *f = ld_initializer_fetch(o);
     ck_assert_int_eq(ld_mock_initializer_set_basis(o, basis()), 0);
-    done(f);
+    ld_test_done(f);
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     ck_assert_ptr_nonnull(ld_fdv2_future_basis(f));
     ld_future_unref(f);
@@ -1202,7 +1158,7 @@ START_TEST(test_mock_at_a_freed_mocks_address_is_reachable_after_the_old_one_goe
     ck_assert_msg(obj == old && reuse_count == 1, "%s: the new object is not at the old address",
                   c->name);
     if (pending)
-        await_error(pending, LD_ECANCELED);
+        ld_test_expect_error(pending, LD_ECANCELED, NULL);
     ld_test_flush(); /* the old mock is freed by now */
     c->check(obj);
     c->free_obj(obj);
@@ -1216,7 +1172,7 @@ Suite *ld_suite_mocks2(void)
     Suite *s = suite_create("mocks2");
 
     TCase *tc = tcase_create("event_processor");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_ep_new);
     tcase_add_test(tc, test_ep_records_events_by_reference_in_order);
     tcase_add_test(tc, test_ep_refused_events_are_not_recorded);
@@ -1227,7 +1183,7 @@ Suite *ld_suite_mocks2(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("update_processor");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_up_new_bad_input);
     tcase_add_test(tc, test_up_ready_at_once_by_default);
     tcase_add_test(tc, test_up_give_up_fulfils_not_initialized);
@@ -1255,7 +1211,7 @@ Suite *ld_suite_mocks2(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("synchronizer");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_sync_new_and_name);
     tcase_add_test(tc, test_sync_yields_the_script_in_order);
     tcase_add_test(tc, test_sync_next_waits_for_a_push);

@@ -6,17 +6,6 @@
 
 #define B ld_test_base
 
-static void expect_error(ld_future *f, int code, const char *in_message)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ck_assert_int_eq(ld_future_error(f), code);
-    if (in_message)
-        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
-                      ld_future_error_message(f), in_message);
-    ld_future_unref(f);
-}
-
 /* A scripted implementation of both processors. */
 struct script {
     struct ld_test_script sc; /* first: the shared ops take it as impl */
@@ -132,7 +121,7 @@ START_TEST(test_event_processor_close_is_graceful_then_eclosed)
     ld_test_flush();
     ck_assert(ld_future_is_pending(late)); /* in issue order: after flush and close */
     ld_future_fulfill_bool(impl.sc.outs[0], true);
-    expect_error(late, LD_ECLOSED, "closed");
+    ld_test_expect_error(late, LD_ECLOSED, "closed");
     ck_assert(!ld_future_is_pending(close));
     ck_assert(ld_future_bool(flush)); /* issued before close: completed as usual */
     ld_future_unref(close);
@@ -206,7 +195,7 @@ START_TEST(test_start_twice_is_einval)
     ld_test_flush();
     ck_assert(ld_future_is_pending(again)); /* in issue order: after the first start */
     ld_future_fulfill(impl.sc.outs[0]);
-    expect_error(again, LD_EINVAL, "already started");
+    ld_test_expect_error(again, LD_EINVAL, "already started");
     ck_assert(ld_future_is_fulfilled(ready));
     ld_future_unref(ready);
 }
@@ -236,7 +225,7 @@ START_TEST(test_update_processor_start_after_close_is_eclosed)
 {
     up = ld_update_processor_new(B, &up_ops, &impl);
     ld_future_unref(ld_update_processor_close(up));
-    expect_error(ld_update_processor_start(up), LD_ECLOSED, "closed");
+    ld_test_expect_error(ld_update_processor_start(up), LD_ECLOSED, "closed");
     ck_assert_int_eq(impl.sc.n, 0);
 }
 END_TEST

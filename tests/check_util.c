@@ -1,8 +1,14 @@
 /* Helpers shared by the Check suites. */
+#include <stdint.h>
+#include <string.h>
+
 #include "check_util.h"
 
 struct event_base *ld_test_base;
 int ld_test_frees;
+int ld_test_order[16];
+int ld_test_n_order;
+int ld_test_cancels;
 
 static struct event *guard;
 static int guard_added;
@@ -25,6 +31,8 @@ void ld_test_setup(void)
     ck_assert_int_eq(event_add(guard, &tv), 0);
     guard_added = event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ADDED);
     ld_test_frees = 0;
+    ld_test_n_order = 0;
+    ld_test_cancels = 0;
 }
 
 void ld_test_teardown(void)
@@ -51,6 +59,63 @@ void ld_test_wait(ld_future *f)
 {
     ck_assert_int_eq(ld_future_wait(f), 0);
     ck_assert(!ld_future_is_pending(f));
+}
+
+ld_future *ld_test_done(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    ld_test_wait(f);
+    return f;
+}
+
+ld_future *ld_test_fulfilled(ld_future *f)
+{
+    ld_test_done(f);
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
+    return f;
+}
+
+void ld_test_await_ok(ld_future *f)
+{
+    ld_future_unref(ld_test_fulfilled(f));
+}
+
+bool ld_test_await_bool(ld_future *f)
+{
+    bool v = ld_future_bool(ld_test_fulfilled(f));
+    ld_future_unref(f);
+    return v;
+}
+
+void ld_test_expect_error(ld_future *f, int code, const char *in_message)
+{
+    ld_test_done(f);
+    ck_assert_msg(ld_future_error(f) == code, "expected %s, got %s", ld_err_name(code),
+                  ld_err_name(ld_future_error(f)));
+    if (in_message)
+        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
+                      ld_future_error_message(f), in_message);
+    ld_future_unref(f);
+}
+
+void ld_test_note_order(ld_future *f, void *arg)
+{
+    (void)f;
+    ck_assert_int_lt(ld_test_n_order, 16);
+    ld_test_order[ld_test_n_order++] = (int)(intptr_t)arg;
+}
+
+void ld_test_watch(ld_future *f, int i)
+{
+    ck_assert_int_eq(
+        ld_future_on_complete(ld_future_ref(f), ld_test_note_order, (void *)(intptr_t)i), 0);
+}
+
+void ld_test_count_cancel(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    ld_test_cancels++;
 }
 
 void ld_test_count_cb(ld_future *f, void *arg)

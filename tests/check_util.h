@@ -35,8 +35,38 @@ void ld_test_flush(void);
 /* Waits for f (ld_future_wait) and asserts it returned 0. */
 void ld_test_wait(ld_future *f);
 
+/* Asserts that f is not NULL, waits for it and returns it. */
+ld_future *ld_test_done(ld_future *f);
+
+/* ld_test_done(), and asserts that f was fulfilled (the message says the
+ * error otherwise). */
+ld_future *ld_test_fulfilled(ld_future *f);
+
+/* ld_test_fulfilled(), then releases f. */
+void ld_test_await_ok(ld_future *f);
+
+/* ld_test_fulfilled(), then releases f and returns its bool. */
+bool ld_test_await_bool(ld_future *f);
+
+/* ld_test_done(), asserts that f was rejected with `code` and, unless
+ * `in_message` is NULL, that its message contains `in_message`; releases f. */
+void ld_test_expect_error(ld_future *f, int code, const char *in_message);
+
 /* A callback that counts its calls in *(int *)arg. */
 void ld_test_count_cb(ld_future *f, void *arg);
+
+/* Completion order: ld_test_note_order (a callback) appends its arg, an int,
+ * to ld_test_order; ld_test_watch(f, i) makes it note i when f completes
+ * (with a reference of its own). ld_test_setup empties the record. */
+extern int ld_test_order[16];
+extern int ld_test_n_order;
+void ld_test_note_order(ld_future *f, void *arg);
+void ld_test_watch(ld_future *f, int i);
+
+/* A cancel handler that counts its calls in ld_test_cancels (set to 0 by
+ * ld_test_setup). */
+extern int ld_test_cancels;
+void ld_test_count_cancel(ld_future *f, void *arg);
 
 /* A ld_free_fn that counts its calls in a global counter. */
 extern int ld_test_frees;
