@@ -321,29 +321,6 @@ START_TEST(test_free_cancels_pending_operations)
 }
 END_TEST
 
-static void free_store_inside(ld_future *f, void *arg)
-{
-    (void)f;
-    (void)arg;
-    ld_big_segment_store_free(store);
-    store = NULL;
-}
-
-START_TEST(test_free_from_inside_own_callback_is_safe)
-{
-    ld_future *first = ld_big_segment_store_get_metadata(store);
-    ld_future *second = ld_big_segment_store_get_metadata(store);
-    ld_future_on_complete(ld_future_ref(first), free_store_inside, NULL);
-    ld_future_fulfill_int(impl.sc.outs[0], 7);
-    ld_test_flush();
-    ck_assert_ptr_null(store);
-    ck_assert_int_eq(ld_future_int(first), 7);
-    ck_assert_int_eq(ld_future_error(second), LD_ECANCELED);
-    ld_future_unref(first);
-    ld_future_unref(second);
-}
-END_TEST
-
 START_TEST(test_describe)
 {
     ck_assert_str_eq(ld_big_segment_store_describe(store), "script");
@@ -403,7 +380,6 @@ Suite *ld_suite_big_segments(void)
     tcase_add_test(tc, test_a_result_completed_at_once_waits_for_one_handed_over_before);
     tcase_add_test(tc, test_stop_is_graceful_then_operations_are_eclosed);
     tcase_add_test(tc, test_free_cancels_pending_operations);
-    tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);
     tcase_add_test(tc, test_describe);
     tcase_add_test(tc, test_new_bad_input);
     suite_add_tcase(s, tc);

@@ -135,19 +135,6 @@ START_TEST(test_event_processor_close_is_graceful_then_eclosed)
 }
 END_TEST
 
-START_TEST(test_event_processor_free_cancels_pending)
-{
-    ld_future *f = ld_event_processor_flush(ep);
-    ld_event_processor_free(ep);
-    ep = NULL;
-    ld_test_wait(f);
-    ld_test_flush(); /* the implementation is freed after the cancel handlers */
-    ck_assert_int_eq(impl.sc.freed, 1);
-    ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
-    ld_future_unref(f);
-}
-END_TEST
-
 START_TEST(test_event_processor_new_bad_input)
 {
     struct ld_event_processor_ops ops = ep_ops;
@@ -230,48 +217,6 @@ START_TEST(test_update_processor_start_after_close_is_eclosed)
 }
 END_TEST
 
-START_TEST(test_update_processor_free_cancels_a_pending_start)
-{
-    up = ld_update_processor_new(B, &up_ops, &impl);
-    ld_future *ready = ld_update_processor_start(up);
-    ld_update_processor_free(up);
-    up = NULL;
-    ld_test_wait(ready);
-    ld_test_flush(); /* the implementation is freed after the cancel handlers */
-    ck_assert_int_eq(impl.sc.freed, 1);
-    ck_assert_int_eq(ld_future_error(ready), LD_ECANCELED);
-    ld_future_unref(ready);
-}
-END_TEST
-
-static int freed_when_cancelled = -1;
-
-static void note_freed(ld_future *f, void *arg)
-{
-    (void)f;
-    freed_when_cancelled = ((struct script *)arg)->sc.freed;
-}
-
-/* Close then free at once: the cancel handler that close queued runs
- * before the implementation is freed. */
-START_TEST(test_update_processor_close_then_free_runs_cancel_handlers_first)
-{
-    up = ld_update_processor_new(B, &up_ops, &impl);
-    ld_future *ready = ld_update_processor_start(up);
-    ck_assert_int_eq(ld_future_set_cancel_handler(impl.sc.outs[0], note_freed, &impl), 0);
-    freed_when_cancelled = -1;
-    ld_future *close = ld_update_processor_close(up);
-    ld_update_processor_free(up);
-    up = NULL;
-    ck_assert_int_eq(impl.sc.freed, 0);
-    ld_test_flush();
-    ck_assert_int_eq(freed_when_cancelled, 0);
-    ck_assert_int_eq(impl.sc.freed, 1);
-    ld_future_unref(close);
-    ld_future_unref(ready);
-}
-END_TEST
-
 START_TEST(test_update_processor_new_bad_input)
 {
     struct ld_update_processor_ops ops = up_ops;
@@ -301,7 +246,6 @@ Suite *ld_suite_processor(void)
     tcase_add_test(tc, test_send_event_bad_input_is_einval);
     tcase_add_test(tc, test_flushes_complete_in_issue_order);
     tcase_add_test(tc, test_event_processor_close_is_graceful_then_eclosed);
-    tcase_add_test(tc, test_event_processor_free_cancels_pending);
     tcase_add_test(tc, test_event_processor_new_bad_input);
     suite_add_tcase(s, tc);
 
@@ -311,8 +255,6 @@ Suite *ld_suite_processor(void)
     tcase_add_test(tc, test_start_twice_is_einval);
     tcase_add_test(tc, test_update_processor_close_rejects_a_pending_start);
     tcase_add_test(tc, test_update_processor_start_after_close_is_eclosed);
-    tcase_add_test(tc, test_update_processor_free_cancels_a_pending_start);
-    tcase_add_test(tc, test_update_processor_close_then_free_runs_cancel_handlers_first);
     tcase_add_test(tc, test_update_processor_new_bad_input);
     suite_add_tcase(s, tc);
     return s;

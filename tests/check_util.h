@@ -92,4 +92,57 @@ void ld_test_script_free(void *impl);
 /* "script". */
 const char *ld_test_script_name(void *impl);
 
+/* The interfaces with a front layer, so that what every front does is
+ * tested once for all of them (check_fronts.c, check_mocks2.c). */
+enum ld_test_iface {
+    LD_TEST_STORE,
+    LD_TEST_EVENT_PROCESSOR,
+    LD_TEST_UPDATE_PROCESSOR,
+    LD_TEST_BIG_SEGMENT_STORE,
+    LD_TEST_SYNCHRONIZER,
+    LD_TEST_INITIALIZER,
+    LD_TEST_N_IFACES
+};
+
+/* "store", "event processor", ... */
+const char *ld_test_iface_name(enum ld_test_iface i);
+
+/* An operation of `obj` that waits for its implementation: a get (of
+ * features "k"), a flush, the start, get_metadata, a next, a fetch. */
+ld_future *ld_test_iface_op(enum ld_test_iface i, void *obj);
+
+/* The close (or stop) of `obj`. */
+ld_future *ld_test_iface_close(enum ld_test_iface i, void *obj);
+
+/* The free of `obj`. */
+void ld_test_iface_free(enum ld_test_iface i, void *obj);
+
+/* An object of interface `i` (not the store) on ld_test_base whose
+ * implementation is `impl`, with the scripted ops below; asserts it was
+ * made. */
+void *ld_test_script_new(enum ld_test_iface i, struct ld_test_script *impl);
+
+/* Fulfils `out`, an operation ld_test_iface_op() handed to a scripted
+ * implementation of `i`, with a value of its type, and releases it. */
+void ld_test_script_answer(enum ld_test_iface i, ld_future *out);
+
+/* The ops of a scripted implementation (impl: a struct ld_test_script),
+ * which keeps every operation: send_event accepts and drops the event,
+ * initialized is false, get_membership keeps its future as get_metadata
+ * does. */
+extern const struct ld_event_processor_ops ld_test_script_event_processor_ops;
+extern const struct ld_update_processor_ops ld_test_script_update_processor_ops;
+extern const struct ld_big_segment_store_ops ld_test_script_big_segment_store_ops;
+extern const struct ld_synchronizer_ops ld_test_script_synchronizer_ops;
+extern const struct ld_initializer_ops ld_test_script_initializer_ops;
+
+/* Asserts that `call`, an expression that makes an object from `ops`, gives
+ * NULL once `ops` is a copy of `good` with `member` = `value`. */
+#define LD_TEST_REFUSES(ops, good, member, value, call)                           \
+    do {                                                                          \
+        (ops) = (good);                                                           \
+        (ops).member = (value);                                                   \
+        ck_assert_msg((call) == NULL, "accepted ops with " #member " = " #value); \
+    } while (0)
+
 #endif
