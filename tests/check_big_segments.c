@@ -343,17 +343,14 @@ END_TEST
 
 START_TEST(test_new_bad_input)
 {
-    struct ld_big_segment_store_ops wrong = script_ops;
+    struct ld_big_segment_store_ops wrong;
     ck_assert_ptr_null(ld_big_segment_store_new(NULL, &script_ops, &impl));
     ck_assert_ptr_null(ld_big_segment_store_new(B, NULL, &impl));
-    wrong.version = 2;
-    ck_assert_ptr_null(ld_big_segment_store_new(B, &wrong, &impl));
-    wrong = script_ops;
-    wrong.get_metadata = NULL;
-    ck_assert_ptr_null(ld_big_segment_store_new(B, &wrong, &impl));
-    wrong = script_ops;
-    wrong.get_membership = NULL;
-    ck_assert_ptr_null(ld_big_segment_store_new(B, &wrong, &impl));
+    LD_TEST_REFUSES(wrong, script_ops, version, 2, ld_big_segment_store_new(B, &wrong, &impl));
+    LD_TEST_REFUSES(wrong, script_ops, get_metadata, NULL,
+                    ld_big_segment_store_new(B, &wrong, &impl));
+    LD_TEST_REFUSES(wrong, script_ops, get_membership, NULL,
+                    ld_big_segment_store_new(B, &wrong, &impl));
     ck_assert_int_eq(impl.sc.freed, 0);
 }
 END_TEST

@@ -672,14 +672,13 @@ END_TEST
 
 START_TEST(test_initializer_new_bad_input_and_defaults)
 {
-    struct ld_initializer_ops ops = ld_test_script_initializer_ops;
+    struct ld_initializer_ops ops;
     ck_assert_ptr_null(ld_initializer_new(NULL, &ld_test_script_initializer_ops, &impl));
     ck_assert_ptr_null(ld_initializer_new(B, NULL, &impl));
-    ops.version = 0;
-    ck_assert_ptr_null(ld_initializer_new(B, &ops, &impl));
-    ops = ld_test_script_initializer_ops;
-    ops.fetch = NULL;
-    ck_assert_ptr_null(ld_initializer_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ld_test_script_initializer_ops, version, 0,
+                    ld_initializer_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ld_test_script_initializer_ops, fetch, NULL,
+                    ld_initializer_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_initializer_fetch(NULL));
     ck_assert_ptr_null(ld_initializer_close(NULL));
     ck_assert_str_eq(ld_initializer_name(NULL), "(null)");
@@ -850,14 +849,13 @@ END_TEST
 
 START_TEST(test_synchronizer_new_bad_input)
 {
-    struct ld_synchronizer_ops ops = ld_test_script_synchronizer_ops;
+    struct ld_synchronizer_ops ops;
     ck_assert_ptr_null(ld_synchronizer_new(NULL, &ld_test_script_synchronizer_ops, &impl));
     ck_assert_ptr_null(ld_synchronizer_new(B, NULL, &impl));
-    ops.version = 2;
-    ck_assert_ptr_null(ld_synchronizer_new(B, &ops, &impl));
-    ops = ld_test_script_synchronizer_ops;
-    ops.next = NULL;
-    ck_assert_ptr_null(ld_synchronizer_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, version, 2,
+                    ld_synchronizer_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, next, NULL,
+                    ld_synchronizer_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_synchronizer_next(NULL));
     ck_assert_ptr_null(ld_synchronizer_stop(NULL));
     ck_assert_str_eq(ld_synchronizer_name(NULL), "(null)");

@@ -137,17 +137,12 @@ END_TEST
 
 START_TEST(test_event_processor_new_bad_input)
 {
-    struct ld_event_processor_ops ops = ep_ops;
+    struct ld_event_processor_ops ops;
     ck_assert_ptr_null(ld_event_processor_new(NULL, &ep_ops, &impl));
     ck_assert_ptr_null(ld_event_processor_new(B, NULL, &impl));
-    ops.version = 9;
-    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
-    ops = ep_ops;
-    ops.send_event = NULL;
-    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
-    ops = ep_ops;
-    ops.flush = NULL;
-    ck_assert_ptr_null(ld_event_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ep_ops, version, 9, ld_event_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ep_ops, send_event, NULL, ld_event_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ep_ops, flush, NULL, ld_event_processor_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_event_processor_flush(NULL));
     ck_assert_ptr_null(ld_event_processor_close(NULL));
     ld_event_processor_free(NULL);
@@ -219,17 +214,12 @@ END_TEST
 
 START_TEST(test_update_processor_new_bad_input)
 {
-    struct ld_update_processor_ops ops = up_ops;
+    struct ld_update_processor_ops ops;
     ck_assert_ptr_null(ld_update_processor_new(NULL, &up_ops, &impl));
     ck_assert_ptr_null(ld_update_processor_new(B, NULL, &impl));
-    ops.version = 0;
-    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
-    ops = up_ops;
-    ops.start = NULL;
-    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
-    ops = up_ops;
-    ops.initialized = NULL;
-    ck_assert_ptr_null(ld_update_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, up_ops, version, 0, ld_update_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, up_ops, start, NULL, ld_update_processor_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, up_ops, initialized, NULL, ld_update_processor_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_update_processor_start(NULL));
     ck_assert_ptr_null(ld_update_processor_close(NULL));
     ck_assert(!ld_update_processor_initialized(NULL));

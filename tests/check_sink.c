@@ -905,23 +905,14 @@ END_TEST
 START_TEST(test_update_sink_new_checks_its_arguments)
 {
     struct custom c = {0};
-    struct ld_update_sink_ops wrong = custom_ops;
+    struct ld_update_sink_ops wrong;
     ck_assert_ptr_null(ld_update_sink_new(NULL, &custom_ops, &c));
     ck_assert_ptr_null(ld_update_sink_new(B, NULL, &c));
-    wrong.version = 2;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.init = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.upsert = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.del = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.update_status = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, version, 2, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, init, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, upsert, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, del, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, update_status, NULL, ld_update_sink_new(B, &wrong, &c));
     wrong = custom_ops;
     wrong.free = NULL; /* optional */
     ld_update_sink *s = ld_update_sink_new(B, &wrong, &c);
