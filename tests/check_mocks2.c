@@ -987,26 +987,34 @@ static void reuse_arm(const void *obj, size_t made_from)
     reuse_target = obj;
 }
 
-/* One mock type: make one; start an operation that stays pending (so that
- * the front layer frees the mock from the loop), NULL for the types whose
- * operations all complete at once; check that the ld_mock_* functions reach
- * the mock of `obj`. */
+/* One mock per interface: made, then (`pend`) an operation left pending,
+ * so that the front layer frees the mock from the loop (the store's, event
+ * processor's and big segment store's operations all complete at once);
+ * `check` asserts that the ld_mock_* functions reach the mock of `obj`. */
 struct reuse_case {
-    const char *name;
-    void *(*make)(void);
-    ld_future *(*pend)(void *obj);
-    void (*free_obj)(void *obj);
+    enum ld_test_iface iface;
+    bool pend;
     void (*check)(void *obj);
 };
 
-static void *st_make(void)
+static void *mock_new(enum ld_test_iface i)
 {
-    return ld_mock_store_new(B);
+    switch (i) {
+    case LD_TEST_STORE:
+        return ld_mock_store_new(B);
+    case LD_TEST_EVENT_PROCESSOR:
+        return ld_mock_event_processor_new(B);
+    case LD_TEST_UPDATE_PROCESSOR:
+        return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
+    case LD_TEST_BIG_SEGMENT_STORE:
+        return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+    case LD_TEST_SYNCHRONIZER:
+        return ld_mock_synchronizer_new(B, NULL);
+    default:
+        return ld_mock_initializer_new(B, NULL);
+    }
 }
-static void st_free(void *o)
-{
-    ld_store_free(o);
-}
+
 static void st_check(void *o)
 {
     json_t *item = json_pack("{s:s, s:i}", "key", "k", "version", 1);
@@ -1018,14 +1026,6 @@ static void st_check(void *o)
     ck_assert_int_eq(ld_mock_store_calls(o, LD_MOCK_GET), 1);
 }
 
-static void *ep_make(void)
-{
-    return ld_mock_event_processor_new(B);
-}
-static void ep_free(void *o)
-{
-    ld_event_processor_free(o);
-}
 static void ep_check(void *o)
 {
     json_t *e = json_pack("{s:s}", "kind", "custom");
@@ -1036,18 +1036,6 @@ static void ep_check(void *o)
     ck_assert_int_eq(ld_mock_event_processor_flush_count(o), 1);
 }
 
-static void *up_make(void)
-{
-    return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
-}
-static ld_future *up_pend(void *o)
-{
-    return ld_update_processor_start(o);
-}
-static void up_free(void *o)
-{
-    ld_update_processor_free(o);
-}
 static void up_check(void *o)
 {
     ld_future *f = ld_update_processor_start(o);
@@ -1056,14 +1044,6 @@ static void up_check(void *o)
     ck_assert_int_eq(ld_mock_update_processor_start_count(o), 1);
 }
 
-static void *bss_make(void)
-{
-    return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
-}
-static void bss_free(void *o)
-{
-    ld_big_segment_store_free(o);
-}
 static void bss_check(void *o)
 {
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_NONE), 0);
@@ -1073,18 +1053,6 @@ static void bss_check(void *o)
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(o), 1);
 }
 
-static void *sync_make(void)
-{
-    return ld_mock_synchronizer_new(B, NULL);
-}
-static ld_future *sync_pend(void *o)
-{
-    return ld_synchronizer_next(o);
-}
-static void sync_free(void *o)
-{
-    ld_synchronizer_free(o);
-}
 static void sync_check(void *o)
 {
     ld_future *f = ld_synchronizer_next(o);
@@ -1094,18 +1062,6 @@ static void sync_check(void *o)
     ck_assert_int_eq(ld_mock_synchronizer_next_count(o), 1);
 }
 
-static void *init_make(void)
-{
-    return ld_mock_initializer_new(B, NULL);
-}
-static ld_future *init_pend(void *o)
-{
-    return ld_initializer_fetch(o);
-}
-static void init_free(void *o)
-{
-    ld_initializer_free(o);
-}
 static void init_check(void *o)
 {
     ld_future *f = ld_initializer_fetch(o);
@@ -1118,12 +1074,9 @@ static void init_check(void *o)
 }
 
 static const struct reuse_case reuse_cases[] = {
-    {"store", st_make, NULL, st_free, st_check},
-    {"event processor", ep_make, NULL, ep_free, ep_check},
-    {"update processor", up_make, up_pend, up_free, up_check},
-    {"big segment store", bss_make, NULL, bss_free, bss_check},
-    {"synchronizer", sync_make, sync_pend, sync_free, sync_check},
-    {"initializer", init_make, init_pend, init_free, init_check},
+    {LD_TEST_STORE, false, st_check},           {LD_TEST_EVENT_PROCESSOR, false, ep_check},
+    {LD_TEST_UPDATE_PROCESSOR, true, up_check}, {LD_TEST_BIG_SEGMENT_STORE, false, bss_check},
+    {LD_TEST_SYNCHRONIZER, true, sync_check},   {LD_TEST_INITIALIZER, true, init_check},
 };
 
 static void reuse_setup(void)
@@ -1148,20 +1101,20 @@ START_TEST(test_mock_at_a_freed_mocks_address_is_reachable_after_the_old_one_goe
 {
     const struct reuse_case *c = &reuse_cases[_i];
     size_t made_from = n_recent;
-    void *old = c->make();
+    void *old = mock_new(c->iface);
     ck_assert_ptr_nonnull(old);
-    ld_future *pending = c->pend ? c->pend(old) : NULL;
+    ld_future *pending = c->pend ? ld_test_iface_op(c->iface, old) : NULL;
     reuse_arm(old, made_from);
-    c->free_obj(old); /* with an operation pending, the mock goes from the loop */
-    void *obj = c->make();
+    ld_test_iface_free(c->iface, old); /* with an operation pending, the mock goes from the loop */
+    void *obj = mock_new(c->iface);
     ck_assert_ptr_nonnull(obj);
     ck_assert_msg(obj == old && reuse_count == 1, "%s: the new object is not at the old address",
-                  c->name);
+                  ld_test_iface_name(c->iface));
     if (pending)
         ld_test_expect_error(pending, LD_ECANCELED, NULL);
     ld_test_flush(); /* the old mock is freed by now */
     c->check(obj);
-    c->free_obj(obj);
+    ld_test_iface_free(c->iface, obj);
 }
 END_TEST
 
