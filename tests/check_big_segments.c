@@ -144,12 +144,8 @@ END_TEST
 
 START_TEST(test_status_names)
 {
-    ck_assert_str_eq(ld_big_segments_status_name(LD_BIG_SEGMENTS_HEALTHY), "HEALTHY");
-    ck_assert_str_eq(ld_big_segments_status_name(LD_BIG_SEGMENTS_STALE), "STALE");
-    ck_assert_str_eq(ld_big_segments_status_name(LD_BIG_SEGMENTS_NOT_CONFIGURED), "NOT_CONFIGURED");
-    ck_assert_str_eq(ld_big_segments_status_name(LD_BIG_SEGMENTS_STORE_ERROR), "STORE_ERROR");
-    ck_assert_ptr_null(ld_big_segments_status_name((enum ld_big_segments_status)4));
-    ck_assert_ptr_null(ld_big_segments_status_name((enum ld_big_segments_status) - 1));
+    LD_TEST_ENUM_NAMES(ld_big_segments_status_name, enum ld_big_segments_status, "HEALTHY", "STALE",
+                       "NOT_CONFIGURED", "STORE_ERROR");
 }
 END_TEST
 

@@ -26,11 +26,8 @@ static json_t *item(const char *key, int version)
 
 START_TEST(test_intent_names_round_trip)
 {
-    ck_assert_str_eq(ld_fdv2_intent_name(LD_FDV2_XFER_FULL), "xfer-full");
-    ck_assert_str_eq(ld_fdv2_intent_name(LD_FDV2_XFER_CHANGES), "xfer-changes");
-    ck_assert_str_eq(ld_fdv2_intent_name(LD_FDV2_XFER_NONE), "none");
-    ck_assert_ptr_null(ld_fdv2_intent_name((enum ld_fdv2_intent)3));
-    ck_assert_ptr_null(ld_fdv2_intent_name((enum ld_fdv2_intent) - 1));
+    LD_TEST_ENUM_NAMES(ld_fdv2_intent_name, enum ld_fdv2_intent, "xfer-full", "xfer-changes",
+                       "none");
     ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-full"), LD_FDV2_XFER_FULL);
     ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-changes"), LD_FDV2_XFER_CHANGES);
     ck_assert_int_eq(ld_fdv2_intent_from_name("none"), LD_FDV2_XFER_NONE);
@@ -41,10 +38,7 @@ END_TEST
 
 START_TEST(test_action_names)
 {
-    ck_assert_str_eq(ld_fdv2_action_name(LD_FDV2_PUT), "put");
-    ck_assert_str_eq(ld_fdv2_action_name(LD_FDV2_DELETE), "delete");
-    ck_assert_ptr_null(ld_fdv2_action_name((enum ld_fdv2_action)2));
-    ck_assert_ptr_null(ld_fdv2_action_name((enum ld_fdv2_action) - 1));
+    LD_TEST_ENUM_NAMES(ld_fdv2_action_name, enum ld_fdv2_action, "put", "delete");
 }
 END_TEST
 

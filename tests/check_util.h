@@ -145,4 +145,17 @@ extern const struct ld_initializer_ops ld_test_script_initializer_ops;
         ck_assert_msg((call) == NULL, "accepted ops with " #member " = " #value); \
     } while (0)
 
+/* Asserts that `name_fn`, the naming function of an enum `type` whose
+ * values are 0, 1, ..., gives the names listed (for 0, 1, ... in order) and
+ * NULL for the value after the last and for -1. */
+#define LD_TEST_ENUM_NAMES(name_fn, type, ...)                    \
+    do {                                                          \
+        const char *const names_[] = {__VA_ARGS__};               \
+        const int n_ = (int)(sizeof(names_) / sizeof(names_[0])); \
+        for (int v_ = 0; v_ < n_; v_++)                           \
+            ck_assert_str_eq(name_fn((type)v_), names_[v_]);      \
+        ck_assert_ptr_null(name_fn((type)n_));                    \
+        ck_assert_ptr_null(name_fn((type)-1));                    \
+    } while (0)
+
 #endif
