@@ -1,15 +1,12 @@
 /* What the front layer of every interface does, tested once for all of
  * them on scripted implementations (check_util.h): freeing with operations
  * pending, close (or stop) then free, freeing from a callback. The rest of
- * each front is tested in its own suite. */
+ * each front is tested in its own suite. Each test loops over the
+ * interfaces (_i is an enum ld_test_iface). */
 #include <string.h>
 
 #include "check_suites.h"
 #include "check_util.h"
-
-/* The interface of the running test: the loop index (the store's front is
- * tested in check_store.c). */
-#define FIRST LD_TEST_EVENT_PROCESSOR
 
 static struct ld_test_script impl;
 static void *obj;
@@ -82,12 +79,14 @@ END_TEST
 /* Closing (or stopping) then freeing at once: the cancel handlers that the
  * close or the free queued still run before the implementation is freed.
  * A close that aborts rejects the pending operation with LD_ECLOSED; one
- * that drains (the event processor's, the big segment store's stop) leaves
+ * that drains (the store's, the event processor's, the big segment
+ * store's stop) leaves
  * it to the free, which cancels it. */
 START_TEST(test_close_then_free_runs_cancel_handlers_before_freeing)
 {
     enum ld_test_iface i = (enum ld_test_iface)_i;
-    bool drains = i == LD_TEST_EVENT_PROCESSOR || i == LD_TEST_BIG_SEGMENT_STORE;
+    bool drains =
+        i == LD_TEST_STORE || i == LD_TEST_EVENT_PROCESSOR || i == LD_TEST_BIG_SEGMENT_STORE;
     ld_future *f;
     make_with_ops(i, &f, 1);
     ck_assert_int_eq(ld_future_set_cancel_handler(impl.outs[0], note_freed, &impl), 0);
@@ -139,12 +138,13 @@ Suite *ld_suite_fronts(void)
     Suite *s = suite_create("fronts");
     TCase *tc = tcase_create("free_and_close");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_loop_test(tc, test_free_cancels_pending, FIRST, LD_TEST_N_IFACES);
-    tcase_add_loop_test(tc, test_free_runs_cancel_handlers_before_freeing_the_implementation, FIRST,
+    tcase_add_loop_test(tc, test_free_cancels_pending, LD_TEST_STORE, LD_TEST_N_IFACES);
+    tcase_add_loop_test(tc, test_free_runs_cancel_handlers_before_freeing_the_implementation,
+                        LD_TEST_STORE, LD_TEST_N_IFACES);
+    tcase_add_loop_test(tc, test_close_then_free_runs_cancel_handlers_before_freeing, LD_TEST_STORE,
                         LD_TEST_N_IFACES);
-    tcase_add_loop_test(tc, test_close_then_free_runs_cancel_handlers_before_freeing, FIRST,
+    tcase_add_loop_test(tc, test_free_from_inside_own_callback_is_safe, LD_TEST_STORE,
                         LD_TEST_N_IFACES);
-    tcase_add_loop_test(tc, test_free_from_inside_own_callback_is_safe, FIRST, LD_TEST_N_IFACES);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -229,6 +229,56 @@ void ld_test_iface_free(enum ld_test_iface i, void *obj)
     }
 }
 
+static void script_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    (void)kind;
+    (void)key;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    (void)kind;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    (void)all_data;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                          const struct ld_item_info *info, ld_future *out)
+{
+    (void)kind;
+    (void)item;
+    (void)info;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                       ld_future *out)
+{
+    (void)kind;
+    (void)key;
+    (void)version;
+    ld_test_script_keep(impl, out);
+}
+
+const struct ld_store_ops ld_test_script_store_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = script_get,
+    .all = script_all,
+    .init = script_init,
+    .upsert = script_upsert,
+    .del = script_del,
+    .initialized = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
+    .describe = ld_test_script_name,
+};
+
 static int script_send(void *impl, json_t *event)
 {
     (void)impl;
@@ -294,6 +344,7 @@ void *ld_test_script_new(enum ld_test_iface i, struct ld_test_script *impl)
     void *obj = NULL;
     switch (i) {
     case LD_TEST_STORE:
+        obj = ld_store_new(ld_test_base, &ld_test_script_store_ops, impl);
         break;
     case LD_TEST_EVENT_PROCESSOR:
         obj = ld_event_processor_new(ld_test_base, &ld_test_script_event_processor_ops, impl);

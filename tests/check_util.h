@@ -117,7 +117,7 @@ ld_future *ld_test_iface_close(enum ld_test_iface i, void *obj);
 /* The free of `obj`. */
 void ld_test_iface_free(enum ld_test_iface i, void *obj);
 
-/* An object of interface `i` (not the store) on ld_test_base whose
+/* An object of interface `i` on ld_test_base whose
  * implementation is `impl`, with the scripted ops below; asserts it was
  * made. */
 void *ld_test_script_new(enum ld_test_iface i, struct ld_test_script *impl);
@@ -128,8 +128,8 @@ void ld_test_script_answer(enum ld_test_iface i, ld_future *out);
 
 /* The ops of a scripted implementation (impl: a struct ld_test_script),
  * which keeps every operation: send_event accepts and drops the event,
- * initialized is false, get_membership keeps its future as get_metadata
- * does. */
+ * the update processor's initialized is false. */
+extern const struct ld_store_ops ld_test_script_store_ops;
 extern const struct ld_event_processor_ops ld_test_script_event_processor_ops;
 extern const struct ld_update_processor_ops ld_test_script_update_processor_ops;
 extern const struct ld_big_segment_store_ops ld_test_script_big_segment_store_ops;
