@@ -41,52 +41,50 @@ static void *complete_later(void *arg)
     return NULL;
 }
 
-static int on_loop_thread;
-
-static void note_thread(ld_future *f, void *arg)
+/* Sets *(int *)arg to whether it runs on the loop's thread. */
+static void note_on_loop(ld_future *f, void *arg)
 {
     (void)f;
-    (void)arg;
-    on_loop_thread = pthread_equal(pthread_self(), loop_thread);
+    *(int *)arg = pthread_equal(pthread_self(), loop_thread) != 0;
+}
+
+/* A new future that another thread completes (cancels if `cancel`, fulfils
+ * with 7 otherwise), with note_on_loop(on_loop) as its callback (or, to be
+ * cancelled, its cancel handler): returned once the loop ran what that
+ * queued. */
+static ld_future *completed_from_thread(int cancel, int *on_loop)
+{
+    ld_future *f = ld_future_new(B);
+    struct job j = {ld_future_ref(f), cancel};
+    *on_loop = -1;
+    if (cancel)
+        ld_future_set_cancel_handler(f, note_on_loop, on_loop);
+    else
+        ld_future_on_complete(ld_future_ref(f), note_on_loop, on_loop);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
+    ld_test_wait(f); /* no other events: wait must block, not spin or fail */
+    pthread_join(t, NULL);
+    ld_test_flush();
+    return f;
 }
 
 START_TEST(test_fulfil_from_thread_runs_callback_on_loop)
 {
-    ld_future *f = ld_future_new(B);
-    struct job j = {ld_future_ref(f), 0};
-    ld_future_on_complete(ld_future_ref(f), note_thread, NULL);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
-    ld_test_wait(f); /* no other events: wait must block, not spin or fail */
+    int on_loop;
+    ld_future *f = completed_from_thread(0, &on_loop);
     ck_assert_int_eq(ld_future_int(f), 7);
-    pthread_join(t, NULL);
-    ld_test_flush();
-    ck_assert(on_loop_thread);
+    ck_assert_int_eq(on_loop, 1);
     ld_future_unref(f);
 }
 END_TEST
 
-static int handler_on_loop;
-
-static void handler_note(ld_future *f, void *arg)
-{
-    (void)f;
-    (void)arg;
-    handler_on_loop = pthread_equal(pthread_self(), loop_thread);
-}
-
 START_TEST(test_cancel_from_thread_runs_handler_on_loop)
 {
-    ld_future *f = ld_future_new(B);
-    ld_future_set_cancel_handler(f, handler_note, NULL);
-    struct job j = {ld_future_ref(f), 1};
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, complete_later, &j), 0);
-    ld_test_wait(f);
-    pthread_join(t, NULL);
-    ld_test_flush();
+    int on_loop;
+    ld_future *f = completed_from_thread(1, &on_loop);
     ck_assert_int_eq(ld_future_error(f), LD_ECANCELED);
-    ck_assert(handler_on_loop);
+    ck_assert_int_eq(on_loop, 1);
     ld_future_unref(f);
 }
 END_TEST

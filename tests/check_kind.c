@@ -201,62 +201,60 @@ START_TEST(test_sort_puts_segments_before_features)
 }
 END_TEST
 
-START_TEST(test_sort_puts_prerequisites_first)
+/* Sorts `data` (released) and asserts the keys of the first namespace of
+ * the result and of the second, or that there is no second if `second` is
+ * NULL. */
+static void expect_sorted(json_t *data, const char *first, const char *second)
 {
     char buf[128];
+    json_t *sorted = ld_data_sort(data);
+    ck_assert_int_eq(json_array_size(sorted), second ? 2 : 1);
+    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), first);
+    if (second)
+        ck_assert_str_eq(keys_of(sorted, 1, buf, sizeof(buf)), second);
+    json_decref(sorted);
+    json_decref(data);
+}
+
+START_TEST(test_sort_puts_prerequisites_first)
+{
     const char *c_needs[] = {"b", NULL}, *b_needs[] = {"a", NULL};
     const char *d_needs[] = {"c", "a", NULL};
     json_t *data =
         json_pack("{s:{s:o, s:o, s:o, s:o}}", "features", "d", flag("d", 1, d_needs), "c",
                   flag("c", 1, c_needs), "a", flag("a", 1, NULL), "b", flag("b", 1, b_needs));
-    json_t *sorted = ld_data_sort(data);
-    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "a b c d");
-    json_decref(sorted);
-    json_decref(data);
+    expect_sorted(data, "a b c d", NULL);
 }
 END_TEST
 
 START_TEST(test_sort_keeps_independent_items_in_input_order)
 {
-    char buf[128];
     json_t *data = json_pack("{s:{s:o, s:o, s:o}, s:{s:o, s:o}}", "features", "z",
                              flag("z", 1, NULL), "m", flag("m", 1, NULL), "a", flag("a", 1, NULL),
                              "segments", "s2", segment("s2"), "s1", segment("s1"));
-    json_t *sorted = ld_data_sort(data);
-    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "s2 s1");
-    ck_assert_str_eq(keys_of(sorted, 1, buf, sizeof(buf)), "z m a");
-    json_decref(sorted);
-    json_decref(data);
+    expect_sorted(data, "s2 s1", "z m a");
 }
 END_TEST
 
 START_TEST(test_sort_terminates_on_cycles_with_each_item_once)
 {
-    char buf[128];
     const char *a_needs[] = {"b", NULL}, *b_needs[] = {"c", NULL}, *c_needs[] = {"a", NULL};
     const char *self[] = {"s", NULL};
     json_t *data =
         json_pack("{s:{s:o, s:o, s:o, s:o}}", "features", "a", flag("a", 1, a_needs), "b",
                   flag("b", 1, b_needs), "c", flag("c", 1, c_needs), "s", flag("s", 1, self));
-    json_t *sorted = ld_data_sort(data);
     /* a is reached first, then b and c; c's prerequisite a is already on the
      * way, so the cycle ends there */
-    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "c b a s");
-    json_decref(sorted);
-    json_decref(data);
+    expect_sorted(data, "c b a s", NULL);
 }
 END_TEST
 
 START_TEST(test_sort_skips_missing_prerequisites)
 {
-    char buf[128];
     const char *needs[] = {"missing", "b", NULL};
     json_t *data =
         json_pack("{s:{s:o, s:o}}", "features", "a", flag("a", 1, needs), "b", flag("b", 1, NULL));
-    json_t *sorted = ld_data_sort(data);
-    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "b a");
-    json_decref(sorted);
-    json_decref(data);
+    expect_sorted(data, "b a", NULL);
 }
 END_TEST
 
@@ -517,12 +515,7 @@ START_TEST(test_sort_skips_a_prerequisite_key_with_nul)
     json_array_append_new(json_object_get(b, "prerequisites"),
                           json_pack("{s:s#, s:i}", "key", "a\0x", (int)3, "variation", 0));
     json_t *data = json_pack("{s:{s:o, s:o}}", "features", "b", b, "a", flag("a", 1, NULL));
-    json_t *sorted = ld_data_sort(data);
-    char buf[64];
-    ck_assert_int_eq(json_array_size(sorted), 1);
-    ck_assert_str_eq(keys_of(sorted, 0, buf, sizeof(buf)), "b a");
-    json_decref(sorted);
-    json_decref(data);
+    expect_sorted(data, "b a", NULL);
 }
 END_TEST
 

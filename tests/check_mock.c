@@ -35,40 +35,10 @@ static json_t *item(const char *key, int version)
     return it;
 }
 
-static ld_future *wait_done(ld_future *f)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    return f;
-}
-
-static bool await_bool(ld_future *f)
-{
-    wait_done(f);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    bool v = ld_future_bool(f);
-    ld_future_unref(f);
-    return v;
-}
-
-static void await_ok(ld_future *f)
-{
-    wait_done(f);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    ld_future_unref(f);
-}
-
-static void await_error(ld_future *f, int code)
-{
-    wait_done(f);
-    ck_assert_int_eq(ld_future_error(f), code);
-    ld_future_unref(f);
-}
-
 /* The version get returns for (kind, key), -1 for NULL. */
 static int64_t version_of(const ld_kind *kind, const char *key)
 {
-    ld_future *f = wait_done(ld_store_get(mock, kind, key));
+    ld_future *f = ld_test_done(ld_store_get(mock, kind, key));
     ck_assert(ld_future_is_fulfilled(f));
     int64_t v = ld_future_json(f) ? ld_item_version(ld_future_json(f)) : -1;
     ld_future_unref(f);
@@ -77,7 +47,7 @@ static int64_t version_of(const ld_kind *kind, const char *key)
 
 static size_t all_size(const ld_kind *kind)
 {
-    ld_future *f = wait_done(ld_store_all(mock, kind));
+    ld_future *f = ld_test_done(ld_store_all(mock, kind));
     ck_assert(ld_future_is_fulfilled(f));
     size_t n = json_object_size(ld_future_json(f));
     ld_future_unref(f);
@@ -87,7 +57,7 @@ static size_t all_size(const ld_kind *kind)
 static void init_foo10(void)
 {
     json_t *data = json_pack("{s:{s:o}}", "features", "foo", item("foo", 10));
-    await_ok(ld_store_init(mock, data));
+    ld_test_await_ok(ld_store_init(mock, data));
     json_decref(data);
 }
 
@@ -113,7 +83,7 @@ START_TEST(test_two_mocks_are_independent)
     ck_assert_int_eq(ld_mock_store_init_count(other), 0);
     ck_assert_int_eq(ld_mock_store_fail_next(other, LD_MOCK_ANY, 1, LD_ESTORE), 0);
     ck_assert_int_eq(version_of(F, "foo"), 10); /* mock is not armed */
-    await_error(ld_store_initialized(other), LD_ESTORE);
+    ld_test_expect_error(ld_store_initialized(other), LD_ESTORE, NULL);
     ld_store_free(other);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 1);
 }
@@ -128,8 +98,8 @@ START_TEST(test_every_init_is_recorded_in_order)
     ld_future *f1 = ld_store_init(mock, first);
     ld_future *f2 = ld_store_init(mock, second);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 2); /* recorded when issued */
-    await_ok(f1);
-    await_ok(f2);
+    ld_test_await_ok(f1);
+    ld_test_await_ok(f2);
     ck_assert(json_equal(ld_mock_store_init_data(mock, 0), first));
     ck_assert(json_equal(ld_mock_store_init_data(mock, 1), second));
     ck_assert_ptr_null(ld_mock_store_init_data(mock, 2));
@@ -143,7 +113,7 @@ START_TEST(test_recorded_init_keeps_its_data_and_shares_items)
 {
     json_t *foo = item("foo", 1);
     json_t *data = json_pack("{s:{s:O}}", "features", "foo", foo);
-    await_ok(ld_store_init(mock, data));
+    ld_test_await_ok(ld_store_init(mock, data));
     /* the caller reuses its containers; the record does not change */
     json_object_clear(json_object_get(data, "features"));
     json_object_set_new(data, "segments", json_object());
@@ -152,7 +122,7 @@ START_TEST(test_recorded_init_keeps_its_data_and_shares_items)
     ck_assert_ptr_eq(json_object_get(json_object_get(rec, "features"), "foo"), foo);
     /* nor do later writes to the store */
     json_t *newer = item("foo", 2);
-    ck_assert(await_bool(ld_store_upsert(mock, F, newer)));
+    ck_assert(ld_test_await_bool(ld_store_upsert(mock, F, newer)));
     ck_assert_ptr_eq(json_object_get(json_object_get(rec, "features"), "foo"), foo);
     ck_assert_int_eq(version_of(F, "foo"), 2);
     json_decref(newer);
@@ -164,10 +134,10 @@ END_TEST
 START_TEST(test_inits_rejected_before_the_mock_are_not_recorded)
 {
     json_t *bad = json_pack("{s:[]}", "features");
-    await_error(ld_store_init(mock, bad), LD_EINVAL);
+    ld_test_expect_error(ld_store_init(mock, bad), LD_EINVAL, NULL);
     json_t *good = json_object();
-    await_ok(ld_store_close(mock));
-    await_error(ld_store_init(mock, good), LD_ECLOSED);
+    ld_test_await_ok(ld_store_close(mock));
+    ld_test_expect_error(ld_store_init(mock, good), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 0);
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
     json_decref(bad);
@@ -190,7 +160,7 @@ START_TEST(test_force_set_ignores_versions_and_is_immediate)
     ld_future_unref(f);
     /* and the version rule now starts from it */
     json_t *v4 = item("foo", 4);
-    ck_assert(await_bool(ld_store_upsert(mock, F, v4)));
+    ck_assert(ld_test_await_bool(ld_store_upsert(mock, F, v4)));
     ck_assert_int_eq(version_of(F, "foo"), 4);
     /* a new key, another kind, no change to initialized or counters */
     json_t *s = item("s", 0);
@@ -208,7 +178,7 @@ START_TEST(test_force_set_does_not_initialize)
 {
     json_t *it = item("foo", 1);
     ck_assert_int_eq(ld_mock_store_force_set(mock, F, it), 0);
-    ck_assert(!await_bool(ld_store_initialized(mock)));
+    ck_assert(!ld_test_await_bool(ld_store_initialized(mock)));
     ck_assert_int_eq(all_size(F), 1);
     json_decref(it);
 }
@@ -233,8 +203,8 @@ START_TEST(test_force_delete_ignores_versions)
     ck_assert_int_eq(all_size(F), 0);
     /* the tombstone is at 5: an upsert at 6 applies, at 5 does not */
     json_t *v5 = item("foo", 5), *v6 = item("foo", 6);
-    ck_assert(!await_bool(ld_store_upsert(mock, F, v5)));
-    ck_assert(await_bool(ld_store_upsert(mock, F, v6)));
+    ck_assert(!ld_test_await_bool(ld_store_upsert(mock, F, v5)));
+    ck_assert(ld_test_await_bool(ld_store_upsert(mock, F, v6)));
     ck_assert_int_eq(ld_mock_store_force_delete(mock, SEG, "never-there", 0), 0);
     ck_assert_int_eq(version_of(SEG, "never-there"), -1);
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_DELETE), 0);
@@ -366,8 +336,8 @@ START_TEST(test_fail_next_fails_that_operation_once)
     const enum ld_mock_op reads[] = {LD_MOCK_GET, LD_MOCK_ALL, LD_MOCK_INITIALIZED};
     for (int i = 0; i < 3; i++)
         if (reads[i] != op)
-            await_ok(issue(reads[i])); /* not armed */
-    ld_future *f = wait_done(issue(op));
+            ld_test_await_ok(issue(reads[i])); /* not armed */
+    ld_future *f = ld_test_done(issue(op));
     ck_assert_int_eq(ld_future_error(f), LD_ESTORE);
     ck_assert_msg(strstr(ld_future_error_message(f), "injected"), "message: %s",
                   ld_future_error_message(f));
@@ -375,9 +345,9 @@ START_TEST(test_fail_next_fails_that_operation_once)
     /* nothing changed */
     ck_assert_int_eq(version_of(F, "foo"), 10);
     ck_assert_int_eq(version_of(F, "other"), -1);
-    ck_assert(await_bool(ld_store_initialized(mock)));
+    ck_assert(ld_test_await_bool(ld_store_initialized(mock)));
     /* used up: the next one works */
-    f = wait_done(issue(op));
+    f = ld_test_done(issue(op));
     ck_assert_msg(ld_future_is_fulfilled(f), "second call rejected: %s",
                   ld_future_error_message(f));
     ld_future_unref(f);
@@ -387,8 +357,8 @@ END_TEST
 START_TEST(test_failed_init_leaves_a_new_store_uninitialized)
 {
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_INIT, 1, LD_ESTORE), 0);
-    await_error(issue(LD_MOCK_INIT), LD_ESTORE);
-    ck_assert(!await_bool(ld_store_initialized(mock)));
+    ld_test_expect_error(issue(LD_MOCK_INIT), LD_ESTORE, NULL);
+    ck_assert(!ld_test_await_bool(ld_store_initialized(mock)));
     ck_assert_int_eq(all_size(F), 0);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 1); /* received, so recorded */
 }
@@ -399,7 +369,7 @@ START_TEST(test_fail_next_counts_n_and_uses_the_code)
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 3, LD_EIO), 0);
     for (int i = 0; i < 3; i++)
-        await_error(ld_store_get(mock, F, "foo"), LD_EIO);
+        ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_GET), 4);
 }
@@ -409,8 +379,8 @@ START_TEST(test_fail_next_any_counts_every_operation)
 {
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_ANY, 2, LD_ESTORE), 0);
-    await_error(ld_store_all(mock, F), LD_ESTORE);
-    await_error(issue(LD_MOCK_UPSERT), LD_ESTORE);
+    ld_test_expect_error(ld_store_all(mock, F), LD_ESTORE, NULL);
+    ld_test_expect_error(issue(LD_MOCK_UPSERT), LD_ESTORE, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
 }
 END_TEST
@@ -420,8 +390,8 @@ START_TEST(test_own_count_is_used_before_any)
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_ANY, 1, LD_ESTORE), 0);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, LD_EIO), 0);
-    await_error(ld_store_get(mock, F, "foo"), LD_EIO);
-    await_error(ld_store_get(mock, F, "foo"), LD_ESTORE);
+    ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
+    ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_ESTORE, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
 }
 END_TEST
@@ -431,7 +401,7 @@ START_TEST(test_fail_next_replaces_and_zero_disarms)
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 5, LD_ESTORE), 0);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, LD_EIO), 0);
-    await_error(ld_store_get(mock, F, "foo"), LD_EIO);
+    ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 2, LD_ESTORE), 0);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 0, LD_ESTORE), 0);
@@ -439,28 +409,20 @@ START_TEST(test_fail_next_replaces_and_zero_disarms)
 }
 END_TEST
 
-static int seq[8], nseq;
-
-static void note_order(ld_future *f, void *arg)
-{
-    (void)f;
-    seq[nseq++] = (int)(intptr_t)arg;
-}
-
 START_TEST(test_injected_failures_keep_issue_order)
 {
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_UPSERT, 1, LD_ESTORE), 0);
-    nseq = 0;
+    ld_test_n_order = 0;
     ld_future *fs[] = {ld_store_get(mock, F, "foo"), issue(LD_MOCK_UPSERT),
                        ld_store_get(mock, F, "foo"), issue(LD_MOCK_UPSERT)};
     for (intptr_t i = 0; i < 4; i++)
-        ld_future_on_complete(ld_future_ref(fs[i]), note_order, (void *)i);
-    ck_assert_int_eq(nseq, 0);
+        ld_future_on_complete(ld_future_ref(fs[i]), ld_test_note_order, (void *)i);
+    ck_assert_int_eq(ld_test_n_order, 0);
     ld_test_flush();
-    ck_assert_int_eq(nseq, 4);
+    ck_assert_int_eq(ld_test_n_order, 4);
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(seq[i], i);
+        ck_assert_int_eq(ld_test_order[i], i);
     ck_assert_int_eq(ld_future_error(fs[1]), LD_ESTORE);
     ck_assert_int_eq(ld_item_version(ld_future_json(fs[2])), 10);
     ck_assert(ld_future_bool(fs[3]));
@@ -480,7 +442,7 @@ START_TEST(test_fail_next_bad_input)
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, -1, LD_ESTORE), LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, 0), LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, 5), LD_EINVAL);
-    ck_assert(!await_bool(ld_store_initialized(mock))); /* nothing was armed */
+    ck_assert(!ld_test_await_bool(ld_store_initialized(mock))); /* nothing was armed */
     ck_assert_int_eq(version_of(F, "foo"), -1);
     ld_store_free(memory);
 }
@@ -491,13 +453,13 @@ END_TEST
 START_TEST(test_calls_count_what_reached_the_mock)
 {
     init_foo10();
-    await_ok(issue(LD_MOCK_GET));
-    await_ok(issue(LD_MOCK_GET));
-    await_ok(issue(LD_MOCK_ALL));
-    await_ok(issue(LD_MOCK_UPSERT));
-    await_ok(issue(LD_MOCK_DELETE));
-    await_ok(issue(LD_MOCK_INITIALIZED));
-    await_error(ld_store_get(mock, F, ""), LD_EINVAL); /* not counted */
+    ld_test_await_ok(issue(LD_MOCK_GET));
+    ld_test_await_ok(issue(LD_MOCK_GET));
+    ld_test_await_ok(issue(LD_MOCK_ALL));
+    ld_test_await_ok(issue(LD_MOCK_UPSERT));
+    ld_test_await_ok(issue(LD_MOCK_DELETE));
+    ld_test_await_ok(issue(LD_MOCK_INITIALIZED));
+    ld_test_expect_error(ld_store_get(mock, F, ""), LD_EINVAL, NULL); /* not counted */
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_GET), 2);
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ALL), 1);
     ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_INIT), 1);

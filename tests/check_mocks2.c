@@ -15,55 +15,11 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static ld_future *done(ld_future *f)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    return f;
-}
-
-static void await_ok(ld_future *f)
-{
-    done(f);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    ld_future_unref(f);
-}
-
-static void await_error(ld_future *f, int code)
-{
-    done(f);
-    ck_assert_msg(ld_future_error(f) == code, "expected %s, got %s", ld_err_name(code),
-                  ld_err_name(ld_future_error(f)));
-    ld_future_unref(f);
-}
-
-/* Completion order: note() appends its arg to `order`. */
-static int order[16];
-static int n_order;
-
-static void note(ld_future *f, void *arg)
-{
-    (void)f;
-    ck_assert_int_lt(n_order, 16);
-    order[n_order++] = (int)(intptr_t)arg;
-}
-
-static void watch(ld_future *f, int i)
-{
-    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), note, (void *)(intptr_t)i), 0);
-}
-
 static int64_t wall_ms(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static void setup(void)
-{
-    ld_test_setup();
-    n_order = 0;
 }
 
 /* An event processor that is no mock, to hand the accessors. */
@@ -131,7 +87,7 @@ START_TEST(test_ep_refused_events_are_not_recorded)
     json_t *ev = json_object();
     ck_assert_int_eq(ld_event_processor_send_event(ep, notobj), LD_EINVAL);
     ck_assert_int_eq(ld_event_processor_send_event(ep, NULL), LD_EINVAL);
-    await_ok(ld_event_processor_close(ep));
+    ld_test_await_ok(ld_event_processor_close(ep));
     ck_assert_int_eq(ld_event_processor_send_event(ep, ev), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_event_processor_event_count(ep), 0);
     json_decref(notobj);
@@ -145,17 +101,17 @@ START_TEST(test_ep_flush_fulfils_true_and_is_counted)
     ld_event_processor *ep = ld_mock_event_processor_new(B);
     ld_future *f1 = ld_event_processor_flush(ep);
     ld_future *f2 = ld_event_processor_flush(ep);
-    watch(f1, 1);
-    watch(f2, 2);
+    ld_test_watch(f1, 1);
+    ld_test_watch(f2, 2);
     ck_assert_int_eq(ld_mock_event_processor_flush_count(ep), 2);
-    done(f1);
-    done(f2);
+    ld_test_done(f1);
+    ld_test_done(f2);
     ld_test_flush();
     ck_assert(ld_future_is_fulfilled(f1) && ld_future_bool(f1));
     ck_assert(ld_future_is_fulfilled(f2) && ld_future_bool(f2));
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1);
-    ck_assert_int_eq(order[1], 2);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1);
+    ck_assert_int_eq(ld_test_order[1], 2);
     ld_future_unref(f1);
     ld_future_unref(f2);
     ld_event_processor_free(ep);
@@ -165,11 +121,11 @@ END_TEST
 START_TEST(test_ep_close_then_flush_is_refused_and_not_counted)
 {
     ld_event_processor *ep = ld_mock_event_processor_new(B);
-    await_ok(ld_event_processor_flush(ep));
-    await_ok(ld_event_processor_close(ep));
+    ld_test_await_ok(ld_event_processor_flush(ep));
+    ld_test_await_ok(ld_event_processor_close(ep));
     ck_assert_int_eq(ld_mock_event_processor_closed(ep), 1);
-    await_error(ld_event_processor_flush(ep), LD_ECLOSED);
-    await_ok(ld_event_processor_close(ep)); /* twice fulfils again */
+    ld_test_expect_error(ld_event_processor_flush(ep), LD_ECLOSED, NULL);
+    ld_test_await_ok(ld_event_processor_close(ep)); /* twice fulfils again */
     ck_assert_int_eq(ld_mock_event_processor_closed(ep), 1);
     ck_assert_int_eq(ld_mock_event_processor_flush_count(ep), 1);
     ld_event_processor_free(ep);
@@ -182,7 +138,7 @@ START_TEST(test_ep_clear_forgets_events_keeps_flush_count)
     json_t *e1 = json_object();
     json_t *e2 = json_object();
     ck_assert_int_eq(ld_event_processor_send_event(ep, e1), 0);
-    await_ok(ld_event_processor_flush(ep));
+    ld_test_await_ok(ld_event_processor_flush(ep));
     ck_assert_int_eq(e1->refcount, 2);
     ck_assert_int_eq(ld_mock_event_processor_clear(ep), 0);
     ck_assert_int_eq(e1->refcount, 1); /* released */
@@ -234,7 +190,7 @@ START_TEST(test_up_ready_at_once_by_default)
     ck_assert(ld_future_is_pending(f));             /* completed from the loop */
     ck_assert(ld_update_processor_initialized(up)); /* ready at once */
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_EALREADY);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_EALREADY);
     ld_update_processor_free(up);
@@ -244,7 +200,7 @@ END_TEST
 START_TEST(test_up_give_up_fulfils_not_initialized)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_GIVE_UP);
-    await_ok(ld_update_processor_start(up));
+    ld_test_await_ok(ld_update_processor_start(up));
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
     ld_update_processor_free(up);
@@ -260,7 +216,7 @@ START_TEST(test_up_hold_waits_for_set_ready)
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), 0);
     ck_assert(ld_update_processor_initialized(up));
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_EALREADY);
     ld_update_processor_free(up);
 }
@@ -271,7 +227,7 @@ START_TEST(test_up_hold_then_fail_rejects_with_the_code)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), 0);
-    await_error(f, LD_EIO);
+    ld_test_expect_error(f, LD_EIO, NULL);
     ck_assert(!ld_update_processor_initialized(up));
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_EALREADY);
     ld_update_processor_free(up);
@@ -283,13 +239,13 @@ START_TEST(test_up_scripted_before_start)
     ld_update_processor *failing = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
     ck_assert_int_eq(ld_mock_update_processor_fail(failing, LD_ETIMEDOUT), 0);
     ld_future *f = ld_update_processor_start(failing);
-    await_error(f, LD_ETIMEDOUT); /* at the loop's first pass */
+    ld_test_expect_error(f, LD_ETIMEDOUT, NULL); /* at the loop's first pass */
     ck_assert(!ld_update_processor_initialized(failing));
 
     ld_update_processor *held = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(held), 0);
     f = ld_update_processor_start(held);
-    await_ok(f); /* ready before start: the start needs no more */
+    ld_test_await_ok(f); /* ready before start: the start needs no more */
     ck_assert(ld_update_processor_initialized(held));
     ld_update_processor_free(failing);
     ld_update_processor_free(held);
@@ -299,8 +255,8 @@ END_TEST
 START_TEST(test_up_second_start_is_refused_and_not_counted)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
-    await_ok(ld_update_processor_start(up));
-    await_error(ld_update_processor_start(up), LD_EINVAL);
+    ld_test_await_ok(ld_update_processor_start(up));
+    ld_test_expect_error(ld_update_processor_start(up), LD_EINVAL, NULL);
     ck_assert_int_eq(ld_mock_update_processor_start_count(up), 1);
     ld_update_processor_free(up);
 }
@@ -311,18 +267,18 @@ START_TEST(test_up_close_rejects_a_held_start)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ld_future *c = ld_update_processor_close(up);
-    watch(f, 1);
-    watch(c, 2);
-    await_error(f, LD_ECLOSED);
-    await_ok(c);
+    ld_test_watch(f, 1);
+    ld_test_watch(c, 2);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_await_ok(c);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1); /* the start before the close */
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1); /* the start before the close */
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_ECLOSED);
     ck_assert(!ld_update_processor_initialized(up));
-    await_error(ld_update_processor_start(up), LD_ECLOSED);
+    ld_test_expect_error(ld_update_processor_start(up), LD_ECLOSED, NULL);
     ld_update_processor_free(up);
 }
 END_TEST
@@ -331,8 +287,8 @@ START_TEST(test_up_close_after_ready)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 0);
-    await_ok(ld_update_processor_start(up));
-    await_ok(ld_update_processor_close(up));
+    ld_test_await_ok(ld_update_processor_start(up));
+    ld_test_await_ok(ld_update_processor_close(up));
     ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
     ck_assert(!ld_update_processor_initialized(up));
     ld_update_processor_free(up);
@@ -344,7 +300,7 @@ START_TEST(test_up_free_cancels_a_held_start)
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
     ld_update_processor_free(up);
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -378,7 +334,7 @@ static ld_big_segment_store *bss;
 
 static void bss_setup(void)
 {
-    setup();
+    ld_test_setup();
     bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
     ck_assert_ptr_nonnull(bss);
 }
@@ -393,7 +349,7 @@ static void bss_teardown(void)
 /* The metadata time, failing the test if it was rejected. */
 static int64_t metadata(void)
 {
-    ld_future *f = done(ld_big_segment_store_get_metadata(bss));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(bss));
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     int64_t t = ld_future_int(f);
     ld_future_unref(f);
@@ -403,7 +359,7 @@ static int64_t metadata(void)
 /* The membership of `hash`: a new reference, or NULL. */
 static json_t *membership(const char *hash)
 {
-    ld_future *f = done(ld_big_segment_store_get_membership(bss, hash));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_membership(bss, hash));
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     json_t *m = json_incref(ld_future_json(f));
     ld_future_unref(f);
@@ -426,7 +382,7 @@ START_TEST(test_bss_presets)
     ck_assert_int_eq(
         ld_mock_big_segment_store_set_preset(bss, (enum ld_mock_big_segments_preset)_i), 0);
     int64_t before = wall_ms();
-    ld_future *f = done(ld_big_segment_store_get_metadata(bss));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(bss));
     int64_t after = wall_ms();
     int64_t t = ld_future_is_fulfilled(f) ? ld_future_int(f) : 0;
     switch (_i) {
@@ -460,7 +416,7 @@ START_TEST(test_bss_preset_changes_later_calls)
 {
     ck_assert_int_gt(metadata(), 0);
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_ERROR), 0);
-    await_error(ld_big_segment_store_get_metadata(bss), LD_ESTORE);
+    ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ESTORE, NULL);
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_NONE), 0);
     ck_assert_int_eq(metadata(), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 3);
@@ -504,7 +460,7 @@ START_TEST(test_bss_membership_queries_are_recorded_in_order)
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 3);
     for (int i = 0; i < 3; i++) {
         ck_assert_str_eq(ld_mock_big_segment_store_membership_query(bss, (size_t)i), hashes[i]);
-        await_ok(fs[i]);
+        ld_test_await_ok(fs[i]);
     }
     ck_assert_ptr_null(ld_mock_big_segment_store_membership_query(bss, 3));
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 0);
@@ -513,11 +469,11 @@ END_TEST
 
 START_TEST(test_bss_refused_queries_are_not_recorded)
 {
-    await_error(ld_big_segment_store_get_membership(bss, ""), LD_EINVAL);
-    await_error(ld_big_segment_store_get_membership(bss, NULL), LD_EINVAL);
-    await_ok(ld_big_segment_store_stop(bss));
-    await_error(ld_big_segment_store_get_membership(bss, "a"), LD_ECLOSED);
-    await_error(ld_big_segment_store_get_metadata(bss), LD_ECLOSED);
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, ""), LD_EINVAL, NULL);
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, NULL), LD_EINVAL, NULL);
+    ld_test_await_ok(ld_big_segment_store_stop(bss));
+    ld_test_expect_error(ld_big_segment_store_get_membership(bss, "a"), LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 0);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 0);
 }
@@ -574,7 +530,7 @@ static ld_fdv2_update *update(enum ld_ds_state state)
 /* Waits for `f` (stolen), checks it yields `u`. */
 static void await_update(ld_future *f, const ld_fdv2_update *u)
 {
-    done(f);
+    ld_test_done(f);
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     ck_assert_ptr_eq(ld_fdv2_future_update(f), u);
     ld_future_unref(f);
@@ -605,9 +561,9 @@ START_TEST(test_sync_yields_the_script_in_order)
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
     await_update(ld_synchronizer_next(s), u1);
-    await_error(ld_synchronizer_next(s), LD_EIO);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_EIO, NULL);
     ld_future *f = ld_synchronizer_next(s);
-    done(f);
+    ld_test_done(f);
     ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_INTERRUPTED);
     await_update(f, u2);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
@@ -621,7 +577,7 @@ START_TEST(test_sync_next_waits_for_a_push)
     ld_future *fs[3];
     for (int i = 0; i < 3; i++) {
         fs[i] = ld_synchronizer_next(s);
-        watch(fs[i], i);
+        ld_test_watch(fs[i], i);
     }
     ld_test_flush();
     for (int i = 0; i < 3; i++)
@@ -635,11 +591,11 @@ START_TEST(test_sync_next_waits_for_a_push)
     ck_assert(ld_future_is_pending(fs[2]));
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 3);
+    ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(order[i], i);
+        ck_assert_int_eq(ld_test_order[i], i);
     await_update(fs[0], u0);
-    await_error(fs[1], LD_EPARSE);
+    ld_test_expect_error(fs[1], LD_EPARSE, NULL);
     await_update(fs[2], u2);
     ld_synchronizer_free(s);
 }
@@ -652,8 +608,8 @@ START_TEST(test_sync_end_rejects_every_later_next)
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), 0);
     await_update(ld_synchronizer_next(s), u);
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
@@ -670,8 +626,8 @@ START_TEST(test_sync_end_answers_every_waiting_next)
     ld_future *f2 = ld_synchronizer_next(s);
     /* pushing an LD_ECLOSED error is the end */
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_ECLOSED), 0);
-    await_error(f1, LD_ECLOSED);
-    await_error(f2, LD_ECLOSED);
+    ld_test_expect_error(f1, LD_ECLOSED, NULL);
+    ld_test_expect_error(f2, LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ld_synchronizer_free(s);
 }
@@ -685,20 +641,20 @@ START_TEST(test_sync_stop_rejects_waiting_nexts)
     ld_future *f2 = ld_synchronizer_next(s);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ld_future *stop = ld_synchronizer_stop(s);
-    watch(f2, 2);
-    watch(stop, 3);
+    ld_test_watch(f2, 2);
+    ld_test_watch(stop, 3);
     ck_assert_int_eq(ld_mock_synchronizer_stopped(s), 1);
     await_update(f1, u);
-    await_error(f2, LD_ECLOSED);
-    await_ok(stop);
+    ld_test_expect_error(f2, LD_ECLOSED, NULL);
+    ld_test_await_ok(stop);
     ld_test_flush();
-    ck_assert_int_eq(order[0], 2); /* the next before the stop */
-    await_error(ld_synchronizer_next(s), LD_ECLOSED);
+    ck_assert_int_eq(ld_test_order[0], 2); /* the next before the stop */
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 2);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
-    await_ok(ld_synchronizer_stop(s));
+    ld_test_await_ok(ld_synchronizer_stop(s));
     ld_synchronizer_free(s);
 }
 END_TEST
@@ -713,7 +669,7 @@ START_TEST(test_sync_free_cancels_waiting_and_drops_the_script)
     ck_assert_int_eq(ld_mock_synchronizer_end(t), 0);
     ld_synchronizer_free(s);
     ld_synchronizer_free(t); /* its script is freed: valgrind checks */
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -793,7 +749,7 @@ static void assert_the_basis(const ld_fdv2_basis *got)
 
 static void init_setup(void)
 {
-    setup();
+    ld_test_setup();
     flag = json_pack("{s:s, s:i}", "key", "foo", "version", 10);
     ck_assert_ptr_nonnull(flag);
 }
@@ -824,8 +780,8 @@ START_TEST(test_init_fetch_gets_a_copy_of_the_basis)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_fdv2_basis *set = basis();
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, set), 0);
-    ld_future *f1 = done(ld_initializer_fetch(i));
-    ld_future *f2 = done(ld_initializer_fetch(i));
+    ld_future *f1 = ld_test_done(ld_initializer_fetch(i));
+    ld_future *f2 = ld_test_done(ld_initializer_fetch(i));
     ck_assert(ld_future_is_fulfilled(f1) && ld_future_is_fulfilled(f2));
     const ld_fdv2_basis *b1 = ld_fdv2_future_basis(f1);
     const ld_fdv2_basis *b2 = ld_fdv2_future_basis(f2);
@@ -846,7 +802,7 @@ START_TEST(test_init_copies_a_no_changes_basis)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_fdv2_basis *set = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, set), 0);
-    ld_future *f = done(ld_initializer_fetch(i));
+    ld_future *f = ld_test_done(ld_initializer_fetch(i));
     const ld_fdv2_basis *got = ld_fdv2_future_basis(f);
     ck_assert_ptr_nonnull(got);
     ck_assert_int_eq(ld_fdv2_change_set_intent(ld_fdv2_basis_change_set(got)), LD_FDV2_XFER_NONE);
@@ -865,16 +821,16 @@ START_TEST(test_init_fetches_wait_until_set_in_order)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *f1 = ld_initializer_fetch(i);
     ld_future *f2 = ld_initializer_fetch(i);
-    watch(f1, 1);
-    watch(f2, 2);
+    ld_test_watch(f1, 1);
+    ld_test_watch(f2, 2);
     ld_test_flush();
     ck_assert(ld_future_is_pending(f1) && ld_future_is_pending(f2));
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 2);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), 0);
     ld_test_flush();
-    ck_assert_int_eq(n_order, 2);
-    ck_assert_int_eq(order[0], 1);
-    ck_assert_int_eq(order[1], 2);
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 1);
+    ck_assert_int_eq(ld_test_order[1], 2);
     assert_the_basis(ld_fdv2_future_basis(f1));
     assert_the_basis(ld_fdv2_future_basis(f2));
     ld_future_unref(f1);
@@ -888,14 +844,14 @@ START_TEST(test_init_set_error_then_set_basis_replace)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *waiting = ld_initializer_fetch(i);
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EIO), 0);
-    await_error(waiting, LD_EIO);
-    await_error(ld_initializer_fetch(i), LD_EIO);
+    ld_test_expect_error(waiting, LD_EIO, NULL);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_EIO, NULL);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), 0);
-    ld_future *f = done(ld_initializer_fetch(i));
+    ld_future *f = ld_test_done(ld_initializer_fetch(i));
     assert_the_basis(ld_fdv2_future_basis(f));
     ld_future_unref(f);
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EPARSE), 0); /* frees the basis */
-    await_error(ld_initializer_fetch(i), LD_EPARSE);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_EPARSE, NULL);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 4);
     ld_initializer_free(i);
 }
@@ -906,16 +862,16 @@ START_TEST(test_init_close_rejects_waiting_fetches)
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *f = ld_initializer_fetch(i);
     ld_future *c = ld_initializer_close(i);
-    watch(f, 1);
-    watch(c, 2);
+    ld_test_watch(f, 1);
+    ld_test_watch(c, 2);
     ck_assert_int_eq(ld_mock_initializer_closed(i), 1);
-    await_error(f, LD_ECLOSED);
-    await_ok(c);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_await_ok(c);
     ld_test_flush();
-    ck_assert_int_eq(order[0], 1);
+    ck_assert_int_eq(ld_test_order[0], 1);
     ck_assert_int_eq(ld_mock_initializer_set_basis(i, basis()), LD_ECLOSED); /* freed */
     ck_assert_int_eq(ld_mock_initializer_set_error(i, LD_EIO), LD_ECLOSED);
-    await_error(ld_initializer_fetch(i), LD_ECLOSED);
+    ld_test_expect_error(ld_initializer_fetch(i), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 1);
     ld_initializer_free(i);
 }
@@ -929,7 +885,7 @@ START_TEST(test_init_free_cancels_waiting_fetches)
     ck_assert_int_eq(ld_mock_initializer_set_basis(j, basis()), 0);
     ld_initializer_free(i);
     ld_initializer_free(j); /* frees its basis: valgrind checks */
-    await_error(f, LD_ECANCELED);
+    ld_test_expect_error(f, LD_ECANCELED, NULL);
 }
 END_TEST
 
@@ -1013,7 +969,7 @@ static void reuse_free(void *p)
 /* From now on, the block of `obj` (allocated while the hooks were on, by
  * the allocations from `made_from` on) is kept when freed and handed to the
  * allocation of its size that made it the first time, counted the same way
- * (the same constructor allocates in the same order). */
+ * (the same constructor allocates in the same ld_test_order). */
 static void reuse_arm(const void *obj, size_t made_from)
 {
     reuse_size = 0;
@@ -1032,104 +988,72 @@ static void reuse_arm(const void *obj, size_t made_from)
     reuse_target = obj;
 }
 
-/* One mock type: make one; start an operation that stays pending (so that
- * the front layer frees the mock from the loop), NULL for the types whose
- * operations all complete at once; check that the ld_mock_* functions reach
- * the mock of `obj`. */
+/* One mock per interface: made, then (`pend`) an operation left pending,
+ * so that the front layer frees the mock from the loop (the store's, event
+ * processor's and big segment store's operations all complete at once);
+ * `check` asserts that the ld_mock_* functions reach the mock of `obj`. */
 struct reuse_case {
-    const char *name;
-    void *(*make)(void);
-    ld_future *(*pend)(void *obj);
-    void (*free_obj)(void *obj);
+    enum ld_test_iface iface;
+    bool pend;
     void (*check)(void *obj);
 };
 
-static void *st_make(void)
+static void *mock_new(enum ld_test_iface i)
 {
-    return ld_mock_store_new(B);
+    switch (i) {
+    case LD_TEST_STORE:
+        return ld_mock_store_new(B);
+    case LD_TEST_EVENT_PROCESSOR:
+        return ld_mock_event_processor_new(B);
+    case LD_TEST_UPDATE_PROCESSOR:
+        return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
+    case LD_TEST_BIG_SEGMENT_STORE:
+        return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+    case LD_TEST_SYNCHRONIZER:
+        return ld_mock_synchronizer_new(B, NULL);
+    default:
+        return ld_mock_initializer_new(B, NULL);
+    }
 }
-static void st_free(void *o)
-{
-    ld_store_free(o);
-}
+
 static void st_check(void *o)
 {
     json_t *item = json_pack("{s:s, s:i}", "key", "k", "version", 1);
     ck_assert_int_eq(ld_mock_store_force_set(o, ld_kind_features(), item), 0);
-    ld_future *f = done(ld_store_get(o, ld_kind_features(), "k"));
+    ld_future *f = ld_test_done(ld_store_get(o, ld_kind_features(), "k"));
     ck_assert_ptr_eq(ld_future_json(f), item);
     ld_future_unref(f);
     json_decref(item);
     ck_assert_int_eq(ld_mock_store_calls(o, LD_MOCK_GET), 1);
 }
 
-static void *ep_make(void)
-{
-    return ld_mock_event_processor_new(B);
-}
-static void ep_free(void *o)
-{
-    ld_event_processor_free(o);
-}
 static void ep_check(void *o)
 {
     json_t *e = json_pack("{s:s}", "kind", "custom");
     ck_assert_int_eq(ld_event_processor_send_event(o, e), 0);
     json_decref(e); /* the mock keeps its own reference */
     ck_assert_int_eq(ld_mock_event_processor_event_count(o), 1);
-    await_ok(ld_event_processor_flush(o));
+    ld_test_await_ok(ld_event_processor_flush(o));
     ck_assert_int_eq(ld_mock_event_processor_flush_count(o), 1);
 }
 
-static void *up_make(void)
-{
-    return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
-}
-static ld_future *up_pend(void *o)
-{
-    return ld_update_processor_start(o);
-}
-static void up_free(void *o)
-{
-    ld_update_processor_free(o);
-}
 static void up_check(void *o)
 {
     ld_future *f = ld_update_processor_start(o);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(o), 0);
-    await_ok(f);
+    ld_test_await_ok(f);
     ck_assert_int_eq(ld_mock_update_processor_start_count(o), 1);
 }
 
-static void *bss_make(void)
-{
-    return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
-}
-static void bss_free(void *o)
-{
-    ld_big_segment_store_free(o);
-}
 static void bss_check(void *o)
 {
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_NONE), 0);
-    ld_future *f = done(ld_big_segment_store_get_metadata(o));
+    ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(o));
     ck_assert_int_eq(ld_future_int(f), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ld_future_unref(f);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(o), 1);
 }
 
-static void *sync_make(void)
-{
-    return ld_mock_synchronizer_new(B, NULL);
-}
-static ld_future *sync_pend(void *o)
-{
-    return ld_synchronizer_next(o);
-}
-static void sync_free(void *o)
-{
-    ld_synchronizer_free(o);
-}
 static void sync_check(void *o)
 {
     ld_future *f = ld_synchronizer_next(o);
@@ -1139,23 +1063,11 @@ static void sync_check(void *o)
     ck_assert_int_eq(ld_mock_synchronizer_next_count(o), 1);
 }
 
-static void *init_make(void)
-{
-    return ld_mock_initializer_new(B, NULL);
-}
-static ld_future *init_pend(void *o)
-{
-    return ld_initializer_fetch(o);
-}
-static void init_free(void *o)
-{
-    ld_initializer_free(o);
-}
 static void init_check(void *o)
 {
     ld_future *f = ld_initializer_fetch(o);
     ck_assert_int_eq(ld_mock_initializer_set_basis(o, basis()), 0);
-    done(f);
+    ld_test_done(f);
     ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
     ck_assert_ptr_nonnull(ld_fdv2_future_basis(f));
     ld_future_unref(f);
@@ -1163,12 +1075,9 @@ static void init_check(void *o)
 }
 
 static const struct reuse_case reuse_cases[] = {
-    {"store", st_make, NULL, st_free, st_check},
-    {"event processor", ep_make, NULL, ep_free, ep_check},
-    {"update processor", up_make, up_pend, up_free, up_check},
-    {"big segment store", bss_make, NULL, bss_free, bss_check},
-    {"synchronizer", sync_make, sync_pend, sync_free, sync_check},
-    {"initializer", init_make, init_pend, init_free, init_check},
+    {LD_TEST_STORE, false, st_check},           {LD_TEST_EVENT_PROCESSOR, false, ep_check},
+    {LD_TEST_UPDATE_PROCESSOR, true, up_check}, {LD_TEST_BIG_SEGMENT_STORE, false, bss_check},
+    {LD_TEST_SYNCHRONIZER, true, sync_check},   {LD_TEST_INITIALIZER, true, init_check},
 };
 
 static void reuse_setup(void)
@@ -1193,20 +1102,20 @@ START_TEST(test_mock_at_a_freed_mocks_address_is_reachable_after_the_old_one_goe
 {
     const struct reuse_case *c = &reuse_cases[_i];
     size_t made_from = n_recent;
-    void *old = c->make();
+    void *old = mock_new(c->iface);
     ck_assert_ptr_nonnull(old);
-    ld_future *pending = c->pend ? c->pend(old) : NULL;
+    ld_future *pending = c->pend ? ld_test_iface_op(c->iface, old) : NULL;
     reuse_arm(old, made_from);
-    c->free_obj(old); /* with an operation pending, the mock goes from the loop */
-    void *obj = c->make();
+    ld_test_iface_free(c->iface, old); /* with an operation pending, the mock goes from the loop */
+    void *obj = mock_new(c->iface);
     ck_assert_ptr_nonnull(obj);
     ck_assert_msg(obj == old && reuse_count == 1, "%s: the new object is not at the old address",
-                  c->name);
+                  ld_test_iface_name(c->iface));
     if (pending)
-        await_error(pending, LD_ECANCELED);
+        ld_test_expect_error(pending, LD_ECANCELED, NULL);
     ld_test_flush(); /* the old mock is freed by now */
     c->check(obj);
-    c->free_obj(obj);
+    ld_test_iface_free(c->iface, obj);
 }
 END_TEST
 
@@ -1217,7 +1126,7 @@ Suite *ld_suite_mocks2(void)
     Suite *s = suite_create("mocks2");
 
     TCase *tc = tcase_create("event_processor");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_ep_new);
     tcase_add_test(tc, test_ep_records_events_by_reference_in_order);
     tcase_add_test(tc, test_ep_refused_events_are_not_recorded);
@@ -1228,7 +1137,7 @@ Suite *ld_suite_mocks2(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("update_processor");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_up_new_bad_input);
     tcase_add_test(tc, test_up_ready_at_once_by_default);
     tcase_add_test(tc, test_up_give_up_fulfils_not_initialized);
@@ -1256,7 +1165,7 @@ Suite *ld_suite_mocks2(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("synchronizer");
-    tcase_add_checked_fixture(tc, setup, ld_test_teardown);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_sync_new_and_name);
     tcase_add_test(tc, test_sync_yields_the_script_in_order);
     tcase_add_test(tc, test_sync_next_waits_for_a_push);

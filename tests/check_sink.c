@@ -119,35 +119,9 @@ static json_t *foo_bar_data(void)
                      make_feature("bar", 10), "segments");
 }
 
-static ld_future *done(ld_future *f)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    return f;
-}
-
-static bool await_bool(ld_future *f)
-{
-    bool v = ld_future_bool(done(f));
-    ld_future_unref(f);
-    return v;
-}
-
-static void expect_error(ld_future *f, int code, const char *in_message)
-{
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ck_assert_int_eq(ld_future_error(f), code);
-    if (in_message)
-        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
-                      ld_future_error_message(f), in_message);
-    ld_future_unref(f);
-}
-
 static int64_t store_version(const char *key)
 {
-    ld_future *f = done(ld_store_get(store, ld_kind_features(), key));
+    ld_future *f = ld_test_fulfilled(ld_store_get(store, ld_kind_features(), key));
     int64_t v = ld_future_json(f) ? ld_item_version(ld_future_json(f)) : -1;
     ld_future_unref(f);
     return v;
@@ -316,10 +290,10 @@ START_TEST(test_init_reaches_the_store_and_does_not_make_the_status_valid)
 {
     listen_as('A');
     json_t *data = foo_bar_data();
-    ld_future_unref(done(ld_update_sink_init(sink, data)));
+    ld_future_unref(ld_test_fulfilled(ld_update_sink_init(sink, data)));
     json_decref(data);
     ck_assert_int_eq(store_version("foo"), 10);
-    ck_assert(await_bool(ld_store_initialized(store)));
+    ck_assert(ld_test_await_bool(ld_store_initialized(store)));
     ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
@@ -329,15 +303,15 @@ END_TEST
 START_TEST(test_upsert_and_delete_give_the_store_results)
 {
     json_t *data = foo_bar_data();
-    ld_future_unref(done(ld_update_sink_init(sink, data)));
+    ld_future_unref(ld_test_fulfilled(ld_update_sink_init(sink, data)));
     json_decref(data);
     json_t *newer = make_feature("foo", 11), *older = make_feature("bar", 9);
-    ck_assert(await_bool(ld_update_sink_upsert(sink, ld_kind_features(), newer)));
-    ck_assert(!await_bool(ld_update_sink_upsert(sink, ld_kind_features(), older)));
+    ck_assert(ld_test_await_bool(ld_update_sink_upsert(sink, ld_kind_features(), newer)));
+    ck_assert(!ld_test_await_bool(ld_update_sink_upsert(sink, ld_kind_features(), older)));
     ck_assert_int_eq(store_version("foo"), 11);
     ck_assert_int_eq(store_version("bar"), 10);
-    ck_assert(await_bool(ld_update_sink_delete(sink, ld_kind_features(), "bar", 11)));
-    ck_assert(!await_bool(ld_update_sink_delete(sink, ld_kind_features(), "foo", 11)));
+    ck_assert(ld_test_await_bool(ld_update_sink_delete(sink, ld_kind_features(), "bar", 11)));
+    ck_assert(!ld_test_await_bool(ld_update_sink_delete(sink, ld_kind_features(), "foo", 11)));
     ck_assert_int_eq(store_version("bar"), -1);
     ck_assert_int_eq(store_version("foo"), 11);
     json_decref(newer);
@@ -350,12 +324,14 @@ START_TEST(test_data_the_store_rejects_as_invalid_is_not_a_store_error)
     report(LD_DS_VALID, NULL);
     listen_as('A');
     json_t *bad = json_pack("{s:s}", "key", "foo");
-    expect_error(ld_update_sink_upsert(sink, ld_kind_features(), bad), LD_EINVAL, "version");
+    ld_test_expect_error(ld_update_sink_upsert(sink, ld_kind_features(), bad), LD_EINVAL,
+                         "version");
     json_decref(bad);
-    expect_error(ld_update_sink_delete(sink, ld_kind_features(), "", 1), LD_EINVAL, "key");
-    expect_error(ld_update_sink_delete(sink, ld_kind_features(), "k", -1), LD_EINVAL, "version");
+    ld_test_expect_error(ld_update_sink_delete(sink, ld_kind_features(), "", 1), LD_EINVAL, "key");
+    ld_test_expect_error(ld_update_sink_delete(sink, ld_kind_features(), "k", -1), LD_EINVAL,
+                         "version");
     bad = json_pack("{s:[]}", "features");
-    expect_error(ld_update_sink_init(sink, bad), LD_EINVAL, NULL);
+    ld_test_expect_error(ld_update_sink_init(sink, bad), LD_EINVAL, NULL);
     json_decref(bad);
     ld_test_flush();
     ck_assert_int_eq(status().state, LD_DS_VALID);
@@ -491,7 +467,7 @@ START_TEST(test_store_failure_sets_interrupted_and_store_error)
     listen_as('A');
     struct timeval before;
     gettimeofday(&before, NULL);
-    expect_error(write_op(_i), LD_ESTORE, "disk on fire");
+    ld_test_expect_error(write_op(_i), LD_ESTORE, "disk on fire");
     ld_ds_status st = status();
     ck_assert_int_eq(st.state, LD_DS_INTERRUPTED);
     ck_assert_ptr_nonnull(st.error);
@@ -509,7 +485,7 @@ END_TEST
 START_TEST(test_store_failure_while_initializing_stays_initializing)
 {
     listen_as('A');
-    expect_error(write_op(_i), LD_ESTORE, NULL);
+    ld_test_expect_error(write_op(_i), LD_ESTORE, NULL);
     ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
     ck_assert_int_eq(status().error->kind, LD_DS_ERROR_STORE);
     ld_test_flush();
@@ -522,7 +498,7 @@ START_TEST(test_store_success_changes_no_status)
     script.code = 0;
     report(LD_DS_VALID, NULL);
     listen_as('A');
-    ld_future_unref(done(write_op(_i)));
+    ld_future_unref(ld_test_fulfilled(write_op(_i)));
     ld_test_flush();
     ck_assert_int_eq(status().state, LD_DS_VALID);
     ck_assert_ptr_null(status().error);
@@ -772,11 +748,11 @@ START_TEST(test_bad_input_is_einval)
     ck_assert_ptr_null(ld_update_sink_delete(NULL, F, "foo", 1));
     ck_assert_int_eq(ld_update_sink_update_status(NULL, LD_DS_VALID, NULL), LD_EINVAL);
     ld_update_sink_free(NULL);
-    expect_error(ld_update_sink_init(sink, NULL), LD_EINVAL, "all_data");
-    expect_error(ld_update_sink_upsert(sink, NULL, item), LD_EINVAL, "kind");
-    expect_error(ld_update_sink_upsert(sink, F, NULL), LD_EINVAL, "item");
-    expect_error(ld_update_sink_delete(sink, NULL, "foo", 1), LD_EINVAL, "kind");
-    expect_error(ld_update_sink_delete(sink, F, NULL, 1), LD_EINVAL, "key");
+    ld_test_expect_error(ld_update_sink_init(sink, NULL), LD_EINVAL, "all_data");
+    ld_test_expect_error(ld_update_sink_upsert(sink, NULL, item), LD_EINVAL, "kind");
+    ld_test_expect_error(ld_update_sink_upsert(sink, F, NULL), LD_EINVAL, "item");
+    ld_test_expect_error(ld_update_sink_delete(sink, NULL, "foo", 1), LD_EINVAL, "kind");
+    ld_test_expect_error(ld_update_sink_delete(sink, F, NULL, 1), LD_EINVAL, "key");
     json_decref(item);
 }
 END_TEST
@@ -892,13 +868,13 @@ START_TEST(test_a_custom_sink_gets_every_call)
     ld_update_sink *s = ld_update_sink_new(B, &custom_ops, &c);
     ck_assert_ptr_nonnull(s);
     json_t *data = foo_bar_data(), *item = make_feature("x", 3);
-    ld_future_unref(done(ld_update_sink_init(s, data)));
+    ld_future_unref(ld_test_fulfilled(ld_update_sink_init(s, data)));
     ck_assert_int_eq(c.inits, 1);
     ck_assert_ptr_eq(c.data, data);
-    ck_assert(await_bool(ld_update_sink_upsert(s, ld_kind_segments(), item)));
+    ck_assert(ld_test_await_bool(ld_update_sink_upsert(s, ld_kind_segments(), item)));
     ck_assert_ptr_eq(c.kind, ld_kind_segments());
     ck_assert_ptr_eq(c.data, item);
-    ck_assert(!await_bool(ld_update_sink_delete(s, ld_kind_features(), "gone", 7)));
+    ck_assert(!ld_test_await_bool(ld_update_sink_delete(s, ld_kind_features(), "gone", 7)));
     ck_assert_str_eq(c.key, "gone");
     ck_assert_int_eq(c.version, 7);
     ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_VALID, NULL), 0);
@@ -916,7 +892,7 @@ START_TEST(test_a_custom_sink_gets_every_call)
     ck_assert_int_eq(ld_store_sink_add_listener(s, record, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_remove_listener(s, 1), LD_EINVAL);
     /* bad input never reaches the implementation */
-    expect_error(ld_update_sink_upsert(s, NULL, item), LD_EINVAL, "kind");
+    ld_test_expect_error(ld_update_sink_upsert(s, NULL, item), LD_EINVAL, "kind");
     ck_assert_int_eq(ld_update_sink_update_status(s, (enum ld_ds_state)9, NULL), LD_EINVAL);
     ck_assert_int_eq(c.upserts, 1);
     ck_assert_int_eq(c.statuses, 3);
@@ -930,23 +906,14 @@ END_TEST
 START_TEST(test_update_sink_new_checks_its_arguments)
 {
     struct custom c = {0};
-    struct ld_update_sink_ops wrong = custom_ops;
+    struct ld_update_sink_ops wrong;
     ck_assert_ptr_null(ld_update_sink_new(NULL, &custom_ops, &c));
     ck_assert_ptr_null(ld_update_sink_new(B, NULL, &c));
-    wrong.version = 2;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.init = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.upsert = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.del = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
-    wrong = custom_ops;
-    wrong.update_status = NULL;
-    ck_assert_ptr_null(ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, version, 2, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, init, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, upsert, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, del, NULL, ld_update_sink_new(B, &wrong, &c));
+    LD_TEST_REFUSES(wrong, custom_ops, update_status, NULL, ld_update_sink_new(B, &wrong, &c));
     wrong = custom_ops;
     wrong.free = NULL; /* optional */
     ld_update_sink *s = ld_update_sink_new(B, &wrong, &c);

@@ -7,24 +7,15 @@
 
 START_TEST(test_state_names)
 {
-    ck_assert_str_eq(ld_ds_state_name(LD_DS_INITIALIZING), "initializing");
-    ck_assert_str_eq(ld_ds_state_name(LD_DS_VALID), "valid");
-    ck_assert_str_eq(ld_ds_state_name(LD_DS_INTERRUPTED), "interrupted");
-    ck_assert_str_eq(ld_ds_state_name(LD_DS_OFF), "off");
-    ck_assert_ptr_null(ld_ds_state_name((enum ld_ds_state)4));
-    ck_assert_ptr_null(ld_ds_state_name((enum ld_ds_state) - 1));
+    LD_TEST_ENUM_NAMES(ld_ds_state_name, enum ld_ds_state, "initializing", "valid", "interrupted",
+                       "off");
 }
 END_TEST
 
 START_TEST(test_error_kind_names)
 {
-    ck_assert_str_eq(ld_ds_error_kind_name(LD_DS_ERROR_UNKNOWN), "unknown");
-    ck_assert_str_eq(ld_ds_error_kind_name(LD_DS_ERROR_NETWORK), "network_error");
-    ck_assert_str_eq(ld_ds_error_kind_name(LD_DS_ERROR_RESPONSE), "error_response");
-    ck_assert_str_eq(ld_ds_error_kind_name(LD_DS_ERROR_INVALID_DATA), "invalid_data");
-    ck_assert_str_eq(ld_ds_error_kind_name(LD_DS_ERROR_STORE), "store_error");
-    ck_assert_ptr_null(ld_ds_error_kind_name((enum ld_ds_error_kind)5));
-    ck_assert_ptr_null(ld_ds_error_kind_name((enum ld_ds_error_kind) - 1));
+    LD_TEST_ENUM_NAMES(ld_ds_error_kind_name, enum ld_ds_error_kind, "unknown", "network_error",
+                       "error_response", "invalid_data", "store_error");
 }
 END_TEST
 

@@ -16,6 +16,7 @@ Suite *ld_suite_sink(void);          /* check_sink.c */
 Suite *ld_suite_big_segments(void);  /* check_big_segments.c */
 Suite *ld_suite_fdv2(void);          /* check_fdv2.c */
 Suite *ld_suite_processor(void);     /* check_processor.c */
+Suite *ld_suite_fronts(void);        /* check_fronts.c */
 Suite *ld_suite_contract(void);      /* check_contract.c */
 Suite *ld_suite_mock(void);          /* check_mock.c */
 Suite *ld_suite_mocks2(void);        /* check_mocks2.c */

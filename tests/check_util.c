@@ -1,9 +1,15 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Helpers shared by the Check suites. */
+#include <stdint.h>
+#include <string.h>
+
 #include "check_util.h"
 
 struct event_base *ld_test_base;
 int ld_test_frees;
+int ld_test_order[16];
+int ld_test_n_order;
+int ld_test_cancels;
 
 static struct event *guard;
 static int guard_added;
@@ -26,6 +32,8 @@ void ld_test_setup(void)
     ck_assert_int_eq(event_add(guard, &tv), 0);
     guard_added = event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ADDED);
     ld_test_frees = 0;
+    ld_test_n_order = 0;
+    ld_test_cancels = 0;
 }
 
 void ld_test_teardown(void)
@@ -52,6 +60,63 @@ void ld_test_wait(ld_future *f)
 {
     ck_assert_int_eq(ld_future_wait(f), 0);
     ck_assert(!ld_future_is_pending(f));
+}
+
+ld_future *ld_test_done(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    ld_test_wait(f);
+    return f;
+}
+
+ld_future *ld_test_fulfilled(ld_future *f)
+{
+    ld_test_done(f);
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
+    return f;
+}
+
+void ld_test_await_ok(ld_future *f)
+{
+    ld_future_unref(ld_test_fulfilled(f));
+}
+
+bool ld_test_await_bool(ld_future *f)
+{
+    bool v = ld_future_bool(ld_test_fulfilled(f));
+    ld_future_unref(f);
+    return v;
+}
+
+void ld_test_expect_error(ld_future *f, int code, const char *in_message)
+{
+    ld_test_done(f);
+    ck_assert_msg(ld_future_error(f) == code, "expected %s, got %s", ld_err_name(code),
+                  ld_err_name(ld_future_error(f)));
+    if (in_message)
+        ck_assert_msg(strstr(ld_future_error_message(f), in_message), "\"%s\" lacks \"%s\"",
+                      ld_future_error_message(f), in_message);
+    ld_future_unref(f);
+}
+
+void ld_test_note_order(ld_future *f, void *arg)
+{
+    (void)f;
+    ck_assert_int_lt(ld_test_n_order, 16);
+    ld_test_order[ld_test_n_order++] = (int)(intptr_t)arg;
+}
+
+void ld_test_watch(ld_future *f, int i)
+{
+    ck_assert_int_eq(
+        ld_future_on_complete(ld_future_ref(f), ld_test_note_order, (void *)(intptr_t)i), 0);
+}
+
+void ld_test_count_cancel(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    ld_test_cancels++;
 }
 
 void ld_test_count_cb(ld_future *f, void *arg)
@@ -94,4 +159,238 @@ const char *ld_test_script_name(void *impl)
 {
     (void)impl;
     return "script";
+}
+
+static const char *const iface_names[LD_TEST_N_IFACES] = {
+    "store",        "event processor", "update processor", "big segment store",
+    "synchronizer", "initializer"};
+
+const char *ld_test_iface_name(enum ld_test_iface i)
+{
+    return iface_names[i];
+}
+
+ld_future *ld_test_iface_op(enum ld_test_iface i, void *obj)
+{
+    switch (i) {
+    case LD_TEST_STORE:
+        return ld_store_get(obj, ld_kind_features(), "k");
+    case LD_TEST_EVENT_PROCESSOR:
+        return ld_event_processor_flush(obj);
+    case LD_TEST_UPDATE_PROCESSOR:
+        return ld_update_processor_start(obj);
+    case LD_TEST_BIG_SEGMENT_STORE:
+        return ld_big_segment_store_get_metadata(obj);
+    case LD_TEST_SYNCHRONIZER:
+        return ld_synchronizer_next(obj);
+    default:
+        return ld_initializer_fetch(obj);
+    }
+}
+
+ld_future *ld_test_iface_close(enum ld_test_iface i, void *obj)
+{
+    switch (i) {
+    case LD_TEST_STORE:
+        return ld_store_close(obj);
+    case LD_TEST_EVENT_PROCESSOR:
+        return ld_event_processor_close(obj);
+    case LD_TEST_UPDATE_PROCESSOR:
+        return ld_update_processor_close(obj);
+    case LD_TEST_BIG_SEGMENT_STORE:
+        return ld_big_segment_store_stop(obj);
+    case LD_TEST_SYNCHRONIZER:
+        return ld_synchronizer_stop(obj);
+    default:
+        return ld_initializer_close(obj);
+    }
+}
+
+void ld_test_iface_free(enum ld_test_iface i, void *obj)
+{
+    switch (i) {
+    case LD_TEST_STORE:
+        ld_store_free(obj);
+        break;
+    case LD_TEST_EVENT_PROCESSOR:
+        ld_event_processor_free(obj);
+        break;
+    case LD_TEST_UPDATE_PROCESSOR:
+        ld_update_processor_free(obj);
+        break;
+    case LD_TEST_BIG_SEGMENT_STORE:
+        ld_big_segment_store_free(obj);
+        break;
+    case LD_TEST_SYNCHRONIZER:
+        ld_synchronizer_free(obj);
+        break;
+    default:
+        ld_initializer_free(obj);
+        break;
+    }
+}
+
+static void script_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    (void)kind;
+    (void)key;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    (void)kind;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    (void)all_data;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                          const struct ld_item_info *info, ld_future *out)
+{
+    (void)kind;
+    (void)item;
+    (void)info;
+    ld_test_script_keep(impl, out);
+}
+
+static void script_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                       ld_future *out)
+{
+    (void)kind;
+    (void)key;
+    (void)version;
+    ld_test_script_keep(impl, out);
+}
+
+const struct ld_store_ops ld_test_script_store_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = script_get,
+    .all = script_all,
+    .init = script_init,
+    .upsert = script_upsert,
+    .del = script_del,
+    .initialized = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
+    .describe = ld_test_script_name,
+};
+
+static int script_send(void *impl, json_t *event)
+{
+    (void)impl;
+    (void)event;
+    return 0;
+}
+
+static bool script_initialized(void *impl)
+{
+    (void)impl;
+    return false;
+}
+
+static void script_membership(void *impl, const char *hash, ld_future *out)
+{
+    (void)hash;
+    ld_test_script_keep(impl, out);
+}
+
+const struct ld_event_processor_ops ld_test_script_event_processor_ops = {
+    .version = LD_EVENT_PROCESSOR_OPS_VERSION,
+    .send_event = script_send,
+    .flush = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
+};
+
+const struct ld_update_processor_ops ld_test_script_update_processor_ops = {
+    .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
+    .start = ld_test_script_keep,
+    .initialized = script_initialized,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
+};
+
+const struct ld_big_segment_store_ops ld_test_script_big_segment_store_ops = {
+    .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
+    .get_metadata = ld_test_script_keep,
+    .get_membership = script_membership,
+    .stop = ld_test_script_close,
+    .free = ld_test_script_free,
+    .describe = ld_test_script_name,
+};
+
+const struct ld_synchronizer_ops ld_test_script_synchronizer_ops = {
+    .version = LD_SYNCHRONIZER_OPS_VERSION,
+    .name = ld_test_script_name,
+    .next = ld_test_script_keep,
+    .stop = ld_test_script_close,
+    .free = ld_test_script_free,
+};
+
+const struct ld_initializer_ops ld_test_script_initializer_ops = {
+    .version = LD_INITIALIZER_OPS_VERSION,
+    .name = ld_test_script_name,
+    .fetch = ld_test_script_keep,
+    .close = ld_test_script_close,
+    .free = ld_test_script_free,
+};
+
+void *ld_test_script_new(enum ld_test_iface i, struct ld_test_script *impl)
+{
+    void *obj = NULL;
+    switch (i) {
+    case LD_TEST_STORE:
+        obj = ld_store_new(ld_test_base, &ld_test_script_store_ops, impl);
+        break;
+    case LD_TEST_EVENT_PROCESSOR:
+        obj = ld_event_processor_new(ld_test_base, &ld_test_script_event_processor_ops, impl);
+        break;
+    case LD_TEST_UPDATE_PROCESSOR:
+        obj = ld_update_processor_new(ld_test_base, &ld_test_script_update_processor_ops, impl);
+        break;
+    case LD_TEST_BIG_SEGMENT_STORE:
+        obj = ld_big_segment_store_new(ld_test_base, &ld_test_script_big_segment_store_ops, impl);
+        break;
+    case LD_TEST_SYNCHRONIZER:
+        obj = ld_synchronizer_new(ld_test_base, &ld_test_script_synchronizer_ops, impl);
+        break;
+    default:
+        obj = ld_initializer_new(ld_test_base, &ld_test_script_initializer_ops, impl);
+        break;
+    }
+    ck_assert_msg(obj != NULL, "no %s", ld_test_iface_name(i));
+    return obj;
+}
+
+void ld_test_script_answer(enum ld_test_iface i, ld_future *out)
+{
+    int rc = 0;
+    switch (i) {
+    case LD_TEST_STORE:
+        rc = ld_future_fulfill_json(out, NULL);
+        break;
+    case LD_TEST_EVENT_PROCESSOR:
+        rc = ld_future_fulfill_bool(out, true);
+        break;
+    case LD_TEST_UPDATE_PROCESSOR:
+        rc = ld_future_fulfill(out);
+        break;
+    case LD_TEST_BIG_SEGMENT_STORE:
+        rc = ld_future_fulfill_int(out, 7);
+        break;
+    case LD_TEST_SYNCHRONIZER:
+        rc = ld_fdv2_fulfill_update(out, ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL));
+        break;
+    default:
+        rc = ld_fdv2_fulfill_basis(out,
+                                   ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), true, "env"));
+        break;
+    }
+    ck_assert_int_eq(rc, 0);
+    ld_future_unref(out);
 }

@@ -36,8 +36,38 @@ void ld_test_flush(void);
 /* Waits for f (ld_future_wait) and asserts it returned 0. */
 void ld_test_wait(ld_future *f);
 
+/* Asserts that f is not NULL, waits for it and returns it. */
+ld_future *ld_test_done(ld_future *f);
+
+/* ld_test_done(), and asserts that f was fulfilled (the message says the
+ * error otherwise). */
+ld_future *ld_test_fulfilled(ld_future *f);
+
+/* ld_test_fulfilled(), then releases f. */
+void ld_test_await_ok(ld_future *f);
+
+/* ld_test_fulfilled(), then releases f and returns its bool. */
+bool ld_test_await_bool(ld_future *f);
+
+/* ld_test_done(), asserts that f was rejected with `code` and, unless
+ * `in_message` is NULL, that its message contains `in_message`; releases f. */
+void ld_test_expect_error(ld_future *f, int code, const char *in_message);
+
 /* A callback that counts its calls in *(int *)arg. */
 void ld_test_count_cb(ld_future *f, void *arg);
+
+/* Completion order: ld_test_note_order (a callback) appends its arg, an int,
+ * to ld_test_order; ld_test_watch(f, i) makes it note i when f completes
+ * (with a reference of its own). ld_test_setup empties the record. */
+extern int ld_test_order[16];
+extern int ld_test_n_order;
+void ld_test_note_order(ld_future *f, void *arg);
+void ld_test_watch(ld_future *f, int i);
+
+/* A cancel handler that counts its calls in ld_test_cancels (set to 0 by
+ * ld_test_setup). */
+extern int ld_test_cancels;
+void ld_test_count_cancel(ld_future *f, void *arg);
 
 /* A ld_free_fn that counts its calls in a global counter. */
 extern int ld_test_frees;
@@ -62,5 +92,71 @@ void ld_test_script_close(void *impl, ld_future *out);
 void ld_test_script_free(void *impl);
 /* "script". */
 const char *ld_test_script_name(void *impl);
+
+/* The interfaces with a front layer, so that what every front does is
+ * tested once for all of them (check_fronts.c, check_mocks2.c). */
+enum ld_test_iface {
+    LD_TEST_STORE,
+    LD_TEST_EVENT_PROCESSOR,
+    LD_TEST_UPDATE_PROCESSOR,
+    LD_TEST_BIG_SEGMENT_STORE,
+    LD_TEST_SYNCHRONIZER,
+    LD_TEST_INITIALIZER,
+    LD_TEST_N_IFACES
+};
+
+/* "store", "event processor", ... */
+const char *ld_test_iface_name(enum ld_test_iface i);
+
+/* An operation of `obj` that waits for its implementation: a get (of
+ * features "k"), a flush, the start, get_metadata, a next, a fetch. */
+ld_future *ld_test_iface_op(enum ld_test_iface i, void *obj);
+
+/* The close (or stop) of `obj`. */
+ld_future *ld_test_iface_close(enum ld_test_iface i, void *obj);
+
+/* The free of `obj`. */
+void ld_test_iface_free(enum ld_test_iface i, void *obj);
+
+/* An object of interface `i` on ld_test_base whose
+ * implementation is `impl`, with the scripted ops below; asserts it was
+ * made. */
+void *ld_test_script_new(enum ld_test_iface i, struct ld_test_script *impl);
+
+/* Fulfils `out`, an operation ld_test_iface_op() handed to a scripted
+ * implementation of `i`, with a value of its type, and releases it. */
+void ld_test_script_answer(enum ld_test_iface i, ld_future *out);
+
+/* The ops of a scripted implementation (impl: a struct ld_test_script),
+ * which keeps every operation: send_event accepts and drops the event,
+ * the update processor's initialized is false. */
+extern const struct ld_store_ops ld_test_script_store_ops;
+extern const struct ld_event_processor_ops ld_test_script_event_processor_ops;
+extern const struct ld_update_processor_ops ld_test_script_update_processor_ops;
+extern const struct ld_big_segment_store_ops ld_test_script_big_segment_store_ops;
+extern const struct ld_synchronizer_ops ld_test_script_synchronizer_ops;
+extern const struct ld_initializer_ops ld_test_script_initializer_ops;
+
+/* Asserts that `call`, an expression that makes an object from `ops`, gives
+ * NULL once `ops` is a copy of `good` with `member` = `value`. */
+#define LD_TEST_REFUSES(ops, good, member, value, call)                           \
+    do {                                                                          \
+        (ops) = (good);                                                           \
+        (ops).member = (value);                                                   \
+        ck_assert_msg((call) == NULL, "accepted ops with " #member " = " #value); \
+    } while (0)
+
+/* Asserts that `name_fn`, the naming function of an enum `type` whose
+ * values are 0, 1, ..., gives the names listed (for 0, 1, ... in order) and
+ * NULL for the value after the last and for -1. */
+#define LD_TEST_ENUM_NAMES(name_fn, type, ...)                    \
+    do {                                                          \
+        const char *const names_[] = {__VA_ARGS__};               \
+        const int n_ = (int)(sizeof(names_) / sizeof(names_[0])); \
+        for (int v_ = 0; v_ < n_; v_++)                           \
+            ck_assert_str_eq(name_fn((type)v_), names_[v_]);      \
+        ck_assert_ptr_null(name_fn((type)n_));                    \
+        ck_assert_ptr_null(name_fn((type)-1));                    \
+    } while (0)
 
 #endif

@@ -16,7 +16,7 @@
 #define STALE_AGE_MS INT64_C(86400000) /* one day */
 
 struct mock {
-    ld_big_segment_store *self;
+    struct ld__mock head;
     enum ld_mock_big_segments_preset preset;
     json_t *memberships; /* context hash -> membership object */
     char **queries;
@@ -89,22 +89,13 @@ static void mock_get_membership(void *impl, const char *context_hash, ld_future 
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
+static void release(void *impl)
 {
     struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
     json_decref(m->memberships);
     for (size_t i = 0; i < m->n_queries; i++)
         ld__free(m->queries[i]);
     ld__free(m->queries);
-    ld__free(m);
-}
-
-static const char *mock_describe(void *impl)
-{
-    (void)impl;
-    return "mock";
 }
 
 static const struct ld_big_segment_store_ops mock_ops = {
@@ -112,8 +103,8 @@ static const struct ld_big_segment_store_ops mock_ops = {
     .get_metadata = mock_get_metadata,
     .get_membership = mock_get_membership,
     .stop = NULL, /* the front layer fulfils it at once */
-    .free = mock_free,
-    .describe = mock_describe,
+    .free = ld__mock_free,
+    .describe = ld__mock_describe,
 };
 
 static bool is_preset(enum ld_mock_big_segments_preset preset)
@@ -124,25 +115,14 @@ static bool is_preset(enum ld_mock_big_segments_preset preset)
 ld_big_segment_store *ld_mock_big_segment_store_new(struct event_base *base,
                                                     enum ld_mock_big_segments_preset preset)
 {
-    if (!base || !is_preset(preset))
+    if (!is_preset(preset))
         return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
     if (!m)
         return NULL;
     m->preset = preset;
     m->memberships = json_object();
-    ld_big_segment_store *store =
-        m->memberships ? ld_big_segment_store_new(base, &mock_ops, m) : NULL;
-    if (!store) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(store, &mock_ops, m) != 0) {
-        ld_big_segment_store_free(store); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = store;
-    return store;
+    return ld__mock_finish(m, m->memberships ? ld_big_segment_store_new(base, &mock_ops, m) : NULL);
 }
 
 int ld_mock_big_segment_store_set_preset(ld_big_segment_store *store,

@@ -10,7 +10,7 @@
 #include "testing-internal.h"
 
 struct mock {
-    ld_event_processor *self;
+    struct ld__mock head;
     json_t *events;
     int flushes;
     bool closed;
@@ -45,13 +45,10 @@ static void mock_close(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
+static void release(void *impl)
 {
     struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
     json_decref(m->events);
-    ld__free(m);
 }
 
 static const struct ld_event_processor_ops mock_ops = {
@@ -59,28 +56,16 @@ static const struct ld_event_processor_ops mock_ops = {
     .send_event = mock_send_event,
     .flush = mock_flush,
     .close = mock_close,
-    .free = mock_free,
+    .free = ld__mock_free,
 };
 
 ld_event_processor *ld_mock_event_processor_new(struct event_base *base)
 {
-    if (!base)
-        return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
     if (!m)
         return NULL;
     m->events = json_array();
-    ld_event_processor *ep = m->events ? ld_event_processor_new(base, &mock_ops, m) : NULL;
-    if (!ep) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(ep, &mock_ops, m) != 0) {
-        ld_event_processor_free(ep); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = ep;
-    return ep;
+    return ld__mock_finish(m, m->events ? ld_event_processor_new(base, &mock_ops, m) : NULL);
 }
 
 int ld_mock_event_processor_event_count(const ld_event_processor *ep)

@@ -13,7 +13,7 @@
 #include "testing-internal.h"
 
 struct mock {
-    ld_initializer *self;
+    struct ld__mock head;
     char *name;
     bool answered;        /* set_basis or set_error was called */
     ld_fdv2_basis *basis; /* when answered and error is 0 */
@@ -102,15 +102,12 @@ static void mock_close(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
+static void release(void *impl)
 {
     struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
     ld__waiters_drop(&m->waiting);
     ld_fdv2_basis_free(m->basis);
     ld__free(m->name);
-    ld__free(m);
 }
 
 static const struct ld_initializer_ops mock_ops = {
@@ -118,28 +115,16 @@ static const struct ld_initializer_ops mock_ops = {
     .name = mock_name,
     .fetch = mock_fetch,
     .close = mock_close,
-    .free = mock_free,
+    .free = ld__mock_free,
 };
 
 ld_initializer *ld_mock_initializer_new(struct event_base *base, const char *name)
 {
-    if (!base)
-        return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
     if (!m)
         return NULL;
     m->name = ld__strdup(name ? name : "mock");
-    ld_initializer *init = m->name ? ld_initializer_new(base, &mock_ops, m) : NULL;
-    if (!init) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(init, &mock_ops, m) != 0) {
-        ld_initializer_free(init); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = init;
-    return init;
+    return ld__mock_finish(m, m->name ? ld_initializer_new(base, &mock_ops, m) : NULL);
 }
 
 /* Sets what fetches get (`basis` stolen) and answers the waiting ones. */

@@ -18,7 +18,7 @@
 #define NOPS LD_MOCK_ANY /* the operations; LD_MOCK_ANY indexes the shared count */
 
 struct mock {
-    ld_store *self;
+    struct ld__mock head;
     json_t *data; /* namespace -> {key -> item} */
     bool inited;
     json_t *inits; /* array of the data of each init received */
@@ -210,20 +210,11 @@ static void mock_initialized(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
+static void release(void *impl)
 {
     struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
     json_decref(m->data);
     json_decref(m->inits);
-    ld__free(m);
-}
-
-static const char *mock_describe(void *impl)
-{
-    (void)impl;
-    return "mock";
 }
 
 static const struct ld_store_ops mock_ops = {
@@ -235,30 +226,18 @@ static const struct ld_store_ops mock_ops = {
     .del = mock_del,
     .initialized = mock_initialized,
     .close = NULL,
-    .free = mock_free,
-    .describe = mock_describe,
+    .free = ld__mock_free,
+    .describe = ld__mock_describe,
 };
 
 ld_store *ld_mock_store_new(struct event_base *base)
 {
-    if (!base)
-        return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
     if (!m)
         return NULL;
     m->data = json_object();
     m->inits = json_array();
-    ld_store *store = m->data && m->inits ? ld_store_new(base, &mock_ops, m) : NULL;
-    if (!store) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(store, &mock_ops, m) != 0) {
-        ld_store_free(store); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = store;
-    return store;
+    return ld__mock_finish(m, m->data && m->inits ? ld_store_new(base, &mock_ops, m) : NULL);
 }
 
 int ld_mock_store_init_count(const ld_store *store)

@@ -14,16 +14,16 @@
 enum item_kind { ITEM_UPDATE, ITEM_ERROR, ITEM_END };
 
 struct item {
-    struct item *next;
+    struct ld__node node; /* in the script */
     enum item_kind kind;
     ld_fdv2_update *update; /* ITEM_UPDATE */
     int code;               /* ITEM_ERROR */
 };
 
 struct mock {
-    ld_synchronizer *self;
+    struct ld__mock head;
     char *name;
-    struct item *script, *script_tail;
+    struct ld__fifo script;
     struct ld__waiters waiting;
     bool end_pushed;  /* nothing more may be pushed */
     bool end_reached; /* every next rejects with LD_ECLOSED */
@@ -70,11 +70,7 @@ static void yield(struct mock *m, ld_future *out, struct item *it)
 
 static struct item *pop_item(struct mock *m)
 {
-    struct item *it = m->script;
-    m->script = it->next;
-    if (!m->script)
-        m->script_tail = NULL;
-    return it;
+    return (struct item *)ld__fifo_pop(&m->script);
 }
 
 /* Answers the waiting nexts, oldest first, while there is something to
@@ -82,7 +78,7 @@ static struct item *pop_item(struct mock *m)
  * nothing from the script. */
 static void pump(struct mock *m)
 {
-    while (m->waiting.head && (m->script || m->end_reached)) {
+    while (m->waiting.q.head && (m->script.head || m->end_reached)) {
         ld_future *out = ld__waiters_pop(&m->waiting);
         if (!ld_future_is_pending(out)) {
             ld_future_unref(out);
@@ -116,19 +112,16 @@ static void mock_stop(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
+static void release(void *impl)
 {
     struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
     ld__waiters_drop(&m->waiting);
-    while (m->script) {
-        struct item *it = pop_item(m);
+    struct item *it;
+    while ((it = pop_item(m)) != NULL) {
         ld_fdv2_update_free(it->update);
         ld__free(it);
     }
     ld__free(m->name);
-    ld__free(m);
 }
 
 static const struct ld_synchronizer_ops mock_ops = {
@@ -136,28 +129,16 @@ static const struct ld_synchronizer_ops mock_ops = {
     .name = mock_name,
     .next = mock_next,
     .stop = mock_stop,
-    .free = mock_free,
+    .free = ld__mock_free,
 };
 
 ld_synchronizer *ld_mock_synchronizer_new(struct event_base *base, const char *name)
 {
-    if (!base)
-        return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
     if (!m)
         return NULL;
     m->name = ld__strdup(name ? name : "mock");
-    ld_synchronizer *sync = m->name ? ld_synchronizer_new(base, &mock_ops, m) : NULL;
-    if (!sync) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(sync, &mock_ops, m) != 0) {
-        ld_synchronizer_free(sync); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = sync;
-    return sync;
+    return ld__mock_finish(m, m->name ? ld_synchronizer_new(base, &mock_ops, m) : NULL);
 }
 
 /* Appends an item to the script of `sync` and answers who waits. Steals
@@ -177,15 +158,10 @@ static int push(ld_synchronizer *sync, enum item_kind kind, ld_fdv2_update *upda
         ld_fdv2_update_free(update);
         return rc;
     }
-    it->next = NULL;
     it->kind = kind;
     it->update = update;
     it->code = code;
-    if (m->script_tail)
-        m->script_tail->next = it;
-    else
-        m->script = it;
-    m->script_tail = it;
+    ld__fifo_push(&m->script, &it->node);
     m->end_pushed = kind == ITEM_END;
     pump(m);
     return 0;

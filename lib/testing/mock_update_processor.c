@@ -11,7 +11,7 @@
 #include "testing-internal.h"
 
 struct mock {
-    ld_update_processor *self;
+    struct ld__mock head;
     enum ld_mock_start outcome;
     int fail_code;   /* < 0: the start rejects with it, whatever `outcome` says */
     ld_future *held; /* the start's future while it is held */
@@ -57,8 +57,9 @@ static bool mock_initialized(void *impl)
     return m->initialized;
 }
 
-static void drop_held(struct mock *m)
+static void drop_held(void *impl)
 {
+    struct mock *m = impl;
     ld_future_unref(m->held); /* the front layer has rejected it already */
     m->held = NULL;
 }
@@ -72,42 +73,23 @@ static void mock_close(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
-static void mock_free(void *impl)
-{
-    struct mock *m = impl;
-    if (m->self)
-        ld__mock_unregister(m->self, m);
-    drop_held(m);
-    ld__free(m);
-}
-
 static const struct ld_update_processor_ops mock_ops = {
     .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
     .start = mock_start,
     .initialized = mock_initialized,
     .close = mock_close,
-    .free = mock_free,
+    .free = ld__mock_free,
 };
 
 ld_update_processor *ld_mock_update_processor_new(struct event_base *base, enum ld_mock_start start)
 {
-    if (!base || (unsigned)start > LD_MOCK_START_GIVE_UP)
+    if ((unsigned)start > LD_MOCK_START_GIVE_UP)
         return NULL;
-    struct mock *m = ld__calloc(1, sizeof(*m));
+    struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, drop_held);
     if (!m)
         return NULL;
     m->outcome = start;
-    ld_update_processor *up = ld_update_processor_new(base, &mock_ops, m);
-    if (!up) {
-        mock_free(m);
-        return NULL;
-    }
-    if (ld__mock_register(up, &mock_ops, m) != 0) {
-        ld_update_processor_free(up); /* frees m; m->self is NULL: nothing to unregister */
-        return NULL;
-    }
-    m->self = up;
-    return up;
+    return ld__mock_finish(m, ld_update_processor_new(base, &mock_ops, m));
 }
 
 /* Sets the outcome and, if the start is held, answers it with it. */

@@ -1,83 +1,92 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * libldasync-testing: the registry of mocks (testing-internal.h). A short
- * list under a lock: tests hold a handful of mocks at a time.
+ * libldasync-testing: the skeleton and the registry of mocks
+ * (testing-internal.h). The registry is a list of the mocks' own heads, so
+ * registering allocates nothing and cannot fail.
  *
- * An entry is the pair (object, mock). The front layer may free a component
- * object before it calls the mock's free (from the loop, when operations
- * were cancelled), so by the time a mock unregisters, its object's address
- * may already belong to a new mock: unregistering removes only the entry of
- * that very mock, and registering an object drops any older entry for the
- * same address (its object is gone, or the address could not be reused).
+ * The front layer may free a component object before it calls the mock's
+ * free (from the loop, when operations were cancelled), so by the time a
+ * mock unregisters, its object's address may already belong to a new mock:
+ * unregistering removes only that very mock, and registering an object
+ * drops any older mock registered for the same address (its object is gone,
+ * or the address could not be reused).
  */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include <ldasync/error.h>
-
 #include "testing-internal.h"
 
-struct entry {
-    struct entry *next;
-    const void *object;
-    const void *type;
-    void *mock;
-};
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct entry *entries;
+static struct ld__mock *mocks;
 
-/* Takes the entry of `object` (and of `mock`, unless NULL) out of the list
- * and returns it, or NULL. Under the lock. */
-static struct entry *unlink_entry(const void *object, const void *mock)
+/* Takes out of the list the mock `m`, if there, or else (m NULL) the mock
+ * registered for `object`, if any. Under the lock. */
+static void unlink_mock(const struct ld__mock *m, const void *object)
 {
-    for (struct entry **p = &entries; *p; p = &(*p)->next) {
-        struct entry *e = *p;
-        if (e->object == object && (!mock || e->mock == mock)) {
-            *p = e->next;
-            return e;
+    for (struct ld__mock **p = &mocks; *p; p = &(*p)->next) {
+        if (m ? *p == m : (*p)->object == object) {
+            *p = (*p)->next;
+            return;
         }
     }
-    return NULL;
 }
 
-int ld__mock_register(const void *object, const void *type, void *mock)
+void *ld__mock_alloc(const struct event_base *base, size_t size, const void *type,
+                     void (*release)(void *mock))
 {
-    struct entry *e = ld__malloc(sizeof(*e));
-    if (!e)
-        return LD_ENOMEM;
-    e->object = object;
-    e->type = type;
-    e->mock = mock;
-    pthread_mutex_lock(&lock);
-    struct entry *stale = unlink_entry(object, NULL);
-    e->next = entries;
-    entries = e;
-    pthread_mutex_unlock(&lock);
-    ld__free(stale);
-    return 0;
+    struct ld__mock *m = base ? ld__calloc(1, size) : NULL;
+    if (m) {
+        m->type = type;
+        m->release = release;
+    }
+    return m;
 }
 
-void ld__mock_unregister(const void *object, const void *mock)
+void *ld__mock_finish(void *mock, void *object)
 {
+    struct ld__mock *m = mock;
+    if (!object) {
+        ld__mock_free(m);
+        return NULL;
+    }
+    m->object = object;
     pthread_mutex_lock(&lock);
-    struct entry *e = unlink_entry(object, mock);
+    unlink_mock(NULL, object);
+    m->next = mocks;
+    mocks = m;
     pthread_mutex_unlock(&lock);
-    ld__free(e);
+    return object;
+}
+
+void ld__mock_free(void *mock)
+{
+    struct ld__mock *m = mock;
+    pthread_mutex_lock(&lock);
+    unlink_mock(m, NULL);
+    pthread_mutex_unlock(&lock);
+    if (m->release)
+        m->release(m);
+    ld__free(m);
 }
 
 void *ld__mock_find(const void *object, const void *type)
 {
-    void *mock = NULL;
+    struct ld__mock *found = NULL;
     if (!object)
         return NULL;
     pthread_mutex_lock(&lock);
-    for (const struct entry *e = entries; e; e = e->next) {
-        if (e->object == object) {
-            mock = e->type == type ? e->mock : NULL;
+    for (struct ld__mock *m = mocks; m; m = m->next) {
+        if (m->object == object) {
+            found = m->type == type ? m : NULL;
             break;
         }
     }
     pthread_mutex_unlock(&lock);
-    return mock;
+    return found;
+}
+
+const char *ld__mock_describe(void *mock)
+{
+    (void)mock;
+    return "mock";
 }

@@ -62,35 +62,80 @@ static inline char *ld__strdup(const char *s)
 }
 
 /*
- * The registry of mocks. A mock is an ordinary object of its interface (an
- * ld_store *, ...) whose implementation pointer libldasync keeps private; the
- * registry maps the object back to the mock, so that the ld_mock_* functions
+ * The skeleton of a mock. A mock is an ordinary object of its interface (an
+ * ld_store *, ...) made with the interface's _new from the mock's ops table
+ * and a struct of the mock's own, which begins with a struct ld__mock. The
+ * registry (a short list under a lock: tests hold a handful of mocks at a
+ * time) maps the object back to that struct, so that the ld_mock_* functions
  * take the object itself and can tell a mock of theirs from anything else.
- * `type` is the address of something static of the mock's module (its ops
- * table), so objects of different mocks never match. Any thread (locked).
+ * A mock's `type` is the address of its ops table, so objects of different
+ * mocks never match. A constructor reads:
+ *
+ *     struct mock *m = ld__mock_alloc(base, sizeof(*m), &mock_ops, release);
+ *     if (!m)
+ *         return NULL;
+ *     ...set the fields of m...
+ *     return ld__mock_finish(m, fields_ok ? ld_x_new(base, &mock_ops, m) : NULL);
+ *
+ * with `.free = ld__mock_free` in mock_ops; the ld_mock_* functions find the
+ * mock with ld__mock_find(object, &mock_ops).
  */
+struct ld__mock {
+    struct ld__mock *next; /* in the registry */
+    const void *object;    /* the interface's object, once registered */
+    const void *type;      /* the mock's ops table */
+    void (*release)(void *mock);
+};
 
-/* Records that `object` is the mock `mock` of `type`, replacing any entry
- * left for an earlier object at the same address. 0 or LD_ENOMEM. */
-int ld__mock_register(const void *object, const void *type, void *mock);
+/* A zeroed mock struct of `size` bytes (a struct that begins with a struct
+ * ld__mock) of `type`; `release` (or NULL) frees what its fields hold, when
+ * the mock is freed. NULL if `base` is NULL or memory ran out. */
+void *ld__mock_alloc(const struct event_base *base, size_t size, const void *type,
+                     void (*release)(void *mock));
 
-/* Forgets the entry of `object` registered for `mock`, if it is still
- * there; call it from the mock's free. The front layer may have freed
- * `object` already and its address may hold a new mock's object: that
- * one's entry (another `mock`) stays. */
-void ld__mock_unregister(const void *object, const void *mock);
+/* Ends a constructor: registers `object`, the interface's object made around
+ * `mock` (which now owns the mock), and returns it; if `object` is NULL
+ * (making it or filling the mock's fields failed) frees the mock and returns
+ * NULL. Registering cannot fail. It drops any entry left for an earlier
+ * object at the same address: the front layer may free an object before it
+ * calls its mock's free (from the loop, when operations were cancelled). */
+void *ld__mock_finish(void *mock, void *object);
 
-/* The mock of `type` registered for `object`, or NULL. */
+/* The ops' free of every mock: unregisters it (if its entry is still there),
+ * calls its release and frees it. */
+void ld__mock_free(void *mock);
+
+/* The mock of `type` registered for `object`, or NULL. Any thread. */
 void *ld__mock_find(const void *object, const void *type);
+
+/* The describe() of the mocks that have one: "mock". */
+const char *ld__mock_describe(void *mock);
+
+/*
+ * A FIFO whose links are in the things queued (structs that begin with a
+ * struct ld__node), so that queueing cannot fail. Zero-initialised means
+ * empty.
+ */
+struct ld__node {
+    struct ld__node *next;
+};
+struct ld__fifo {
+    struct ld__node *head, *tail;
+};
+
+/* Appends `node`. */
+void ld__fifo_push(struct ld__fifo *q, struct ld__node *node);
+
+/* Removes the oldest node and returns it, or NULL if the queue is empty. */
+struct ld__node *ld__fifo_pop(struct ld__fifo *q);
 
 /*
  * A FIFO of futures that wait for something scripted (a synchronizer's
  * nexts, an initializer's fetches). Zero-initialised means empty. The queue
  * owns one reference to each future in it.
  */
-struct ld__waiter;
 struct ld__waiters {
-    struct ld__waiter *head, *tail;
+    struct ld__fifo q;
 };
 
 /* Appends `out` (stolen on success). 0 or LD_ENOMEM (`out` untouched). */

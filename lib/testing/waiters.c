@@ -1,6 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * libldasync-testing: a FIFO of waiting futures (testing-internal.h).
+ * libldasync-testing: FIFOs, and the FIFO of waiting futures
+ * (testing-internal.h).
  */
 #include <stdlib.h>
 
@@ -8,35 +9,48 @@
 
 #include "testing-internal.h"
 
-struct ld__waiter {
-    struct ld__waiter *next;
+void ld__fifo_push(struct ld__fifo *q, struct ld__node *node)
+{
+    node->next = NULL;
+    if (q->tail)
+        q->tail->next = node;
+    else
+        q->head = node;
+    q->tail = node;
+}
+
+struct ld__node *ld__fifo_pop(struct ld__fifo *q)
+{
+    struct ld__node *node = q->head;
+    if (!node)
+        return NULL;
+    q->head = node->next;
+    if (!q->head)
+        q->tail = NULL;
+    return node;
+}
+
+struct waiter {
+    struct ld__node node;
     ld_future *out;
 };
 
 int ld__waiters_push(struct ld__waiters *q, ld_future *out)
 {
-    struct ld__waiter *w = ld__malloc(sizeof(*w));
+    struct waiter *w = ld__malloc(sizeof(*w));
     if (!w)
         return LD_ENOMEM;
-    w->next = NULL;
     w->out = out;
-    if (q->tail)
-        q->tail->next = w;
-    else
-        q->head = w;
-    q->tail = w;
+    ld__fifo_push(&q->q, &w->node);
     return 0;
 }
 
 ld_future *ld__waiters_pop(struct ld__waiters *q)
 {
-    struct ld__waiter *w = q->head;
+    struct waiter *w = (struct waiter *)ld__fifo_pop(&q->q);
     if (!w)
         return NULL;
     ld_future *out = w->out;
-    q->head = w->next;
-    if (!q->head)
-        q->tail = NULL;
     ld__free(w);
     return out;
 }
