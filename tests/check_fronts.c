@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* What the front layer of every interface does, tested once for all of
  * them on scripted implementations (check_util.h): freeing with operations
  * pending, close (or stop) then free, freeing from a callback. The rest of
