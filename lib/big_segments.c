@@ -23,7 +23,7 @@ ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
         !ops->get_membership)
         return NULL;
     ld_big_segment_store *s =
-        ld__component_new(sizeof(*s), base, impl, "big segment store is stopped");
+        ld__component_new(sizeof(*s), base, impl, "big segment store is closed");
     if (s)
         s->ops = ops;
     return s;
@@ -48,9 +48,9 @@ ld_future *ld_big_segment_store_get_membership(ld_big_segment_store *s, const ch
     return ld__front_finish(&s->c.front, &op);
 }
 
-ld_future *ld_big_segment_store_stop(ld_big_segment_store *s)
+ld_future *ld_big_segment_store_close(ld_big_segment_store *s)
 {
-    return s ? ld__component_close(&s->c, false, s->ops->stop) : NULL;
+    return s ? ld__component_close(&s->c, false, s->ops->close) : NULL;
 }
 
 void ld_big_segment_store_free(ld_big_segment_store *s)

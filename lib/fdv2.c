@@ -581,7 +581,7 @@ ld_initializer *ld_initializer_new(struct event_base *base, const struct ld_init
 {
     if (!base || !ops || ops->version != LD_INITIALIZER_OPS_VERSION || !ops->fetch)
         return NULL;
-    ld_initializer *in = ld__component_new(sizeof(*in), base, impl, "initializer is closed");
+    ld_initializer *in = ld__component_new(sizeof(*in), base, impl, "initializer is stopped");
     if (in)
         in->ops = ops;
     return in;
@@ -597,9 +597,9 @@ ld_future *ld_initializer_fetch(ld_initializer *in)
     return in ? ld__component_call(&in->c, NULL, in->ops->fetch) : NULL;
 }
 
-ld_future *ld_initializer_close(ld_initializer *in)
+ld_future *ld_initializer_stop(ld_initializer *in)
 {
-    return in ? ld__component_close(&in->c, true, in->ops->close) : NULL;
+    return in ? ld__component_close(&in->c, true, in->ops->stop) : NULL;
 }
 
 void ld_initializer_free(ld_initializer *in)

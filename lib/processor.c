@@ -71,7 +71,7 @@ ld_update_processor *ld_update_processor_new(struct event_base *base,
         !ops->initialized)
         return NULL;
     ld_update_processor *up =
-        ld__component_new(sizeof(*up), base, impl, "update processor is closed");
+        ld__component_new(sizeof(*up), base, impl, "update processor is stopped");
     if (up)
         up->ops = ops;
     return up;
@@ -96,9 +96,9 @@ bool ld_update_processor_initialized(const ld_update_processor *up)
     return up && !ld__front_closed(&up->c.front) && up->ops->initialized(up->c.impl);
 }
 
-ld_future *ld_update_processor_close(ld_update_processor *up)
+ld_future *ld_update_processor_stop(ld_update_processor *up)
 {
-    return up ? ld__component_close(&up->c, true, up->ops->close) : NULL;
+    return up ? ld__component_close(&up->c, true, up->ops->stop) : NULL;
 }
 
 void ld_update_processor_free(ld_update_processor *up)

@@ -36,7 +36,7 @@ static const struct ld_big_segment_store_ops script_ops = {
     .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
     .get_metadata = script_metadata,
     .get_membership = script_membership,
-    .stop = ld_test_script_close,
+    .close = ld_test_script_close,
     .free = ld_test_script_free,
     .describe = ld_test_script_name,
 };
@@ -192,7 +192,7 @@ START_TEST(test_bad_input_is_einval_and_the_implementation_is_not_called)
 {
     ck_assert_ptr_null(ld_big_segment_store_get_metadata(NULL));
     ck_assert_ptr_null(ld_big_segment_store_get_membership(NULL, "h"));
-    ck_assert_ptr_null(ld_big_segment_store_stop(NULL));
+    ck_assert_ptr_null(ld_big_segment_store_close(NULL));
     ld_big_segment_store_free(NULL);
     ld_test_expect_error(ld_big_segment_store_get_membership(store, NULL), LD_EINVAL,
                          "context_hash");
@@ -270,7 +270,7 @@ END_TEST
 START_TEST(test_stop_is_graceful_then_operations_are_eclosed)
 {
     ld_future *before = ld_big_segment_store_get_metadata(store);
-    ld_future *stop = ld_big_segment_store_stop(store);
+    ld_future *stop = ld_big_segment_store_close(store);
     ck_assert_int_eq(impl.sc.closes, 1);
     ck_assert(ld_future_is_pending(stop)); /* behind `before` */
     ld_future *late[3] = {ld_big_segment_store_get_metadata(store),
@@ -281,7 +281,7 @@ START_TEST(test_stop_is_graceful_then_operations_are_eclosed)
     for (int i = 0; i < 3; i++) /* in issue order: after `before` and the stop */
         ck_assert(ld_future_is_pending(late[i]));
     ld_future_fulfill_int(impl.sc.outs[0], 42);
-    ld_test_expect_error(late[0], LD_ECLOSED, "stopped");
+    ld_test_expect_error(late[0], LD_ECLOSED, "closed");
     ld_test_expect_error(late[1], LD_ECLOSED, NULL);
     ld_test_expect_error(late[2], LD_ECLOSED, NULL);
     ck_assert(!ld_future_is_pending(stop));
@@ -289,7 +289,7 @@ START_TEST(test_stop_is_graceful_then_operations_are_eclosed)
     ck_assert(ld_future_is_fulfilled(stop));
     ld_future_unref(before);
     ld_future_unref(stop);
-    stop = ld_big_segment_store_stop(store); /* again: fulfils, no second ops->stop */
+    stop = ld_big_segment_store_close(store); /* again: fulfils, no second ops->stop */
     ld_test_wait(stop);
     ck_assert(ld_future_is_fulfilled(stop));
     ck_assert_int_eq(impl.sc.closes, 1);
@@ -325,11 +325,11 @@ START_TEST(test_describe)
     struct ld_big_segment_store_ops ops = script_ops;
     ops.describe = NULL;
     ops.free = NULL;
-    ops.stop = NULL;
+    ops.close = NULL;
     struct script other = {0};
     ld_big_segment_store *s = ld_big_segment_store_new(B, &ops, &other);
     ck_assert_str_eq(ld_big_segment_store_describe(s), "unknown");
-    ld_future *stop = ld_big_segment_store_stop(s); /* no ops->stop: fulfils */
+    ld_future *stop = ld_big_segment_store_close(s); /* no ops->stop: fulfils */
     ld_test_wait(stop);
     ck_assert(ld_future_is_fulfilled(stop));
     ld_future_unref(stop);

@@ -630,7 +630,7 @@ START_TEST(test_initializer_close_rejects_pending_and_later_fetches)
     init = ld_initializer_new(B, &ld_test_script_initializer_ops, &impl);
     ld_future *pending = ld_initializer_fetch(init);
     ld_future_set_cancel_handler(impl.outs[0], ld_test_count_cancel, NULL);
-    ld_future *close = ld_initializer_close(init);
+    ld_future *close = ld_initializer_stop(init);
     ck_assert_int_eq(impl.closes, 1);
     ld_test_wait(close);
     ld_test_wait(pending);
@@ -638,9 +638,9 @@ START_TEST(test_initializer_close_rejects_pending_and_later_fetches)
     ck_assert(ld_future_is_fulfilled(close));
     ck_assert_int_eq(ld_future_error(pending), LD_ECLOSED);
     ck_assert_int_eq(ld_test_cancels, 1);
-    ld_test_expect_error(ld_initializer_fetch(init), LD_ECLOSED, "closed");
+    ld_test_expect_error(ld_initializer_fetch(init), LD_ECLOSED, "stopped");
     ld_future_unref(close);
-    close = ld_initializer_close(init);
+    close = ld_initializer_stop(init);
     ld_test_wait(close);
     ck_assert(ld_future_is_fulfilled(close));
     ck_assert_int_eq(impl.closes, 1);
@@ -675,16 +675,16 @@ START_TEST(test_initializer_new_bad_input_and_defaults)
     LD_TEST_REFUSES(ops, ld_test_script_initializer_ops, fetch, NULL,
                     ld_initializer_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_initializer_fetch(NULL));
-    ck_assert_ptr_null(ld_initializer_close(NULL));
+    ck_assert_ptr_null(ld_initializer_stop(NULL));
     ck_assert_str_eq(ld_initializer_name(NULL), "(null)");
     ld_initializer_free(NULL);
     ops = ld_test_script_initializer_ops;
     ops.name = NULL;
-    ops.close = NULL;
+    ops.stop = NULL;
     ops.free = NULL;
     init = ld_initializer_new(B, &ops, &impl);
     ck_assert_str_eq(ld_initializer_name(init), "unknown");
-    ld_future *close = ld_initializer_close(init);
+    ld_future *close = ld_initializer_stop(init);
     ld_test_wait(close);
     ck_assert(ld_future_is_fulfilled(close));
     ld_future_unref(close);

@@ -266,7 +266,7 @@ START_TEST(test_up_close_rejects_a_held_start)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     ld_future *f = ld_update_processor_start(up);
-    ld_future *c = ld_update_processor_close(up);
+    ld_future *c = ld_update_processor_stop(up);
     ld_test_watch(f, 1);
     ld_test_watch(c, 2);
     ld_test_expect_error(f, LD_ECLOSED, NULL);
@@ -274,7 +274,7 @@ START_TEST(test_up_close_rejects_a_held_start)
     ld_test_flush();
     ck_assert_int_eq(ld_test_n_order, 2);
     ck_assert_int_eq(ld_test_order[0], 1); /* the start before the close */
-    ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
+    ck_assert_int_eq(ld_mock_update_processor_stopped(up), 1);
     ck_assert_int_eq(ld_mock_update_processor_set_ready(up), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_update_processor_fail(up, LD_EIO), LD_ECLOSED);
     ck_assert(!ld_update_processor_initialized(up));
@@ -286,10 +286,10 @@ END_TEST
 START_TEST(test_up_close_after_ready)
 {
     ld_update_processor *up = ld_mock_update_processor_new(B, LD_MOCK_START_READY);
-    ck_assert_int_eq(ld_mock_update_processor_closed(up), 0);
+    ck_assert_int_eq(ld_mock_update_processor_stopped(up), 0);
     ld_test_await_ok(ld_update_processor_start(up));
-    ld_test_await_ok(ld_update_processor_close(up));
-    ck_assert_int_eq(ld_mock_update_processor_closed(up), 1);
+    ld_test_await_ok(ld_update_processor_stop(up));
+    ck_assert_int_eq(ld_mock_update_processor_stopped(up), 1);
     ck_assert(!ld_update_processor_initialized(up));
     ld_update_processor_free(up);
 }
@@ -316,7 +316,7 @@ START_TEST(test_up_bad_input)
         ck_assert_int_eq(ld_mock_update_processor_set_ready(objs[i]), LD_EINVAL);
         ck_assert_int_eq(ld_mock_update_processor_fail(objs[i], LD_EIO), LD_EINVAL);
         ck_assert_int_eq(ld_mock_update_processor_start_count(objs[i]), LD_EINVAL);
-        ck_assert_int_eq(ld_mock_update_processor_closed(objs[i]), LD_EINVAL);
+        ck_assert_int_eq(ld_mock_update_processor_stopped(objs[i]), LD_EINVAL);
     }
     /* nothing changed: the start is still held */
     ld_future *f = ld_update_processor_start(up);
@@ -471,7 +471,7 @@ START_TEST(test_bss_refused_queries_are_not_recorded)
 {
     ld_test_expect_error(ld_big_segment_store_get_membership(bss, ""), LD_EINVAL, NULL);
     ld_test_expect_error(ld_big_segment_store_get_membership(bss, NULL), LD_EINVAL, NULL);
-    ld_test_await_ok(ld_big_segment_store_stop(bss));
+    ld_test_await_ok(ld_big_segment_store_close(bss));
     ld_test_expect_error(ld_big_segment_store_get_membership(bss, "a"), LD_ECLOSED, NULL);
     ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 0);
@@ -769,7 +769,7 @@ START_TEST(test_init_new_and_name)
     ck_assert_str_eq(ld_initializer_name(i), "mock");
     ck_assert_str_eq(ld_initializer_name(named), "polling");
     ck_assert_int_eq(ld_mock_initializer_fetch_count(i), 0);
-    ck_assert_int_eq(ld_mock_initializer_closed(i), 0);
+    ck_assert_int_eq(ld_mock_initializer_stopped(i), 0);
     ld_initializer_free(i);
     ld_initializer_free(named);
 }
@@ -861,10 +861,10 @@ START_TEST(test_init_close_rejects_waiting_fetches)
 {
     ld_initializer *i = ld_mock_initializer_new(B, NULL);
     ld_future *f = ld_initializer_fetch(i);
-    ld_future *c = ld_initializer_close(i);
+    ld_future *c = ld_initializer_stop(i);
     ld_test_watch(f, 1);
     ld_test_watch(c, 2);
-    ck_assert_int_eq(ld_mock_initializer_closed(i), 1);
+    ck_assert_int_eq(ld_mock_initializer_stopped(i), 1);
     ld_test_expect_error(f, LD_ECLOSED, NULL);
     ld_test_await_ok(c);
     ld_test_flush();
@@ -903,7 +903,7 @@ START_TEST(test_init_bad_input)
         ck_assert_int_eq(ld_mock_initializer_set_basis(objs[k], basis()), LD_EINVAL);
         ck_assert_int_eq(ld_mock_initializer_set_error(objs[k], LD_EIO), LD_EINVAL);
         ck_assert_int_eq(ld_mock_initializer_fetch_count(objs[k]), LD_EINVAL);
-        ck_assert_int_eq(ld_mock_initializer_closed(objs[k]), LD_EINVAL);
+        ck_assert_int_eq(ld_mock_initializer_stopped(objs[k]), LD_EINVAL);
     }
     /* nothing was set: a fetch waits */
     ld_future *f = ld_initializer_fetch(i);

@@ -40,7 +40,7 @@ static const struct ld_update_processor_ops up_ops = {
     .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
     .start = ld_test_script_keep,
     .initialized = script_initialized,
-    .close = ld_test_script_close,
+    .stop = ld_test_script_close,
     .free = ld_test_script_free,
 };
 
@@ -184,19 +184,19 @@ START_TEST(test_start_twice_is_einval)
 }
 END_TEST
 
-START_TEST(test_update_processor_close_rejects_a_pending_start)
+START_TEST(test_update_processor_stop_rejects_a_pending_start)
 {
     up = ld_update_processor_new(B, &up_ops, &impl);
     impl.initialized = true;
     ld_future *ready = ld_update_processor_start(up);
-    ld_future *close = ld_update_processor_close(up);
+    ld_future *close = ld_update_processor_stop(up);
     ck_assert_int_eq(impl.sc.closes, 1);
     ld_test_wait(close);
     ck_assert_int_eq(ld_future_error(ready), LD_ECLOSED);
     ck_assert(!ld_update_processor_initialized(up)); /* closed */
     ld_future_unref(close);
     ld_future_unref(ready);
-    close = ld_update_processor_close(up);
+    close = ld_update_processor_stop(up);
     ld_test_wait(close);
     ck_assert(ld_future_is_fulfilled(close));
     ck_assert_int_eq(impl.sc.closes, 1);
@@ -204,11 +204,11 @@ START_TEST(test_update_processor_close_rejects_a_pending_start)
 }
 END_TEST
 
-START_TEST(test_update_processor_start_after_close_is_eclosed)
+START_TEST(test_update_processor_start_after_stop_is_eclosed)
 {
     up = ld_update_processor_new(B, &up_ops, &impl);
-    ld_future_unref(ld_update_processor_close(up));
-    ld_test_expect_error(ld_update_processor_start(up), LD_ECLOSED, "closed");
+    ld_future_unref(ld_update_processor_stop(up));
+    ld_test_expect_error(ld_update_processor_start(up), LD_ECLOSED, "stopped");
     ck_assert_int_eq(impl.sc.n, 0);
 }
 END_TEST
@@ -222,7 +222,7 @@ START_TEST(test_update_processor_new_bad_input)
     LD_TEST_REFUSES(ops, up_ops, start, NULL, ld_update_processor_new(B, &ops, &impl));
     LD_TEST_REFUSES(ops, up_ops, initialized, NULL, ld_update_processor_new(B, &ops, &impl));
     ck_assert_ptr_null(ld_update_processor_start(NULL));
-    ck_assert_ptr_null(ld_update_processor_close(NULL));
+    ck_assert_ptr_null(ld_update_processor_stop(NULL));
     ck_assert(!ld_update_processor_initialized(NULL));
     ld_update_processor_free(NULL);
 }
@@ -244,8 +244,8 @@ Suite *ld_suite_processor(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_start_is_ready_when_the_implementation_says_so);
     tcase_add_test(tc, test_start_twice_is_einval);
-    tcase_add_test(tc, test_update_processor_close_rejects_a_pending_start);
-    tcase_add_test(tc, test_update_processor_start_after_close_is_eclosed);
+    tcase_add_test(tc, test_update_processor_stop_rejects_a_pending_start);
+    tcase_add_test(tc, test_update_processor_start_after_stop_is_eclosed);
     tcase_add_test(tc, test_update_processor_new_bad_input);
     suite_add_tcase(s, tc);
     return s;

@@ -196,13 +196,13 @@ ld_future *ld_test_iface_close(enum ld_test_iface i, void *obj)
     case LD_TEST_EVENT_PROCESSOR:
         return ld_event_processor_close(obj);
     case LD_TEST_UPDATE_PROCESSOR:
-        return ld_update_processor_close(obj);
+        return ld_update_processor_stop(obj);
     case LD_TEST_BIG_SEGMENT_STORE:
-        return ld_big_segment_store_stop(obj);
+        return ld_big_segment_store_close(obj);
     case LD_TEST_SYNCHRONIZER:
         return ld_synchronizer_stop(obj);
     default:
-        return ld_initializer_close(obj);
+        return ld_initializer_stop(obj);
     }
 }
 
@@ -311,7 +311,7 @@ const struct ld_update_processor_ops ld_test_script_update_processor_ops = {
     .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
     .start = ld_test_script_keep,
     .initialized = script_initialized,
-    .close = ld_test_script_close,
+    .stop = ld_test_script_close,
     .free = ld_test_script_free,
 };
 
@@ -319,7 +319,7 @@ const struct ld_big_segment_store_ops ld_test_script_big_segment_store_ops = {
     .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
     .get_metadata = ld_test_script_keep,
     .get_membership = script_membership,
-    .stop = ld_test_script_close,
+    .close = ld_test_script_close,
     .free = ld_test_script_free,
     .describe = ld_test_script_name,
 };
@@ -336,7 +336,7 @@ const struct ld_initializer_ops ld_test_script_initializer_ops = {
     .version = LD_INITIALIZER_OPS_VERSION,
     .name = ld_test_script_name,
     .fetch = ld_test_script_keep,
-    .close = ld_test_script_close,
+    .stop = ld_test_script_close,
     .free = ld_test_script_free,
 };
 

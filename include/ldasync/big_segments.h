@@ -12,7 +12,7 @@
  * order the operations were issued, whatever the implementation does (and
  * the front's own rejections too). Bad input is rejected with LD_EINVAL and
  * a message naming the field, before the implementation sees it. After
- * stop, operations reject with LD_ECLOSED. Out of memory is handled as
+ * close, operations reject with LD_ECLOSED. Out of memory is handled as
  * store.h says.
  *
  * Results:
@@ -53,7 +53,7 @@ typedef struct ld_big_segment_store ld_big_segment_store;
 
 /** Reads the store's metadata. @return a new reference, fulfilled with the
  *  last up-to-date time in epoch ms or LD_BIG_SEGMENT_TIME_UNKNOWN; rejected
- *  with LD_ECLOSED after stop, or with the implementation's error (e.g.
+ *  with LD_ECLOSED after close, or with the implementation's error (e.g.
  *  LD_ESTORE). NULL only if `store` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_big_segment_store_get_metadata(ld_big_segment_store *store);
 
@@ -66,11 +66,12 @@ LD_EXPORT ld_future *ld_big_segment_store_get_metadata(ld_big_segment_store *sto
 LD_EXPORT ld_future *ld_big_segment_store_get_membership(ld_big_segment_store *store,
                                                          const char *context_hash);
 
-/** Stops the store gracefully: operations issued before complete as usual,
- *  later ones reject with LD_ECLOSED. Stopping twice fulfils again.
+/** Closes the store gracefully (as every `_close` of ldasync; a `_stop`
+ *  aborts): operations issued before complete as usual, later ones reject
+ *  with LD_ECLOSED. Closing twice fulfils again.
  *  @return a new reference, fulfilled (no value) when the implementation
- *  has stopped. NULL only if `store` is NULL. @since 0.1.0 */
-LD_EXPORT ld_future *ld_big_segment_store_stop(ld_big_segment_store *store);
+ *  has closed (ops->close). NULL only if `store` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_big_segment_store_close(ld_big_segment_store *store);
 
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
  *  the loop), their implementation futures are cancelled, and ops->free
@@ -99,17 +100,17 @@ LD_EXPORT const char *ld_big_segment_store_describe(const ld_big_segment_store *
  *                    object segment-ref -> bool that is not modified
  *                    afterwards (ld_big_segment_membership_from_refs() makes
  *                    one), or with NULL;
- *    stop:           ld_future_fulfill();
+ *    close:          ld_future_fulfill();
  *    any:            reject with LD_ESTORE (or another code) on a failure.
  *  `out` may be cancelled (ld_future_set_cancel_handler() to hear of it) when
  *  the store is freed. The front layer orders completions, so an
- *  implementation may complete out of order. `stop`, `free` and `describe`
+ *  implementation may complete out of order. `close`, `free` and `describe`
  *  may be NULL. @since 0.1.0 */
 struct ld_big_segment_store_ops {
     int version; /* LD_BIG_SEGMENT_STORE_OPS_VERSION */
     void (*get_metadata)(void *impl, ld_future *out);
     void (*get_membership)(void *impl, const char *context_hash, ld_future *out);
-    void (*stop)(void *impl, ld_future *out);
+    void (*close)(void *impl, ld_future *out);
     void (*free)(void *impl);
     const char *(*describe)(void *impl);
 };

@@ -336,16 +336,17 @@ typedef struct ld_initializer ld_initializer;
 LD_EXPORT const char *ld_initializer_name(const ld_initializer *init);
 
 /** Fetches a basis. @return a new reference, fulfilled with the basis
- *  (ld_fdv2_future_basis()); rejected with LD_ECLOSED after close (also
- *  when close comes while it is pending), or with the implementation's
+ *  (ld_fdv2_future_basis()); rejected with LD_ECLOSED after stop (also
+ *  when stop comes while it is pending), or with the implementation's
  *  error. NULL only if `init` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_initializer_fetch(ld_initializer *init);
 
-/** Closes the initializer: pending fetches reject with LD_ECLOSED (from
- *  the loop, before the close's future), later ones too. Closing twice fulfils again. @return a new
- * reference, fulfilled (no value) when the implementation has closed. NULL only if `init` is NULL.
- * @since 0.1.0 */
-LD_EXPORT ld_future *ld_initializer_close(ld_initializer *init);
+/** Stops the initializer, aborting (as every `_stop` of ldasync; a `_close`
+ *  drains): pending fetches reject with LD_ECLOSED (from the loop, before
+ *  the stop's future), later ones too. Stopping twice fulfils again.
+ *  @return a new reference, fulfilled (no value) when the implementation
+ *  has stopped (ops->stop). NULL only if `init` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_initializer_stop(ld_initializer *init);
 
 /** Frees the initializer: pending fetches reject with LD_ECANCELED, and
  *  ops->free runs. Safe from inside a callback of one of its own futures.
@@ -357,19 +358,19 @@ LD_EXPORT void ld_initializer_free(ld_initializer *init);
  *  @since 0.1.0 */
 #define LD_INITIALIZER_OPS_VERSION 1
 
-/** What an initializer implementation provides. `fetch` and `close` receive
+/** What an initializer implementation provides. `fetch` and `stop` receive
  *  `out`, a pending future they own (one reference), to complete (now or
  *  later, on the loop thread) and release: fetch with
- *  ld_fdv2_fulfill_basis() or a rejection (LD_EIO, LD_EPARSE, ...), close
+ *  ld_fdv2_fulfill_basis() or a rejection (LD_EIO, LD_EPARSE, ...), stop
  *  with ld_future_fulfill(). A fetch's `out` is cancelled when the
- *  initializer is closed or freed while it is pending (listen with
- *  ld_future_set_cancel_handler() to stop the work). `fetch` is required;
- *  `name`, `close` and `free` may be NULL. @since 0.1.0 */
+ *  initializer is stopped or freed while it is pending (listen with
+ *  ld_future_set_cancel_handler() to end the work). `fetch` is required;
+ *  `name`, `stop` and `free` may be NULL. @since 0.1.0 */
 struct ld_initializer_ops {
     int version; /* LD_INITIALIZER_OPS_VERSION */
     const char *(*name)(void *impl);
     void (*fetch)(void *impl, ld_future *out);
-    void (*close)(void *impl, ld_future *out);
+    void (*stop)(void *impl, ld_future *out);
     void (*free)(void *impl);
 };
 
@@ -402,7 +403,8 @@ LD_EXPORT const char *ld_synchronizer_name(const ld_synchronizer *sync);
  *  implementation's error. NULL only if `sync` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_synchronizer_next(ld_synchronizer *sync);
 
-/** Stops the synchronizer: nexts not yet handed back reject with
+/** Stops the synchronizer, aborting (as every `_stop` of ldasync; a
+ *  `_close` drains): nexts not yet handed back reject with
  *  LD_ECLOSED (from the loop, in order, before the returned future
  *  completes), later ones too. A next the implementation has answered but
  *  that waits behind an earlier unanswered one counts as not handed back:

@@ -11,7 +11,9 @@
  * a _new(base, ops, impl) constructor, front functions that validate input
  * (LD_EINVAL naming the argument), return futures completing from the loop
  * in issue order (rejections by the front included), and reject with
- * LD_ECLOSED once closed. Out of memory is handled as store.h says.
+ * LD_ECLOSED once closed (the event processor's close drains: what was
+ * issued before completes) or stopped (the update processor's stop aborts:
+ * a pending start is rejected). Out of memory is handled as store.h says.
  *
  * Thread rules: a processor belongs to the thread that runs its base's loop.
  */
@@ -49,7 +51,8 @@ LD_EXPORT int ld_event_processor_send_event(ld_event_processor *ep, json_t *even
  *  NULL only if `ep` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_event_processor_flush(ld_event_processor *ep);
 
-/** Closes the processor gracefully: flushes issued before complete as usual
+/** Closes the processor gracefully (as every `_close` of ldasync; a `_stop`
+ *  aborts): flushes issued before complete as usual
  *  (the implementation delivers what it holds), later calls reject with
  *  LD_ECLOSED. Closing twice fulfils again. @return a new reference,
  *  fulfilled (no value) when the implementation has closed. NULL only if
@@ -99,19 +102,20 @@ typedef struct ld_update_processor ld_update_processor;
  *  is ready: it has initialized the store, or has given up (then
  *  ld_update_processor_initialized() is false; an implementation may
  *  instead reject with the reason). Rejected with LD_EINVAL ("already
- *  started") on a second call, with LD_ECLOSED after close (also when close
+ *  started") on a second call, with LD_ECLOSED after stop (also when stop
  *  comes while it is pending). NULL only if `up` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_update_processor_start(ld_update_processor *up);
 
 /** True once the processor has initialized its store; false before, after
- *  close, and for NULL. @since 0.1.0 */
+ *  stop, and for NULL. @since 0.1.0 */
 LD_EXPORT bool ld_update_processor_initialized(const ld_update_processor *up);
 
-/** Closes the processor: a pending start rejects with LD_ECLOSED (from
- *  the loop, before the close's future), later calls too. Closing twice fulfils again. @return a
- * new reference, fulfilled (no value) when the implementation has closed. NULL only if `up` is
- * NULL. @since 0.1.0 */
-LD_EXPORT ld_future *ld_update_processor_close(ld_update_processor *up);
+/** Stops the processor, aborting (as every `_stop` of ldasync; a `_close`
+ *  drains): a pending start rejects with LD_ECLOSED (from the loop, before
+ *  the stop's future), later calls too. Stopping twice fulfils again.
+ *  @return a new reference, fulfilled (no value) when the implementation
+ *  has stopped (ops->stop). NULL only if `up` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_update_processor_stop(ld_update_processor *up);
 
 /** Frees the processor: a pending start rejects with LD_ECANCELED, and ops->free
  *  runs: at once, or, when operations were pending, from the loop after
@@ -123,17 +127,17 @@ LD_EXPORT void ld_update_processor_free(ld_update_processor *up);
  *  @since 0.1.0 */
 #define LD_UPDATE_PROCESSOR_OPS_VERSION 1
 
-/** What an update processor implementation provides. `start` and `close`
+/** What an update processor implementation provides. `start` and `stop`
  *  receive `out`, a pending future they own (one reference), to complete and
  *  release with ld_future_fulfill() (start: when ready) or a rejection.
- *  start's `out` is cancelled if the processor is closed or freed first.
+ *  start's `out` is cancelled if the processor is stopped or freed first.
  *  `initialized` answers at once. `start` and `initialized` are required;
- *  `close` and `free` may be NULL. @since 0.1.0 */
+ *  `stop` and `free` may be NULL. @since 0.1.0 */
 struct ld_update_processor_ops {
     int version; /* LD_UPDATE_PROCESSOR_OPS_VERSION */
     void (*start)(void *impl, ld_future *out);
     bool (*initialized)(void *impl);
-    void (*close)(void *impl, ld_future *out);
+    void (*stop)(void *impl, ld_future *out);
     void (*free)(void *impl);
 };
 

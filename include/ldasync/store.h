@@ -106,7 +106,8 @@ LD_EXPORT ld_future *ld_store_delete(ld_store *store, const ld_kind *kind, const
  *  succeeded. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_initialized(ld_store *store);
 
-/** Closes the store gracefully: operations issued before complete as usual,
+/** Closes the store gracefully (as every `_close` of ldasync; a `_stop`
+ *  aborts): operations issued before complete as usual,
  *  later ones reject with LD_ECLOSED. Closing twice fulfils again.
  *  @return a new reference, fulfilled when the implementation has closed.
  *  @since 0.1.0 */

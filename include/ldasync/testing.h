@@ -186,9 +186,9 @@ LD_EXPORT int ld_mock_update_processor_fail(ld_update_processor *up, int code);
  *  LD_EINVAL if `up` is not a mock update processor. @since 0.1.0 */
 LD_EXPORT int ld_mock_update_processor_start_count(const ld_update_processor *up);
 
-/** 1 if the processor has been closed, 0 if not. @return that, or
+/** 1 if the processor has been stopped, 0 if not. @return that, or
  *  LD_EINVAL if `up` is not a mock update processor. @since 0.1.0 */
-LD_EXPORT int ld_mock_update_processor_closed(const ld_update_processor *up);
+LD_EXPORT int ld_mock_update_processor_stopped(const ld_update_processor *up);
 
 /* ------------------------------------------------------------------------- */
 /* The mock big segment store (lib/testing/mock_big_segment_store.c)         */
@@ -327,9 +327,9 @@ LD_EXPORT int ld_mock_initializer_set_error(ld_initializer *init, int code);
  *  initializer. @since 0.1.0 */
 LD_EXPORT int ld_mock_initializer_fetch_count(const ld_initializer *init);
 
-/** 1 if the initializer has been closed, 0 if not. @return that, or
+/** 1 if the initializer has been stopped, 0 if not. @return that, or
  *  LD_EINVAL if `init` is not a mock initializer. @since 0.1.0 */
-LD_EXPORT int ld_mock_initializer_closed(const ld_initializer *init);
+LD_EXPORT int ld_mock_initializer_stopped(const ld_initializer *init);
 
 /* ------------------------------------------------------------------------- */
 /* The store contract as Check tests (lib/testing/contract.c)                */

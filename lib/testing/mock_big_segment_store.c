@@ -102,7 +102,7 @@ static const struct ld_big_segment_store_ops mock_ops = {
     .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
     .get_metadata = mock_get_metadata,
     .get_membership = mock_get_membership,
-    .stop = NULL, /* the front layer fulfils it at once */
+    .close = NULL, /* the front layer fulfils it at once */
     .free = ld__mock_free,
     .describe = ld__mock_describe,
 };

@@ -19,7 +19,7 @@ struct mock {
     ld_fdv2_basis *basis; /* when answered and error is 0 */
     int error;            /* < 0: fetches reject with it */
     struct ld__waiters waiting;
-    bool closed;
+    bool stopped;
     int fetches;
 };
 
@@ -93,10 +93,10 @@ static void mock_fetch(void *impl, ld_future *out)
     }
 }
 
-static void mock_close(void *impl, ld_future *out)
+static void mock_stop(void *impl, ld_future *out)
 {
     struct mock *m = impl;
-    m->closed = true;
+    m->stopped = true;
     ld__waiters_drop(&m->waiting); /* the front layer has rejected them already */
     ld_future_fulfill(out);
     ld_future_unref(out);
@@ -114,7 +114,7 @@ static const struct ld_initializer_ops mock_ops = {
     .version = LD_INITIALIZER_OPS_VERSION,
     .name = mock_name,
     .fetch = mock_fetch,
-    .close = mock_close,
+    .stop = mock_stop,
     .free = ld__mock_free,
 };
 
@@ -146,7 +146,7 @@ static void set_answer(struct mock *m, ld_fdv2_basis *basis, int error)
 int ld_mock_initializer_set_basis(ld_initializer *init, ld_fdv2_basis *basis)
 {
     struct mock *m = mock_of(init);
-    int rc = !m || !basis ? LD_EINVAL : m->closed ? LD_ECLOSED : 0;
+    int rc = !m || !basis ? LD_EINVAL : m->stopped ? LD_ECLOSED : 0;
     if (rc != 0) {
         ld_fdv2_basis_free(basis);
         return rc;
@@ -160,7 +160,7 @@ int ld_mock_initializer_set_error(ld_initializer *init, int code)
     struct mock *m = mock_of(init);
     if (!m || code >= 0)
         return LD_EINVAL;
-    if (m->closed)
+    if (m->stopped)
         return LD_ECLOSED;
     set_answer(m, NULL, code);
     return 0;
@@ -172,8 +172,8 @@ int ld_mock_initializer_fetch_count(const ld_initializer *init)
     return m ? m->fetches : LD_EINVAL;
 }
 
-int ld_mock_initializer_closed(const ld_initializer *init)
+int ld_mock_initializer_stopped(const ld_initializer *init)
 {
     const struct mock *m = mock_of(init);
-    return m ? m->closed : LD_EINVAL;
+    return m ? m->stopped : LD_EINVAL;
 }

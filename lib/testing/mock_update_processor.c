@@ -17,7 +17,7 @@ struct mock {
     ld_future *held; /* the start's future while it is held */
     bool completed;  /* the start's future has been completed */
     bool initialized;
-    bool closed;
+    bool stopped;
     int starts;
 };
 
@@ -64,10 +64,10 @@ static void drop_held(void *impl)
     m->held = NULL;
 }
 
-static void mock_close(void *impl, ld_future *out)
+static void mock_stop(void *impl, ld_future *out)
 {
     struct mock *m = impl;
-    m->closed = true;
+    m->stopped = true;
     drop_held(m);
     ld_future_fulfill(out);
     ld_future_unref(out);
@@ -77,7 +77,7 @@ static const struct ld_update_processor_ops mock_ops = {
     .version = LD_UPDATE_PROCESSOR_OPS_VERSION,
     .start = mock_start,
     .initialized = mock_initialized,
-    .close = mock_close,
+    .stop = mock_stop,
     .free = ld__mock_free,
 };
 
@@ -98,7 +98,7 @@ static int script(ld_update_processor *up, enum ld_mock_start outcome, int fail_
     struct mock *m = mock_of(up);
     if (!m)
         return LD_EINVAL;
-    if (m->closed)
+    if (m->stopped)
         return LD_ECLOSED;
     if (m->completed)
         return LD_EALREADY;
@@ -128,8 +128,8 @@ int ld_mock_update_processor_start_count(const ld_update_processor *up)
     return m ? m->starts : LD_EINVAL;
 }
 
-int ld_mock_update_processor_closed(const ld_update_processor *up)
+int ld_mock_update_processor_stopped(const ld_update_processor *up)
 {
     const struct mock *m = mock_of(up);
-    return m ? m->closed : LD_EINVAL;
+    return m ? m->stopped : LD_EINVAL;
 }
