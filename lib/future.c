@@ -42,7 +42,7 @@
 #include <ldasync/future.h>
 
 #include "alloc-internal.h"
-#include "future-internal.h"
+#include "future-layout.h"
 
 _Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
 

@@ -29,7 +29,7 @@
 #include <ldasync/store.h>
 
 #include "alloc-internal.h"
-#include "future-internal.h"
+#include "lease-internal.h"
 #include "kind-internal.h"
 #include "store-internal.h"
 
