@@ -83,7 +83,7 @@ struct ld__loop {
     void *next_block;       /* the start of next's allocation (see loop_create) */
     /* The draining thread's line: the local FIFO and the consumer end of the
      * remote one. */
-    _Alignas(64) struct ld__node *head;
+    _Alignas(LD__CACHE_LINE) struct ld__node *head;
     struct ld__node *tail;
     struct ld__node *rhead;
     /* Completing later (future.c): the batch at the tail of the local
@@ -104,7 +104,7 @@ struct ld__loop {
     /* The producers' line (other threads): an intrusive MPSC FIFO
      * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
      * ever being empty. */
-    _Alignas(64) _Atomic(struct ld__node *) rtail;
+    _Alignas(LD__CACHE_LINE) _Atomic(struct ld__node *) rtail;
     atomic_int scheduled; /* 1 while ev_run/ev_yield is armed or draining */
     struct ld__node stub;
 };
@@ -143,6 +143,10 @@ struct ld_future {
     union ld__slot b;
     void *c;
 };
+/* One line exactly, so that the futures of a slab (pool.c) never share or
+ * straddle lines; with 4-byte pointers it is smaller. */
+_Static_assert(sizeof(struct ld_future) == LD__CACHE_LINE || sizeof(void *) < 8,
+               "a future is one cache line");
 
 /* ------------------------------------------------------------------------- */
 /* Nodes                                                                     */

@@ -50,8 +50,6 @@
 #include "alloc-internal.h"
 #include "future-layout.h"
 
-_Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
-
 /* The longest timeout given to libevent: 100 years, or 2^28 s (8.5 years)
  * where time_t has 32 bits; longer ones are cut to it (see
  * ld_future_timeout). */

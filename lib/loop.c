@@ -58,10 +58,11 @@ static struct event *loop_event(struct event_base *base, struct ld__loop *l)
  * out of the hot code, whose alignment the round-trip benchmarks feel. */
 COLD static struct ld__loop *loop_create(struct event_base *base, void **block)
 {
-    unsigned char *raw = ld__malloc(sizeof(struct ld__loop) + 63);
+    unsigned char *raw = ld__malloc(sizeof(struct ld__loop) + LD__CACHE_LINE - 1);
     if (!raw)
         return NULL;
-    struct ld__loop *l = (struct ld__loop *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    uintptr_t line = LD__CACHE_LINE - 1;
+    struct ld__loop *l = (struct ld__loop *)(((uintptr_t)raw + line) & ~line);
     *block = raw;
     memset(l, 0, sizeof(*l));
     l->base = base;

@@ -52,7 +52,7 @@ struct slot {
     uint32_t len;         /* key length; 0: empty slot */
     char key[INLINE_KEY]; /* the key and its NUL, or a malloc'd copy's address */
 };
-_Static_assert(sizeof(struct slot) == 64, "a slot is one cache line");
+_Static_assert(sizeof(struct slot) == LD__CACHE_LINE, "a slot is one cache line");
 
 /* The results of all for one table. `snap` is kept in step with every
  * write: in place while the store holds the only reference. When a reader
@@ -309,7 +309,7 @@ static int table_init(struct table *t, size_t n)
     size_t cap = 16;
     while (cap * 3 < n * 4 + 4)
         cap *= 2;
-    t->slots = ld__aligned_alloc(64, cap * sizeof(*t->slots));
+    t->slots = ld__aligned_alloc(LD__CACHE_LINE, cap * sizeof(*t->slots));
     t->mask = cap - 1;
     t->used = 0;
     t->sn = (struct snaps){0};

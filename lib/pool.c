@@ -94,7 +94,7 @@ COLD ld_future *ld__pool_refill(struct ld__pool *p)
         /* Slabs are never returned to malloc: a server's peak number of
          * futures stays available for reuse (see README, memory). */
         /* Aligned, so that each future is exactly one cache line. */
-        ld_future *slab = ld__aligned_alloc(64, LD_POOL_SLAB * sizeof(ld_future));
+        ld_future *slab = ld__aligned_alloc(LD__CACHE_LINE, LD_POOL_SLAB * sizeof(ld_future));
         if (!slab)
             return NULL;
         for (size_t i = 1; i < LD_POOL_SLAB; i++)
