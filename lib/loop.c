@@ -200,8 +200,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
         event_active(l->ev_run, 0, 0);
 }
 
-void ld__enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last,
-                 unsigned shared)
+void ld__enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last, unsigned shared)
 {
     int local = ld__tl_drain == l || !shared;
     if (local && !remote_empty(l)) {
@@ -221,4 +220,3 @@ void ld__enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *la
     if (!atomic_load(&l->scheduled) && !atomic_exchange(&l->scheduled, 1))
         event_active(l->ev_run, 0, 0);
 }
-

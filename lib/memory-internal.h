@@ -54,7 +54,6 @@ struct gens {
     size_t limit; /* compacted when that many */
 };
 
-
 /* The store's reclamation state. */
 struct reclaim {
     struct gen *cur;
@@ -121,7 +120,6 @@ static inline void gen_add(struct gen *g)
         atomic_store_explicit(&g->refs, n + 1, memory_order_relaxed);
     }
 }
-
 
 /* A lease on the current generation for a get of `item` (stored in a
  * table), which the generation notes; NULL without memory (then the

@@ -120,4 +120,3 @@ COLD void ld__pool_give_back(struct ld__pool *p)
     g_pool_free = first;
     pthread_mutex_unlock(&g_pool_mu);
 }
-
