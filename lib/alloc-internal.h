@@ -24,6 +24,13 @@ char *ld__strdup(const char *s);
 /* A formatted string (vsnprintf), or NULL when memory ran out. */
 LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
 
+/* The cache line the library lays out for: what ld__aligned_alloc()
+ * aligns hot arrays to, what _Alignas keeps writers of different threads
+ * apart by, and the size of the structs that must fill exactly one (a
+ * future, a slot of the memory store; static_assert'ed). 64 bytes on x86-64
+ * and most arm64 cores. */
+#define LD__CACHE_LINE 64
+
 /* `size` bytes aligned to `align` (a power of two, at most 4096), through
  * the hooks (over-allocating); freed only with ld__aligned_free. */
 void *ld__aligned_alloc(size_t align, size_t size);

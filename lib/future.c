@@ -30,6 +30,12 @@
  *  - A drain pass runs at most LD_DRAIN_BUDGET callbacks; the rest run after
  *    the loop has polled (a zero timeout, which libevent fires after the
  *    poll), so futures never starve I/O.
+ *
+ * The files: this one is the future itself (creating, completing, completing
+ * later, callbacks, then/catch/forward, the combinators, cancelling,
+ * waiting); loop.c the dispatcher (registry, FIFOs, drain); pool.c the
+ * memory of futures. future-layout.h holds their shared layout and the
+ * small functions the hot paths inline across them.
  */
 #include <event2/event.h>
 #include <pthread.h>
@@ -43,44 +49,12 @@
 #include <ldasync/future.h>
 
 #include "alloc-internal.h"
-#include "future-internal.h"
+#include "future-layout.h"
 
-_Static_assert(sizeof(struct ld_future) <= 64, "a future must fit a cache line");
-
-#define LD_DRAIN_BUDGET 1024 /* callbacks per loop pass before polling */
 /* The longest timeout given to libevent: 100 years, or 2^28 s (8.5 years)
  * where time_t has 32 bits; longer ones are cut to it (see
  * ld_future_timeout). */
 #define LD_TIMEOUT_MAX_SEC (sizeof(time_t) > 4 ? (time_t)3155760000 : (time_t)0x10000000)
-#define LD_POOL_SLAB 512  /* futures per slab (32 KiB) */
-#define LD_POOL_KEEP 4096 /* per-thread free futures before giving back */
-
-#if defined(__GNUC__)
-#define TLS __thread __attribute__((tls_model("initial-exec")))
-#define LIKELY(x) __builtin_expect(!!(x), 1)
-#define COLD __attribute__((noinline, cold))
-#define NOINLINE __attribute__((noinline))
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define TLS _Thread_local
-#define LIKELY(x) (x)
-#define COLD
-#define NOINLINE
-#define ALWAYS_INLINE inline
-#define UNLIKELY(x) (x)
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#define LD_POOL_DEFAULT 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LD_POOL_DEFAULT 0
-#endif
-#endif
-#ifndef LD_POOL_DEFAULT
-#define LD_POOL_DEFAULT 1
-#endif
 
 /* word bits */
 #define W_LOCK 0x1u
@@ -165,38 +139,6 @@ bool ld__future_threads(void)
 /* ------------------------------------------------------------------------- */
 /* Nodes                                                                     */
 
-static inline uintptr_t link_get(const struct ld__node *n)
-{
-    return atomic_load_explicit(&((struct ld__node *)n)->link, memory_order_relaxed);
-}
-
-static inline void link_put(struct ld__node *n, uintptr_t v)
-{
-    atomic_store_explicit(&n->link, v, memory_order_relaxed);
-}
-
-static inline struct ld__node *node_next(const struct ld__node *n)
-{
-    return (struct ld__node *)(link_get(n) & ~(uintptr_t)1);
-}
-
-static inline void node_set_next(struct ld__node *n, struct ld__node *next)
-{
-    link_put(n, (uintptr_t)next | (link_get(n) & 1));
-}
-
-static inline int node_is_x(const struct ld__node *n)
-{
-    return (int)(link_get(n) & 1);
-}
-
-static inline ld_future *node_future(struct ld__node *n)
-{
-    if (node_is_x(n))
-        return ((struct ld__xnode *)n)->future;
-    return (ld_future *)(void *)((char *)n - offsetof(struct ld_future, n0));
-}
-
 static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
 {
     struct ld__xnode *x = ld__malloc(sizeof(*x));
@@ -209,399 +151,6 @@ static struct ld__xnode *xnode_new(ld_future *f, ld_future_cb fn, void *arg)
     x->tail = x;
     x->flags = LD__XN_HEAP;
     return x;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Future memory: per-thread free lists over 512-future slabs                */
-
-struct pool {
-    ld_future *free;
-    size_t n;
-    int registered;
-};
-
-static TLS struct pool tl_pool;
-static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static ld_future *g_pool_free;
-static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
-static pthread_key_t g_pool_key;
-static atomic_int g_pool_on = -1; /* -1 until pool_init_once ran */
-
-static inline ld_future *pool_link(ld_future *f)
-{
-    return *(ld_future **)f;
-}
-
-static inline void pool_set_link(ld_future *f, ld_future *next)
-{
-    *(ld_future **)f = next;
-}
-
-/* Thread exit: hand the thread's free futures to everyone. */
-static void pool_thread_exit(void *arg)
-{
-    struct pool *p = arg;
-    ld_future *f = p->free;
-    if (!f)
-        return;
-    ld_future *last = f;
-    while (pool_link(last))
-        last = pool_link(last);
-    pthread_mutex_lock(&g_pool_mu);
-    pool_set_link(last, g_pool_free);
-    g_pool_free = p->free;
-    pthread_mutex_unlock(&g_pool_mu);
-    p->free = NULL;
-    p->n = 0;
-}
-
-static void pool_init_once(void)
-{
-    const char *env = getenv("LDASYNC_NO_POOL");
-    pthread_key_create(&g_pool_key, pool_thread_exit);
-    atomic_store(&g_pool_on, LD_POOL_DEFAULT && !(env && *env && strcmp(env, "0") != 0));
-}
-
-static inline int pool_enabled(void)
-{
-    int on = atomic_load_explicit(&g_pool_on, memory_order_relaxed);
-    if (UNLIKELY(on < 0)) {
-        pthread_once(&g_pool_once, pool_init_once);
-        on = atomic_load(&g_pool_on);
-    }
-    return on;
-}
-
-COLD static void pool_register(struct pool *p)
-{
-    p->registered = 1;
-    pthread_setspecific(g_pool_key, p);
-}
-
-COLD static ld_future *pool_refill(struct pool *p)
-{
-    if (!p->registered)
-        pool_register(p);
-    pthread_mutex_lock(&g_pool_mu);
-    ld_future *got = g_pool_free;
-    size_t n = 0;
-    if (got) {
-        ld_future *last = got;
-        while (++n < LD_POOL_KEEP / 2 && pool_link(last))
-            last = pool_link(last);
-        g_pool_free = pool_link(last);
-        pool_set_link(last, NULL);
-    }
-    pthread_mutex_unlock(&g_pool_mu);
-    if (!got) {
-        /* Slabs are never returned to malloc: a server's peak number of
-         * futures stays available for reuse (see README, memory). */
-        /* Aligned, so that each future is exactly one cache line. */
-        ld_future *slab = ld__aligned_alloc(64, LD_POOL_SLAB * sizeof(ld_future));
-        if (!slab)
-            return NULL;
-        for (size_t i = 1; i < LD_POOL_SLAB; i++)
-            pool_set_link(&slab[i], i + 1 < LD_POOL_SLAB ? &slab[i + 1] : NULL);
-        p->free = &slab[1];
-        p->n = LD_POOL_SLAB - 1;
-        return &slab[0];
-    }
-    p->free = pool_link(got);
-    p->n = n - 1;
-    return got;
-}
-
-static inline ld_future *future_mem(void)
-{
-    if (!pool_enabled())
-        return ld__malloc(sizeof(ld_future));
-    struct pool *p = &tl_pool;
-    ld_future *f = p->free;
-    if (LIKELY(f != NULL)) {
-        p->free = pool_link(f);
-        p->n--;
-        return f;
-    }
-    return pool_refill(p);
-}
-
-COLD static void pool_give_back(struct pool *p)
-{
-    ld_future *first = p->free, *last = first;
-    for (size_t i = 1; i < LD_POOL_KEEP / 2; i++)
-        last = pool_link(last);
-    p->free = pool_link(last);
-    p->n -= LD_POOL_KEEP / 2;
-    pthread_mutex_lock(&g_pool_mu);
-    pool_set_link(last, g_pool_free);
-    g_pool_free = first;
-    pthread_mutex_unlock(&g_pool_mu);
-}
-
-static inline void future_mem_free(ld_future *f)
-{
-    if (!atomic_load_explicit(&g_pool_on, memory_order_relaxed)) {
-        ld__free(f);
-        return;
-    }
-    struct pool *p = &tl_pool;
-    if (UNLIKELY(!p->registered))
-        pool_register(p);
-    pool_set_link(f, p->free);
-    p->free = f;
-    if (UNLIKELY(++p->n > LD_POOL_KEEP))
-        pool_give_back(p);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Dispatchers                                                               */
-
-/*
- * Why a dispatcher lives as long as the process: libevent 2.1 offers no hook
- * that runs when a base is freed, and counting live futures per base to free
- * it with the last one costs two atomic operations per future (~12 ns here,
- * more than half the round-trip budget). So a dispatcher is created for each
- * base address on first use and kept; its events are plain memory that
- * libevent only references while they are active or added, which is never
- * the case once the user has released a base's futures and freed the base.
- * A new base at the same address reuses the dispatcher. The cost is one small
- * struct per distinct base address, reachable until exit.
- */
-static pthread_mutex_t g_loop_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ld__loop *g_loops;
-static void *g_loops_block; /* the start of g_loops's allocation */
-static TLS struct event_base *tl_cache_base;
-static TLS struct ld__loop *tl_cache_loop;
-static TLS struct ld__loop *tl_drain; /* the loop draining on this thread */
-
-static void drain_cb(evutil_socket_t fd, short what, void *arg);
-
-static struct event *loop_event(struct event_base *base, struct ld__loop *l)
-{
-    struct event *ev = ld__calloc(1, event_get_struct_event_size());
-    if (!ev)
-        return NULL;
-    if (event_assign(ev, base, -1, 0, drain_cb, l) != 0) {
-        ld__free(ev);
-        return NULL;
-    }
-    /* Priority 0 is valid on every base, also one created later at this
-     * address with fewer priorities; callbacks are continuations of events
-     * that already ran, so running them first keeps latency low. */
-    event_priority_set(ev, 0);
-    return ev;
-}
-
-/* Aligned by hand rather than with ld__aligned_alloc(), so that the registry
- * can keep the start of each allocation (*block): a dispatcher stays until
- * exit, and memcheck reports a block that only an interior pointer reaches
- * as "possibly lost". Cold, like the other rare paths added since: kept
- * out of the hot code, whose alignment the round-trip benchmarks feel. */
-COLD static struct ld__loop *loop_create(struct event_base *base, void **block)
-{
-    unsigned char *raw = ld__malloc(sizeof(struct ld__loop) + 63);
-    if (!raw)
-        return NULL;
-    struct ld__loop *l = (struct ld__loop *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-    *block = raw;
-    memset(l, 0, sizeof(*l));
-    l->base = base;
-    l->rhead = &l->stub;
-    atomic_init(&l->rtail, &l->stub);
-    l->ev_run = loop_event(base, l);
-    l->ev_yield = loop_event(base, l);
-    if (!l->ev_run || !l->ev_yield) {
-        ld__free(l->ev_run);
-        ld__free(l->ev_yield);
-        ld__free(raw);
-        return NULL;
-    }
-    return l;
-}
-
-static struct ld__loop *loop_for(struct event_base *base)
-{
-    if (LIKELY(tl_cache_base == base))
-        return tl_cache_loop;
-    pthread_mutex_lock(&g_loop_mu);
-    struct ld__loop *l = g_loops;
-    while (l && l->base != base)
-        l = l->next;
-    if (!l) {
-        void *block;
-        l = loop_create(base, &block);
-        if (l) {
-            l->next = g_loops;
-            l->next_block = g_loops_block;
-            g_loops = l;
-            g_loops_block = block;
-        }
-    }
-    pthread_mutex_unlock(&g_loop_mu);
-    if (l) {
-        tl_cache_base = base;
-        tl_cache_loop = l;
-    }
-    return l;
-}
-
-/* Appends the chain first..last (linked) to the producer end of the remote
- * FIFO. Any thread. */
-static void remote_push(struct ld__loop *l, struct ld__node *first, struct ld__node *last)
-{
-    node_set_next(last, NULL);
-    struct ld__node *prev = atomic_exchange(&l->rtail, last);
-    /* release: whoever sees this link sees the chain's contents */
-    atomic_store_explicit(&prev->link, (uintptr_t)first | (link_get(prev) & 1),
-                          memory_order_release);
-}
-
-static inline struct ld__node *next_acquire(struct ld__node *n)
-{
-    return (struct ld__node *)(atomic_load_explicit(&n->link, memory_order_acquire) &
-                               ~(uintptr_t)1);
-}
-
-/* Pops the oldest remote node, or NULL when there is none or a producer is
- * between its exchange and its link (that node comes in a later pass).
- * Draining thread only. A node is handed out only once its successor is
- * linked, so no producer writes to it afterwards. */
-static struct ld__node *remote_pop(struct ld__loop *l)
-{
-    struct ld__node *head = l->rhead, *next = next_acquire(head);
-    if (head == &l->stub) {
-        if (!next)
-            return NULL;
-        l->rhead = head = next;
-        next = next_acquire(head);
-    }
-    if (!next) {
-        if (head != atomic_load(&l->rtail))
-            return NULL; /* a push is half done */
-        link_put(&l->stub, 0);
-        remote_push(l, &l->stub, &l->stub);
-        next = next_acquire(head);
-        if (!next)
-            return NULL;
-    }
-    l->rhead = next;
-    __builtin_prefetch(next);
-    return head;
-}
-
-static inline int remote_empty(struct ld__loop *l)
-{
-    return l->rhead == &l->stub && atomic_load(&l->rtail) == &l->stub;
-}
-
-/* Appends the chain first..last to the local FIFO. Loop thread only. */
-static void local_append(struct ld__loop *l, struct ld__node *first, struct ld__node *last)
-{
-    node_set_next(last, NULL);
-    if (l->tail)
-        node_set_next(l->tail, first);
-    else
-        l->head = first;
-    l->tail = last;
-}
-
-/* Moves what other threads queued to the end of the local FIFO, so that a
- * local append keeps completion order. */
-static void take_remote(struct ld__loop *l)
-{
-    struct ld__node *n;
-    while ((n = remote_pop(l)) != NULL)
-        local_append(l, n, n);
-}
-
-static ALWAYS_INLINE void run_node(struct ld__node *n)
-{
-    ld_future_cb fn = n->fn;
-    void *arg = n->arg;
-    ld_future *f;
-    if (node_is_x(n)) {
-        struct ld__xnode *x = (struct ld__xnode *)n;
-        f = x->future;
-        if (x->flags & LD__XN_HEAP)
-            ld__free(x);
-    } else {
-        f = node_future(n);
-        n->fn = NULL; /* the embedded node is free for a later callback */
-        link_put(n, 0);
-    }
-    fn(f, arg);
-    ld_future_unref(f);
-}
-
-/* Runs the callbacks first..last (linked, not queued) as drain_cb() would
- * have run them had they been queued with nothing ahead of them. */
-static void run_chain(struct ld__node *first, struct ld__node *last)
-{
-    struct ld__node *n = first, *next;
-    do {
-        next = n == last ? NULL : node_next(n);
-        run_node(n);
-    } while ((n = next) != NULL);
-}
-
-COLD static void fwd_clear(struct ld__loop *l);
-
-static void drain_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct ld__loop *l = arg;
-    struct ld__loop *outer = tl_drain;
-    (void)fd;
-    (void)what;
-    tl_drain = l;
-    for (unsigned budget = LD_DRAIN_BUDGET; budget > 0; budget--) {
-        struct ld__node *n = l->head;
-        if (n) {
-            l->head = node_next(n);
-            if (!l->head)
-                l->tail = NULL;
-        } else if ((n = remote_pop(l)) == NULL) {
-            break;
-        }
-        run_node(n);
-    }
-    tl_drain = outer;
-    if (UNLIKELY(atomic_load_explicit(&l->fwd_stale, memory_order_relaxed)))
-        fwd_clear(l); /* give the memory back once the chains settle */
-    if (l->head || !remote_empty(l)) {
-        static const struct timeval now = {0, 0};
-        event_add(l->ev_yield, &now);
-        return;
-    }
-    atomic_store(&l->scheduled, 0);
-    /* A push that saw scheduled == 1 just before the store above relies on
-     * this second look. */
-    if (!remote_empty(l) && !atomic_exchange(&l->scheduled, 1))
-        event_active(l->ev_run, 0, 0);
-}
-
-/* Queues the chain first..last (linked by node_next) behind everything that
- * became ready before it. `shared`: the future may be used by other threads,
- * so this may not be the loop thread. */
-static void enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last,
-                    unsigned shared)
-{
-    int local = tl_drain == l || !shared;
-    if (local && !remote_empty(l)) {
-        take_remote(l);
-        /* A push from another thread still half done: queue behind it. */
-        local = remote_empty(l);
-    }
-    if (local) {
-        local_append(l, first, last);
-        if (tl_drain != l && !atomic_load_explicit(&l->scheduled, memory_order_relaxed)) {
-            atomic_store_explicit(&l->scheduled, 1, memory_order_relaxed);
-            event_active(l->ev_run, 0, 0);
-        }
-        return;
-    }
-    remote_push(l, first, last);
-    if (!atomic_load(&l->scheduled) && !atomic_exchange(&l->scheduled, 1))
-        event_active(l->ev_run, 0, 0);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -765,10 +314,8 @@ static void future_destroy(ld_future *f)
     tl_destroying = 0;
 }
 
-void ld_future_unref(ld_future *f)
+void ld__future_unref(ld_future *f)
 {
-    if (!f)
-        return;
     unsigned n = atomic_load_explicit(&f->refs, memory_order_acquire);
     if (n == 1) {
         future_destroy(f);
@@ -782,6 +329,12 @@ void ld_future_unref(ld_future *f)
     } else if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
         future_destroy(f);
     }
+}
+
+void ld_future_unref(ld_future *f)
+{
+    if (f)
+        ld__future_unref(f);
 }
 
 struct event_base *ld_future_base(const ld_future *f)
@@ -870,7 +423,7 @@ static int settle(ld_future *f, struct settle_req *r)
         /* A callback's argument is usually the next thing it touches (for a
          * then link, the next future of the chain): start loading it. */
         __builtin_prefetch(first->arg);
-        enqueue(f->loop, first, last, w & W_SHARED);
+        ld__enqueue(f->loop, first, last, w & W_SHARED);
     }
     f_unlock(f, w);
     return 0;
@@ -1106,13 +659,13 @@ static void later_settle(ld_future *f, bool last_of_batch)
     }
     __builtin_prefetch(first->arg);
     struct ld__loop *l = f->loop;
-    if (last_of_batch && !l->head && tl_drain == l && remote_empty(l)) {
+    if (last_of_batch && !l->head && ld__tl_drain == l && remote_empty(l)) {
         /* Queued now, the callbacks would be next: they run now. */
         f_unlock(f, w);
         run_chain(first, last);
         return;
     }
-    enqueue(l, first, last, w & W_SHARED);
+    ld__enqueue(l, first, last, w & W_SHARED);
     f_unlock(f, w);
 }
 
@@ -1234,7 +787,7 @@ static void later_push(ld_future *f, bool reserved)
     b->loop = l;
     b->first = b->last = f;
     l->later_open = b;
-    enqueue(l, &b->x.n, &b->x.n, 0);
+    ld__enqueue(l, &b->x.n, &b->x.n, 0);
 }
 
 void ld__later_fulfill(ld_future *f, bool has_value, bool v)
@@ -1389,7 +942,7 @@ static int add_cb(ld_future *f, ld_future_cb fn, void *arg)
         n->arg = arg;
         link_put(n, 0);
     }
-    enqueue(f->loop, n, n, w & W_SHARED);
+    ld__enqueue(f->loop, n, n, w & W_SHARED);
     return 0;
 }
 
@@ -1506,7 +1059,7 @@ static size_t fwd_slot(const struct ld__loop *l, const ld_future *f)
     return (size_t)(h >> 16) & (l->fwd_cap - 1);
 }
 
-COLD static void fwd_clear(struct ld__loop *l)
+COLD void ld__fwd_clear(struct ld__loop *l)
 {
     atomic_store(&l->fwd_stale, 0);
     ld__free(l->fwd_tab);
@@ -1586,7 +1139,7 @@ COLD static int waits_on(ld_future *from, ld_future *target)
 {
     struct ld__loop *l = from->loop;
     if (atomic_load(&l->fwd_stale))
-        fwd_clear(l);
+        ld__fwd_clear(l);
     ld_future *cur = from, *next;
     while (cur != target) {
         if (!(next = fwd_get(l, cur)) && !(next = upstream_of(cur, 1)))
@@ -2030,7 +1583,7 @@ int ld_future_wait(ld_future *f)
      * (-1, after logging a warning through libevent's log callback).
      * event_base_get_running_event() would tell, but libevent 2.1.12 crashes
      * in it when called outside any callback without threading. */
-    if (tl_drain == l)
+    if (ld__tl_drain == l)
         return LD_EBUSY;
     /* One pass that cannot block tells whether this thread may run the loop
      * at all (-1: inside one of its callbacks, or another thread runs it). */
