@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the layout of futures and of the per-base dispatcher, private to
  * the files that implement them: future.c (the future itself), loop.c (the

@@ -254,7 +254,7 @@ static inline void value_release(ld_future *f)
         json_decref(f->a.j);
         break;
     case V_JSON_LEASED:
-        ((struct ld__lease *)f->b.p)->release(f->b.p);
+        ((struct ld_lease *)f->b.p)->release(f->b.p);
         break;
     case V_PTR:
         if (f->b.free)
@@ -703,7 +703,7 @@ ld_future *ld__future_later_new(struct event_base *base)
     return f;
 }
 
-ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld__lease *lease)
+ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld_lease *lease)
 {
     /* ld__future_later_new() and later_fulfill_json() in one: the spare
      * batch is there or made before the future, and used at once. */

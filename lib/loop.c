@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the per-base dispatcher (struct ld__loop, future-layout.h): the
  * registry of loops, the FIFO of callback nodes each loop runs (a local one

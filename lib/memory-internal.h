@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the memory store's reclamation (memory_reclaim.c) as the
  * store's tables (memory_store.c) use it; see memory_reclaim.c for the
@@ -37,7 +38,7 @@ struct bin {
 #define GEN_ITEMS 32
 
 struct gen {
-    struct ld__lease lease;   /* first: the future releases &gen->lease */
+    struct ld_lease lease;   /* first: the future releases &gen->lease */
     _Atomic size_t refs;      /* the store's while it keeps the gen, one per lease */
     bool shared;              /* made with libevent threading on: atomic counts */
     uint32_t n;               /* items noted (since the gen last had no lease out) */
@@ -124,7 +125,7 @@ static inline void gen_add(struct gen *g)
 /* A lease on the current generation for a get of `item` (stored in a
  * table), which the generation notes; NULL without memory (then the
  * caller references the item instead). */
-static inline struct ld__lease *ld__mem_lease(struct reclaim *r, json_t *item)
+static inline struct ld_lease *ld__mem_lease(struct reclaim *r, json_t *item)
 {
     struct gen *g = r->cur;
     if (g->n == GEN_ITEMS || g->bin.n || (!g->shared && ld__future_threads()))

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the memory store's reclamation: what the store lets go of later,
  * and when (memory-internal.h for what memory_store.c uses of it).
@@ -126,7 +127,7 @@ static void gen_free(struct gen *g)
 /* A lease's release, from any thread: the last count of a generation is a
  * lease's only once the store left the generation to its leases, sealed
  * and without garbage. */
-static void gen_release(struct ld__lease *lease)
+static void gen_release(struct ld_lease *lease)
 {
     struct gen *g = (struct gen *)lease;
     if (gen_drop(g))

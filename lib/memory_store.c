@@ -8,10 +8,10 @@
  * are copied to the heap), so a lookup touches one line of the table and no
  * string elsewhere; a tombstone keeps no JSON, so a delete allocates
  * nothing. get, upsert and delete hash the key once and read no field of
- * any stored item. The library's front layer calls these
- * operations synchronously (store-internal.h): no future for the
- * implementation, and writes answer with the store's two shared bool
- * futures; init validates and loads in one pass over the data.
+ * any stored item. Every operation answers within the call (the version 2
+ * members of struct ld_store_ops, store.h): the front layer makes no
+ * future for the implementation, and each caller's future completes from
+ * the loop; init validates and loads in one pass over the data.
  *
  * all answers with a jansson object of the live items, built on the first
  * all and then kept in step with every write: in place while the store
@@ -36,7 +36,6 @@
 #include "alloc-internal.h"
 #include "kind-internal.h"
 #include "memory-internal.h"
-#include "store-internal.h"
 
 /* ------------------------------------------------------------------------- */
 /* Layout                                                                    */
@@ -402,7 +401,7 @@ static int put(struct table *t, json_t *item, const struct ld_item_info *info, s
 }
 
 /* ------------------------------------------------------------------------- */
-/* Operations (struct ld_store_ops and the synchronous ones)                 */
+/* Operations: struct ld_store_ops, all answered at once (version 2)         */
 
 /* The live item under `key`, or NULL. */
 static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key, size_t len)
@@ -412,23 +411,18 @@ static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key, 
     return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
 }
 
-static ld_future *mem_get_now(void *impl, struct event_base *base, const ld_kind *kind,
-                              const char *key, size_t len)
+/* A get: the item borrowed under a lease on its generation (a jansson
+ * reference only when no generation could note it). */
+static int mem_get_now(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                       struct ld_lease **lease)
 {
     struct memory *mem = impl;
-    json_t *item = lookup(mem, kind, key, len);
-    if (!item)
-        return ld__future_later_json(base, NULL, NULL);
-    struct ld__lease *lease = ld__mem_lease(&mem->rc, item);
-    if (!lease)
-        return ld__future_later_json(base, item_ref(item), NULL);
-    return ld__future_later_json(base, item, lease);
-}
-
-static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
-{
-    ld_future_fulfill_json(out, item_ref(lookup(impl, kind, key, strlen(key))));
-    ld_future_unref(out);
+    json_t *found = lookup(mem, kind, key, len);
+    *item = found;
+    *lease = NULL;
+    if (found && !(*lease = ld__mem_lease(&mem->rc, found)))
+        *item = item_ref(found);
+    return 0;
 }
 
 static json_t *snapshot_of(const struct table *t)
@@ -444,33 +438,14 @@ static json_t *snapshot_of(const struct table *t)
     return snap;
 }
 
-static void mem_all(void *impl, const ld_kind *kind, ld_future *out)
+/* All: the kind's snapshot, made when first asked for after a change. */
+static int mem_all_now(void *impl, const ld_kind *kind, json_t **all)
 {
     struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
     if (!t->sn.snap)
         t->sn.snap = snapshot_of(t);
-    if (t->sn.snap)
-        ld_future_fulfill_json(out, json_incref(t->sn.snap));
-    else
-        ld_future_reject(out, LD_ENOMEM, NULL);
-    ld_future_unref(out);
-}
-
-static ld_future *mem_all_now(void *impl, struct event_base *base, const ld_kind *kind)
-{
-    struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
-    if (!t->sn.snap)
-        t->sn.snap = snapshot_of(t);
-    return t->sn.snap ? ld__future_later_json(base, json_incref(t->sn.snap), NULL) : NULL;
-}
-
-static void complete_write(ld_future *out, int rc)
-{
-    if (rc < 0)
-        ld_future_reject(out, rc, NULL);
-    else
-        ld_future_fulfill_bool(out, rc == 1);
-    ld_future_unref(out);
+    *all = json_incref(t->sn.snap);
+    return *all ? 0 : LD_ENOMEM;
 }
 
 /* Writes `item` (NULL: a tombstone) and lets go of what it replaced. */
@@ -504,22 +479,10 @@ static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
     return store_item(mem, kind, item, info, mem->hint_len, mem->hint_hash);
 }
 
-static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
-                       const struct ld_item_info *info, ld_future *out)
-{
-    complete_write(out, store_hashing(impl, kind, item, info));
-}
-
 static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
 {
     struct ld_item_info info = {key, version, true};
     return store_hashing(impl, kind, NULL, &info);
-}
-
-static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
-                    ld_future *out)
-{
-    complete_write(out, mem_del_now(impl, kind, key, version));
 }
 
 static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct ld_item_info *info)
@@ -561,16 +524,6 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
     return rc;
 }
 
-static void mem_init(void *impl, const json_t *all_data, ld_future *out)
-{
-    int rc = mem_init_now(impl, all_data, NULL);
-    if (rc == 0)
-        ld_future_fulfill(out);
-    else
-        ld_future_reject(out, rc, NULL);
-    ld_future_unref(out);
-}
-
 static void mem_initialized(void *impl, ld_future *out)
 {
     ld_future_fulfill_bool(out, ((struct memory *)impl)->inited);
@@ -592,19 +545,6 @@ static const char *mem_describe(void *impl)
     return "memory";
 }
 
-static const struct ld_store_ops memory_ops = {
-    .version = LD_STORE_OPS_VERSION,
-    .get = mem_get,
-    .all = mem_all,
-    .init = mem_init,
-    .upsert = mem_upsert,
-    .del = mem_del,
-    .initialized = mem_initialized,
-    .close = NULL, /* nothing to release before free */
-    .free = mem_free,
-    .describe = mem_describe,
-};
-
 /* Hashes the key (kept for mem_upsert_now) and prefetches its home slot. */
 static void mem_prefetch(void *impl, const ld_kind *kind, const char *key, size_t len)
 {
@@ -619,13 +559,19 @@ static void mem_prefetch(void *impl, const ld_kind *kind, const char *key, size_
     __builtin_prefetch(&t->slots[mem->hint_hash & t->mask], 1);
 }
 
-static const struct ld__store_sync_ops memory_sync_ops = {
+/* Every operation answers at once: no asynchronous member. */
+static const struct ld_store_ops memory_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .initialized = mem_initialized,
+    .close = NULL, /* nothing to release before free */
+    .free = mem_free,
+    .describe = mem_describe,
+    .get_now = mem_get_now,
+    .all_now = mem_all_now,
+    .init_now = mem_init_now,
+    .upsert_now = mem_upsert_now,
+    .del_now = mem_del_now,
     .prefetch = mem_prefetch,
-    .get = mem_get_now,
-    .all = mem_all_now,
-    .init = mem_init_now,
-    .upsert = mem_upsert_now,
-    .del = mem_del_now,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -645,7 +591,7 @@ ld_store *ld_memory_store_new(struct event_base *base)
     int ok = 1;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 0) == 0 && ok;
-    ld_store *s = ok ? ld__store_new_sync(base, &memory_ops, &memory_sync_ops, mem) : NULL;
+    ld_store *s = ok ? ld_store_new(base, &memory_ops, mem) : NULL;
     if (!s)
         mem_free(mem); /* the front layer did not take it */
     return s;

@@ -1,3 +1,4 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the memory of futures: per-thread free lists over 512-future
  * slabs. The fast path (future_mem(), future_mem_free()) is inline in

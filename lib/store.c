@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <ldasync/error.h>
 #include <ldasync/store.h>
@@ -15,7 +16,6 @@
 #include "front-internal.h"
 #include "future-internal.h"
 #include "kind-internal.h"
-#include "store-internal.h"
 
 /* The view is a member of the store: ld_store_read_only() gives its
  * address, and the view's functions find the store from it. */
@@ -26,31 +26,37 @@ struct ld_read_only_store {
 struct ld_store {
     struct ld__component c; /* first: the skeleton (front-internal.h) */
     ld_read_only_store view;
-    const struct ld_store_ops *ops;
-    const struct ld__store_sync_ops *sync; /* or NULL */
+    /* A copy: a version 1 struct has no version 2 members to read. */
+    struct ld_store_ops ops;
 };
 
-ld_store *ld__store_new_sync(struct event_base *base, const struct ld_store_ops *ops,
-                             const struct ld__store_sync_ops *sync, void *impl)
+/* The size of struct ld_store_ops at version 1. */
+#define OPS_V1_SIZE offsetof(struct ld_store_ops, get_now)
+
+/* True if `ops` can serve every operation: through the asynchronous member
+ * or its _now twin. */
+static bool ops_complete(const struct ld_store_ops *o)
 {
-    if (!base || !ops || ops->version != LD_STORE_OPS_VERSION || !ops->get || !ops->all ||
-        !ops->init || !ops->upsert || !ops->del || !ops->initialized)
-        return NULL;
-    ld_store *s = ld__component_new(sizeof(*s), base, impl, "store is closed");
-    if (s) {
-        s->ops = ops;
-        s->sync = sync;
-    }
-    return s;
+    return o->initialized && (o->get || o->get_now) && (o->all || o->all_now) &&
+           (o->init || o->init_now) && (o->upsert || o->upsert_now) && (o->del || o->del_now);
 }
 
 ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, void *impl)
 {
-    return ld__store_new_sync(base, ops, NULL, impl);
+    struct ld_store_ops copy = {0};
+    if (!base || !ops || (ops->version != 1 && ops->version != LD_STORE_OPS_VERSION))
+        return NULL;
+    memcpy(&copy, ops, ops->version == 1 ? OPS_V1_SIZE : sizeof(copy));
+    if (!ops_complete(&copy))
+        return NULL;
+    ld_store *s = ld__component_new(sizeof(*s), base, impl, "store is closed");
+    if (s)
+        s->ops = copy;
+    return s;
 }
 
-/* The start and the end of every operation that goes through the
- * implementation's struct ld_store_ops (see front-internal.h). */
+/* The start and the end of an operation that goes through the front's queue
+ * (see front-internal.h). */
 static ld_future *begin(ld_store *s, const char *bad, struct ld__op *op)
 {
     return ld__front_begin(&s->c.front, bad, op);
@@ -61,9 +67,28 @@ static ld_future *finish(ld_store *s, struct ld__op *op)
     return ld__front_finish(&s->c.front, op);
 }
 
+static struct event_base *base_of(const ld_store *s)
+{
+    return ld__front_base(&s->c.front);
+}
+
+static ld_future *oom(ld_store *s)
+{
+    return ld__front_oom(&s->c.front);
+}
+
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define NOINLINE __attribute__((noinline))
+#else
+#define LIKELY(x) (x)
+#define NOINLINE
+#endif
+
 static const char E_KIND[] = "kind must not be NULL";
 static const char E_KEY[] = "key must be a non-empty string";
 static const char E_KEY_UTF8[] = "key must be valid UTF-8";
+static const char E_BUSY[] = "the store answered LD_EBUSY and has no asynchronous operation";
 
 /* NULL if kind and key are valid (with the key's length in *len), or why
  * not. */
@@ -77,58 +102,133 @@ static const char *check_key(const ld_kind *kind, const char *key, size_t *len)
     return ld__utf8_valid(key, *len) ? NULL : E_KEY_UTF8;
 }
 
-/* True when the implementation can answer `s`'s next operation at once:
- * it has synchronous operations, nothing is waiting before this one, and
- * the operation is valid on an open store. */
-static bool now(const ld_store *s, const char *bad)
+/* True when an operation with a _now member (`has_now`) is answered within
+ * the call: it is valid, the store is open and nothing issued before it
+ * waits, so that its result, completed later, keeps issue order. */
+static bool now(const ld_store *s, bool has_now, const char *bad)
 {
-    return s->sync && !bad && !ld__front_closed(&s->c.front) && ld__front_idle(&s->c.front);
+    return has_now && !bad && !ld__front_closed(&s->c.front) && ld__front_idle(&s->c.front);
 }
 
-/* The caller's future `f` for a synchronous write, made before the write
- * (a write that happened is never answered with LD_ENOMEM), completed from
- * the loop with the write's answer `rc` (1: applied, 0: not, or an error). */
-static ld_future *answer(ld_future *f, int rc)
+/* Completes `f`, made by ld__future_later_new() before a write (a write that
+ * happened is never answered with LD_ENOMEM), with the write's answer `rc`
+ * (1: applied, 0: not, or an error; `why` for LD_EINVAL). `has_value`:
+ * fulfilled with the bool, else with no value. LD_EBUSY is not an answer:
+ * `f` is then dropped and NULL returned. */
+static ld_future *answer(ld_future *f, int rc, bool has_value, const char *why)
+{
+    if (rc == LD_EBUSY) {
+        ld__later_fulfill(f, false, false); /* nobody will read it */
+        ld_future_unref(f);
+        return NULL;
+    }
+    if (rc < 0)
+        ld__later_reject_static(f, rc, rc == LD_EINVAL ? why : NULL);
+    else
+        ld__later_fulfill(f, has_value, has_value && rc != 0);
+    return f;
+}
+
+enum result { RES_JSON, RES_BOOL, RES_NONE };
+
+/* Completes `out` (the implementation future of a queued operation) with a
+ * _now member's answer `rc`: `v` (stolen) for RES_JSON, rc as a bool for
+ * RES_BOOL; `why` for LD_EINVAL. */
+static void settle_now(ld_future *out, int rc, enum result res, json_t *v, const char *why)
 {
     if (rc < 0)
-        ld__later_reject_static(f, rc, NULL);
+        ld_future_reject(out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
+    else if (res == RES_JSON)
+        ld_future_fulfill_json(out, v);
+    else if (res == RES_BOOL)
+        ld_future_fulfill_bool(out, rc != 0);
     else
-        ld__later_fulfill(f, true, rc != 0);
-    return f;
+        ld_future_fulfill(out);
+}
+
+/* The value of a get_now answer as a new reference. */
+static json_t *owned(json_t *item, struct ld_lease *lease)
+{
+    if (lease) {
+        json_incref(item);
+        lease->release(lease);
+    }
+    return item;
+}
+
+/* A get through the front's queue: `asked`, get_now said LD_EBUSY already. */
+static NOINLINE ld_future *get_queued(ld_store *s, const ld_kind *kind, const char *key, size_t len,
+                                      const char *bad, bool asked)
+{
+    struct ld__op op;
+    ld_future *r;
+    json_t *item = NULL;
+    struct ld_lease *lease = NULL;
+    if ((r = begin(s, bad, &op)) != NULL)
+        return r;
+    int rc = s->ops.get_now && !asked ? s->ops.get_now(s->c.impl, kind, key, len, &item, &lease)
+                                      : LD_EBUSY;
+    if (rc != LD_EBUSY)
+        settle_now(op.impl, rc, RES_JSON, rc == 0 ? owned(item, lease) : NULL, NULL);
+    else if (s->ops.get)
+        s->ops.get(s->c.impl, kind, key, ld_future_ref(op.impl));
+    else
+        ld_future_reject(op.impl, LD_EBUSY, E_BUSY);
+    return finish(s, &op);
 }
 
 ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
 {
-    struct ld__op op;
-    ld_future *r;
     if (!s)
         return NULL;
-    size_t len;
+    size_t len = 0;
     const char *bad = check_key(kind, key, &len);
-    if (now(s, bad)) {
-        r = s->sync->get(s->c.impl, ld__front_base(&s->c.front), kind, key, len);
-        return r ? r : ld__front_oom(&s->c.front);
+    bool asked = now(s, s->ops.get_now, bad);
+    if (LIKELY(asked)) {
+        json_t *item;
+        struct ld_lease *lease;
+        int rc = s->ops.get_now(s->c.impl, kind, key, len, &item, &lease);
+        ld_future *r = NULL;
+        if (LIKELY(rc == 0))
+            r = ld__future_later_json(base_of(s), item, lease);
+        else if (rc != LD_EBUSY)
+            r = ld__future_later_rejected(base_of(s), rc, NULL);
+        if (rc != LD_EBUSY)
+            return r ? r : oom(s);
     }
-    if ((r = begin(s, bad, &op)) != NULL)
-        return r;
-    s->ops->get(s->c.impl, kind, key, ld_future_ref(op.impl));
-    return finish(s, &op);
+    return get_queued(s, kind, key, len, bad, asked);
 }
 
 ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
 {
     struct ld__op op;
     ld_future *r;
+    json_t *all = NULL;
+    int rc;
     if (!s)
         return NULL;
     const char *bad = kind ? NULL : E_KIND;
-    if (now(s, bad)) {
-        r = s->sync->all(s->c.impl, ld__front_base(&s->c.front), kind);
-        return r ? r : ld__front_oom(&s->c.front);
+    bool asked = now(s, s->ops.all_now, bad);
+    if (asked) {
+        rc = s->ops.all_now(s->c.impl, kind, &all);
+        if (rc == 0) {
+            r = ld__future_later_json(base_of(s), all, NULL);
+            return r ? r : oom(s);
+        }
+        if (rc != LD_EBUSY) {
+            r = ld__future_later_rejected(base_of(s), rc, NULL);
+            return r ? r : oom(s);
+        }
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->all(s->c.impl, kind, ld_future_ref(op.impl));
+    rc = s->ops.all_now && !asked ? s->ops.all_now(s->c.impl, kind, &all) : LD_EBUSY;
+    if (rc != LD_EBUSY)
+        settle_now(op.impl, rc, RES_JSON, rc == 0 ? all : NULL, NULL);
+    else if (s->ops.all)
+        s->ops.all(s->c.impl, kind, ld_future_ref(op.impl));
+    else
+        ld_future_reject(op.impl, LD_EBUSY, E_BUSY);
     return finish(s, &op);
 }
 
@@ -137,23 +237,32 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
     struct ld__op op;
     ld_future *r;
     const char *bad = NULL;
+    int rc;
     if (!s)
         return NULL;
-    if (now(s, NULL)) { /* validation and loading in one pass */
-        /* first: an init that happened must be told */
-        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
-            return ld__front_oom(&s->c.front);
-        int rc = s->sync->init(s->c.impl, all_data, &bad);
-        if (rc == 0)
-            ld__later_fulfill(r, false, false);
-        else
-            ld__later_reject_static(r, rc, rc == LD_EINVAL ? bad : NULL);
-        return r;
+    bool asked = now(s, s->ops.init_now, NULL);
+    if (asked) { /* init_now validates and loads in one pass */
+        if (!(r = ld__future_later_new(base_of(s))))
+            return oom(s);
+        rc = s->ops.init_now(s->c.impl, all_data, &bad);
+        if ((r = answer(r, rc, false, bad)) != NULL)
+            return r;
     }
-    ld_data_validate(all_data, &bad);
+    if (!s->ops.init_now || asked) /* asked: LD_EBUSY, for the asynchronous init */
+        ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->init(s->c.impl, all_data, ld_future_ref(op.impl));
+    rc = s->ops.init_now && !asked ? s->ops.init_now(s->c.impl, all_data, &bad) : LD_EBUSY;
+    if (rc == LD_EBUSY && !asked && s->ops.init_now)
+        ld_data_validate(all_data, &bad);
+    if (rc != LD_EBUSY)
+        settle_now(op.impl, rc, RES_NONE, NULL, bad);
+    else if (bad)
+        ld_future_reject(op.impl, LD_EINVAL, "%s", bad);
+    else if (s->ops.init)
+        s->ops.init(s->c.impl, all_data, ld_future_ref(op.impl));
+    else
+        ld_future_reject(op.impl, LD_EBUSY, E_BUSY);
     return finish(s, &op);
 }
 
@@ -167,7 +276,7 @@ struct hint {
 static void hint(void *arg, const char *key, size_t len)
 {
     struct hint *h = arg;
-    h->s->sync->prefetch(h->s->c.impl, h->kind, key, len);
+    h->s->ops.prefetch(h->s->c.impl, h->kind, key, len);
 }
 
 ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
@@ -176,24 +285,33 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
     ld_future *r;
     const char *bad = NULL;
     struct ld_item_info info;
+    int rc;
     if (!s)
         return NULL;
     if (!kind) {
         bad = E_KIND;
-    } else if (now(s, NULL) && s->sync->prefetch) {
+    } else if (s->ops.prefetch) {
         struct hint h = {s, kind};
         ld__item_parse_hinted(item, &info, &bad, hint, &h);
     } else {
         ld_item_parse(item, &info, &bad);
     }
-    if (now(s, bad)) {
-        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
-            return ld__front_oom(&s->c.front);
-        return answer(r, s->sync->upsert(s->c.impl, kind, item, &info));
+    bool asked = now(s, s->ops.upsert_now, bad);
+    if (asked) {
+        if (!(r = ld__future_later_new(base_of(s))))
+            return oom(s);
+        if ((r = answer(r, s->ops.upsert_now(s->c.impl, kind, item, &info), true, NULL)) != NULL)
+            return r;
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->upsert(s->c.impl, kind, item, &info, ld_future_ref(op.impl));
+    rc = s->ops.upsert_now && !asked ? s->ops.upsert_now(s->c.impl, kind, item, &info) : LD_EBUSY;
+    if (rc != LD_EBUSY)
+        settle_now(op.impl, rc, RES_BOOL, NULL, NULL);
+    else if (s->ops.upsert)
+        s->ops.upsert(s->c.impl, kind, item, &info, ld_future_ref(op.impl));
+    else
+        ld_future_reject(op.impl, LD_EBUSY, E_BUSY);
     return finish(s, &op);
 }
 
@@ -201,42 +319,51 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
 {
     struct ld__op op;
     ld_future *r;
+    int rc;
     if (!s)
         return NULL;
-    size_t len;
+    size_t len = 0;
     const char *bad = check_key(kind, key, &len);
     if (!bad && version < 0)
         bad = "version must be >= 0";
-    if (now(s, bad)) {
-        if (!(r = ld__future_later_new(ld__front_base(&s->c.front))))
-            return ld__front_oom(&s->c.front);
-        return answer(r, s->sync->del(s->c.impl, kind, key, version));
+    bool asked = now(s, s->ops.del_now, bad);
+    if (asked) {
+        if (!(r = ld__future_later_new(base_of(s))))
+            return oom(s);
+        if ((r = answer(r, s->ops.del_now(s->c.impl, kind, key, version), true, NULL)) != NULL)
+            return r;
     }
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
-    s->ops->del(s->c.impl, kind, key, version, ld_future_ref(op.impl));
+    rc = s->ops.del_now && !asked ? s->ops.del_now(s->c.impl, kind, key, version) : LD_EBUSY;
+    if (rc != LD_EBUSY)
+        settle_now(op.impl, rc, RES_BOOL, NULL, NULL);
+    else if (s->ops.del)
+        s->ops.del(s->c.impl, kind, key, version, ld_future_ref(op.impl));
+    else
+        ld_future_reject(op.impl, LD_EBUSY, E_BUSY);
     return finish(s, &op);
 }
 
 ld_future *ld_store_initialized(ld_store *s)
 {
-    return s ? ld__component_call(&s->c, NULL, s->ops->initialized) : NULL;
+    return s ? ld__component_call(&s->c, NULL, s->ops.initialized) : NULL;
 }
 
 ld_future *ld_store_close(ld_store *s)
 {
-    return s ? ld__component_close(&s->c, false, s->ops->close) : NULL;
+    return s ? ld__component_close(&s->c, false, s->ops.close) : NULL;
 }
 
 void ld_store_free(ld_store *s)
 {
     if (s) /* pending operations: LD_ECANCELED */
-        ld__component_free(&s->c, s->ops->free);
+        ld__component_free(&s->c, s->ops.free);
 }
 
 const char *ld_store_describe(const ld_store *s)
 {
-    return s ? ld__component_text(&s->c, s->ops->describe) : "(null)";
+    return s ? ld__component_text(&s->c, s->ops.describe) : "(null)";
 }
 
 struct event_base *ld_store_base(const ld_store *s)

@@ -591,6 +591,118 @@ static void mock_store_fixture(void)
     g_make_store = ld_mock_store_new;
 }
 
+/* A version 2 store whose members that answer at once always say LD_EBUSY,
+ * and whose asynchronous members hand the operation to a memory store:
+ * every operation takes the front's LD_EBUSY paths. */
+static int busy_get(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                    struct ld_lease **lease)
+{
+    (void)impl, (void)kind, (void)key, (void)len, (void)item, (void)lease;
+    return LD_EBUSY;
+}
+
+static int busy_all(void *impl, const ld_kind *kind, json_t **all)
+{
+    (void)impl, (void)kind, (void)all;
+    return LD_EBUSY;
+}
+
+static int busy_init(void *impl, const json_t *all_data, const char **why)
+{
+    (void)impl, (void)all_data, (void)why;
+    return LD_EBUSY;
+}
+
+static int busy_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                       const struct ld_item_info *info)
+{
+    (void)impl, (void)kind, (void)item, (void)info;
+    return LD_EBUSY;
+}
+
+static int busy_del(void *impl, const ld_kind *kind, const char *key, int64_t version)
+{
+    (void)impl, (void)kind, (void)key, (void)version;
+    return LD_EBUSY;
+}
+
+/* out adopts the inner store's answer `from`. */
+static void hand_to(ld_future *out, ld_future *from)
+{
+    if (ld_future_forward(out, from) != 0)
+        ld_future_reject(out, LD_ENOMEM, NULL);
+    ld_future_unref(out);
+}
+
+static void inner_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    hand_to(out, ld_store_get(impl, kind, key));
+}
+
+static void inner_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    hand_to(out, ld_store_all(impl, kind));
+}
+
+static void inner_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    hand_to(out, ld_store_init(impl, all_data));
+}
+
+static void inner_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                         const struct ld_item_info *info, ld_future *out)
+{
+    (void)info;
+    hand_to(out, ld_store_upsert(impl, kind, item));
+}
+
+static void inner_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                      ld_future *out)
+{
+    hand_to(out, ld_store_delete(impl, kind, key, version));
+}
+
+static void inner_initialized(void *impl, ld_future *out)
+{
+    hand_to(out, ld_store_initialized(impl));
+}
+
+static void inner_free(void *impl)
+{
+    ld_store_free(impl);
+}
+
+static const struct ld_store_ops busy_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = inner_get,
+    .all = inner_all,
+    .init = inner_init,
+    .upsert = inner_upsert,
+    .del = inner_del,
+    .initialized = inner_initialized,
+    .free = inner_free,
+    .get_now = busy_get,
+    .all_now = busy_all,
+    .init_now = busy_init,
+    .upsert_now = busy_upsert,
+    .del_now = busy_del,
+};
+
+static ld_store *busy_store_new(struct event_base *base)
+{
+    ld_store *inner = ld_memory_store_new(base);
+    ld_store *s = inner ? ld_store_new(base, &busy_ops, inner) : NULL;
+    if (!s)
+        ld_store_free(inner);
+    return s;
+}
+
+static void busy_store_fixture(void)
+{
+    chaos_setup();
+    g_make_store = busy_store_new;
+}
+
 CHAOS_TEST(test_chaos_store, STORE_PATHS)
 
 /* ---- the store sink ------------------------------------------------------ */
@@ -902,6 +1014,7 @@ static Suite *chaos_suite(void)
     add_case(s, "futures", chaos_setup, test_chaos_futures);
     add_case(s, "memory_store", memory_store_fixture, test_chaos_store);
     add_case(s, "mock_store", mock_store_fixture, test_chaos_store);
+    add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     return s;
 }

@@ -20,6 +20,17 @@ static ld_store *new_mock(struct event_base *base, void *arg)
     return ld_mock_store_new(base);
 }
 
+static ld_store *new_hybrid(struct event_base *base, void *arg)
+{
+    (void)arg;
+    return ld_test_hybrid_store_new(base);
+}
+
+static const struct ld_store_contract_factory hybrid_factory = {
+    .version = LD_STORE_CONTRACT_FACTORY_VERSION,
+    .new_store = new_hybrid,
+};
+
 static const struct ld_store_contract_factory memory_factory = {
     .version = LD_STORE_CONTRACT_FACTORY_VERSION,
     .new_store = new_memory,
@@ -52,7 +63,8 @@ Suite *ld_suite_contract(void)
 {
     Suite *s = suite_create("contract");
     if (ld_store_contract_add_tests(s, "memory", &memory_factory, NULL) != 0 ||
-        ld_store_contract_add_tests(s, "mock", &mock_factory, NULL) != 0)
+        ld_store_contract_add_tests(s, "mock", &mock_factory, NULL) != 0 ||
+        ld_store_contract_add_tests(s, "hybrid", &hybrid_factory, NULL) != 0)
         abort(); /* not inside a test: no ck_assert here */
     TCase *tc = tcase_create("registration");
     tcase_add_test(tc, test_add_tests_bad_input);

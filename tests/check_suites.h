@@ -4,6 +4,7 @@
 #define LDASYNC_TESTS_CHECK_SUITES_H
 
 #include <check.h>
+#include <ldasync/store.h>
 
 Suite *ld_suite_error(void);         /* check_error.c */
 Suite *ld_suite_version(void);       /* check_version.c */
@@ -11,6 +12,9 @@ Suite *ld_suite_future(void);        /* check_future.c */
 Suite *ld_suite_future_thread(void); /* check_future_thread.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_store(void);         /* check_store.c */
+Suite *ld_suite_store_now(void);     /* check_store_now.c */
+/* The hybrid store of check_store_now.c, for the contract. */
+ld_store *ld_test_hybrid_store_new(struct event_base *base);
 Suite *ld_suite_status(void);        /* check_status.c */
 Suite *ld_suite_sink(void);          /* check_sink.c */
 Suite *ld_suite_big_segments(void);  /* check_big_segments.c */

@@ -163,13 +163,28 @@ LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view
 /* ------------------------------------------------------------------------- */
 /* For implementers                                                          */
 
-/** The version of struct ld_store_ops this header describes. @since 0.1.0 */
-#define LD_STORE_OPS_VERSION 1
+/** The version of struct ld_store_ops this header describes: 2, which adds
+ *  the members that answer at once. A version 1 struct (without them) is
+ *  still accepted. @since 0.1.0 */
+#define LD_STORE_OPS_VERSION 2
 
-/** What an implementation provides. Each operation receives `out`, a pending
- *  future it owns (one reference): it must complete it (now or later, from
- *  any callback of the loop) and release it. Inputs are validated already:
- *  items are valid, keys non-empty valid UTF-8, kinds known; upsert also gets the item's
+/** What keeps an item that get_now answered with alive for as long as the
+ *  get's result holds it, so that the result needs no jansson reference
+ *  (which would touch the item's memory on every get). The store embeds it
+ *  in a structure of its own; the result calls release(lease) exactly once,
+ *  when it is freed: on whichever thread drops its last reference once
+ *  libevent threading is on. A future that adopts the item (then, forward,
+ *  ...) takes a jansson reference of its own. @since 0.1.0 */
+struct ld_lease {
+    void (*release)(struct ld_lease *lease);
+};
+
+/** What an implementation provides.
+ *
+ *  The asynchronous members receive `out`, a pending future they own (one
+ *  reference): each must complete it (now or later, from any callback of
+ *  the loop) and release it. Inputs are validated already: items are valid,
+ *  keys non-empty valid UTF-8, kinds known; upsert also gets the item's
  *  key, version and deleted flag, read once by the front layer. Results:
  *    get: fulfil_json with a new reference to the stored item, or with NULL
  *         when it is missing or a tombstone;
@@ -177,9 +192,41 @@ LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view
  *    init, close: fulfil; upsert, del, initialized: fulfil_bool;
  *    any: reject with LD_ESTORE (or another code) on a backend failure.
  *  The front layer orders completions, so an implementation may complete
- *  out of order. `close` and `free` may be NULL. @since 0.1.0 */
+ *  out of order.
+ *
+ *  Version 2 adds the members that answer within the call, for a store
+ *  that can (one in memory; a cache that holds the item). The front layer
+ *  calls one instead of its asynchronous twin and completes the caller's
+ *  future from the loop with the answer, in issue order, without a future
+ *  for the implementation (which is what makes the memory store's get cost
+ *  tens of nanoseconds). Inputs are validated as above, except for
+ *  init_now. Each returns:
+ *    get_now:    0, with *item the stored item or NULL (missing, tombstone)
+ *                and either *lease NULL (then *item is a new reference,
+ *                which the result takes) or a lease that keeps the
+ *                borrowed *item alive (struct ld_lease);
+ *    all_now:    0, with *all a new reference to the object of the items
+ *                without tombstones, which nobody modifies afterwards;
+ *    upsert_now, del_now: 1 when applied, 0 when not;
+ *    init_now:   0; `all_data` is not validated for it: it validates it as
+ *                ld_data_validate() does (it may call it), and for invalid
+ *                data answers LD_EINVAL with *why set (a static string)
+ *                and changes nothing;
+ *    any:        LD_EBUSY when it cannot answer now: the front calls the
+ *                asynchronous twin instead; another negative code rejects
+ *                the operation with it (LD_ENOMEM, LD_ESTORE, ...), and the
+ *                store must then be as it was.
+ *  An asynchronous member whose _now twin never answers LD_EBUSY may be
+ *  NULL (get, all, init, upsert, del); when LD_EBUSY comes for an operation
+ *  without one, the operation is rejected with LD_EBUSY. `prefetch`, if
+ *  given, hears of the key of an upsert while the front layer validates the
+ *  item (before upsert_now): it may start loading what the write will
+ *  touch.
+ *
+ *  `initialized` is required; `close`, `free`, `describe` and the version 2
+ *  members may be NULL. @since 0.1.0 */
 struct ld_store_ops {
-    int version; /* LD_STORE_OPS_VERSION */
+    int version; /* LD_STORE_OPS_VERSION (or 1) */
     void (*get)(void *impl, const ld_kind *kind, const char *key, ld_future *out);
     void (*all)(void *impl, const ld_kind *kind, ld_future *out);
     void (*init)(void *impl, const json_t *all_data, ld_future *out);
@@ -190,13 +237,23 @@ struct ld_store_ops {
     void (*close)(void *impl, ld_future *out);
     void (*free)(void *impl);
     const char *(*describe)(void *impl);
+    /* Version 2: answering at once. `len` is strlen(key). */
+    int (*get_now)(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                   struct ld_lease **lease);
+    int (*all_now)(void *impl, const ld_kind *kind, json_t **all);
+    int (*init_now)(void *impl, const json_t *all_data, const char **why);
+    int (*upsert_now)(void *impl, const ld_kind *kind, const json_t *item,
+                      const struct ld_item_info *info);
+    int (*del_now)(void *impl, const ld_kind *kind, const char *key, int64_t version);
+    void (*prefetch)(void *impl, const ld_kind *kind, const char *key, size_t len);
 };
 
 /** Makes a store from an implementation. `ops` is borrowed and must outlive
  *  the store (usually a static const struct); `impl` is handed to every
  *  operation and to ops->free. @return a new store; NULL if `base` or `ops`
- *  is NULL, ops->version is not one this library knows, a required operation
- *  is missing, or memory ran out (ops->free(impl) is not called then).
+ *  is NULL, ops->version is not one this library knows (1 or 2), an
+ *  operation is missing (`initialized`, or both an asynchronous member
+ *  and its _now twin), or memory ran out (ops->free(impl) is not called then).
  *  @since 0.1.0 */
 LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops,
                                  void *impl);
