@@ -92,7 +92,7 @@ struct slot {
     json_t *item; /* a deep copy of the live item (NULL for a tombstone) */
 };
 
-#define NOPS 7 /* enum ld_mock_op, LD_MOCK_ANY included */
+#define NOPS 7 /* enum ld_mock_op, LD_MOCK_OP_ANY included */
 
 struct model {
     struct slot s[NKINDS][NKEYS];
@@ -100,7 +100,7 @@ struct model {
     bool closed;
     int fail_left[NOPS];
     int fail_code[NOPS];
-    int calls[NOPS];      /* LD_MOCK_ANY unused: the sum */
+    int calls[NOPS];      /* LD_MOCK_OP_ANY unused: the sum */
     int inits;            /* inits that reached the mock */
     unsigned gen[NKINDS]; /* changes of each kind's data (applied writes, inits) */
 };
@@ -153,7 +153,7 @@ static int model_reaches(struct model *m, enum ld_mock_op op)
     if (!g_mock)
         return 0;
     m->calls[op]++;
-    int armed = m->fail_left[op] > 0 ? (int)op : (int)LD_MOCK_ANY;
+    int armed = m->fail_left[op] > 0 ? (int)op : (int)LD_MOCK_OP_ANY;
     if (m->fail_left[armed] == 0)
         return 0;
     m->fail_left[armed]--;
@@ -526,7 +526,7 @@ static void op_get(struct run *r, struct input *in, uint8_t op)
     int rc;
     if (!open_store(r)) {
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
-    } else if ((rc = model_reaches(&r->m, LD_MOCK_GET)) != 0) {
+    } else if ((rc = model_reaches(&r->m, LD_MOCK_OP_GET)) != 0) {
         issue(r, f, X_ERR, rc, false, NULL, false);
     } else {
         const struct slot *s = &r->m.s[k][i];
@@ -543,7 +543,7 @@ static void op_all(struct run *r, struct input *in, uint8_t op)
     int rc;
     if (!open_store(r))
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
-    else if ((rc = model_reaches(&r->m, LD_MOCK_ALL)) != 0)
+    else if ((rc = model_reaches(&r->m, LD_MOCK_OP_ALL)) != 0)
         issue(r, f, X_ERR, rc, false, NULL, false);
     else {
         issue(r, f, X_ALL, 0, false, model_all(&r->m, k), op & 0x80);
@@ -562,7 +562,7 @@ static void op_upsert(struct run *r, struct input *in)
     int rc;
     if (!open_store(r))
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
-    else if ((rc = model_reaches(&r->m, LD_MOCK_UPSERT)) != 0)
+    else if ((rc = model_reaches(&r->m, LD_MOCK_OP_UPSERT)) != 0)
         issue(r, f, X_ERR, rc, false, NULL, false);
     else
         issue(r, f, X_BOOL, 0, model_write(&r->m, k, i, version, deleted, item), NULL, false);
@@ -577,7 +577,7 @@ static void op_delete(struct run *r, struct input *in)
     int rc;
     if (!open_store(r))
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
-    else if ((rc = model_reaches(&r->m, LD_MOCK_DELETE)) != 0)
+    else if ((rc = model_reaches(&r->m, LD_MOCK_OP_DELETE)) != 0)
         issue(r, f, X_ERR, rc, false, NULL, false);
     else
         issue(r, f, X_BOOL, 0, model_write(&r->m, k, i, version, true, NULL), NULL, false);
@@ -642,7 +642,7 @@ static void op_init(struct run *r, struct input *in)
     } else {
         if (g_mock)
             r->m.inits++;
-        if ((rc = model_reaches(&r->m, LD_MOCK_INIT)) != 0) {
+        if ((rc = model_reaches(&r->m, LD_MOCK_OP_INIT)) != 0) {
             issue(r, f, X_ERR, rc, false, NULL, false);
         } else {
             model_init(&r->m, all);
@@ -658,7 +658,7 @@ static void op_initialized(struct run *r)
     int rc;
     if (!open_store(r))
         issue(r, f, X_ERR, LD_ECLOSED, false, NULL, false);
-    else if ((rc = model_reaches(&r->m, LD_MOCK_INITIALIZED)) != 0)
+    else if ((rc = model_reaches(&r->m, LD_MOCK_OP_INITIALIZED)) != 0)
         issue(r, f, X_ERR, rc, false, NULL, false);
     else
         issue(r, f, X_BOOL, 0, r->m.initialized, NULL, false);
@@ -810,11 +810,11 @@ static void check_mock_counts(const struct run *r)
     if (!g_mock)
         return;
     int sum = 0;
-    for (int op = 0; op < LD_MOCK_ANY; op++) {
+    for (int op = 0; op < LD_MOCK_OP_ANY; op++) {
         CHECK(ld_mock_store_calls(r->store, (enum ld_mock_op)op) == r->m.calls[op]);
         sum += r->m.calls[op];
     }
-    CHECK(ld_mock_store_calls(r->store, LD_MOCK_ANY) == sum);
+    CHECK(ld_mock_store_calls(r->store, LD_MOCK_OP_ANY) == sum);
     CHECK(ld_mock_store_init_count(r->store) == r->m.inits);
 }
 

@@ -136,13 +136,13 @@ bool ld_big_segment_is_stale(int64_t last_up_to_date_ms, int64_t now_ms, int64_t
 const char *ld_big_segments_status_name(enum ld_big_segments_status status)
 {
     switch (status) {
-    case LD_BIG_SEGMENTS_HEALTHY:
+    case LD_BIG_SEGMENTS_STATUS_HEALTHY:
         return "HEALTHY";
-    case LD_BIG_SEGMENTS_STALE:
+    case LD_BIG_SEGMENTS_STATUS_STALE:
         return "STALE";
-    case LD_BIG_SEGMENTS_NOT_CONFIGURED:
+    case LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED:
         return "NOT_CONFIGURED";
-    case LD_BIG_SEGMENTS_STORE_ERROR:
+    case LD_BIG_SEGMENTS_STATUS_STORE_ERROR:
         return "STORE_ERROR";
     }
     return NULL;

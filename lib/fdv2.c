@@ -198,12 +198,12 @@ static ld_fdv2_change_set *change_set_new(enum ld_fdv2_intent intent, ld_fdv2_ch
 
 ld_fdv2_change_set *ld_fdv2_change_set_no_changes(void)
 {
-    return change_set_new(LD_FDV2_XFER_NONE, NULL, 0, NULL);
+    return change_set_new(LD_FDV2_INTENT_NONE, NULL, 0, NULL);
 }
 
 ld_fdv2_change_set *ld_fdv2_change_set_empty(const ld_fdv2_selector *sel)
 {
-    return change_set_new(LD_FDV2_XFER_FULL, NULL, 0, sel);
+    return change_set_new(LD_FDV2_INTENT_XFER_FULL, NULL, 0, sel);
 }
 
 void ld_fdv2_change_set_free(ld_fdv2_change_set *cs)
@@ -296,8 +296,8 @@ int ld_fdv2_change_set_builder_expect_changes(ld_fdv2_change_set_builder *b)
         return LD_EINVAL;
     if (b->intent == NO_INTENT)
         return fail(b, LD_EINVAL, E_NO_INTENT);
-    if (b->intent == LD_FDV2_XFER_NONE)
-        b->intent = LD_FDV2_XFER_CHANGES;
+    if (b->intent == LD_FDV2_INTENT_NONE)
+        b->intent = LD_FDV2_INTENT_XFER_CHANGES;
     return 0;
 }
 
@@ -320,7 +320,7 @@ static int add(ld_fdv2_change_set_builder *b, enum ld_fdv2_action action, const 
         return fail(b, LD_EINVAL, "key must be a non-empty string");
     if (version < 0)
         return fail(b, LD_EINVAL, "version must be >= 0");
-    if (action == LD_FDV2_PUT && !json_is_object(object))
+    if (action == LD_FDV2_ACTION_PUT && !json_is_object(object))
         return fail(b, LD_EINVAL, "object must be a JSON object");
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 8;
@@ -340,13 +340,13 @@ static int add(ld_fdv2_change_set_builder *b, enum ld_fdv2_action action, const 
 int ld_fdv2_change_set_builder_add_put(ld_fdv2_change_set_builder *b, const ld_kind *kind,
                                        const char *key, int64_t version, json_t *object)
 {
-    return add(b, LD_FDV2_PUT, kind, key, version, object);
+    return add(b, LD_FDV2_ACTION_PUT, kind, key, version, object);
 }
 
 int ld_fdv2_change_set_builder_add_delete(ld_fdv2_change_set_builder *b, const ld_kind *kind,
                                           const char *key, int64_t version)
 {
-    return add(b, LD_FDV2_DELETE, kind, key, version, NULL);
+    return add(b, LD_FDV2_ACTION_DELETE, kind, key, version, NULL);
 }
 
 int ld_fdv2_change_set_builder_finish(ld_fdv2_change_set_builder *b, const ld_fdv2_selector *sel,
@@ -367,8 +367,8 @@ int ld_fdv2_change_set_builder_finish(ld_fdv2_change_set_builder *b, const ld_fd
     b->n = b->cap = 0;
     /* After a full transfer, what follows is changes to it, until the
      * server sends a new intent. */
-    if (b->intent == LD_FDV2_XFER_FULL)
-        b->intent = LD_FDV2_XFER_CHANGES;
+    if (b->intent == LD_FDV2_INTENT_XFER_FULL)
+        b->intent = LD_FDV2_INTENT_XFER_CHANGES;
     *out = cs;
     return 0;
 }

@@ -256,8 +256,8 @@ static int store_sink_update_status(void *impl, enum ld_ds_state state,
 {
     struct store_sink *ss = impl;
     const ld_ds_status *old = &ss->current->status;
-    if (state == LD_DS_INTERRUPTED && old->state == LD_DS_INITIALIZING)
-        state = LD_DS_INITIALIZING;
+    if (state == LD_DS_STATE_INTERRUPTED && old->state == LD_DS_STATE_INITIALIZING)
+        state = LD_DS_STATE_INITIALIZING;
     if (state == old->state && !error)
         return 0;
     int64_t since = state == old->state ? old->since_ms : ld__now_ms();
@@ -305,8 +305,9 @@ static void watched(ld_future *from, void *arg)
     struct store_sink *ss = w->ss;
     int code = ld_future_error(from);
     if (ss->handle && code != 0 && code != LD_EINVAL) {
-        ld_ds_error_info e = {LD_DS_ERROR_STORE, 0, ld__now_ms(), ld_future_error_message(from)};
-        store_sink_update_status(ss, LD_DS_INTERRUPTED, &e); /* LD_ENOMEM: nothing to do */
+        ld_ds_error_info e = {LD_DS_ERROR_KIND_STORE, 0, ld__now_ms(),
+                              ld_future_error_message(from)};
+        store_sink_update_status(ss, LD_DS_STATE_INTERRUPTED, &e); /* LD_ENOMEM: nothing to do */
     }
     /* `from` is complete: this adopts its outcome without a callback */
     if (ld_future_forward(w->out, ld_future_ref(from)) != 0)
@@ -384,7 +385,7 @@ ld_update_sink *ld_store_sink_new(ld_store *store)
     ss->store = store;
     ss->base = ld_store_base(store);
     ss->refs = 1;
-    ss->current = snapshot_new(0, LD_DS_INITIALIZING, ld__now_ms(), NULL);
+    ss->current = snapshot_new(0, LD_DS_STATE_INITIALIZING, ld__now_ms(), NULL);
     ss->handle = ss->current ? ld_update_sink_new(ss->base, &store_sink_ops, ss) : NULL;
     if (!ss->handle) {
         snapshot_unref(ss->current);

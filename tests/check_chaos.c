@@ -767,12 +767,13 @@ static void act_sink_status(void)
     g_heard = 0;
     int64_t id = ld_store_sink_add_listener(K, heard, NULL);
     ck_assert(id > 0 || id == LD_ENOMEM);
-    ld_ds_error_info e = {LD_DS_ERROR_NETWORK, 503, 0, "down"};
-    int rc = ld_update_sink_update_status(K, LD_DS_VALID, &e);
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_NETWORK, 503, 0, "down"};
+    int rc = ld_update_sink_update_status(K, LD_DS_STATE_VALID, &e);
     ck_assert(rc == 0 || rc == LD_ENOMEM);
     ld_ds_status st;
     ck_assert_int_eq(ld_store_sink_status(K, &st), 0);
-    ck_assert_int_eq(st.state, rc == 0 ? LD_DS_VALID : LD_DS_INITIALIZING); /* nothing changed */
+    ck_assert_int_eq(st.state,
+                     rc == 0 ? LD_DS_STATE_VALID : LD_DS_STATE_INITIALIZING); /* nothing changed */
     flush();
     ck_assert_int_le(g_heard, 1);
     if (id > 0)
@@ -786,7 +787,7 @@ static void act_fdv2_builder(void)
     ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
     if (!b)
         return;
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     OFF();
     json_t *obj = feature("f", 1);
     ON();
@@ -823,9 +824,9 @@ static void act_fdv2_builder(void)
 
 static void act_fdv2_update(void)
 {
-    ld_ds_error_info e = {LD_DS_ERROR_INVALID_DATA, 0, 0, "bad"};
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, "bad"};
     ld_fdv2_update *u =
-        ld_fdv2_update_new(LD_DS_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
+        ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
     if (u) {
         ck_assert_str_eq(ld_fdv2_update_error(u)->message, "bad");
         ld_future *f = ld_future_new(B);
@@ -881,7 +882,8 @@ static void act_mock_update_processor(void)
 
 static void act_mock_big_segments(void)
 {
-    ld_big_segment_store *bs = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+    ld_big_segment_store *bs =
+        ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     if (!bs)
         return;
     OFF();
@@ -907,12 +909,12 @@ static void act_mock_synchronizer(void)
     ld_synchronizer *sy = ld_mock_synchronizer_new(B, "s");
     if (!sy)
         return;
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
     int rc = u ? ld_mock_synchronizer_push_update(sy, u) : LD_ENOMEM;
     ck_assert(rc == 0 || rc == LD_ENOMEM);
     ld_future *f = ld_synchronizer_next(sy);
     if (rc == 0 && !failed_with_enomem(f))
-        ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_VALID);
+        ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_STATE_VALID);
     ld_future *stop = ld_synchronizer_stop(sy);
     settle(stop);
     settle(f);

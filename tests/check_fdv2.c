@@ -29,9 +29,9 @@ START_TEST(test_intent_names_round_trip)
 {
     LD_TEST_ENUM_NAMES(ld_fdv2_intent_name, enum ld_fdv2_intent, "xfer-full", "xfer-changes",
                        "none");
-    ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-full"), LD_FDV2_XFER_FULL);
-    ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-changes"), LD_FDV2_XFER_CHANGES);
-    ck_assert_int_eq(ld_fdv2_intent_from_name("none"), LD_FDV2_XFER_NONE);
+    ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-full"), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-changes"), LD_FDV2_INTENT_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_intent_from_name("none"), LD_FDV2_INTENT_NONE);
     ck_assert_int_eq(ld_fdv2_intent_from_name("xfer-none"), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_intent_from_name(NULL), LD_EINVAL);
 }
@@ -102,7 +102,7 @@ START_TEST(test_no_changes_is_intent_none_with_an_empty_selector)
 {
     ld_fdv2_change_set *cs = ld_fdv2_change_set_no_changes();
     ck_assert_ptr_nonnull(cs);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_NONE);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_NONE);
     ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 0);
     ck_assert_ptr_null(ld_fdv2_change_set_get(cs, 0));
     ck_assert_ptr_nonnull(ld_fdv2_change_set_selector(cs));
@@ -116,13 +116,13 @@ START_TEST(test_empty_is_a_full_transfer_without_changes)
     ld_fdv2_selector *sel = ld_fdv2_selector_new("p:x:7", 7);
     ld_fdv2_change_set *cs = ld_fdv2_change_set_empty(sel);
     ld_fdv2_selector_free(sel); /* the change set has its own copy */
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
     ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 0);
     ck_assert_str_eq(ld_fdv2_selector_state(ld_fdv2_change_set_selector(cs)), "p:x:7");
     ck_assert_int_eq(ld_fdv2_selector_version(ld_fdv2_change_set_selector(cs)), 7);
     ld_fdv2_change_set_free(cs);
     cs = ld_fdv2_change_set_empty(NULL);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
     ck_assert(!ld_fdv2_selector_is_defined(ld_fdv2_change_set_selector(cs)));
     ld_fdv2_change_set_free(cs);
 }
@@ -198,20 +198,20 @@ END_TEST
 
 START_TEST(test_expect_changes_turns_none_into_changes)
 {
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_NONE), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_NONE), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_expect_changes(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_CHANGES);
 }
 END_TEST
 
 START_TEST(test_expect_changes_leaves_full_and_changes_alone)
 {
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_expect_changes(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_FULL);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_CHANGES), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_CHANGES), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_expect_changes(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_CHANGES);
 }
 END_TEST
 
@@ -219,7 +219,7 @@ START_TEST(test_finish_returns_the_set_and_clears_the_changes)
 {
     json_t *flag = item("f", 3);
     json_t *seg = item("s", 4);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_CHANGES), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_CHANGES), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(b, FEATURES, "f", 3, flag), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, FEATURES, "gone", 9), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(b, SEGMENTS, "s", 4, seg), 0);
@@ -228,20 +228,20 @@ START_TEST(test_finish_returns_the_set_and_clears_the_changes)
     ld_fdv2_change_set *cs = finish(sel);
     ld_fdv2_selector_free(sel);
     ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_CHANGES);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_CHANGES);
     ck_assert_str_eq(ld_fdv2_selector_state(ld_fdv2_change_set_selector(cs)), "p:s:10");
     ck_assert_int_eq(ld_fdv2_selector_version(ld_fdv2_change_set_selector(cs)), 10);
     ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 3);
 
     const ld_fdv2_change *c = ld_fdv2_change_set_get(cs, 0);
-    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_PUT);
+    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_PUT);
     ck_assert_ptr_eq(ld_fdv2_change_kind(c), FEATURES);
     ck_assert_str_eq(ld_fdv2_change_key(c), "f");
     ck_assert_int_eq(ld_fdv2_change_version(c), 3);
     ck_assert_ptr_eq(ld_fdv2_change_object(c), flag); /* shared, not copied */
     c = ld_fdv2_change_set_get(cs, 1);
-    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_DELETE);
+    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_DELETE);
     ck_assert_str_eq(ld_fdv2_change_key(c), "gone");
     ck_assert_int_eq(ld_fdv2_change_version(c), 9);
     ck_assert_ptr_null(ld_fdv2_change_object(c));
@@ -266,14 +266,14 @@ END_TEST
 START_TEST(test_finish_makes_a_full_intent_changes_afterwards)
 {
     json_t *o = item("f", 1);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(b, FEATURES, "f", 1, o), 0);
     ld_fdv2_change_set *full = finish(NULL);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(full), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(full), LD_FDV2_INTENT_XFER_FULL);
     ck_assert_uint_eq(ld_fdv2_change_set_count(full), 1);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_CHANGES);
     ld_fdv2_change_set *after = finish(NULL);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(after), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(after), LD_FDV2_INTENT_XFER_CHANGES);
     ld_fdv2_change_set_free(full);
     ld_fdv2_change_set_free(after);
     json_decref(o);
@@ -282,31 +282,31 @@ END_TEST
 
 START_TEST(test_finish_keeps_intent_none)
 {
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_NONE), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_NONE), 0);
     ld_fdv2_change_set *cs = finish(NULL);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_NONE);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_NONE);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_NONE);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_NONE);
     ld_fdv2_change_set_free(cs);
 }
 END_TEST
 
 START_TEST(test_start_drops_the_changes_and_sets_the_intent)
 {
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_CHANGES), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_CHANGES), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, SEGMENTS, "s", 1), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_FULL);
 }
 END_TEST
 
 START_TEST(test_reset_drops_the_changes_and_keeps_the_intent)
 {
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, SEGMENTS, "s", 1), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_reset(b), 0);
     ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_FULL);
     ck_assert_int_eq(ld_fdv2_change_set_builder_reset(NULL), LD_EINVAL);
 }
 END_TEST
@@ -314,7 +314,7 @@ END_TEST
 START_TEST(test_many_changes_keep_their_order)
 {
     char key[16];
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, FEATURES, key, i), 0);
@@ -335,7 +335,7 @@ START_TEST(test_builder_bad_input_is_einval_naming_the_argument_and_changes_noth
     json_t *o = item("f", 1);
     json_t *arr = json_array();
     const ld_kind *bogus = (const ld_kind *)"not a kind";
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_CHANGES), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_CHANGES), 0);
     struct {
         int rc;
         const char *field;
@@ -372,10 +372,10 @@ START_TEST(test_builder_bad_input_is_einval_naming_the_argument_and_changes_noth
     ck_assert_ptr_nonnull(strstr(ld_fdv2_change_set_builder_error(b), "out"));
 
     ck_assert_uint_eq(ld_fdv2_change_set_builder_count(b), 0);
-    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_XFER_CHANGES);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_intent(b), LD_FDV2_INTENT_XFER_CHANGES);
     ck_assert_int_eq(o->refcount, 1);
     /* NULL builder */
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(NULL, LD_FDV2_XFER_FULL), LD_EINVAL);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(NULL, LD_FDV2_INTENT_XFER_FULL), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_change_set_builder_expect_changes(NULL), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(NULL, FEATURES, "f", 1, o), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(NULL, FEATURES, "f", 1), LD_EINVAL);
@@ -419,24 +419,24 @@ END_TEST
 START_TEST(test_update_accessors)
 {
     char message[] = "HTTP 503";
-    ld_ds_error_info err = {LD_DS_ERROR_RESPONSE, 503, 1700000000000, message};
+    ld_ds_error_info err = {LD_DS_ERROR_KIND_RESPONSE, 503, 1700000000000, message};
     ld_fdv2_change_set *cs = ld_fdv2_change_set_no_changes();
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_INTERRUPTED, cs, &err, "env-2");
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, cs, &err, "env-2");
     ck_assert_ptr_nonnull(u);
     message[0] = 'X'; /* the update has its own copy */
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_INTERRUPTED);
     ck_assert_ptr_eq(ld_fdv2_update_change_set(u), cs);
     const ld_ds_error_info *e = ld_fdv2_update_error(u);
     ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(e->kind, LD_DS_ERROR_RESPONSE);
+    ck_assert_int_eq(e->kind, LD_DS_ERROR_KIND_RESPONSE);
     ck_assert_int_eq(e->status_code, 503);
     ck_assert_int_eq(e->time_ms, 1700000000000);
     ck_assert_str_eq(e->message, "HTTP 503");
     ck_assert_str_eq(ld_fdv2_update_environment_id(u), "env-2");
     ld_fdv2_update_free(u);
 
-    u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_VALID);
+    u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_VALID);
     ck_assert_ptr_null(ld_fdv2_update_change_set(u));
     ck_assert_ptr_null(ld_fdv2_update_error(u));
     ck_assert_ptr_null(ld_fdv2_update_environment_id(u));
@@ -447,7 +447,7 @@ START_TEST(test_update_accessors)
     err.status_code = 0;
     err.time_ms = 0;
     int64_t before = now_ms();
-    u = ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL);
+    u = ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL);
     ck_assert_str_eq(ld_fdv2_update_error(u)->message, "");
     ck_assert_int_ge(ld_fdv2_update_error(u)->time_ms, before);
     ck_assert_int_le(ld_fdv2_update_error(u)->time_ms, now_ms());
@@ -464,22 +464,24 @@ END_TEST
 
 START_TEST(test_update_bad_input_is_null_and_frees_the_change_set)
 {
-    ld_ds_error_info err = {LD_DS_ERROR_NETWORK, 0, 0, "x"};
+    ld_ds_error_info err = {LD_DS_ERROR_KIND_NETWORK, 0, 0, "x"};
     /* each call steals a change set; valgrind and ASan see any leak */
     ck_assert_ptr_null(
         ld_fdv2_update_new((enum ld_ds_state)4, ld_fdv2_change_set_no_changes(), NULL, NULL));
     ck_assert_ptr_null(
         ld_fdv2_update_new((enum ld_ds_state) - 1, ld_fdv2_change_set_no_changes(), NULL, NULL));
     err.kind = (enum ld_ds_error_kind)5;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
-    err.kind = LD_DS_ERROR_UNKNOWN;
+    ck_assert_ptr_null(
+        ld_fdv2_update_new(LD_DS_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+    err.kind = LD_DS_ERROR_KIND_UNKNOWN;
     err.status_code = 42;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+    ck_assert_ptr_null(
+        ld_fdv2_update_new(LD_DS_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
     err.status_code = 1000;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL));
     err.status_code = 404;
     err.time_ms = -1;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL));
 }
 END_TEST
 
@@ -488,7 +490,7 @@ START_TEST(test_bases_and_updates_in_futures)
     ld_future *fb = ld_future_new(B);
     ld_future *fu = ld_future_new(B);
     ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
     ck_assert_ptr_eq(ld_fdv2_future_basis(fb), basis);
@@ -496,8 +498,9 @@ START_TEST(test_bases_and_updates_in_futures)
     ck_assert_ptr_null(ld_fdv2_future_update(fb)); /* the tag tells them apart */
     ck_assert_ptr_null(ld_fdv2_future_basis(fu));
     /* completing again frees the value offered (steals on every path) */
-    ck_assert_int_eq(ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_DS_OFF, NULL, NULL, NULL)),
-                     LD_EALREADY);
+    ck_assert_int_eq(
+        ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, NULL, NULL)),
+        LD_EALREADY);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fb, NULL), LD_EINVAL);
     ck_assert_ptr_null(ld_fdv2_future_basis(NULL));
@@ -535,7 +538,7 @@ START_TEST(test_future_basis_and_update_are_null_for_foreign_pointers)
     /* a future that adopted a basis or an update still reads it */
     ld_future *fb = ld_future_new(B), *fu = ld_future_new(B);
     ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
     ld_future *ab = ld_future_new(B), *au = ld_future_new(B);
@@ -705,18 +708,18 @@ START_TEST(test_synchronizer_yields_updates_in_order)
         ld_future_on_complete(ld_future_ref(fs[i]), ld_test_note_order, (void *)i);
     }
     ck_assert_int_eq(impl.n, 3);
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_OFF));
-    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_INTERRUPTED));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_STATE_OFF));
+    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_STATE_INTERRUPTED));
     ld_test_flush();
     ck_assert_int_eq(ld_test_n_order, 0);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
     ld_test_flush();
     ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(ld_test_order[i], i);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_DS_VALID);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_DS_INTERRUPTED);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DS_OFF);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_DS_STATE_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DS_STATE_OFF);
     for (int i = 0; i < 3; i++)
         ld_future_unref(fs[i]);
 }
@@ -728,9 +731,9 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ld_test_n_order = 0;
     sync = ld_synchronizer_new(B, &ld_test_script_synchronizer_ops, &impl);
     ld_future *first = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
     ld_test_wait(first);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)), LD_DS_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)), LD_DS_STATE_VALID);
     ld_future_unref(first);
 
     ld_future *pending = ld_synchronizer_next(sync);
@@ -749,7 +752,8 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ck_assert_int_eq(ld_test_cancels, 1);
     ck_assert_int_eq(impl.closes, 1);
     /* the implementation completing late changes nothing */
-    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_VALID)), LD_EALREADY);
+    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_STATE_VALID)),
+                     LD_EALREADY);
     ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, "stopped");
     ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, NULL);
     ck_assert_int_eq(impl.n, 2); /* the implementation was not asked again */
@@ -764,8 +768,8 @@ START_TEST(test_synchronizer_stop_delivers_updates_that_are_ready)
     ld_future *a = ld_synchronizer_next(sync);
     ld_future *b2 = ld_synchronizer_next(sync);
     ld_future *c = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_VALID));
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_STATE_VALID));
     ld_test_n_order = 0;
     ld_future_on_complete(ld_future_ref(a), ld_test_note_order, (void *)0);
     ld_future_on_complete(ld_future_ref(b2), ld_test_note_order, (void *)1);
@@ -810,7 +814,7 @@ static void consume(ld_future *f, void *arg)
 static void always_valid(void *impl_arg, ld_future *out)
 {
     (void)impl_arg;
-    ld_fdv2_fulfill_update(out, update_of(LD_DS_VALID));
+    ld_fdv2_fulfill_update(out, update_of(LD_DS_STATE_VALID));
     ld_future_unref(out);
 }
 

@@ -69,7 +69,7 @@ START_TEST(test_new_and_describe)
     ck_assert_str_eq(ld_store_describe(mock), "mock");
     ck_assert_int_eq(ld_mock_store_init_count(mock), 0);
     ck_assert_ptr_null(ld_mock_store_init_data(mock, 0));
-    for (int op = LD_MOCK_GET; op <= LD_MOCK_ANY; op++)
+    for (int op = LD_MOCK_OP_GET; op <= LD_MOCK_OP_ANY; op++)
         ck_assert_int_eq(ld_mock_store_calls(mock, (enum ld_mock_op)op), 0);
 }
 END_TEST
@@ -81,7 +81,7 @@ START_TEST(test_two_mocks_are_independent)
     init_foo10();
     ck_assert_int_eq(ld_mock_store_init_count(mock), 1);
     ck_assert_int_eq(ld_mock_store_init_count(other), 0);
-    ck_assert_int_eq(ld_mock_store_fail_next(other, LD_MOCK_ANY, 1, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(other, LD_MOCK_OP_ANY, 1, LD_ESTORE), 0);
     ck_assert_int_eq(version_of(F, "foo"), 10); /* mock is not armed */
     ld_test_expect_error(ld_store_initialized(other), LD_ESTORE, NULL);
     ld_store_free(other);
@@ -103,7 +103,7 @@ START_TEST(test_every_init_is_recorded_in_order)
     ck_assert(json_equal(ld_mock_store_init_data(mock, 0), first));
     ck_assert(json_equal(ld_mock_store_init_data(mock, 1), second));
     ck_assert_ptr_null(ld_mock_store_init_data(mock, 2));
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_INIT), 2);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_INIT), 2);
     json_decref(first);
     json_decref(second);
 }
@@ -139,7 +139,7 @@ START_TEST(test_inits_rejected_before_the_mock_are_not_recorded)
     ld_test_await_ok(ld_store_close(mock));
     ld_test_expect_error(ld_store_init(mock, good), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 0);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_ANY), 0);
     json_decref(bad);
     json_decref(good);
 }
@@ -167,7 +167,7 @@ START_TEST(test_force_set_ignores_versions_and_is_immediate)
     ck_assert_int_eq(ld_mock_store_force_set(mock, SEG, s), 0);
     ck_assert_int_eq(version_of(SEG, "s"), 0);
     ck_assert_int_eq(version_of(F, "s"), -1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_UPSERT), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_UPSERT), 1);
     json_decref(older);
     json_decref(v4);
     json_decref(s);
@@ -207,7 +207,7 @@ START_TEST(test_force_delete_ignores_versions)
     ck_assert(ld_test_await_bool(ld_store_upsert(mock, F, v6)));
     ck_assert_int_eq(ld_mock_store_force_delete(mock, SEG, "never-there", 0), 0);
     ck_assert_int_eq(version_of(SEG, "never-there"), -1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_DELETE), 0);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_DELETE), 0);
     json_decref(v5);
     json_decref(v6);
 }
@@ -248,7 +248,7 @@ START_TEST(test_force_refuses_non_utf8_keys_as_einval)
     ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "caf\xe9", 1), LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "\xed\xa0\x80", 1), LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_force_delete(mock, F, "caf\xc3\xa9", 1), 0);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_ANY), 0);
     json_decref(raw);
 }
 END_TEST
@@ -267,7 +267,7 @@ START_TEST(test_non_utf8_keys_never_reach_the_mock)
         ck_assert_ptr_nonnull(strstr(ld_future_error_message(fs[i]), "UTF-8"));
         ld_future_unref(fs[i]);
     }
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 0);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_ANY), 0);
     json_decref(raw);
 }
 END_TEST
@@ -301,23 +301,23 @@ static ld_future *issue(enum ld_mock_op op)
     json_t *newer = item("foo", 11);
     ld_future *f = NULL;
     switch (op) {
-    case LD_MOCK_GET:
+    case LD_MOCK_OP_GET:
         f = ld_store_get(mock, F, "foo");
         break;
-    case LD_MOCK_ALL:
+    case LD_MOCK_OP_ALL:
         f = ld_store_all(mock, F);
         break;
-    case LD_MOCK_INIT:
+    case LD_MOCK_OP_INIT:
         f = ld_store_init(mock, data);
         break;
-    case LD_MOCK_UPSERT:
+    case LD_MOCK_OP_UPSERT:
         f = ld_store_upsert(mock, F, newer);
         break;
-    case LD_MOCK_DELETE:
+    case LD_MOCK_OP_DELETE:
         f = ld_store_delete(mock, F, "foo", 12);
         break;
-    case LD_MOCK_INITIALIZED:
-    case LD_MOCK_ANY:
+    case LD_MOCK_OP_INITIALIZED:
+    case LD_MOCK_OP_ANY:
         f = ld_store_initialized(mock);
         break;
     }
@@ -333,7 +333,7 @@ START_TEST(test_fail_next_fails_that_operation_once)
     enum ld_mock_op op = (enum ld_mock_op)_i;
     init_foo10();
     ck_assert_int_eq(ld_mock_store_fail_next(mock, op, 1, LD_ESTORE), 0);
-    const enum ld_mock_op reads[] = {LD_MOCK_GET, LD_MOCK_ALL, LD_MOCK_INITIALIZED};
+    const enum ld_mock_op reads[] = {LD_MOCK_OP_GET, LD_MOCK_OP_ALL, LD_MOCK_OP_INITIALIZED};
     for (int i = 0; i < 3; i++)
         if (reads[i] != op)
             ld_test_await_ok(issue(reads[i])); /* not armed */
@@ -356,8 +356,8 @@ END_TEST
 
 START_TEST(test_failed_init_leaves_a_new_store_uninitialized)
 {
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_INIT, 1, LD_ESTORE), 0);
-    ld_test_expect_error(issue(LD_MOCK_INIT), LD_ESTORE, NULL);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_INIT, 1, LD_ESTORE), 0);
+    ld_test_expect_error(issue(LD_MOCK_OP_INIT), LD_ESTORE, NULL);
     ck_assert(!ld_test_await_bool(ld_store_initialized(mock)));
     ck_assert_int_eq(all_size(F), 0);
     ck_assert_int_eq(ld_mock_store_init_count(mock), 1); /* received, so recorded */
@@ -367,20 +367,20 @@ END_TEST
 START_TEST(test_fail_next_counts_n_and_uses_the_code)
 {
     init_foo10();
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 3, LD_EIO), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 3, LD_EIO), 0);
     for (int i = 0; i < 3; i++)
         ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_GET), 4);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_GET), 4);
 }
 END_TEST
 
 START_TEST(test_fail_next_any_counts_every_operation)
 {
     init_foo10();
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_ANY, 2, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 2, LD_ESTORE), 0);
     ld_test_expect_error(ld_store_all(mock, F), LD_ESTORE, NULL);
-    ld_test_expect_error(issue(LD_MOCK_UPSERT), LD_ESTORE, NULL);
+    ld_test_expect_error(issue(LD_MOCK_OP_UPSERT), LD_ESTORE, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
 }
 END_TEST
@@ -388,8 +388,8 @@ END_TEST
 START_TEST(test_own_count_is_used_before_any)
 {
     init_foo10();
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_ANY, 1, LD_ESTORE), 0);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, LD_EIO), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 1, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_EIO), 0);
     ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
     ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_ESTORE, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
@@ -399,12 +399,12 @@ END_TEST
 START_TEST(test_fail_next_replaces_and_zero_disarms)
 {
     init_foo10();
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 5, LD_ESTORE), 0);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, LD_EIO), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 5, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_EIO), 0);
     ld_test_expect_error(ld_store_get(mock, F, "foo"), LD_EIO, NULL);
     ck_assert_int_eq(version_of(F, "foo"), 10);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 2, LD_ESTORE), 0);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 0, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 2, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 0, LD_ESTORE), 0);
     ck_assert_int_eq(version_of(F, "foo"), 10);
 }
 END_TEST
@@ -412,10 +412,10 @@ END_TEST
 START_TEST(test_injected_failures_keep_issue_order)
 {
     init_foo10();
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_UPSERT, 1, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
     ld_test_n_order = 0;
-    ld_future *fs[] = {ld_store_get(mock, F, "foo"), issue(LD_MOCK_UPSERT),
-                       ld_store_get(mock, F, "foo"), issue(LD_MOCK_UPSERT)};
+    ld_future *fs[] = {ld_store_get(mock, F, "foo"), issue(LD_MOCK_OP_UPSERT),
+                       ld_store_get(mock, F, "foo"), issue(LD_MOCK_OP_UPSERT)};
     for (intptr_t i = 0; i < 4; i++)
         ld_future_on_complete(ld_future_ref(fs[i]), ld_test_note_order, (void *)i);
     ck_assert_int_eq(ld_test_n_order, 0);
@@ -434,14 +434,15 @@ END_TEST
 START_TEST(test_fail_next_bad_input)
 {
     ld_store *memory = ld_memory_store_new(B);
-    ck_assert_int_eq(ld_mock_store_fail_next(NULL, LD_MOCK_GET, 1, LD_ESTORE), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_fail_next(memory, LD_MOCK_GET, 1, LD_ESTORE), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_fail_next(NULL, LD_MOCK_OP_GET, 1, LD_ESTORE), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_fail_next(memory, LD_MOCK_OP_GET, 1, LD_ESTORE), LD_EINVAL);
     ck_assert_int_eq(
-        ld_mock_store_fail_next(mock, (enum ld_mock_op)(LD_MOCK_ANY + 1), 1, LD_ESTORE), LD_EINVAL);
+        ld_mock_store_fail_next(mock, (enum ld_mock_op)(LD_MOCK_OP_ANY + 1), 1, LD_ESTORE),
+        LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_fail_next(mock, (enum ld_mock_op) - 1, 1, LD_ESTORE), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, -1, LD_ESTORE), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, 0), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_GET, 1, 5), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, -1, LD_ESTORE), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, 0), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, 5), LD_EINVAL);
     ck_assert(!ld_test_await_bool(ld_store_initialized(mock))); /* nothing was armed */
     ck_assert_int_eq(version_of(F, "foo"), -1);
     ld_store_free(memory);
@@ -453,20 +454,20 @@ END_TEST
 START_TEST(test_calls_count_what_reached_the_mock)
 {
     init_foo10();
-    ld_test_await_ok(issue(LD_MOCK_GET));
-    ld_test_await_ok(issue(LD_MOCK_GET));
-    ld_test_await_ok(issue(LD_MOCK_ALL));
-    ld_test_await_ok(issue(LD_MOCK_UPSERT));
-    ld_test_await_ok(issue(LD_MOCK_DELETE));
-    ld_test_await_ok(issue(LD_MOCK_INITIALIZED));
+    ld_test_await_ok(issue(LD_MOCK_OP_GET));
+    ld_test_await_ok(issue(LD_MOCK_OP_GET));
+    ld_test_await_ok(issue(LD_MOCK_OP_ALL));
+    ld_test_await_ok(issue(LD_MOCK_OP_UPSERT));
+    ld_test_await_ok(issue(LD_MOCK_OP_DELETE));
+    ld_test_await_ok(issue(LD_MOCK_OP_INITIALIZED));
     ld_test_expect_error(ld_store_get(mock, F, ""), LD_EINVAL, NULL); /* not counted */
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_GET), 2);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ALL), 1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_INIT), 1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_UPSERT), 1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_DELETE), 1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_INITIALIZED), 1);
-    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_ANY), 7);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_GET), 2);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_ALL), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_INIT), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_UPSERT), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_DELETE), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_INITIALIZED), 1);
+    ck_assert_int_eq(ld_mock_store_calls(mock, LD_MOCK_OP_ANY), 7);
 }
 END_TEST
 
@@ -477,9 +478,9 @@ START_TEST(test_accessors_bad_input)
     ck_assert_int_eq(ld_mock_store_init_count(memory), LD_EINVAL);
     ck_assert_ptr_null(ld_mock_store_init_data(NULL, 0));
     ck_assert_ptr_null(ld_mock_store_init_data(memory, 0));
-    ck_assert_int_eq(ld_mock_store_calls(NULL, LD_MOCK_ANY), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_calls(memory, LD_MOCK_ANY), LD_EINVAL);
-    ck_assert_int_eq(ld_mock_store_calls(mock, (enum ld_mock_op)(LD_MOCK_ANY + 1)), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_calls(NULL, LD_MOCK_OP_ANY), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_calls(memory, LD_MOCK_OP_ANY), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_calls(mock, (enum ld_mock_op)(LD_MOCK_OP_ANY + 1)), LD_EINVAL);
     ck_assert_int_eq(ld_mock_store_calls(mock, (enum ld_mock_op) - 1), LD_EINVAL);
     ld_store_free(memory);
 }
@@ -503,7 +504,8 @@ Suite *ld_suite_mock(void)
     tcase_add_test(tc, test_force_refuses_non_utf8_keys_as_einval);
     tcase_add_test(tc, test_non_utf8_keys_never_reach_the_mock);
     tcase_add_test(tc, test_init_record_keeps_a_namespace_with_nul_apart);
-    tcase_add_loop_test(tc, test_fail_next_fails_that_operation_once, LD_MOCK_GET, LD_MOCK_ANY);
+    tcase_add_loop_test(tc, test_fail_next_fails_that_operation_once, LD_MOCK_OP_GET,
+                        LD_MOCK_OP_ANY);
     tcase_add_test(tc, test_failed_init_leaves_a_new_store_uninitialized);
     tcase_add_test(tc, test_fail_next_counts_n_and_uses_the_code);
     tcase_add_test(tc, test_fail_next_any_counts_every_operation);

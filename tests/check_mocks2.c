@@ -335,7 +335,7 @@ static ld_big_segment_store *bss;
 static void bss_setup(void)
 {
     ld_test_setup();
-    bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+    bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     ck_assert_ptr_nonnull(bss);
 }
 
@@ -368,7 +368,7 @@ static json_t *membership(const char *hash)
 
 START_TEST(test_bss_new)
 {
-    ck_assert_ptr_null(ld_mock_big_segment_store_new(NULL, LD_MOCK_BIG_SEGMENTS_NONE));
+    ck_assert_ptr_null(ld_mock_big_segment_store_new(NULL, LD_MOCK_BIG_SEGMENTS_PRESET_NONE));
     ck_assert_ptr_null(ld_mock_big_segment_store_new(B, (enum ld_mock_big_segments_preset)4));
     ck_assert_str_eq(ld_big_segment_store_describe(bss), "mock");
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 0);
@@ -386,17 +386,17 @@ START_TEST(test_bss_presets)
     int64_t after = wall_ms();
     int64_t t = ld_future_is_fulfilled(f) ? ld_future_int(f) : 0;
     switch (_i) {
-    case LD_MOCK_BIG_SEGMENTS_UP_TO_DATE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE:
         ck_assert(ld_future_is_fulfilled(f));
         ck_assert(t >= before && t <= after);
         ck_assert(!ld_big_segment_is_stale(t, after, 120000));
         break;
-    case LD_MOCK_BIG_SEGMENTS_STALE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_STALE:
         ck_assert(ld_future_is_fulfilled(f));
         ck_assert(t >= before - 86400000 && t <= after - 86400000);
         ck_assert(ld_big_segment_is_stale(t, after, 120000));
         break;
-    case LD_MOCK_BIG_SEGMENTS_NONE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_NONE:
         ck_assert(ld_future_is_fulfilled(f));
         ck_assert(t == LD_BIG_SEGMENT_TIME_UNKNOWN);
         break;
@@ -415,9 +415,11 @@ END_TEST
 START_TEST(test_bss_preset_changes_later_calls)
 {
     ck_assert_int_gt(metadata(), 0);
-    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_ERROR), 0);
+    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_PRESET_ERROR),
+                     0);
     ld_test_expect_error(ld_big_segment_store_get_metadata(bss), LD_ESTORE, NULL);
-    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_NONE), 0);
+    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_PRESET_NONE),
+                     0);
     ck_assert_int_eq(metadata(), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 3);
     ck_assert_int_eq(ld_mock_big_segment_store_set_preset(bss, (enum ld_mock_big_segments_preset)4),
@@ -505,8 +507,9 @@ START_TEST(test_bss_refuses_foreign_objects)
     ld_big_segment_store *objs[] = {NULL, not_bss};
     json_t *m = json_object();
     for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(ld_mock_big_segment_store_set_preset(objs[i], LD_MOCK_BIG_SEGMENTS_NONE),
-                         LD_EINVAL);
+        ck_assert_int_eq(
+            ld_mock_big_segment_store_set_preset(objs[i], LD_MOCK_BIG_SEGMENTS_PRESET_NONE),
+            LD_EINVAL);
         ck_assert_int_eq(ld_mock_big_segment_store_set_membership(objs[i], "h", m), LD_EINVAL);
         ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(objs[i]), LD_EINVAL);
         ck_assert_ptr_null(ld_mock_big_segment_store_membership_query(objs[i], 0));
@@ -555,8 +558,8 @@ END_TEST
 START_TEST(test_sync_yields_the_script_in_order)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u1 = update(LD_DS_VALID);
-    ld_fdv2_update *u2 = update(LD_DS_INTERRUPTED);
+    ld_fdv2_update *u1 = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u2 = update(LD_DS_STATE_INTERRUPTED);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u1), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
@@ -564,7 +567,7 @@ START_TEST(test_sync_yields_the_script_in_order)
     ld_test_expect_error(ld_synchronizer_next(s), LD_EIO, NULL);
     ld_future *f = ld_synchronizer_next(s);
     ld_test_done(f);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_STATE_INTERRUPTED);
     await_update(f, u2);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
     ld_synchronizer_free(s);
@@ -583,8 +586,8 @@ START_TEST(test_sync_next_waits_for_a_push)
     for (int i = 0; i < 3; i++)
         ck_assert(ld_future_is_pending(fs[i]));
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
-    ld_fdv2_update *u0 = update(LD_DS_VALID);
-    ld_fdv2_update *u2 = update(LD_DS_VALID);
+    ld_fdv2_update *u0 = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u2 = update(LD_DS_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u0), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EPARSE), 0);
     ld_test_flush();
@@ -604,13 +607,13 @@ END_TEST
 START_TEST(test_sync_end_rejects_every_later_next)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u = update(LD_DS_VALID);
+    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), 0);
     await_update(ld_synchronizer_next(s), u);
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_STATE_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
@@ -636,7 +639,7 @@ END_TEST
 START_TEST(test_sync_stop_rejects_waiting_nexts)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u = update(LD_DS_VALID);
+    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
     ld_future *f1 = ld_synchronizer_next(s);
     ld_future *f2 = ld_synchronizer_next(s);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
@@ -651,7 +654,7 @@ START_TEST(test_sync_stop_rejects_waiting_nexts)
     ck_assert_int_eq(ld_test_order[0], 2); /* the next before the stop */
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 2);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_VALID)), LD_ECLOSED);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_STATE_VALID)), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ld_test_await_ok(ld_synchronizer_stop(s));
@@ -664,7 +667,7 @@ START_TEST(test_sync_free_cancels_waiting_and_drops_the_script)
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
     ld_future *f = ld_synchronizer_next(s);
     ld_synchronizer *t = ld_mock_synchronizer_new(B, NULL);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(t, update(LD_DS_VALID)), 0);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(t, update(LD_DS_STATE_VALID)), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(t, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(t), 0);
     ld_synchronizer_free(s);
@@ -684,7 +687,8 @@ START_TEST(test_sync_bad_input)
     ld_synchronizer *objs[] = {NULL, not_sync};
     for (int i = 0; i < 2; i++) {
         /* the update is stolen on this path too (valgrind checks) */
-        ck_assert_int_eq(ld_mock_synchronizer_push_update(objs[i], update(LD_DS_VALID)), LD_EINVAL);
+        ck_assert_int_eq(ld_mock_synchronizer_push_update(objs[i], update(LD_DS_STATE_VALID)),
+                         LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_push_error(objs[i], LD_EIO), LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_end(objs[i]), LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_next_count(objs[i]), LD_EINVAL);
@@ -711,7 +715,7 @@ static ld_fdv2_basis *basis(void)
     ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
     ld_fdv2_selector *sel = ld_fdv2_selector_new("p:1", 7);
     ld_fdv2_change_set *cs = NULL;
-    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_XFER_FULL), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(b, ld_kind_features(), "foo", 10, flag), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, ld_kind_segments(), "s1", 3), 0);
     ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, sel, &cs), 0);
@@ -727,16 +731,16 @@ static void assert_the_basis(const ld_fdv2_basis *got)
 {
     ck_assert_ptr_nonnull(got);
     const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(got);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_XFER_FULL);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
     ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 2);
     const ld_fdv2_change *put = ld_fdv2_change_set_get(cs, 0);
     const ld_fdv2_change *del = ld_fdv2_change_set_get(cs, 1);
-    ck_assert_int_eq(ld_fdv2_change_action(put), LD_FDV2_PUT);
+    ck_assert_int_eq(ld_fdv2_change_action(put), LD_FDV2_ACTION_PUT);
     ck_assert_ptr_eq(ld_fdv2_change_kind(put), ld_kind_features());
     ck_assert_str_eq(ld_fdv2_change_key(put), "foo");
     ck_assert_int_eq(ld_fdv2_change_version(put), 10);
     ck_assert_ptr_eq(ld_fdv2_change_object(put), flag); /* shared */
-    ck_assert_int_eq(ld_fdv2_change_action(del), LD_FDV2_DELETE);
+    ck_assert_int_eq(ld_fdv2_change_action(del), LD_FDV2_ACTION_DELETE);
     ck_assert_ptr_eq(ld_fdv2_change_kind(del), ld_kind_segments());
     ck_assert_str_eq(ld_fdv2_change_key(del), "s1");
     ck_assert_int_eq(ld_fdv2_change_version(del), 3);
@@ -805,7 +809,7 @@ START_TEST(test_init_copies_a_no_changes_basis)
     ld_future *f = ld_test_done(ld_initializer_fetch(i));
     const ld_fdv2_basis *got = ld_fdv2_future_basis(f);
     ck_assert_ptr_nonnull(got);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(ld_fdv2_basis_change_set(got)), LD_FDV2_XFER_NONE);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(ld_fdv2_basis_change_set(got)), LD_FDV2_INTENT_NONE);
     ck_assert_uint_eq(ld_fdv2_change_set_count(ld_fdv2_basis_change_set(got)), 0);
     ck_assert(
         !ld_fdv2_selector_is_defined(ld_fdv2_change_set_selector(ld_fdv2_basis_change_set(got))));
@@ -1008,7 +1012,7 @@ static void *mock_new(enum ld_test_iface i)
     case LD_TEST_UPDATE_PROCESSOR:
         return ld_mock_update_processor_new(B, LD_MOCK_START_HOLD);
     case LD_TEST_BIG_SEGMENT_STORE:
-        return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE);
+        return ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     case LD_TEST_SYNCHRONIZER:
         return ld_mock_synchronizer_new(B, NULL);
     default:
@@ -1024,7 +1028,7 @@ static void st_check(void *o)
     ck_assert_ptr_eq(ld_future_json(f), item);
     ld_future_unref(f);
     json_decref(item);
-    ck_assert_int_eq(ld_mock_store_calls(o, LD_MOCK_GET), 1);
+    ck_assert_int_eq(ld_mock_store_calls(o, LD_MOCK_OP_GET), 1);
 }
 
 static void ep_check(void *o)
@@ -1047,7 +1051,7 @@ static void up_check(void *o)
 
 static void bss_check(void *o)
 {
-    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_NONE), 0);
+    ck_assert_int_eq(ld_mock_big_segment_store_set_preset(o, LD_MOCK_BIG_SEGMENTS_PRESET_NONE), 0);
     ld_future *f = ld_test_done(ld_big_segment_store_get_metadata(o));
     ck_assert_int_eq(ld_future_int(f), LD_BIG_SEGMENT_TIME_UNKNOWN);
     ld_future_unref(f);
@@ -1057,7 +1061,7 @@ static void bss_check(void *o)
 static void sync_check(void *o)
 {
     ld_future *f = ld_synchronizer_next(o);
-    ld_fdv2_update *u = update(LD_DS_VALID);
+    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(o, u), 0);
     await_update(f, u);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(o), 1);
@@ -1154,8 +1158,8 @@ Suite *ld_suite_mocks2(void)
     tc = tcase_create("big_segment_store");
     tcase_add_checked_fixture(tc, bss_setup, bss_teardown);
     tcase_add_test(tc, test_bss_new);
-    tcase_add_loop_test(tc, test_bss_presets, LD_MOCK_BIG_SEGMENTS_UP_TO_DATE,
-                        LD_MOCK_BIG_SEGMENTS_ERROR + 1);
+    tcase_add_loop_test(tc, test_bss_presets, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE,
+                        LD_MOCK_BIG_SEGMENTS_PRESET_ERROR + 1);
     tcase_add_test(tc, test_bss_preset_changes_later_calls);
     tcase_add_test(tc, test_bss_membership_set_replace_forget);
     tcase_add_test(tc, test_bss_membership_queries_are_recorded_in_order);

@@ -72,7 +72,7 @@ static void report(enum ld_ds_state state, const ld_ds_error_info *error)
 
 static ld_ds_error_info net_error(const char *message)
 {
-    ld_ds_error_info e = {LD_DS_ERROR_NETWORK, 0, 1700000000000, message};
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_NETWORK, 0, 1700000000000, message};
     return e;
 }
 
@@ -137,7 +137,7 @@ START_TEST(test_new_sink_is_initializing_since_its_creation_without_error)
     gettimeofday(&after, NULL);
     ld_ds_status st;
     ck_assert_int_eq(ld_store_sink_status(s, &st), 0);
-    ck_assert_int_eq(st.state, LD_DS_INITIALIZING);
+    ck_assert_int_eq(st.state, LD_DS_STATE_INITIALIZING);
     ck_assert_ptr_null(st.error);
     ck_assert_int_ge(st.since_ms, (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
     ck_assert_int_le(st.since_ms, (int64_t)after.tv_sec * 1000 + after.tv_usec / 1000);
@@ -150,13 +150,13 @@ START_TEST(test_valid_changes_the_state_and_since_and_is_broadcast)
     listen_as('A');
     int64_t created = status().since_ms;
     sleep_ms(3);
-    report(LD_DS_VALID, NULL);
-    ck_assert_int_eq(status().state, LD_DS_VALID);
+    report(LD_DS_STATE_VALID, NULL);
+    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
     ck_assert_int_gt(status().since_ms, created);
     ck_assert_ptr_null(status().error);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_VALID);
+    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
     ck_assert_int_eq(heard[0].since_ms, status().since_ms);
     ck_assert(!heard[0].has_error);
 }
@@ -167,32 +167,32 @@ START_TEST(test_interrupted_while_initializing_stays_initializing)
     listen_as('A');
     int64_t since = status().since_ms;
     sleep_ms(3);
-    report(LD_DS_INTERRUPTED, NULL); /* no change, no error: nothing */
-    ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
+    report(LD_DS_STATE_INTERRUPTED, NULL); /* no change, no error: nothing */
+    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
     ck_assert_int_eq(status().since_ms, since);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
     ld_ds_error_info e = net_error("refused");
-    report(LD_DS_INTERRUPTED, &e); /* a new error: broadcast, still initializing */
-    ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
+    report(LD_DS_STATE_INTERRUPTED, &e); /* a new error: broadcast, still initializing */
+    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
     ck_assert_int_eq(status().since_ms, since);
     ck_assert_str_eq(status().error->message, "refused");
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_INITIALIZING);
-    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_NETWORK);
+    ck_assert_int_eq(heard[0].state, LD_DS_STATE_INITIALIZING);
+    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_KIND_NETWORK);
 }
 END_TEST
 
 START_TEST(test_interrupted_after_valid_is_interrupted)
 {
-    report(LD_DS_VALID, NULL);
-    ld_ds_error_info e = {LD_DS_ERROR_RESPONSE, 503, 1700000000123, "service unavailable"};
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_VALID, NULL);
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_RESPONSE, 503, 1700000000123, "service unavailable"};
+    report(LD_DS_STATE_INTERRUPTED, &e);
     ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_INTERRUPTED);
+    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_RESPONSE);
+    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_RESPONSE);
     ck_assert_int_eq(st.error->status_code, 503);
     ck_assert_int_eq(st.error->time_ms, 1700000000123);
     ck_assert_str_eq(st.error->message, "service unavailable");
@@ -201,11 +201,11 @@ END_TEST
 
 START_TEST(test_same_state_without_error_is_not_broadcast_and_keeps_since)
 {
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     int64_t since = status().since_ms;
     listen_as('A');
     sleep_ms(3);
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ck_assert_int_eq(status().since_ms, since);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
@@ -215,14 +215,14 @@ END_TEST
 START_TEST(test_new_error_in_the_same_state_is_broadcast_and_keeps_since)
 {
     ld_ds_error_info e = net_error("first");
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_INTERRUPTED, &e);
     int64_t since = status().since_ms;
     listen_as('A');
     sleep_ms(3);
     e = net_error("second");
-    report(LD_DS_INTERRUPTED, &e);
-    report(LD_DS_INTERRUPTED, &e); /* the same error again is a new report */
+    report(LD_DS_STATE_INTERRUPTED, &e);
+    report(LD_DS_STATE_INTERRUPTED, &e); /* the same error again is a new report */
     ck_assert_int_eq(status().since_ms, since);
     ck_assert_str_eq(status().error->message, "second");
     ld_test_flush();
@@ -235,13 +235,13 @@ END_TEST
 START_TEST(test_error_is_kept_when_a_report_has_none)
 {
     ld_ds_error_info e = net_error("reset by peer");
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_INTERRUPTED, &e);
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_INTERRUPTED, &e);
+    report(LD_DS_STATE_VALID, NULL);
     ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_VALID);
+    ck_assert_int_eq(st.state, LD_DS_STATE_VALID);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_NETWORK);
+    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_NETWORK);
     ck_assert_str_eq(st.error->message, "reset by peer");
 }
 END_TEST
@@ -250,12 +250,12 @@ START_TEST(test_error_message_is_copied_and_null_reads_as_empty)
 {
     char msg[] = "timeout";
     ld_ds_error_info e = net_error(msg);
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_INTERRUPTED, &e);
     strcpy(msg, "changed");
     ck_assert_str_eq(status().error->message, "timeout");
     e.message = NULL;
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_INTERRUPTED, &e);
     ck_assert_str_eq(status().error->message, "");
 }
 END_TEST
@@ -263,9 +263,9 @@ END_TEST
 START_TEST(test_error_time_zero_means_now)
 {
     struct timeval before, after;
-    ld_ds_error_info e = {LD_DS_ERROR_UNKNOWN, 0, 0, "?"};
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_UNKNOWN, 0, 0, "?"};
     gettimeofday(&before, NULL);
-    report(LD_DS_OFF, &e);
+    report(LD_DS_STATE_OFF, &e);
     gettimeofday(&after, NULL);
     ck_assert_int_ge(status().error->time_ms,
                      (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
@@ -276,11 +276,11 @@ END_TEST
 
 START_TEST(test_off_is_a_state_like_the_others)
 {
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_OFF, NULL);
-    ck_assert_int_eq(status().state, LD_DS_OFF);
-    report(LD_DS_INTERRUPTED, NULL); /* off is not initializing: this applies */
-    ck_assert_int_eq(status().state, LD_DS_INTERRUPTED);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_OFF, NULL);
+    ck_assert_int_eq(status().state, LD_DS_STATE_OFF);
+    report(LD_DS_STATE_INTERRUPTED, NULL); /* off is not initializing: this applies */
+    ck_assert_int_eq(status().state, LD_DS_STATE_INTERRUPTED);
 }
 END_TEST
 
@@ -294,7 +294,7 @@ START_TEST(test_init_reaches_the_store_and_does_not_make_the_status_valid)
     json_decref(data);
     ck_assert_int_eq(store_version("foo"), 10);
     ck_assert(ld_test_await_bool(ld_store_initialized(store)));
-    ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
+    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
 }
@@ -321,7 +321,7 @@ END_TEST
 
 START_TEST(test_data_the_store_rejects_as_invalid_is_not_a_store_error)
 {
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     listen_as('A');
     json_t *bad = json_pack("{s:s}", "key", "foo");
     ld_test_expect_error(ld_update_sink_upsert(sink, ld_kind_features(), bad), LD_EINVAL,
@@ -334,7 +334,7 @@ START_TEST(test_data_the_store_rejects_as_invalid_is_not_a_store_error)
     ld_test_expect_error(ld_update_sink_init(sink, bad), LD_EINVAL, NULL);
     json_decref(bad);
     ld_test_flush();
-    ck_assert_int_eq(status().state, LD_DS_VALID);
+    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
     ck_assert_ptr_null(status().error);
     ck_assert_int_eq(nheard, 0);
 }
@@ -463,22 +463,22 @@ static ld_future *write_op(int op)
 
 START_TEST(test_store_failure_sets_interrupted_and_store_error)
 {
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     listen_as('A');
     struct timeval before;
     gettimeofday(&before, NULL);
     ld_test_expect_error(write_op(_i), LD_ESTORE, "disk on fire");
     ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_INTERRUPTED);
+    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_STORE);
+    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_STORE);
     ck_assert_int_eq(st.error->status_code, 0);
     ck_assert_int_ge(st.error->time_ms, (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
     ck_assert_str_eq(st.error->message, "disk on fire");
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_INTERRUPTED);
-    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_STORE);
+    ck_assert_int_eq(heard[0].state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_KIND_STORE);
 }
 END_TEST
 
@@ -486,8 +486,8 @@ START_TEST(test_store_failure_while_initializing_stays_initializing)
 {
     listen_as('A');
     ld_test_expect_error(write_op(_i), LD_ESTORE, NULL);
-    ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
-    ck_assert_int_eq(status().error->kind, LD_DS_ERROR_STORE);
+    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
+    ck_assert_int_eq(status().error->kind, LD_DS_ERROR_KIND_STORE);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
 }
@@ -496,11 +496,11 @@ END_TEST
 START_TEST(test_store_success_changes_no_status)
 {
     script.code = 0;
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     listen_as('A');
     ld_future_unref(ld_test_fulfilled(write_op(_i)));
     ld_test_flush();
-    ck_assert_int_eq(status().state, LD_DS_VALID);
+    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
     ck_assert_ptr_null(status().error);
     ck_assert_int_eq(nheard, 0);
 }
@@ -512,7 +512,7 @@ static void check_status_in_callback(ld_future *f, void *arg)
 {
     (void)arg;
     ck_assert_int_eq(ld_future_error(f), LD_EIO); /* any code but LD_EINVAL is a store error */
-    ck_assert_int_eq(status().state, LD_DS_INTERRUPTED);
+    ck_assert_int_eq(status().state, LD_DS_STATE_INTERRUPTED);
     ck_assert_int_eq(nheard, 1); /* the broadcast was queued before the result */
     seen_in_callback = 1;
 }
@@ -521,13 +521,13 @@ START_TEST(test_status_and_broadcast_precede_the_failed_result)
 {
     seen_in_callback = 0;
     script.hold = 1;
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     listen_as('A');
     ld_future *f = write_op(1);
     ld_future_on_complete(ld_future_ref(f), check_status_in_callback, NULL);
     ld_test_flush();
     ck_assert(ld_future_is_pending(f));
-    ck_assert_int_eq(status().state, LD_DS_VALID);
+    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
     ld_future_reject(script.held[0], LD_EIO, "socket closed");
     ld_test_flush();
     ck_assert(seen_in_callback);
@@ -557,7 +557,7 @@ END_TEST
 START_TEST(test_listeners_run_from_the_loop_not_inside_update_status)
 {
     listen_as('A');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ck_assert_int_eq(nheard, 0);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
@@ -571,37 +571,37 @@ START_TEST(test_listeners_hear_each_broadcast_in_order_added)
     listen_as('A');
     listen_as('B');
     listen_as('C');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ld_ds_error_info e = net_error("x");
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_INTERRUPTED, &e);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABCABC");
-    ck_assert_int_eq(heard[0].state, LD_DS_VALID);
-    ck_assert_int_eq(heard[3].state, LD_DS_INTERRUPTED);
+    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(heard[3].state, LD_DS_STATE_INTERRUPTED);
 }
 END_TEST
 
 START_TEST(test_listeners_hear_the_status_as_it_was_at_broadcast_time)
 {
     listen_as('A');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     int64_t valid_since = status().since_ms;
     sleep_ms(3);
     ld_ds_error_info e = net_error("one");
-    report(LD_DS_INTERRUPTED, &e);
+    report(LD_DS_STATE_INTERRUPTED, &e);
     e = net_error("two");
-    report(LD_DS_INTERRUPTED, &e);
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_INTERRUPTED, &e);
+    report(LD_DS_STATE_OFF, NULL);
     ld_test_flush(); /* all four were made before any was heard */
     ck_assert_int_eq(nheard, 4);
-    ck_assert_int_eq(heard[0].state, LD_DS_VALID);
+    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
     ck_assert_int_eq(heard[0].since_ms, valid_since);
     ck_assert(!heard[0].has_error);
-    ck_assert_int_eq(heard[1].state, LD_DS_INTERRUPTED);
+    ck_assert_int_eq(heard[1].state, LD_DS_STATE_INTERRUPTED);
     ck_assert_int_gt(heard[1].since_ms, valid_since);
     ck_assert_str_eq(heard[1].message, "one");
     ck_assert_str_eq(heard[2].message, "two");
-    ck_assert_int_eq(heard[3].state, LD_DS_OFF);
+    ck_assert_int_eq(heard[3].state, LD_DS_STATE_OFF);
     ck_assert_str_eq(heard[3].message, "two");
 }
 END_TEST
@@ -609,11 +609,11 @@ END_TEST
 START_TEST(test_a_listener_added_after_a_broadcast_does_not_hear_it)
 {
     listen_as('A');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     listen_as('B');
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A");
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "AAB");
 }
@@ -621,10 +621,10 @@ END_TEST
 
 START_TEST(test_no_broadcast_is_queued_without_listeners)
 {
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ck_assert_int_eq(event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE), 0);
     listen_as('A');
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_OFF, NULL);
     ck_assert_int_eq(event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE), 1);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A");
@@ -635,7 +635,7 @@ START_TEST(test_a_removed_listener_misses_broadcasts_already_queued)
 {
     int64_t a = listen_as('A');
     listen_as('B');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, a), 0);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "B");
@@ -670,14 +670,14 @@ START_TEST(test_a_listener_may_remove_itself_and_others)
     ids[1] = listen_as('B');
     ids[2] = listen_as('C');
     ids[3] = listen_as('D');
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABDBD");
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, ids[0]), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, ids[3]), 0); /* the tail, after sweep */
     listen_as('E');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABDBDBE");
 }
@@ -686,10 +686,10 @@ END_TEST
 static void report_from_inside(ld_update_sink *s, const ld_ds_status *st, void *arg)
 {
     record(s, st, arg);
-    if (st->state == LD_DS_VALID) {
+    if (st->state == LD_DS_STATE_VALID) {
         listen_as('N'); /* hears what comes next, not the broadcast being heard */
         int before = nheard;
-        ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_OFF, NULL), 0);
+        ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_OFF, NULL), 0);
         ck_assert_int_eq(nheard, before); /* not re-entrant */
     }
 }
@@ -698,11 +698,11 @@ START_TEST(test_a_listener_reporting_a_status_is_heard_later_not_reentrantly)
 {
     ld_store_sink_add_listener(sink, report_from_inside, (void *)(intptr_t)'A');
     listen_as('B');
-    report(LD_DS_VALID, NULL);
+    report(LD_DS_STATE_VALID, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABABN");
-    ck_assert_int_eq(heard[1].state, LD_DS_VALID);
-    ck_assert_int_eq(heard[2].state, LD_DS_OFF);
+    ck_assert_int_eq(heard[1].state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(heard[2].state, LD_DS_STATE_OFF);
 }
 END_TEST
 
@@ -717,8 +717,8 @@ START_TEST(test_a_listener_may_free_the_sink)
 {
     ld_store_sink_add_listener(sink, free_sink_inside, (void *)(intptr_t)'A');
     listen_as('B');
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A"); /* nothing after the free */
 }
@@ -727,8 +727,8 @@ END_TEST
 START_TEST(test_free_with_broadcasts_pending_calls_no_listener)
 {
     listen_as('A');
-    report(LD_DS_VALID, NULL);
-    report(LD_DS_OFF, NULL);
+    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DS_STATE_OFF, NULL);
     ld_update_sink_free(sink);
     sink = NULL;
     ld_test_flush();
@@ -746,7 +746,7 @@ START_TEST(test_bad_input_is_einval)
     ck_assert_ptr_null(ld_update_sink_init(NULL, item));
     ck_assert_ptr_null(ld_update_sink_upsert(NULL, F, item));
     ck_assert_ptr_null(ld_update_sink_delete(NULL, F, "foo", 1));
-    ck_assert_int_eq(ld_update_sink_update_status(NULL, LD_DS_VALID, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_update_sink_update_status(NULL, LD_DS_STATE_VALID, NULL), LD_EINVAL);
     ld_update_sink_free(NULL);
     ld_test_expect_error(ld_update_sink_init(sink, NULL), LD_EINVAL, "all_data");
     ld_test_expect_error(ld_update_sink_upsert(sink, NULL, item), LD_EINVAL, "kind");
@@ -761,23 +761,23 @@ START_TEST(test_bad_status_reports_are_einval_and_change_nothing)
 {
     listen_as('A');
     ld_ds_error_info bad[] = {
-        {(enum ld_ds_error_kind)5, 0, 1, "m"}, {(enum ld_ds_error_kind) - 1, 0, 1, "m"},
-        {LD_DS_ERROR_RESPONSE, -1, 1, "m"},    {LD_DS_ERROR_RESPONSE, 99, 1, "m"},
-        {LD_DS_ERROR_RESPONSE, 1000, 1, "m"},  {LD_DS_ERROR_NETWORK, 0, -1, "m"},
+        {(enum ld_ds_error_kind)5, 0, 1, "m"},     {(enum ld_ds_error_kind) - 1, 0, 1, "m"},
+        {LD_DS_ERROR_KIND_RESPONSE, -1, 1, "m"},   {LD_DS_ERROR_KIND_RESPONSE, 99, 1, "m"},
+        {LD_DS_ERROR_KIND_RESPONSE, 1000, 1, "m"}, {LD_DS_ERROR_KIND_NETWORK, 0, -1, "m"},
     };
     ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_ds_state)4, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_ds_state) - 1, NULL), LD_EINVAL);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_int_eq(ld_update_sink_update_status(sink, LD_DS_VALID, &bad[i]), LD_EINVAL);
-    ck_assert_int_eq(status().state, LD_DS_INITIALIZING);
+        ck_assert_int_eq(ld_update_sink_update_status(sink, LD_DS_STATE_VALID, &bad[i]), LD_EINVAL);
+    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
     ck_assert_ptr_null(status().error);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
-    ld_ds_error_info edge = {LD_DS_ERROR_RESPONSE, 999, 1, "m"};
-    report(LD_DS_VALID, &edge);
+    ld_ds_error_info edge = {LD_DS_ERROR_KIND_RESPONSE, 999, 1, "m"};
+    report(LD_DS_STATE_VALID, &edge);
     ck_assert_int_eq(status().error->status_code, 999);
     edge.status_code = 100;
-    report(LD_DS_VALID, &edge);
+    report(LD_DS_STATE_VALID, &edge);
     ck_assert_int_eq(status().error->status_code, 100);
 }
 END_TEST
@@ -845,7 +845,7 @@ static int custom_update_status(void *impl, enum ld_ds_state state, const ld_ds_
     c->had_error = e != NULL;
     if (e)
         c->error = *e;
-    return state == LD_DS_OFF ? LD_ENOMEM : 0;
+    return state == LD_DS_STATE_OFF ? LD_ENOMEM : 0;
 }
 
 static void custom_free(void *impl)
@@ -877,14 +877,15 @@ START_TEST(test_a_custom_sink_gets_every_call)
     ck_assert(!ld_test_await_bool(ld_update_sink_delete(s, ld_kind_features(), "gone", 7)));
     ck_assert_str_eq(c.key, "gone");
     ck_assert_int_eq(c.version, 7);
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_VALID, NULL), 0);
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_VALID, NULL), 0);
     ck_assert(!c.had_error);
-    ld_ds_error_info e = {LD_DS_ERROR_INVALID_DATA, 0, 0, "bad json"};
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_INTERRUPTED, &e), 0);
-    ck_assert_int_eq(c.state, LD_DS_INTERRUPTED);
-    ck_assert_int_eq(c.error.kind, LD_DS_ERROR_INVALID_DATA);
+    ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, "bad json"};
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_INTERRUPTED, &e), 0);
+    ck_assert_int_eq(c.state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(c.error.kind, LD_DS_ERROR_KIND_INVALID_DATA);
     ck_assert_int_gt(c.error.time_ms, 0); /* 0 became now */
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_OFF, NULL), LD_ENOMEM); /* passed on */
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_OFF, NULL),
+                     LD_ENOMEM); /* passed on */
     ck_assert_int_eq(c.statuses, 3);
     /* store sink functions are not for other sinks */
     ld_ds_status st;

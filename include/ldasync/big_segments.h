@@ -149,10 +149,10 @@ LD_EXPORT bool ld_big_segment_is_stale(int64_t last_up_to_date_ms, int64_t now_m
 
 /** The big segments status an evaluation reports. @since 0.1.0 */
 enum ld_big_segments_status {
-    LD_BIG_SEGMENTS_HEALTHY = 0,        /* the store answered and is up to date */
-    LD_BIG_SEGMENTS_STALE = 1,          /* it answered, but its data may be old */
-    LD_BIG_SEGMENTS_NOT_CONFIGURED = 2, /* a big segment was needed, no store */
-    LD_BIG_SEGMENTS_STORE_ERROR = 3     /* the store failed */
+    LD_BIG_SEGMENTS_STATUS_HEALTHY = 0,        /* the store answered and is up to date */
+    LD_BIG_SEGMENTS_STATUS_STALE = 1,          /* it answered, but its data may be old */
+    LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED = 2, /* a big segment was needed, no store */
+    LD_BIG_SEGMENTS_STATUS_STORE_ERROR = 3     /* the store failed */
 };
 
 /** The status's name as LaunchDarkly's evaluation reasons spell it:

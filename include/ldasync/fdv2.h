@@ -68,9 +68,9 @@ struct event_base;
 
 /** What the server intends to send. @since 0.1.0 */
 enum ld_fdv2_intent {
-    LD_FDV2_XFER_FULL = 0,    /* "xfer-full": a full data set, replacing all */
-    LD_FDV2_XFER_CHANGES = 1, /* "xfer-changes": changes to the data held */
-    LD_FDV2_XFER_NONE = 2     /* "none": the data held is up to date */
+    LD_FDV2_INTENT_XFER_FULL = 0,    /* "xfer-full": a full data set, replacing all */
+    LD_FDV2_INTENT_XFER_CHANGES = 1, /* "xfer-changes": changes to the data held */
+    LD_FDV2_INTENT_NONE = 2          /* "none": the data held is up to date */
 };
 
 /** The intent's protocol name ("xfer-full", "xfer-changes", "none"): a
@@ -83,8 +83,8 @@ LD_EXPORT int ld_fdv2_intent_from_name(const char *name);
 
 /** What a change does. @since 0.1.0 */
 enum ld_fdv2_action {
-    LD_FDV2_PUT = 0,   /* "put": insert or replace the item */
-    LD_FDV2_DELETE = 1 /* "delete": delete it (store a tombstone) */
+    LD_FDV2_ACTION_PUT = 0,   /* "put": insert or replace the item */
+    LD_FDV2_ACTION_DELETE = 1 /* "delete": delete it (store a tombstone) */
 };
 
 /** The action's name ("put", "delete"): a static string, or NULL for a

@@ -28,19 +28,19 @@ LD_BEGIN_DECLS
 
 /** The state of a data source. @since 0.1.0 */
 enum ld_ds_state {
-    LD_DS_INITIALIZING = 0, /* "initializing": no valid data received yet */
-    LD_DS_VALID = 1,        /* "valid": receiving data as it should */
-    LD_DS_INTERRUPTED = 2,  /* "interrupted": had valid data, now has a problem */
-    LD_DS_OFF = 3           /* "off": stopped for good (given up, or shut down) */
+    LD_DS_STATE_INITIALIZING = 0, /* "initializing": no valid data received yet */
+    LD_DS_STATE_VALID = 1,        /* "valid": receiving data as it should */
+    LD_DS_STATE_INTERRUPTED = 2,  /* "interrupted": had valid data, now has a problem */
+    LD_DS_STATE_OFF = 3           /* "off": stopped for good (given up, or shut down) */
 };
 
 /** The kind of a data-source error. @since 0.1.0 */
 enum ld_ds_error_kind {
-    LD_DS_ERROR_UNKNOWN = 0,      /* "unknown" */
-    LD_DS_ERROR_NETWORK = 1,      /* "network_error": connection failed or dropped */
-    LD_DS_ERROR_RESPONSE = 2,     /* "error_response": the service answered with an error */
-    LD_DS_ERROR_INVALID_DATA = 3, /* "invalid_data": what was received is malformed */
-    LD_DS_ERROR_STORE = 4         /* "store_error": the store failed to take an update */
+    LD_DS_ERROR_KIND_UNKNOWN = 0,      /* "unknown" */
+    LD_DS_ERROR_KIND_NETWORK = 1,      /* "network_error": connection failed or dropped */
+    LD_DS_ERROR_KIND_RESPONSE = 2,     /* "error_response": the service answered with an error */
+    LD_DS_ERROR_KIND_INVALID_DATA = 3, /* "invalid_data": what was received is malformed */
+    LD_DS_ERROR_KIND_STORE = 4         /* "store_error": the store failed to take an update */
 };
 
 /** The name of a state ("initializing", "valid", "interrupted", "off"): a

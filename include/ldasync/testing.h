@@ -35,15 +35,15 @@ struct event_base;
 /* The mock store (lib/testing/mock_store.c)                                 */
 
 /** The operations of a store, for the mock store's counters and failure
- *  injection. LD_MOCK_ANY stands for all of them. @since 0.1.0 */
+ *  injection. LD_MOCK_OP_ANY stands for all of them. @since 0.1.0 */
 enum ld_mock_op {
-    LD_MOCK_GET,
-    LD_MOCK_ALL,
-    LD_MOCK_INIT,
-    LD_MOCK_UPSERT,
-    LD_MOCK_DELETE,
-    LD_MOCK_INITIALIZED,
-    LD_MOCK_ANY
+    LD_MOCK_OP_GET = 0,
+    LD_MOCK_OP_ALL = 1,
+    LD_MOCK_OP_INIT = 2,
+    LD_MOCK_OP_UPSERT = 3,
+    LD_MOCK_OP_DELETE = 4,
+    LD_MOCK_OP_INITIALIZED = 5,
+    LD_MOCK_OP_ANY = 6
 };
 
 /** A store in memory that behaves as store.h says (it passes the store
@@ -70,7 +70,7 @@ LD_EXPORT int ld_mock_store_init_count(const ld_store *store);
  *  a mock store or `i` >= ld_mock_store_init_count(). @since 0.1.0 */
 LD_EXPORT const json_t *ld_mock_store_init_data(const ld_store *store, size_t i);
 
-/** How many operations `op` the mock has received (LD_MOCK_ANY: of all
+/** How many operations `op` the mock has received (LD_MOCK_OP_ANY: of all
  *  operations). Operations the front layer rejected (bad input, closed
  *  store) never reach the mock and are not counted; those failed by
  *  ld_mock_store_fail_next() are.
@@ -97,8 +97,8 @@ LD_EXPORT int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, c
 
 /** Makes the next `n` operations `op` that reach the mock fail: their
  *  futures reject with `code` and a message naming the operation, and the
- *  store does not change. LD_MOCK_ANY counts operations of every kind. An
- *  operation uses up its own count first, then the count of LD_MOCK_ANY.
+ *  store does not change. LD_MOCK_OP_ANY counts operations of every kind. An
+ *  operation uses up its own count first, then the count of LD_MOCK_OP_ANY.
  *  A call replaces the count left from an earlier call for the same `op`;
  *  `n` = 0 disarms it.
  *  @return 0; LD_EINVAL if `store` is not a mock store, `op` is not an enum
@@ -195,10 +195,10 @@ LD_EXPORT int ld_mock_update_processor_stopped(const ld_update_processor *up);
 
 /** What a mock big segment store's get_metadata answers. @since 0.1.0 */
 enum ld_mock_big_segments_preset {
-    LD_MOCK_BIG_SEGMENTS_UP_TO_DATE = 0, /* the time of the call, in epoch ms */
-    LD_MOCK_BIG_SEGMENTS_STALE = 1,      /* one day before the call */
-    LD_MOCK_BIG_SEGMENTS_NONE = 2,       /* LD_BIG_SEGMENT_TIME_UNKNOWN */
-    LD_MOCK_BIG_SEGMENTS_ERROR = 3       /* rejected with LD_ESTORE */
+    LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE = 0, /* the time of the call, in epoch ms */
+    LD_MOCK_BIG_SEGMENTS_PRESET_STALE = 1,      /* one day before the call */
+    LD_MOCK_BIG_SEGMENTS_PRESET_NONE = 2,       /* LD_BIG_SEGMENT_TIME_UNKNOWN */
+    LD_MOCK_BIG_SEGMENTS_PRESET_ERROR = 3       /* rejected with LD_ESTORE */
 };
 
 /** A big segment store in memory: get_metadata answers as `preset` says

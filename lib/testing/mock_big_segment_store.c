@@ -43,16 +43,16 @@ static void mock_get_metadata(void *impl, ld_future *out)
     struct mock *m = impl;
     m->metadata_queries++;
     switch (m->preset) {
-    case LD_MOCK_BIG_SEGMENTS_UP_TO_DATE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE:
         ld_future_fulfill_int(out, now_ms());
         break;
-    case LD_MOCK_BIG_SEGMENTS_STALE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_STALE:
         ld_future_fulfill_int(out, now_ms() - STALE_AGE_MS);
         break;
-    case LD_MOCK_BIG_SEGMENTS_NONE:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_NONE:
         ld_future_fulfill_int(out, LD_BIG_SEGMENT_TIME_UNKNOWN);
         break;
-    case LD_MOCK_BIG_SEGMENTS_ERROR:
+    case LD_MOCK_BIG_SEGMENTS_PRESET_ERROR:
         ld_future_reject(out, LD_ESTORE, "mock big segment store: scripted metadata failure");
         break;
     }
@@ -109,7 +109,7 @@ static const struct ld_big_segment_store_ops mock_ops = {
 
 static bool is_preset(enum ld_mock_big_segments_preset preset)
 {
-    return (unsigned)preset <= LD_MOCK_BIG_SEGMENTS_ERROR;
+    return (unsigned)preset <= LD_MOCK_BIG_SEGMENTS_PRESET_ERROR;
 }
 
 ld_big_segment_store *ld_mock_big_segment_store_new(struct event_base *base,

@@ -38,7 +38,7 @@ static const char *mock_name(void *impl)
 
 static int add_change(ld_fdv2_change_set_builder *b, const ld_fdv2_change *c)
 {
-    if (ld_fdv2_change_action(c) == LD_FDV2_PUT)
+    if (ld_fdv2_change_action(c) == LD_FDV2_ACTION_PUT)
         return ld_fdv2_change_set_builder_add_put(b, ld_fdv2_change_kind(c), ld_fdv2_change_key(c),
                                                   ld_fdv2_change_version(c),
                                                   ld_fdv2_change_object(c));

@@ -15,7 +15,7 @@
 
 #include "testing-internal.h"
 
-#define NOPS LD_MOCK_ANY /* the operations; LD_MOCK_ANY indexes the shared count */
+#define NOPS LD_MOCK_OP_ANY /* the operations; LD_MOCK_OP_ANY indexes the shared count */
 
 struct mock {
     struct ld__mock head;
@@ -51,7 +51,7 @@ static json_t *items_of(struct mock *m, const ld_kind *kind)
 static bool counted_or_failed(struct mock *m, enum ld_mock_op op, ld_future *out)
 {
     m->calls[op]++;
-    enum ld_mock_op armed = m->fail_left[op] > 0 ? op : LD_MOCK_ANY;
+    enum ld_mock_op armed = m->fail_left[op] > 0 ? op : LD_MOCK_OP_ANY;
     if (m->fail_left[armed] == 0)
         return false;
     m->fail_left[armed]--;
@@ -72,7 +72,7 @@ static void complete_json(ld_future *out, json_t *v, bool out_of_memory)
 static void mock_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
     struct mock *m = impl;
-    if (counted_or_failed(m, LD_MOCK_GET, out))
+    if (counted_or_failed(m, LD_MOCK_OP_GET, out))
         return;
     json_t *item = json_object_get(json_object_get(m->data, ld_kind_namespace(kind)), key);
     complete_json(out, item && !ld_item_is_deleted(item) ? json_incref(item) : NULL, false);
@@ -81,7 +81,7 @@ static void mock_get(void *impl, const ld_kind *kind, const char *key, ld_future
 static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
 {
     struct mock *m = impl;
-    if (counted_or_failed(m, LD_MOCK_ALL, out))
+    if (counted_or_failed(m, LD_MOCK_OP_ALL, out))
         return;
     json_t *live = json_object();
     const char *key;
@@ -133,7 +133,7 @@ static void mock_init(void *impl, const json_t *all_data, ld_future *out)
     struct mock *m = impl;
     json_t *record = copy_data(all_data);
     bool recorded = record && json_array_append_new(m->inits, record) == 0;
-    if (counted_or_failed(m, LD_MOCK_INIT, out))
+    if (counted_or_failed(m, LD_MOCK_OP_INIT, out))
         return;
     json_t *fresh = recorded ? copy_data(all_data) : NULL; /* the record must not change */
     if (!fresh) {
@@ -173,7 +173,7 @@ static void mock_upsert(void *impl, const ld_kind *kind, const json_t *item,
                         const struct ld_item_info *info, ld_future *out)
 {
     struct mock *m = impl;
-    if (!counted_or_failed(m, LD_MOCK_UPSERT, out))
+    if (!counted_or_failed(m, LD_MOCK_OP_UPSERT, out))
         complete_write(out, put(m, kind, info->key, (json_t *)item, false));
 }
 
@@ -197,14 +197,14 @@ static void mock_del(void *impl, const ld_kind *kind, const char *key, int64_t v
                      ld_future *out)
 {
     struct mock *m = impl;
-    if (!counted_or_failed(m, LD_MOCK_DELETE, out))
+    if (!counted_or_failed(m, LD_MOCK_OP_DELETE, out))
         complete_write(out, tombstone_put(m, kind, key, version, false));
 }
 
 static void mock_initialized(void *impl, ld_future *out)
 {
     struct mock *m = impl;
-    if (counted_or_failed(m, LD_MOCK_INITIALIZED, out))
+    if (counted_or_failed(m, LD_MOCK_OP_INITIALIZED, out))
         return;
     ld_future_fulfill_bool(out, m->inited);
     ld_future_unref(out);
@@ -255,9 +255,9 @@ const json_t *ld_mock_store_init_data(const ld_store *store, size_t i)
 int ld_mock_store_calls(const ld_store *store, enum ld_mock_op op)
 {
     const struct mock *m = mock_of(store);
-    if (!m || (unsigned)op > LD_MOCK_ANY)
+    if (!m || (unsigned)op > LD_MOCK_OP_ANY)
         return LD_EINVAL;
-    if (op != LD_MOCK_ANY)
+    if (op != LD_MOCK_OP_ANY)
         return m->calls[op];
     int total = 0;
     for (int i = 0; i < NOPS; i++)
@@ -288,7 +288,7 @@ int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, const char 
 int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n, int code)
 {
     struct mock *m = mock_of(store);
-    if (!m || (unsigned)op > LD_MOCK_ANY || n < 0 || code >= 0)
+    if (!m || (unsigned)op > LD_MOCK_OP_ANY || n < 0 || code >= 0)
         return LD_EINVAL;
     m->fail_left[op] = n;
     m->fail_code[op] = code;
