@@ -105,18 +105,11 @@ static void sink_teardown(void)
     ld_test_teardown();
 }
 
-/* The flag fixture (docs/design.md, "The testing kit"). */
-static json_t *make_feature(const char *key, int version)
-{
-    return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
-                     "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
-                     "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
-}
 
 static json_t *foo_bar_data(void)
 {
-    return json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", make_feature("foo", 10), "bar",
-                     make_feature("bar", 10), "segments");
+    return json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", ld_test_feature("foo", 10), "bar",
+                     ld_test_feature("bar", 10), "segments");
 }
 
 static int64_t store_version(const char *key)
@@ -305,7 +298,7 @@ START_TEST(test_upsert_and_delete_give_the_store_results)
     json_t *data = foo_bar_data();
     ld_future_unref(ld_test_fulfilled(ld_update_sink_init(sink, data)));
     json_decref(data);
-    json_t *newer = make_feature("foo", 11), *older = make_feature("bar", 9);
+    json_t *newer = ld_test_feature("foo", 11), *older = ld_test_feature("bar", 9);
     ck_assert(ld_test_await_bool(ld_update_sink_upsert(sink, ld_kind_features(), newer)));
     ck_assert(!ld_test_await_bool(ld_update_sink_upsert(sink, ld_kind_features(), older)));
     ck_assert_int_eq(store_version("foo"), 11);
@@ -452,7 +445,7 @@ static void script_setup(void)
 /* Issues one write of kind `op` (0 init, 1 upsert, 2 delete). */
 static ld_future *write_op(int op)
 {
-    json_t *data = op == 0 ? foo_bar_data() : make_feature("foo", 1);
+    json_t *data = op == 0 ? foo_bar_data() : ld_test_feature("foo", 1);
     ld_future *f = op == 0   ? ld_update_sink_init(sink, data)
                    : op == 1 ? ld_update_sink_upsert(sink, ld_kind_features(), data)
                              : ld_update_sink_delete(sink, ld_kind_features(), "foo", 2);
@@ -741,7 +734,7 @@ END_TEST
 START_TEST(test_bad_input_is_einval)
 {
     const ld_kind *F = ld_kind_features();
-    json_t *item = make_feature("foo", 1);
+    json_t *item = ld_test_feature("foo", 1);
     ck_assert_ptr_null(ld_store_sink_new(NULL));
     ck_assert_ptr_null(ld_update_sink_init(NULL, item));
     ck_assert_ptr_null(ld_update_sink_upsert(NULL, F, item));
@@ -867,7 +860,7 @@ START_TEST(test_a_custom_sink_gets_every_call)
     struct custom c = {0};
     ld_update_sink *s = ld_update_sink_new(B, &custom_ops, &c);
     ck_assert_ptr_nonnull(s);
-    json_t *data = foo_bar_data(), *item = make_feature("x", 3);
+    json_t *data = foo_bar_data(), *item = ld_test_feature("x", 3);
     ld_future_unref(ld_test_fulfilled(ld_update_sink_init(s, data)));
     ck_assert_int_eq(c.inits, 1);
     ck_assert_ptr_eq(c.data, data);

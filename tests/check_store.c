@@ -29,13 +29,6 @@ static void store_teardown(void)
     ld_test_teardown();
 }
 
-/* The flag fixture (docs/design.md, "The testing kit"). */
-static json_t *make_feature(const char *key, int version)
-{
-    return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
-                     "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
-                     "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
-}
 
 /* Waits for f, checks it fulfilled, and returns it (still referenced). */
 static ld_future *done(ld_future *f)
@@ -69,15 +62,15 @@ static int64_t get_version(const char *key)
 
 static void init_foo_bar(void)
 {
-    json_t *data = json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", make_feature("foo", 10),
-                             "bar", make_feature("bar", 10), "segments");
+    json_t *data = json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", ld_test_feature("foo", 10),
+                             "bar", ld_test_feature("bar", 10), "segments");
     ok(ld_store_init(store, data));
     json_decref(data);
 }
 
 static void upsert(const char *key, int version, bool applied)
 {
-    json_t *item = make_feature(key, version);
+    json_t *item = ld_test_feature(key, version);
     ck_assert_int_eq(await_bool(ld_store_upsert(store, ld_kind_features(), item)), applied);
     json_decref(item);
 }
@@ -123,7 +116,7 @@ END_TEST
 
 START_TEST(test_items_are_shared_not_copied)
 {
-    json_t *item = make_feature("x", 1);
+    json_t *item = ld_test_feature("x", 1);
     ck_assert(await_bool(ld_store_upsert(store, ld_kind_features(), item)));
     ld_future *f = done(ld_store_get(store, ld_kind_features(), "x"));
     ck_assert_ptr_eq(ld_future_json(f), item);
@@ -137,7 +130,7 @@ END_TEST
 START_TEST(test_replaced_items_are_released_from_the_loop)
 {
     const ld_kind *k = ld_kind_features();
-    json_t *v1 = make_feature("x", 1), *v2 = make_feature("x", 2);
+    json_t *v1 = ld_test_feature("x", 1), *v2 = ld_test_feature("x", 2);
     ck_assert(await_bool(ld_store_upsert(store, k, v1)));
     ld_future *f = ld_store_upsert(store, k, v2);
     ck_assert_int_eq(v1->refcount, 2);            /* still the store's too */
@@ -163,7 +156,7 @@ END_TEST
 START_TEST(test_replaced_items_wait_for_get_results_that_may_read_them)
 {
     const ld_kind *k = ld_kind_features();
-    json_t *v1 = make_feature("x", 1), *v2 = make_feature("x", 2);
+    json_t *v1 = ld_test_feature("x", 1), *v2 = ld_test_feature("x", 2);
     ck_assert(await_bool(ld_store_upsert(store, k, v1)));
     ld_future *held = done(ld_store_get(store, k, "x"));
     ck_assert(await_bool(ld_store_upsert(store, k, v2)));
@@ -189,12 +182,12 @@ START_TEST(test_items_waiting_for_release_are_bounded)
     char key[32];
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "flag-%d", i);
-        old[i] = make_feature(key, 1);
+        old[i] = ld_test_feature(key, 1);
         ck_assert(await_bool(ld_store_upsert(store, k, old[i])));
     }
     for (int i = 0; i < N; i++) { /* no loop pass in between */
         snprintf(key, sizeof(key), "flag-%d", i);
-        json_t *item = make_feature(key, 2);
+        json_t *item = ld_test_feature(key, 2);
         ld_future_unref(ld_store_upsert(store, k, item));
         json_decref(item);
     }
@@ -366,7 +359,7 @@ START_TEST(test_many_keys_grow_the_table)
         if (i % 3 == 0) {
             ck_assert(await_bool(ld_store_delete(store, ld_kind_features(), key, 1)));
         } else {
-            json_t *item = make_feature(key, 1);
+            json_t *item = ld_test_feature(key, 1);
             ck_assert(await_bool(ld_store_upsert(store, ld_kind_features(), item)));
             json_decref(item);
         }
@@ -598,7 +591,7 @@ END_TEST
 START_TEST(test_write_results_are_futures_of_their_own)
 {
     int calls_true = 0, calls_false = 0;
-    json_t *item = make_feature("foo", 1);
+    json_t *item = ld_test_feature("foo", 1);
     ld_future *a = ld_store_upsert(store, ld_kind_features(), item);
     ld_future *b = ld_store_upsert(store, ld_kind_features(), item); /* equal: false */
     ld_future *c = ld_store_delete(store, ld_kind_features(), "foo", 2);
@@ -625,7 +618,7 @@ END_TEST
  * it held (a get's item) is let go of. */
 START_TEST(test_a_result_cancelled_before_the_loop_ran_stays_cancelled)
 {
-    json_t *item = make_feature("foo", 1);
+    json_t *item = ld_test_feature("foo", 1);
     ld_future_unref(ld_store_upsert(store, ld_kind_features(), item));
     json_decref(item);
     ld_future *g = ld_store_get(store, ld_kind_features(), "foo");
@@ -653,7 +646,7 @@ END_TEST
 
 START_TEST(test_write_results_outlive_the_store)
 {
-    json_t *item = make_feature("foo", 1);
+    json_t *item = ld_test_feature("foo", 1);
     ld_future *a = ld_store_upsert(store, ld_kind_features(), item);
     ld_future *b = ld_store_delete(store, ld_kind_features(), "foo", 1);
     ld_future *g = ld_store_get(store, ld_kind_features(), "foo");
@@ -756,7 +749,7 @@ static void *release_gets(void *arg)
 START_TEST(test_get_results_released_on_other_threads_once_threading_is_on)
 {
     const ld_kind *k = ld_kind_features();
-    json_t *a1 = make_feature("a", 1);
+    json_t *a1 = ld_test_feature("a", 1);
     ck_assert(await_bool(ld_store_upsert(store, k, a1)));
     upsert("b", 1, true);
     ld_future *before = done(ld_store_get(store, k, "a")); /* threading may be off */
@@ -879,7 +872,7 @@ START_TEST(test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory)
     for (int when = 0; when < 60; when++) {
         ld_future *held = done(ld_store_all(store, k)); /* the next write copies */
         snprintf(key, sizeof(key), "new%d", when);
-        json_t *item = make_feature(key, 1);
+        json_t *item = ld_test_feature(key, 1);
         json_set_alloc_funcs(failing_malloc, free);
         fail_countdown = when;
         ld_future *u = ld_store_upsert(store, k, item);
@@ -940,7 +933,7 @@ START_TEST(test_all_snapshots_stay_exact_under_random_writes_and_readers)
         unsigned r = (rnd >> 8) % 100;
         snprintf(key, sizeof(key), "k%u", (rnd >> 16) % KEYS);
         if (r < 55) {
-            json_t *item = make_feature(key, (int)++version);
+            json_t *item = ld_test_feature(key, (int)++version);
             ck_assert(await_bool(ld_store_upsert(store, k, item)));
             json_object_set(model, key, item);
             json_decref(item);
@@ -983,7 +976,7 @@ START_TEST(test_all_stays_exact_when_an_earlier_snapshot_falls_far_behind)
     char key[16];
     for (int i = 0; i < 100; i++) {
         snprintf(key, sizeof(key), "k%d", i);
-        json_t *item = make_feature(key, 1);
+        json_t *item = ld_test_feature(key, 1);
         ck_assert(await_bool(ld_store_upsert(store, k, item)));
         json_object_set_new(model, key, item);
     }
@@ -992,7 +985,7 @@ START_TEST(test_all_stays_exact_when_an_earlier_snapshot_falls_far_behind)
         json_t *a_model = json_copy(model);
         for (int i = 0; i < 200; i++) { /* far more than 100 / 8 */
             snprintf(key, sizeof(key), "k%d", (i * 7 + round) % 100);
-            json_t *item = make_feature(key, 2 + round * 200 + i);
+            json_t *item = ld_test_feature(key, 2 + round * 200 + i);
             ck_assert(await_bool(ld_store_upsert(store, k, item)));
             json_object_set_new(model, key, item);
             if (i == 0)

@@ -394,3 +394,10 @@ void ld_test_script_answer(enum ld_test_iface i, ld_future *out)
     ck_assert_int_eq(rc, 0);
     ld_future_unref(out);
 }
+
+json_t *ld_test_feature(const char *key, int version)
+{
+    return json_pack("{s:s, s:i, s:b, s:[b,b], s:n, s:{}, s:[], s:[], s:[], s:[], s:s}", "key", key,
+                     "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
+                     "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
+}

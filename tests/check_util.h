@@ -53,6 +53,10 @@ bool ld_test_await_bool(ld_future *f);
  * `in_message` is NULL, that its message contains `in_message`; releases f. */
 void ld_test_expect_error(ld_future *f, int code, const char *in_message);
 
+/* The flag fixture (docs/design.md, "The testing kit"): a new reference
+ * to a flag of LaunchDarkly's shape with `key` and `version`. */
+json_t *ld_test_feature(const char *key, int version);
+
 /* A callback that counts its calls in *(int *)arg. */
 void ld_test_count_cb(ld_future *f, void *arg);
 
