@@ -38,7 +38,6 @@
  * small functions the hot paths inline across them.
  */
 #include <event2/event.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>

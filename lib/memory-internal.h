@@ -35,6 +35,8 @@ struct bin {
     size_t n, cap, w;
 };
 
+/* A generation (see memory_reclaim.c): the leases of gets taken while it
+ * was current, and the items they read, GEN_ITEMS at most. */
 #define GEN_ITEMS 32
 
 struct gen {

@@ -6,11 +6,12 @@
  * an empty list, giving back a long one, a thread's exit.
  *
  * A future is 64 bytes, one cache line; from a slab it has no malloc header
- * and its neighbours are futures. Measured (see future.c), malloc per
- * future instead (LDASYNC_NO_POOL=1) makes a batched round trip ~60%
- * slower. Each thread keeps up to LD_POOL_KEEP free futures without a
- * lock; beyond that, and when the thread exits, they go to a shared list
- * (one mutex) that empty lists refill from before a new slab is made.
+ * and its neighbours are futures. Measured (see future.c), a batched round
+ * trip took 16.6 ns with the pool and 26.5 ns with malloc per future
+ * (LDASYNC_NO_POOL=1). Each thread keeps up to LD_POOL_KEEP free futures
+ * without a lock; beyond that, and when the thread exits, they go to a
+ * shared list (one mutex) that empty lists refill from before a new slab
+ * is made.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@
 #endif
 
 TLS struct ld__pool ld__tl_pool;
-atomic_int ld__pool_on = -1; /* -1 until pool_init_once ran */
+atomic_int ld__pool_on = -1; /* -1 until pool_init_once() ran */
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static ld_future *g_pool_free;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
