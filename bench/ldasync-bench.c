@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +99,15 @@ static void run_until(struct event_base *base, long target)
 {
     while (done_count < target)
         event_base_loop(base, EVLOOP_ONCE);
+}
+
+/* Runs the loop until what a workload left queued (results it released
+ * before the loop ran complete from the loop) has run: before the next
+ * run, and before the base is freed. */
+static void drain(struct event_base *base)
+{
+    for (int i = 0; i < 1000; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
 }
 
 /* Many futures completed, then the loop runs their callbacks. */
@@ -781,11 +791,317 @@ static double bench_store_item_bytes(struct event_base *base, long ops)
     return (double)(after - before) * 1024.0 / (double)ops;
 }
 
-/* pending_bytes first: it measures fresh memory, before other workloads
- * leave freed futures around for reuse. Threaded workloads last: libevent
- * threading cannot be turned off again, and with it on every future may be
- * shared between threads, so it pays for atomic operations (the *.threaded
- * rows show that price). The alt group, a reference, runs last. */
+/* ---- what a user pays: items parsed from JSON text, held by the store ---- */
+
+/* JSON text of a flag (feature_text) or of {"features": {n flags},
+ * "segments": {}} (data_text), as a data source receives it: new strings. */
+static char *dump(json_t *json)
+{
+    char *text = json_dumps(json, JSON_COMPACT);
+    json_decref(json);
+    if (!text)
+        exit(1);
+    return text;
+}
+
+static char *feature_text(const char *key, long version)
+{
+    return dump(make_feature(key, version));
+}
+
+static char *data_text(long n)
+{
+    return dump(make_data(n));
+}
+
+static json_t *parse_text(const char *text)
+{
+    json_t *json = json_loads(text, 0, NULL);
+    if (!json)
+        exit(1);
+    return json;
+}
+
+/* Waits for f (checked: fulfilled) and releases it. */
+static void wait_ok(ld_future *f, const char *what)
+{
+    ld_future_wait(f);
+    if (!ld_future_is_fulfilled(f)) {
+        fprintf(stderr, "%s failed\n", what);
+        exit(1);
+    }
+    ld_future_unref(f);
+}
+
+/* A memory store holding n flags parsed from their JSON text (as a data
+ * source fills one), and their keys; the store holds the only reference to
+ * each item. */
+static ld_store *store_parsed(struct event_base *base, long n, char (**keys)[32])
+{
+    char *text = data_text(n);
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = parse_text(text);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    free(text);
+    drain(base);
+    *keys = malloc((size_t)n * sizeof(**keys));
+    if (!*keys)
+        exit(1);
+    for (long i = 0; i < n; i++)
+        flag_key((*keys)[i], sizeof((*keys)[i]), i);
+    return st;
+}
+
+/* Counts completed writes that applied (a write's result is a bool). */
+static long applied_count;
+
+static void applied_cb(ld_future *f, void *arg)
+{
+    (void)arg;
+    done_count++;
+    applied_count += ld_future_is_fulfilled(f) && ld_future_bool(f);
+}
+
+/* Writes as a data source makes them, in a store of FLAGS flags filled
+ * from their JSON text, that holds the only reference to every item it
+ * holds (the bench drops its own right after each call): upserts (or
+ * deletes) of random keys with ever higher versions, 100 distinct keys per
+ * batch, so every write applies and replaces a flag. On the clock: the
+ * writes, the release of the bench's reference to each new item, waiting
+ * for every result (a callback reads it: applied, checked), and the loop
+ * pass in which the store lets go of the items the writes replaced, so
+ * their freeing (the store held the last reference) is inside. The JSON
+ * text of a batch's items is made just before the clock, and the items
+ * parsed from it (json_loads) just before the clock too, or, with
+ * `parsed`, on the clock, as a data source parses an item and writes it. A
+ * deleted key gets a new item after the clock (the loop runs for it off
+ * the clock too), so that every delete replaces an item. */
+static double store_writes_owned(struct event_base *base, long ops, int del, int parsed)
+{
+    enum { BATCH = 100 };
+    char(*keys)[32];
+    ld_store *st = store_parsed(base, FLAGS, &keys);
+    json_t *items[BATCH];
+    char *texts[BATCH];
+    long idx[BATCH];
+    unsigned char *taken = calloc(FLAGS, 1);
+    if (!taken)
+        exit(1);
+    double total = 0;
+    for (long done = 0, version = 2; done < ops; done += BATCH, version++) {
+        for (int i = 0; i < BATCH; i++) {
+            do
+                idx[i] = next_index(FLAGS);
+            while (taken[idx[i]]);
+            taken[idx[i]] = 1;
+            texts[i] = del ? NULL : feature_text(keys[idx[i]], version);
+            items[i] = del || parsed ? NULL : parse_text(texts[i]);
+        }
+        done_count = applied_count = 0;
+        double t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            ld_future *f;
+            if (del) {
+                f = ld_store_delete(st, ld_kind_features(), keys[idx[i]], version);
+            } else {
+                json_t *item = parsed ? parse_text(texts[i]) : items[i];
+                f = ld_store_upsert(st, ld_kind_features(), item);
+                json_decref(item); /* the store's is the only reference now */
+            }
+            ld_future_on_complete(f, applied_cb, NULL);
+        }
+        run_until(base, BATCH);
+        total += now_ns() - t0;
+        if (applied_count != BATCH) {
+            fprintf(stderr, "store_writes_owned: %ld of %d applied\n", applied_count, BATCH);
+            exit(1);
+        }
+        done_count = 0;
+        for (int i = 0; i < BATCH; i++) {
+            taken[idx[i]] = 0;
+            free(texts[i]);
+            if (del) { /* the key comes back, so later deletes find an item */
+                char *text = feature_text(keys[idx[i]], version + 1);
+                json_t *item = parse_text(text);
+                ld_future_on_complete(ld_store_upsert(st, ld_kind_features(), item), count_cb,
+                                      NULL);
+                json_decref(item);
+                free(text);
+            }
+        }
+        if (del)
+            run_until(base, BATCH);
+        version += del; /* the restored items' version */
+    }
+    free(taken);
+    ld_store_free(st);
+    free(keys);
+    return total / (double)ops;
+}
+
+static double bench_store_upsert_owned(struct event_base *base, long ops)
+{
+    return store_writes_owned(base, ops, 0, 0);
+}
+
+static double bench_store_delete_owned(struct event_base *base, long ops)
+{
+    return store_writes_owned(base, ops, 1, 0);
+}
+
+static double bench_store_upsert_parsed(struct event_base *base, long ops)
+{
+    return store_writes_owned(base, ops, 0, 1);
+}
+
+/* get, then the callback reads one field of the item ("on", as an
+ * evaluation reads first), each get issued from the previous callback, in
+ * a store filled from the JSON text of 10,000 flags: the get of store.get
+ * plus reading the item it returns, which the get itself never touches (a
+ * cold item: jansson's lookup reads the object, its bucket array and the
+ * pair, each a cache miss of its own). The values read are checked. */
+struct reader {
+    ld_store *st;
+    char (*keys)[32];
+    long left, on;
+};
+
+static void read_next(ld_future *f, void *arg)
+{
+    struct reader *r = arg;
+    done_count++;
+    r->on += json_is_true(json_object_get(ld_future_json(f), "on"));
+    if (--r->left <= 0)
+        return;
+    ld_future_on_complete(ld_store_get(r->st, ld_kind_features(), r->keys[next_index(FLAGS)]),
+                          read_next, r);
+}
+
+static double bench_store_get_read(struct event_base *base, long ops)
+{
+    char(*keys)[32];
+    struct reader r = {store_parsed(base, FLAGS, &keys), NULL, ops, 0};
+    r.keys = keys;
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(ld_store_get(r.st, ld_kind_features(), keys[0]), read_next, &r);
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    if (r.on != ops) {
+        fprintf(stderr, "store.get.read: %ld of %ld flags on\n", r.on, ops);
+        exit(1);
+    }
+    ld_store_free(r.st);
+    free(keys);
+    return ns;
+}
+
+/* init from the JSON text of 10,000 flags, as a data source's first (or
+ * reconnecting) payload: on the clock, parsing the text (json_loads), the
+ * init (validation and load), waiting for its result, the release of the
+ * bench's reference to the parsed data (the store then holds the only
+ * reference to the items) and a loop pass. Every timed init replaces the
+ * 10,000 items of the one before (the store is filled before the clock),
+ * and the memory store lets go of a replaced table at once, inside the
+ * init, when no result it handed out may read it (none here): freeing
+ * those items is on the clock too. */
+static double bench_store_init_parsed(struct event_base *base, long ops)
+{
+    char *text = data_text(FLAGS);
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = parse_text(text);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    drain(base);
+    double t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        data = parse_text(text);
+        wait_ok(ld_store_init(st, data), "init");
+        json_decref(data);
+        event_base_loop(base, EVLOOP_NONBLOCK);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_store_free(st);
+    free(text);
+    return ns;
+}
+
+/* The first all after an init of 10,000 flags, which builds the snapshot
+ * (later ones reuse it: store.all): on the clock, the all, waiting for its
+ * result, reading its size (checked) and releasing it. The init (of the
+ * same data, parsed from its text once) and the loop pass after it are off
+ * the clock. */
+static double bench_store_all_cold(struct event_base *base, long ops)
+{
+    ld_store *st = ld_memory_store_new(base);
+    char *text = data_text(FLAGS);
+    json_t *data = parse_text(text);
+    free(text);
+    double total = 0;
+    for (long i = 0; i < ops; i++) {
+        wait_ok(ld_store_init(st, data), "init");
+        drain(base);
+        double t0 = now_ns();
+        ld_future *f = ld_store_all(st, ld_kind_features());
+        ld_future_wait(f);
+        size_t n = json_object_size(ld_future_json(f));
+        ld_future_unref(f);
+        total += now_ns() - t0;
+        if (n != FLAGS) {
+            fprintf(stderr, "store.all.cold: %zu flags\n", n);
+            exit(1);
+        }
+    }
+    json_decref(data);
+    ld_store_free(st);
+    return total / (double)ops;
+}
+
+/* malloc's bytes in use: the arenas' (chunk headers and padding included)
+ * and the chunks it maps by themselves (large ones: the store's table). */
+static long heap_in_use(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    return (long)(mi.uordblks + mi.hblkhd);
+#else
+    return -1;
+#endif
+}
+
+/* The whole heap a store of `ops` flags holds, per flag (bytes): the
+ * growth of malloc's bytes in use from before parsing the JSON text of
+ * the flags to after the store holds them and the bench let go of the
+ * parsed data (the store then holds the only reference to each item):
+ * the items as jansson parsed them, the store's table and whatever else
+ * it keeps; not the text. Run once, in the workload's own process (a
+ * fresh heap); -1 without glibc's mallinfo2(), 0 under ASan (whose
+ * allocator mallinfo2() does not see). */
+static double bench_store_bytes_per_flag(struct event_base *base, long ops)
+{
+    char *text = data_text(ops);
+    ld_store *st = ld_memory_store_new(base);
+    drain(base);
+    long before = heap_in_use();
+    json_t *data = parse_text(text);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    drain(base);
+    long after = heap_in_use();
+    ld_store_free(st);
+    free(text);
+    if (before < 0)
+        return -1;
+    return (double)(after - before) / (double)ops;
+}
+
+/* Each workload runs in a process of its own (run_workload), so that its
+ * figures are measured in the state it says: libevent threading on only
+ * for those marked threaded (it cannot be turned off again, and with it on
+ * every future may be shared between threads, so it pays for atomic
+ * operations: the *.threaded rows show that price), memory figures on a
+ * fresh heap, and the peak RSS column that workload's own. */
 static const struct workload workloads[] = {
     {"future.pending_bytes", 1000000, bench_pending_bytes, 0},
     {"future.roundtrip.batched", 1000000, bench_batched, 0},
@@ -802,11 +1118,18 @@ static const struct workload workloads[] = {
     {"store.get", 1000000, bench_store_get, 0},
     {"store.get.batched", 1000000, bench_store_get_batched, 0},
     {"store.get.raw", 1000000, bench_store_get_raw, 0},
+    {"store.get.read", 1000000, bench_store_get_read, 0},
+    {"store.init.parsed", 5, bench_store_init_parsed, 0},
+    {"store.all.cold", 20, bench_store_all_cold, 0},
     {"store.upsert", 200000, bench_store_upsert, 0},
     {"store.upsert.1k", 200000, bench_store_upsert_1k, 0},
     {"store.upsert.100k", 200000, bench_store_upsert_100k, 0},
     {"store.upsert.held", 200000, bench_store_upsert_held, 0},
     {"store.delete", 200000, bench_store_delete, 0},
+    {"store.upsert.owned", 100000, bench_store_upsert_owned, 0},
+    {"store.delete.owned", 100000, bench_store_delete_owned, 0},
+    {"store.upsert.parsed", 100000, bench_store_upsert_parsed, 0},
+    {"store.bytes_per_flag", FLAGS, bench_store_bytes_per_flag, 0},
     {"store.all", 100000, bench_store_all, 0},
     {"store.all.held", 100000, bench_store_all_held, 0},
     {"store.held_growth_kb", 1000000, bench_store_held_growth_kb, 0},
@@ -826,16 +1149,7 @@ static int selected(const char *name, int argc, char **argv, int first)
     return 0;
 }
 
-/* Runs the loop until what a workload left queued (results it released
- * before the loop ran complete from the loop) has run: before the next
- * run, and before the base is freed. */
-static void drain(struct event_base *base)
-{
-    for (int i = 0; i < 1000; i++)
-        event_base_loop(base, EVLOOP_NONBLOCK);
-}
-
-static void run_workload(const struct workload *w)
+static void measure_workload(const struct workload *w)
 {
     if (w->threaded)
         evthread_use_pthreads();
@@ -844,9 +1158,9 @@ static void run_workload(const struct workload *w)
         fprintf(stderr, "event_base_new failed\n");
         exit(1);
     }
-    /* pending_bytes is a memory figure: the first run (on fresh memory) is
-     * the honest one, later runs reuse freed futures. */
-    int is_bytes = strstr(w->name, "_bytes") != NULL || strstr(w->name, "_kb") != NULL;
+    /* a memory figure (bytes or KiB): the first run (on fresh memory) is
+     * the honest one, later runs reuse freed memory. */
+    int is_bytes = strstr(w->name, "bytes") != NULL || strstr(w->name, "_kb") != NULL;
     double *v = malloc(sizeof(double) * (size_t)runs);
     if (!v)
         exit(1);
@@ -866,6 +1180,30 @@ static void run_workload(const struct workload *w)
     }
     free(v);
     event_base_free(base);
+}
+
+/* Runs the workload in a child process, which reports it (see workloads). */
+static void run_workload(const struct workload *w)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        measure_workload(w);
+        exit(0);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid) {
+        perror("waitpid");
+        exit(1);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s: failed\n", w->name);
+        exit(1);
+    }
 }
 
 static void usage(void)
