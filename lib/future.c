@@ -63,6 +63,7 @@
 #define W_ADOPTING 0x8u /* pending, but its outcome comes from other futures */
 #define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
 #define W_INCHAIN 0x20u /* forward's cycle check has a shortcut over it */
+#define W_LATER 0x40u   /* K_LATER and pending: its outcome may wait in a batch */
 
 /* value types */
 enum {
@@ -313,6 +314,18 @@ static void future_destroy(ld_future *f)
     tl_destroying = 0;
 }
 
+/* The shared twin of the K_LATER case of ld__future_unref(): the caller
+ * holds one of f's two references, about to drop it, and the other may be
+ * its batch's. Under f's lock, so that neither later_settle() on the loop
+ * thread nor another holder races with it. */
+COLD static void later_drop_shared(ld_future *f)
+{
+    unsigned w = f_lock(f);
+    if ((w & W_LATER) && atomic_load_explicit(&f->refs, memory_order_relaxed) == 2)
+        later_drop(f); /* the other reference is the batch's: nobody reads it */
+    f_unlock(f, w);
+}
+
 void ld__future_unref(ld_future *f)
 {
     unsigned n = atomic_load_explicit(&f->refs, memory_order_acquire);
@@ -325,8 +338,12 @@ void ld__future_unref(ld_future *f)
         if (UNLIKELY(f->kind == K_LATER) && n == 2)
             later_drop(f);
         atomic_store_explicit(&f->refs, n - 1, memory_order_relaxed);
-    } else if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
-        future_destroy(f);
+    } else {
+        if (UNLIKELY(n == 2) &&
+            UNLIKELY(atomic_load_explicit(&f->word, memory_order_relaxed) & W_LATER))
+            later_drop_shared(f);
+        if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
+            future_destroy(f);
     }
 }
 
@@ -394,7 +411,7 @@ static int settle(ld_future *f, struct settle_req *r)
     /* Publish the outcome but keep the lock until the callbacks are queued:
      * one registered meanwhile (add_cb, on the loop thread) must queue
      * behind them, and the cancel handler before them. */
-    w = (w & ~W_ADOPTING) | r->state;
+    w = (w & ~(W_ADOPTING | W_LATER)) | r->state;
     atomic_store_explicit(&f->word, (unsigned short)w, memory_order_release);
     if (UNLIKELY(w & W_INCHAIN)) /* before the callbacks can free anything */
         atomic_store(&f->loop->fwd_stale, 1);
@@ -648,7 +665,8 @@ static void later_settle(ld_future *f, bool last_of_batch)
     struct ld__node *first = NULL, *last = NULL;
     callbacks_of(f, &first, &last);
     f->c = NULL;
-    w = (w & ~W_ADOPTING) | (vtype == V_ERR || vtype == V_ERR_STATIC ? W_REJECTED : W_FULFILLED);
+    w = (w & ~(W_ADOPTING | W_LATER)) |
+        (vtype == V_ERR || vtype == V_ERR_STATIC ? W_REJECTED : W_FULFILLED);
     atomic_store_explicit(&f->word, (unsigned short)w, memory_order_release);
     if (UNLIKELY(w & W_INCHAIN))
         atomic_store(&f->loop->fwd_stale, 1);
@@ -696,7 +714,7 @@ ld_future *ld__future_later_new(struct event_base *base)
     struct ld__loop *l = base ? loop_for(base) : NULL;
     if (!l || later_reserve(l) != 0)
         return NULL;
-    ld_future *f = future_create(l, K_LATER, W_ADOPTING);
+    ld_future *f = future_create(l, K_LATER, W_ADOPTING | W_LATER);
     if (!f)
         l->later_reserved--;
     return f;
@@ -709,7 +727,7 @@ ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld_l
     struct ld__loop *l = base ? loop_for(base) : NULL;
     ld_future *f = NULL;
     if (l && (l->later_nspare > l->later_reserved || later_spare_add(l) == 0))
-        f = future_create(l, K_LATER, W_ADOPTING);
+        f = future_create(l, K_LATER, W_ADOPTING | W_LATER);
     if (!f) {
         if (lease)
             lease->release(lease);
@@ -742,11 +760,10 @@ void ld__later_adopt_into(ld_future *f, ld_future *src)
     }
     struct ld__xnode *handler = f->kind == K_PLAIN ? f->a.x : NULL;
     f->kind = K_LATER;
-    f->a.u = 0;
-    f_unlock(f, w | W_ADOPTING);
-    ld__free(handler); /* set by a holder who is not its producer: never runs */
-    f->vtype = V_ADOPT;
+    f->vtype = V_ADOPT; /* under the lock: later_drop_shared() may read it */
     f->a.f = src;
+    f_unlock(f, w | W_ADOPTING | W_LATER);
+    ld__free(handler);    /* set by a holder who is not its producer: never runs */
     later_push(f, false); /* no reservation: may allocate a batch */
 }
 
