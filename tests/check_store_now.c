@@ -312,6 +312,15 @@ static json_t *flag(const char *key, int version)
     return json_pack("{s:s, s:i, s:b}", "key", key, "version", version, "on", 1);
 }
 
+/* An upsert of flag(key, version), which the store borrows. */
+static ld_future *upsert_flag(ld_store *s, const char *key, int version)
+{
+    json_t *item = flag(key, version);
+    ld_future *f = ld_store_upsert(s, ld_kind_features(), item);
+    json_decref(item);
+    return f;
+}
+
 START_TEST(test_new_checks_the_version_and_each_operation_pair)
 {
     struct hybrid *h = calloc(1, sizeof(*h));
@@ -344,7 +353,7 @@ START_TEST(test_a_version_1_struct_is_never_read_past_its_end)
     struct ld_store_ops ops = hybrid_ops;
     ops.version = 1; /* the _now members are set, but not part of a v1 struct */
     ld_store *s = hybrid_new(B, &ops, &h);
-    ld_future *w = ld_store_upsert(s, ld_kind_features(), flag("a", 1));
+    ld_future *w = upsert_flag(s, "a", 1);
     ld_future *g = ld_store_get(s, ld_kind_features(), "a");
     ld_future *a = ld_store_all(s, ld_kind_features());
     ld_test_wait(a);
@@ -368,14 +377,14 @@ START_TEST(test_answers_at_once_and_later_complete_in_issue_order)
     struct hybrid *h;
     ld_store *s = hybrid_new(B, &hybrid_ops, &h);
     ld_future *f[8];
-    f[0] = ld_store_upsert(s, ld_kind_features(), flag("a", 1)); /* now */
-    f[1] = ld_store_upsert(s, ld_kind_features(), flag("b", 1)); /* busy: later */
-    f[2] = ld_store_get(s, ld_kind_features(), "a");             /* now, queued */
-    f[3] = ld_store_get(s, ld_kind_features(), "b");             /* busy: later */
-    f[4] = ld_store_delete(s, ld_kind_features(), "a", 2);       /* now, queued */
-    f[5] = ld_store_all(s, ld_kind_features());                  /* busy: later */
-    f[6] = ld_store_get(s, ld_kind_features(), "a");             /* now: deleted */
-    f[7] = ld_store_upsert(s, ld_kind_features(), flag("b", 1)); /* busy: not applied */
+    f[0] = upsert_flag(s, "a", 1);                         /* now */
+    f[1] = upsert_flag(s, "b", 1);                         /* busy: later */
+    f[2] = ld_store_get(s, ld_kind_features(), "a");       /* now, queued */
+    f[3] = ld_store_get(s, ld_kind_features(), "b");       /* busy: later */
+    f[4] = ld_store_delete(s, ld_kind_features(), "a", 2); /* now, queued */
+    f[5] = ld_store_all(s, ld_kind_features());            /* busy: later */
+    f[6] = ld_store_get(s, ld_kind_features(), "a");       /* now: deleted */
+    f[7] = upsert_flag(s, "b", 1);                         /* busy: not applied */
     for (int i = 0; i < 8; i++) {
         ck_assert(ld_future_is_pending(f[i]));
         ld_test_watch(f[i], i);
@@ -411,7 +420,7 @@ START_TEST(test_a_lease_is_released_once_with_its_result)
     struct hybrid *h;
     ld_store *s = hybrid_new(B, &hybrid_ops, &h);
     h->busy_always = true;
-    ld_test_await_ok(ld_store_upsert(s, ld_kind_features(), flag("a", 1)));
+    ld_test_await_ok(upsert_flag(s, "a", 1));
     ld_test_flush(); /* the front is idle again */
     h->busy_always = false;
     h->calls = 0; /* the next _now call answers */
@@ -450,7 +459,7 @@ START_TEST(test_a_now_error_rejects_the_operation)
     ld_future_unref(first);
     h->calls = 0;
     h->fail_now = LD_ENOMEM;
-    ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), flag("a", 1)), LD_ENOMEM, NULL);
+    ld_test_expect_error(upsert_flag(s, "a", 1), LD_ENOMEM, NULL);
     ld_store_free(s);
 }
 END_TEST
@@ -493,7 +502,7 @@ START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
     h->busy_always = true;
     ld_test_expect_error(ld_store_get(s, ld_kind_features(), "a"), LD_EBUSY, "asynchronous");
     ld_test_expect_error(ld_store_all(s, ld_kind_features()), LD_EBUSY, NULL);
-    ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), flag("a", 1)), LD_EBUSY, NULL);
+    ld_test_expect_error(upsert_flag(s, "a", 1), LD_EBUSY, NULL);
     ld_test_expect_error(ld_store_delete(s, ld_kind_features(), "a", 1), LD_EBUSY, NULL);
     json_t *good = json_pack("{s:{}}", "features");
     ld_test_expect_error(ld_store_init(s, good), LD_EBUSY, NULL);
