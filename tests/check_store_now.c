@@ -24,6 +24,8 @@ struct hybrid {
     int fail_now;     /* the next _now call answers this code (0: none) */
     int leases;       /* leases given and not released yet */
     int now_calls[6]; /* get, all, init, upsert, del, prefetch */
+    /* init_now sets *why to it when it says LD_EBUSY */
+    const char *busy_why;
 };
 
 enum { H_GET, H_ALL, H_INIT, H_UPSERT, H_DEL, H_PREFETCH };
@@ -147,6 +149,8 @@ static int h_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct hybrid *h = impl;
     int rc = busy(h, H_INIT);
+    if (rc == LD_EBUSY && h->busy_why)
+        *why = h->busy_why; /* allowed: *why means something only with LD_EINVAL */
     if (rc != 0)
         return rc;
     if (ld_data_validate(all_data, why) != 0)
@@ -487,6 +491,29 @@ START_TEST(test_init_now_validates_and_busy_init_is_validated_by_the_front)
 }
 END_TEST
 
+/* What init_now leaves in *why when it says LD_EBUSY is not a reason to
+ * reject: valid data goes to the asynchronous init, answered at once or
+ * queued behind an operation that waits. */
+START_TEST(test_busy_init_now_with_why_set_still_inits_valid_data)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    h->busy_always = true;
+    h->busy_why = "init_now was busy";
+    json_t *good = json_pack("{s:{s:{s:s, s:i}}}", "features", "a", "key", "a", "version", 1);
+    ld_test_await_ok(ld_store_init(s, good)); /* at once: LD_EBUSY */
+    ck_assert(h->inited);
+    h->inited = false;
+    ld_future *first = ld_store_all(s, ld_kind_features()); /* waits for the loop */
+    ld_test_await_ok(ld_store_init(s, good));               /* queued: LD_EBUSY */
+    ck_assert(h->inited);
+    ck_assert_int_eq(h->now_calls[H_INIT], 2);
+    ld_future_unref(first);
+    json_decref(good);
+    ld_store_free(s);
+}
+END_TEST
+
 /* Without an asynchronous twin, LD_EBUSY rejects the operation with
  * LD_EBUSY: at once, and behind an operation that waits. */
 START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
@@ -523,6 +550,7 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_a_now_error_rejects_the_operation);
     tcase_add_test(tc, test_init_now_validates_and_busy_init_is_validated_by_the_front);
     tcase_add_test(tc, test_busy_without_an_asynchronous_twin_is_ebusy);
+    tcase_add_test(tc, test_busy_init_now_with_why_set_still_inits_valid_data);
     suite_add_tcase(s, tc);
     return s;
 }
