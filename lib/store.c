@@ -293,7 +293,8 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
         return NULL;
     if (!kind) {
         bad = E_KIND;
-    } else if (s->ops.prefetch) {
+    } else if (s->ops.prefetch && !ld__front_closed(&s->c.front)) {
+        /* closed: the implementation hears of nothing more */
         struct hint h = {s, kind};
         ld__item_parse_hinted(item, &info, &bad, hint, &h);
     } else {

@@ -530,6 +530,22 @@ START_TEST(test_busy_init_now_with_why_set_still_inits_valid_data)
 }
 END_TEST
 
+/* Once the store is closed its implementation hears of nothing more: an
+ * upsert is rejected with LD_ECLOSED without a prefetch of its key (an
+ * implementation may have let go of its backend in close). */
+START_TEST(test_no_prefetch_after_close)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    ld_test_await_ok(upsert_flag(s, "a", 1));
+    ck_assert_int_eq(h->now_calls[H_PREFETCH], 1);
+    ld_test_await_ok(ld_store_close(s));
+    ld_test_expect_error(upsert_flag(s, "b", 1), LD_ECLOSED, NULL);
+    ck_assert_int_eq(h->now_calls[H_PREFETCH], 1);
+    ld_store_free(s);
+}
+END_TEST
+
 /* Without an asynchronous twin, LD_EBUSY rejects the operation with
  * LD_EBUSY: at once, and behind an operation that waits. */
 START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
@@ -567,6 +583,7 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_init_now_validates_and_busy_init_is_validated_by_the_front);
     tcase_add_test(tc, test_busy_without_an_asynchronous_twin_is_ebusy);
     tcase_add_test(tc, test_busy_init_now_with_why_set_still_inits_valid_data);
+    tcase_add_test(tc, test_no_prefetch_after_close);
     suite_add_tcase(s, tc);
     return s;
 }
