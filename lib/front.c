@@ -258,7 +258,10 @@ ld_future *ld__front_close(struct ld__front *fr, bool abort,
     }
     bool was_closed = fr->closed;
     fr->closed = true;
-    if (abort)
+    /* Once closed, what is queued is the earlier close (or stop), which
+     * must still complete when the implementation has closed, and the
+     * front's own LD_ECLOSED answers: nothing to abort. */
+    if (abort && !was_closed)
         abort_pending(fr, LD_ECLOSED, fr->closed_msg);
     if (was_closed || !close_op)
         ld_future_fulfill(op.impl);

@@ -45,7 +45,10 @@ ld_future *ld__future_later_rejected(struct event_base *base, int code, const ch
  * is the caller, into one completed later with the outcome of `src`
  * (complete, stolen). Its callbacks stay; a cancel handler someone set on
  * it is dropped. It may need memory: when there is none (and only then), f
- * completes at once. */
+ * joins the newest batch still queued, so that it completes after the
+ * futures completed later before it (its callbacks may then run before
+ * callbacks queued after that batch), or, with no batch queued, completes
+ * at once. */
 void ld__later_adopt_into(ld_future *f, ld_future *src);
 
 /* The free function given with the pointer value of `f` (ld_future_ptr),

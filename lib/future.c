@@ -785,8 +785,17 @@ static void later_push(ld_future *f, bool reserved)
     }
     b = l->later_spare;
     if (!b && !(b = ld__malloc(sizeof(*b)))) {
-        /* only without a reservation, and out of memory: at once */
-        later_settle(f, false);
+        /* Only without a reservation, and out of memory. Completed at once,
+         * f's callbacks would run before those of the futures waiting in
+         * the batches queued: f joins the newest of them instead (ahead of
+         * what was queued behind it, not of a future completed later). */
+        b = l->later_open;
+        if (b) {
+            b->last->c = f;
+            b->last = f;
+            return;
+        }
+        later_settle(f, false); /* nothing completed later waits */
         ld_future_unref(f);
         return;
     }

@@ -247,14 +247,17 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
         rc = s->ops.init_now(s->c.impl, all_data, &bad);
         if ((r = answer(r, rc, false, bad)) != NULL)
             return r;
+        bad = NULL; /* LD_EBUSY: whatever init_now left in *why means nothing */
     }
     if (!s->ops.init_now || asked) /* asked: LD_EBUSY, for the asynchronous init */
         ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
     rc = s->ops.init_now && !asked ? s->ops.init_now(s->c.impl, all_data, &bad) : LD_EBUSY;
-    if (rc == LD_EBUSY && !asked && s->ops.init_now)
+    if (rc == LD_EBUSY && !asked && s->ops.init_now) {
+        bad = NULL;
         ld_data_validate(all_data, &bad);
+    }
     if (rc != LD_EBUSY)
         settle_now(op.impl, rc, RES_NONE, NULL, bad);
     else if (bad)
@@ -290,7 +293,8 @@ ld_future *ld_store_upsert(ld_store *s, const ld_kind *kind, const json_t *item)
         return NULL;
     if (!kind) {
         bad = E_KIND;
-    } else if (s->ops.prefetch) {
+    } else if (s->ops.prefetch && !ld__front_closed(&s->c.front)) {
+        /* closed: the implementation hears of nothing more */
         struct hint h = {s, kind};
         ld__item_parse_hinted(item, &info, &bad, hint, &h);
     } else {

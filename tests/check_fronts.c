@@ -134,6 +134,78 @@ START_TEST(test_free_from_inside_own_callback_is_safe)
 }
 END_TEST
 
+/* The object of interface `i` on the scripted implementation, except that
+ * the implementation keeps its close (or stop) future, as it keeps the
+ * others, to answer it later. */
+static void *new_with_kept_close(enum ld_test_iface i)
+{
+    static struct ld_store_ops st;
+    static struct ld_event_processor_ops ep;
+    static struct ld_update_processor_ops up;
+    static struct ld_big_segment_store_ops bs;
+    static struct ld_synchronizer_ops sy;
+    static struct ld_initializer_ops in;
+    switch (i) {
+    case LD_TEST_STORE:
+        st = ld_test_script_store_ops;
+        st.close = ld_test_script_keep;
+        return ld_store_new(ld_test_base, &st, &impl);
+    case LD_TEST_EVENT_PROCESSOR:
+        ep = ld_test_script_event_processor_ops;
+        ep.close = ld_test_script_keep;
+        return ld_event_processor_new(ld_test_base, &ep, &impl);
+    case LD_TEST_UPDATE_PROCESSOR:
+        up = ld_test_script_update_processor_ops;
+        up.stop = ld_test_script_keep;
+        return ld_update_processor_new(ld_test_base, &up, &impl);
+    case LD_TEST_BIG_SEGMENT_STORE:
+        bs = ld_test_script_big_segment_store_ops;
+        bs.close = ld_test_script_keep;
+        return ld_big_segment_store_new(ld_test_base, &bs, &impl);
+    case LD_TEST_SYNCHRONIZER:
+        sy = ld_test_script_synchronizer_ops;
+        sy.stop = ld_test_script_keep;
+        return ld_synchronizer_new(ld_test_base, &sy, &impl);
+    default:
+        in = ld_test_script_initializer_ops;
+        in.stop = ld_test_script_keep;
+        return ld_initializer_new(ld_test_base, &in, &impl);
+    }
+}
+
+/* Closing (or stopping) again while the implementation has not closed yet:
+ * the first close still completes when the implementation has closed, its
+ * implementation future is not cancelled (a second stop does not abort the
+ * first), and the second close completes after it. */
+START_TEST(test_second_close_leaves_the_first_to_the_implementation)
+{
+    enum ld_test_iface i = (enum ld_test_iface)_i;
+    obj = new_with_kept_close(i);
+    ck_assert_ptr_nonnull(obj);
+    ld_future *first = ld_test_iface_close(i, obj);
+    ld_future *second = ld_test_iface_close(i, obj);
+    ck_assert_int_eq(impl.n, 1); /* the implementation hears of it once */
+    ld_test_watch(first, 0);
+    ld_test_watch(second, 1);
+    ld_test_flush();
+    ck_assert(ld_future_is_pending(impl.outs[0]));
+    ck_assert(ld_future_is_pending(first));
+    ck_assert(ld_future_is_pending(second));
+    ck_assert_int_eq(ld_future_fulfill(impl.outs[0]), 0);
+    ld_future_unref(impl.outs[0]);
+    impl.n = 0;
+    ld_test_flush();
+    ck_assert(ld_future_is_fulfilled(first));
+    ck_assert(ld_future_is_fulfilled(second));
+    ck_assert_int_eq(ld_test_n_order, 2);
+    ck_assert_int_eq(ld_test_order[0], 0);
+    ck_assert_int_eq(ld_test_order[1], 1);
+    ld_future_unref(first);
+    ld_future_unref(second);
+    ld_test_iface_free(i, obj);
+}
+END_TEST
+
 Suite *ld_suite_fronts(void)
 {
     Suite *s = suite_create("fronts");
@@ -145,6 +217,8 @@ Suite *ld_suite_fronts(void)
     tcase_add_loop_test(tc, test_close_then_free_runs_cancel_handlers_before_freeing, LD_TEST_STORE,
                         LD_TEST_N_IFACES);
     tcase_add_loop_test(tc, test_free_from_inside_own_callback_is_safe, LD_TEST_STORE,
+                        LD_TEST_N_IFACES);
+    tcase_add_loop_test(tc, test_second_close_leaves_the_first_to_the_implementation, LD_TEST_STORE,
                         LD_TEST_N_IFACES);
     suite_add_tcase(s, tc);
     return s;

@@ -550,6 +550,77 @@ START_TEST(test_result_completed_at_once_does_not_overtake_a_handed_over_one)
 }
 END_TEST
 
+/* An allocator that fails once `oom_armed` is set. */
+static bool oom_armed;
+
+static void *oom_malloc(size_t n)
+{
+    return oom_armed ? NULL : malloc(n);
+}
+
+static void *oom_realloc(void *p, size_t n)
+{
+    return oom_armed ? NULL : realloc(p, n);
+}
+
+static void noop_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+}
+
+/* Results handed over in one pass while memory has run out keep their
+ * order: the first joins a batch of results completed later, something
+ * else is queued behind that batch, and the next finds no memory for a
+ * batch of its own; it must still complete after the first (store.h: only
+ * an LD_ENOMEM rejection may overtake). */
+START_TEST(test_results_handed_over_without_memory_keep_issue_order)
+{
+    struct slow impl = {0};
+    ld_store *s = ld_store_new(B, &slow_ops, &impl);
+    ld_store *mem = ld_memory_store_new(B);
+    ld_future *first = ld_store_get(s, ld_kind_features(), "a");
+    ld_future *cancelled = ld_store_get(s, ld_kind_features(), "b");
+    ld_future *third = ld_store_get(s, ld_kind_features(), "c");
+    ck_assert_int_eq(impl.n, 3);
+    nseq = 0;
+    ld_future_on_complete(ld_future_ref(first), note_order, (void *)0);
+    ld_future_on_complete(ld_future_ref(third), note_order, (void *)2);
+    /* its hand-over queues a callback at once: what follows cannot join
+     * the batch that the first joins */
+    ck_assert_int_eq(ld_future_cancel(cancelled), 0);
+    ld_future_fulfill_json(impl.outs[1], NULL);
+    ld_future_fulfill_json(impl.outs[2], NULL);
+    ld_test_flush();                            /* both wait for the first */
+    ld_future_fulfill_json(impl.outs[0], NULL); /* the hand-over comes next */
+    /* Batches queued behind it, none spare: the last one is open. */
+    ld_future *gets[24];
+    for (int i = 0; i < 24; i++) {
+        ld_future *done = ld_future_new(B);
+        ld_future_fulfill(done);
+        ck_assert_int_eq(ld_future_on_complete(done, noop_cb, NULL), 0);
+        gets[i] = ld_store_get(mem, ld_kind_features(), "x");
+    }
+    ck_assert_int_eq(ld_set_alloc_funcs(oom_malloc, oom_realloc, free), 0);
+    oom_armed = true;
+    ld_test_flush();
+    oom_armed = false;
+    ck_assert_int_eq(ld_set_alloc_funcs(NULL, NULL, NULL), 0);
+    ck_assert(ld_future_is_fulfilled(first));
+    ck_assert(ld_future_is_fulfilled(third));
+    ck_assert_int_eq(nseq, 2);
+    ck_assert_int_eq(seq[0], 0);
+    ck_assert_int_eq(seq[1], 2);
+    for (int i = 0; i < 24; i++)
+        ld_future_unref(gets[i]);
+    ld_future_unref(first);
+    ld_future_unref(cancelled);
+    ld_future_unref(third);
+    ld_store_free(mem);
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_free_cancels_pending_operations)
 {
     struct slow impl = {0};
@@ -1069,6 +1140,7 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_out_of_order_implementation_results_are_reordered);
     tcase_add_test(tc, test_front_rejections_complete_in_issue_order);
     tcase_add_test(tc, test_result_completed_at_once_does_not_overtake_a_handed_over_one);
+    tcase_add_test(tc, test_results_handed_over_without_memory_keep_issue_order);
     tcase_add_test(tc, test_free_cancels_pending_operations);
     tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);
     tcase_add_test(tc, test_store_new_bad_input);

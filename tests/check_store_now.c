@@ -4,6 +4,7 @@
  * two in issue order. The "hybrid" store here answers every other call at
  * once and the others later (from the loop); check_contract.c runs the store
  * contract on it. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,8 @@ struct hybrid {
     int fail_now;     /* the next _now call answers this code (0: none) */
     int leases;       /* leases given and not released yet */
     int now_calls[6]; /* get, all, init, upsert, del, prefetch */
+    /* init_now sets *why to it when it says LD_EBUSY */
+    const char *busy_why;
 };
 
 enum { H_GET, H_ALL, H_INIT, H_UPSERT, H_DEL, H_PREFETCH };
@@ -147,6 +150,8 @@ static int h_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct hybrid *h = impl;
     int rc = busy(h, H_INIT);
+    if (rc == LD_EBUSY && h->busy_why)
+        *why = h->busy_why; /* allowed: *why means something only with LD_EINVAL */
     if (rc != 0)
         return rc;
     if (ld_data_validate(all_data, why) != 0)
@@ -312,6 +317,15 @@ static json_t *flag(const char *key, int version)
     return json_pack("{s:s, s:i, s:b}", "key", key, "version", version, "on", 1);
 }
 
+/* An upsert of flag(key, version), which the store borrows. */
+static ld_future *upsert_flag(ld_store *s, const char *key, int version)
+{
+    json_t *item = flag(key, version);
+    ld_future *f = ld_store_upsert(s, ld_kind_features(), item);
+    json_decref(item);
+    return f;
+}
+
 START_TEST(test_new_checks_the_version_and_each_operation_pair)
 {
     struct hybrid *h = calloc(1, sizeof(*h));
@@ -337,14 +351,28 @@ START_TEST(test_new_checks_the_version_and_each_operation_pair)
 END_TEST
 
 /* A version 1 struct ends before the version 2 members: the front never
- * reads them, whatever follows the struct in memory. */
+ * reads them, whatever follows the struct in memory. The struct is
+ * allocated with exactly the version 1 size, so that ASan and valgrind
+ * catch a read past it; the version 2 members of a full struct with
+ * version 1 are not called either. */
 START_TEST(test_a_version_1_struct_is_never_read_past_its_end)
 {
     struct hybrid *h;
-    struct ld_store_ops ops = hybrid_ops;
-    ops.version = 1; /* the _now members are set, but not part of a v1 struct */
-    ld_store *s = hybrid_new(B, &ops, &h);
-    ld_future *w = ld_store_upsert(s, ld_kind_features(), flag("a", 1));
+    const size_t v1_size = offsetof(struct ld_store_ops, get_now);
+    const int v1 = 1;
+    struct ld_store_ops *ops = malloc(v1_size);
+    ck_assert_ptr_nonnull(ops);
+    memcpy(ops, &hybrid_ops, v1_size);
+    memcpy(ops, &v1, sizeof(v1)); /* the version, the first member */
+    ld_store *s = hybrid_new(B, ops, &h);
+    struct ld_store_ops full = hybrid_ops;
+    full.version = 1; /* the _now members are set, but not part of a v1 struct */
+    struct hybrid *h2;
+    ld_store *s2 = hybrid_new(B, &full, &h2);
+    ld_test_await_ok(ld_store_get(s2, ld_kind_features(), "a"));
+    ck_assert_int_eq(h2->now_calls[H_GET], 0);
+    ld_store_free(s2);
+    ld_future *w = upsert_flag(s, "a", 1);
     ld_future *g = ld_store_get(s, ld_kind_features(), "a");
     ld_future *a = ld_store_all(s, ld_kind_features());
     ld_test_wait(a);
@@ -357,6 +385,7 @@ START_TEST(test_a_version_1_struct_is_never_read_past_its_end)
     ld_future_unref(g);
     ld_future_unref(a);
     ld_store_free(s);
+    free(ops);
 }
 END_TEST
 
@@ -368,14 +397,14 @@ START_TEST(test_answers_at_once_and_later_complete_in_issue_order)
     struct hybrid *h;
     ld_store *s = hybrid_new(B, &hybrid_ops, &h);
     ld_future *f[8];
-    f[0] = ld_store_upsert(s, ld_kind_features(), flag("a", 1)); /* now */
-    f[1] = ld_store_upsert(s, ld_kind_features(), flag("b", 1)); /* busy: later */
-    f[2] = ld_store_get(s, ld_kind_features(), "a");             /* now, queued */
-    f[3] = ld_store_get(s, ld_kind_features(), "b");             /* busy: later */
-    f[4] = ld_store_delete(s, ld_kind_features(), "a", 2);       /* now, queued */
-    f[5] = ld_store_all(s, ld_kind_features());                  /* busy: later */
-    f[6] = ld_store_get(s, ld_kind_features(), "a");             /* now: deleted */
-    f[7] = ld_store_upsert(s, ld_kind_features(), flag("b", 1)); /* busy: not applied */
+    f[0] = upsert_flag(s, "a", 1);                         /* now */
+    f[1] = upsert_flag(s, "b", 1);                         /* busy: later */
+    f[2] = ld_store_get(s, ld_kind_features(), "a");       /* now, queued */
+    f[3] = ld_store_get(s, ld_kind_features(), "b");       /* busy: later */
+    f[4] = ld_store_delete(s, ld_kind_features(), "a", 2); /* now, queued */
+    f[5] = ld_store_all(s, ld_kind_features());            /* busy: later */
+    f[6] = ld_store_get(s, ld_kind_features(), "a");       /* now: deleted */
+    f[7] = upsert_flag(s, "b", 1);                         /* busy: not applied */
     for (int i = 0; i < 8; i++) {
         ck_assert(ld_future_is_pending(f[i]));
         ld_test_watch(f[i], i);
@@ -411,7 +440,7 @@ START_TEST(test_a_lease_is_released_once_with_its_result)
     struct hybrid *h;
     ld_store *s = hybrid_new(B, &hybrid_ops, &h);
     h->busy_always = true;
-    ld_test_await_ok(ld_store_upsert(s, ld_kind_features(), flag("a", 1)));
+    ld_test_await_ok(upsert_flag(s, "a", 1));
     ld_test_flush(); /* the front is idle again */
     h->busy_always = false;
     h->calls = 0; /* the next _now call answers */
@@ -450,7 +479,7 @@ START_TEST(test_a_now_error_rejects_the_operation)
     ld_future_unref(first);
     h->calls = 0;
     h->fail_now = LD_ENOMEM;
-    ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), flag("a", 1)), LD_ENOMEM, NULL);
+    ld_test_expect_error(upsert_flag(s, "a", 1), LD_ENOMEM, NULL);
     ld_store_free(s);
 }
 END_TEST
@@ -478,6 +507,45 @@ START_TEST(test_init_now_validates_and_busy_init_is_validated_by_the_front)
 }
 END_TEST
 
+/* What init_now leaves in *why when it says LD_EBUSY is not a reason to
+ * reject: valid data goes to the asynchronous init, answered at once or
+ * queued behind an operation that waits. */
+START_TEST(test_busy_init_now_with_why_set_still_inits_valid_data)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    h->busy_always = true;
+    h->busy_why = "init_now was busy";
+    json_t *good = json_pack("{s:{s:{s:s, s:i}}}", "features", "a", "key", "a", "version", 1);
+    ld_test_await_ok(ld_store_init(s, good)); /* at once: LD_EBUSY */
+    ck_assert(h->inited);
+    h->inited = false;
+    ld_future *first = ld_store_all(s, ld_kind_features()); /* waits for the loop */
+    ld_test_await_ok(ld_store_init(s, good));               /* queued: LD_EBUSY */
+    ck_assert(h->inited);
+    ck_assert_int_eq(h->now_calls[H_INIT], 2);
+    ld_future_unref(first);
+    json_decref(good);
+    ld_store_free(s);
+}
+END_TEST
+
+/* Once the store is closed its implementation hears of nothing more: an
+ * upsert is rejected with LD_ECLOSED without a prefetch of its key (an
+ * implementation may have let go of its backend in close). */
+START_TEST(test_no_prefetch_after_close)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    ld_test_await_ok(upsert_flag(s, "a", 1));
+    ck_assert_int_eq(h->now_calls[H_PREFETCH], 1);
+    ld_test_await_ok(ld_store_close(s));
+    ld_test_expect_error(upsert_flag(s, "b", 1), LD_ECLOSED, NULL);
+    ck_assert_int_eq(h->now_calls[H_PREFETCH], 1);
+    ld_store_free(s);
+}
+END_TEST
+
 /* Without an asynchronous twin, LD_EBUSY rejects the operation with
  * LD_EBUSY: at once, and behind an operation that waits. */
 START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
@@ -493,7 +561,7 @@ START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
     h->busy_always = true;
     ld_test_expect_error(ld_store_get(s, ld_kind_features(), "a"), LD_EBUSY, "asynchronous");
     ld_test_expect_error(ld_store_all(s, ld_kind_features()), LD_EBUSY, NULL);
-    ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), flag("a", 1)), LD_EBUSY, NULL);
+    ld_test_expect_error(upsert_flag(s, "a", 1), LD_EBUSY, NULL);
     ld_test_expect_error(ld_store_delete(s, ld_kind_features(), "a", 1), LD_EBUSY, NULL);
     json_t *good = json_pack("{s:{}}", "features");
     ld_test_expect_error(ld_store_init(s, good), LD_EBUSY, NULL);
@@ -514,6 +582,8 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_a_now_error_rejects_the_operation);
     tcase_add_test(tc, test_init_now_validates_and_busy_init_is_validated_by_the_front);
     tcase_add_test(tc, test_busy_without_an_asynchronous_twin_is_ebusy);
+    tcase_add_test(tc, test_busy_init_now_with_why_set_still_inits_valid_data);
+    tcase_add_test(tc, test_no_prefetch_after_close);
     suite_add_tcase(s, tc);
     return s;
 }

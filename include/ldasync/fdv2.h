@@ -343,7 +343,8 @@ LD_EXPORT ld_future *ld_initializer_fetch(ld_initializer *init);
 
 /** Stops the initializer, aborting (as every `_stop` of ldasync; a `_close`
  *  drains): pending fetches reject with LD_ECLOSED (from the loop, before
- *  the stop's future), later ones too. Stopping twice fulfils again.
+ *  the stop's future), later ones too. Stopping twice fulfils again, after
+ *  the first stop (which the second does not abort).
  *  @return a new reference, fulfilled (no value) when the implementation
  *  has stopped (ops->stop). NULL only if `init` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_initializer_stop(ld_initializer *init);
@@ -409,8 +410,9 @@ LD_EXPORT ld_future *ld_synchronizer_next(ld_synchronizer *sync);
  *  completes), later ones too. A next the implementation has answered but
  *  that waits behind an earlier unanswered one counts as not handed back:
  *  its update is dropped.
- *  Stopping twice fulfils again. @return a new reference, fulfilled (no
- *  value) when the implementation has stopped. NULL only if `sync` is NULL.
+ *  Stopping twice fulfils again, after the first stop (which the second
+ *  does not abort). @return a new reference, fulfilled (no value) when the
+ *  implementation has stopped. NULL only if `sync` is NULL.
  *  @since 0.1.0 */
 LD_EXPORT ld_future *ld_synchronizer_stop(ld_synchronizer *sync);
 

@@ -112,7 +112,8 @@ LD_EXPORT bool ld_update_processor_initialized(const ld_update_processor *up);
 
 /** Stops the processor, aborting (as every `_stop` of ldasync; a `_close`
  *  drains): a pending start rejects with LD_ECLOSED (from the loop, before
- *  the stop's future), later calls too. Stopping twice fulfils again.
+ *  the stop's future), later calls too. Stopping twice fulfils again, after
+ *  the first stop (which the second does not abort).
  *  @return a new reference, fulfilled (no value) when the implementation
  *  has stopped (ops->stop). NULL only if `up` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_update_processor_stop(ld_update_processor *up);

@@ -220,8 +220,8 @@ struct ld_lease {
  *  NULL (get, all, init, upsert, del); when LD_EBUSY comes for an operation
  *  without one, the operation is rejected with LD_EBUSY. `prefetch`, if
  *  given, hears of the key of an upsert while the front layer validates the
- *  item (before upsert_now): it may start loading what the write will
- *  touch.
+ *  item (before upsert_now; never once the store is closed): it may start
+ *  loading what the write will touch.
  *
  *  `initialized` is required; `close`, `free`, `describe` and the version 2
  *  members may be NULL. @since 0.1.0 */
