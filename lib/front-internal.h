@@ -58,11 +58,12 @@ int ld__front_init(struct ld__front *fr, struct event_base *base, const char *cl
 ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__op *op);
 
 /* The caller's future for `op` (whose implementation future it steals); no
- * allocation. A complete implementation future with nothing queued or in
- * flight before it is returned as it is: one future per operation.
- * Otherwise the caller's future adopts it (ld_future_forward) once
- * everything before it has been handed over; adoption goes through the loop
- * in hand-over order, so callbacks run in issue order. */
+ * allocation. When the implementation future is complete and nothing is
+ * queued or in flight before it, the caller's future takes its outcome
+ * from the loop (completed later). Otherwise the caller's future adopts it
+ * (ld_future_forward) once everything before it has been handed over;
+ * adoption goes through the loop in hand-over order, so callbacks run in
+ * issue order. */
 ld_future *ld__front_finish(struct ld__front *fr, struct ld__op *op);
 
 /* True when no operation waits or is in flight: a result completed at once

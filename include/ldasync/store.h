@@ -199,8 +199,12 @@ struct ld_lease {
  *  calls one instead of its asynchronous twin and completes the caller's
  *  future from the loop with the answer, in issue order, without a future
  *  for the implementation (which is what makes the memory store's get cost
- *  tens of nanoseconds). Inputs are validated as above, except for
- *  init_now. Each returns:
+ *  tens of nanoseconds). The front also calls a _now member while earlier
+ *  operations of the store still wait for their asynchronous answers (their
+ *  results are then handed back in issue order): a store whose
+ *  asynchronous writes take effect later must answer consistently with the
+ *  writes issued before, or say LD_EBUSY. Inputs are validated as above,
+ *  except for init_now. Each returns (nothing else):
  *    get_now:    0, with *item the stored item or NULL (missing, tombstone)
  *                and either *lease NULL (then *item is a new reference,
  *                which the result takes) or a lease that keeps the
