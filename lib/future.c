@@ -21,9 +21,10 @@
  *  - Futures made while libevent threading is off belong to one thread and
  *    use plain loads and stores throughout (see shared_bit()). Shared
  *    futures append to the FIFO directly only inside a drain, on the
- *    draining thread; from anywhere else nodes go onto a lock-free stack that
- *    the drain takes in one exchange. A direct append first moves what is on
- *    that stack, so FIFO holds across threads.
+ *    draining thread; from anywhere else nodes go onto a lock-free
+ *    multi-producer FIFO (Vyukov's, loop.c) that the drain pops from. A
+ *    direct append first moves what is on that FIFO, so FIFO order holds
+ *    across threads.
  *  - A shared future has a one-bit spinlock for completion against
  *    registration. One whose only reference is the caller's cannot be
  *    touched by anyone else, so then the lock is skipped.
