@@ -42,13 +42,15 @@
 
 enum { K_SEGMENTS, K_FEATURES, NKINDS };
 
-/* Keys shorter than this live in their slot. */
-#define INLINE_KEY 36
+/* Keys shorter than this live in their slot: what of the slot is left for
+ * the key and its NUL (36 bytes with 64-bit pointers, 40 with 32-bit ones;
+ * version before item, so that no padding comes between them). */
+#define INLINE_KEY (LD__CACHE_LINE - 2 * sizeof(int64_t) - sizeof(json_t *) - sizeof(uint32_t))
 
 struct slot {
     uint64_t hash;
-    json_t *item; /* one reference; NULL for a tombstone */
     int64_t version;
+    json_t *item;         /* one reference; NULL for a tombstone */
     uint32_t len;         /* key length; 0: empty slot */
     char key[INLINE_KEY]; /* the key and its NUL, or a malloc'd copy's address */
 };
