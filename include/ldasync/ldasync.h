@@ -10,6 +10,7 @@
 #include <ldasync/alloc.h>
 #include <ldasync/big_segments.h>
 #include <ldasync/common.h>
+#include <ldasync/context.h>
 #include <ldasync/error.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/future.h>

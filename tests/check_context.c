@@ -1,0 +1,657 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/* Contexts: parsing, validation, canonical keys, references, the builder. */
+#include <pthread.h>
+#include <string.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+/* Parses JSON text into a context; fails the test on bad JSON text. */
+static ld_context *parse(const char *text, const char **why)
+{
+    json_error_t err;
+    json_t *j = json_loads(text, JSON_ALLOW_NUL, &err);
+    ck_assert_msg(j != NULL, "bad test JSON %s: %s", text, err.text);
+    ld_context *c = ld_context_from_json(j, why);
+    json_decref(j);
+    return c;
+}
+
+static ld_context *ok(const char *text)
+{
+    const char *why = NULL;
+    ld_context *c = parse(text, &why);
+    ck_assert_msg(c != NULL, "%s refused: %s", text, why ? why : "(no reason)");
+    return c;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+START_TEST(test_invalid_contexts_name_the_field)
+{
+    static const struct {
+        const char *json;
+        const char *field; /* the message must contain it */
+    } cases[] = {
+        {"{\"key\": 1}", "\"key\""},
+        {"{\"name\": \"no key\"}", "\"key\""},
+        {"{\"key\": null}", "\"key\""},
+        {"{\"kind\": 1, \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": null, \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"kind\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"org:x\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"org x\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"\\u00e9\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"a\\u0000b\", \"key\": \"a\"}", "\"kind\""},
+        {"{\"kind\": \"org\"}", "\"key\""},
+        {"{\"kind\": \"org\", \"key\": \"\"}", "\"key\""},
+        {"{\"kind\": \"org\", \"key\": 5}", "\"key\""},
+        {"{\"kind\": \"org\", \"key\": \"a\\u0000b\"}", "\"key\""},
+        {"{\"kind\": \"org\", \"key\": \"a\", \"name\": 3}", "\"name\""},
+        {"{\"kind\": \"org\", \"key\": \"a\", \"anonymous\": \"yes\"}", "\"anonymous\""},
+        {"{\"kind\": \"org\", \"key\": \"a\", \"_meta\": []}", "\"_meta\""},
+        {"{\"kind\": \"org\", \"key\": \"a\", \"_meta\": {\"privateAttributes\": \"x\"}}",
+         "privateAttributes"},
+        {"{\"kind\": \"org\", \"key\": \"a\", \"_meta\": {\"privateAttributes\": [1]}}",
+         "privateAttributes"},
+        {"{\"kind\": \"multi\"}", "at least one kind"},
+        {"{\"kind\": \"multi\", \"key\": \"a\"}", "must be an object"},
+        {"{\"kind\": \"multi\", \"org\": 5}", "must be an object"},
+        {"{\"kind\": \"multi\", \"multi\": {\"key\": \"a\"}}", "\"kind\""},
+        {"{\"kind\": \"multi\", \"kind\": {\"key\": \"a\"}}", "\"kind\""},
+        {"{\"kind\": \"multi\", \"p@rty\": {\"key\": \"a\"}}", "\"kind\""},
+        {"{\"kind\": \"multi\", \"org\": {\"key\": 17}}", "\"key\""},
+        {"{\"kind\": \"multi\", \"org\": {\"key\": \"\"}}", "\"key\""},
+        {"{\"kind\": \"multi\", \"org\": {}}", "\"key\""},
+        {"{\"kind\": \"multi\", \"org\": {\"key\": \"o\", \"name\": true}}", "\"name\""},
+        {"{\"key\": \"u\", \"email\": 5}", "\"email\""},
+        {"{\"key\": \"u\", \"firstName\": []}", "\"firstName\""},
+        {"{\"key\": \"u\", \"lastName\": {}}", "\"lastName\""},
+        {"{\"key\": \"u\", \"country\": 1}", "\"country\""},
+        {"{\"key\": \"u\", \"ip\": true}", "\"ip\""},
+        {"{\"key\": \"u\", \"avatar\": 1.5}", "\"avatar\""},
+        {"{\"key\": \"u\", \"name\": 1}", "\"name\""},
+        {"{\"key\": \"u\", \"secondary\": 1}", "\"secondary\""},
+        {"{\"key\": \"u\", \"anonymous\": 1}", "\"anonymous\""},
+        {"{\"key\": \"u\", \"custom\": []}", "\"custom\""},
+        {"{\"key\": \"u\", \"privateAttributeNames\": {}}", "privateAttributeNames"},
+        {"{\"key\": \"u\", \"privateAttributeNames\": [null]}", "privateAttributeNames"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why = NULL;
+        ld_context *c = parse(cases[i].json, &why);
+        ck_assert_msg(c == NULL, "%s was accepted", cases[i].json);
+        ck_assert_msg(why && strstr(why, cases[i].field), "%s: message \"%s\" lacks %s",
+                      cases[i].json, why ? why : "(none)", cases[i].field);
+        /* why may be NULL */
+        ck_assert_ptr_null(parse(cases[i].json, NULL));
+    }
+}
+END_TEST
+
+START_TEST(test_non_objects_and_null_are_invalid)
+{
+    static const char *const texts[] = {"[]", "1", "\"user\"", "true", "null", "[{\"key\":1}]"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const char *why = NULL;
+        json_t *j = json_loads(texts[i], JSON_DECODE_ANY, NULL);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_ptr_null(ld_context_from_json(j, &why));
+        ck_assert_ptr_nonnull(why);
+        json_decref(j);
+    }
+    const char *why = NULL;
+    ck_assert_ptr_null(ld_context_from_json(NULL, &why));
+    ck_assert_ptr_nonnull(strstr(why, "object"));
+}
+END_TEST
+
+START_TEST(test_kinds_allow_letters_digits_dot_underscore_dash)
+{
+    ld_context *c = ok("{\"kind\": \"Org.unit_2-b\", \"key\": \"k\"}");
+    ck_assert_str_eq(ld_context_kind(c, 0), "Org.unit_2-b");
+    ck_assert(!ld_context_is_multi(c));
+    ck_assert_uint_eq(ld_context_kind_count(c), 1);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* ---- single, old-style, multi ------------------------------------------ */
+
+START_TEST(test_single_kind_context_attributes)
+{
+    ld_context *c = ok("{\"kind\": \"org\", \"key\": \"o1\", \"name\": \"Acme\", "
+                       "\"anonymous\": true, \"tier\": 3, \"gone\": null, "
+                       "\"_meta\": {\"privateAttributes\": [\"tier\", \"/a/b\"], \"x\": 1}}");
+    ck_assert_str_eq(ld_context_kind(c, 0), "org");
+    ck_assert_ptr_null(ld_context_kind(c, 1));
+    ck_assert_str_eq(ld_context_key(c, "org"), "o1");
+    ck_assert_ptr_null(ld_context_key(c, NULL)); /* no user */
+    ck_assert(ld_context_anonymous(c, "org"));
+    ck_assert(!ld_context_anonymous(c, "user"));
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "name")), "Acme");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "tier")), 3);
+    ck_assert_ptr_null(ld_context_get(c, "org", "gone"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "_meta"));
+    ck_assert_uint_eq(ld_context_private_count(c, "org"), 2);
+    ck_assert_str_eq(ld_context_private(c, "org", 0), "tier");
+    ck_assert_str_eq(ld_context_private(c, "org", 1), "/a/b");
+    ck_assert_ptr_null(ld_context_private(c, "org", 2));
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_null_name_and_anonymous_are_absent)
+{
+    ld_context *c = ok("{\"kind\": \"user\", \"key\": \"u\", \"name\": null, "
+                       "\"anonymous\": null, \"_meta\": null}");
+    ck_assert_ptr_null(ld_context_get(c, NULL, "name"));
+    ck_assert(!ld_context_anonymous(c, NULL));
+    ck_assert(json_is_false(ld_context_get(c, NULL, "anonymous")));
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_old_style_user)
+{
+    ld_context *c = ok("{\"key\": \"u1\", \"name\": \"Ann\", \"firstName\": \"A\", "
+                       "\"lastName\": \"N\", \"email\": \"a@x\", \"country\": \"FR\", "
+                       "\"ip\": \"1.2.3.4\", \"avatar\": \"http://a\", \"secondary\": \"s\", "
+                       "\"anonymous\": true, \"other\": 1, \"country2\": null, "
+                       "\"custom\": {\"age\": 40, \"kind\": \"org\", \"key\": \"k\", "
+                       "\"anonymous\": false, \"groups\": [\"a\"], \"nil\": null}, "
+                       "\"privateAttributeNames\": [\"email\", \"/odd~name\"]}");
+    ck_assert_str_eq(ld_context_kind(c, 0), "user");
+    ck_assert_str_eq(ld_context_key(c, NULL), "u1");
+    ck_assert_str_eq(ld_context_key(c, "user"), "u1");
+    ck_assert(ld_context_anonymous(c, NULL));
+    static const char *const builtins[][2] = {
+        {"name", "Ann"},         {"firstName", "A"}, {"lastName", "N"},
+        {"email", "a@x"},        {"country", "FR"},  {"ip", "1.2.3.4"},
+        {"avatar", "http://a"},
+    };
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, builtins[i][0])),
+                         builtins[i][1]);
+    ck_assert_ptr_null(ld_context_get(c, NULL, "secondary"));
+    ck_assert_ptr_null(ld_context_get(c, NULL, "other")); /* unknown top-level: ignored */
+    ck_assert_ptr_null(ld_context_get(c, NULL, "nil"));
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, NULL, "age")), 40);
+    ck_assert(json_is_array(ld_context_get(c, NULL, "groups")));
+    /* custom cannot override kind, key, anonymous */
+    ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, "kind")), "user");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, "key")), "u1");
+    ck_assert(json_is_true(ld_context_get(c, NULL, "anonymous")));
+    /* private names are literal: "/odd~name" becomes a reference to it */
+    ck_assert_uint_eq(ld_context_private_count(c, NULL), 2);
+    ck_assert_str_eq(ld_context_private(c, NULL, 0), "email");
+    ck_assert_str_eq(ld_context_private(c, NULL, 1), "/~1odd~0name");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "u1");
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_old_style_user_may_have_an_empty_key)
+{
+    ld_context *c = ok("{\"key\": \"\"}");
+    ck_assert_str_eq(ld_context_key(c, NULL), "");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "");
+    ld_context_unref(c);
+    /* but a new-style user may not */
+    const char *why = NULL;
+    ck_assert_ptr_null(parse("{\"kind\": \"user\", \"key\": \"\"}", &why));
+    ck_assert_ptr_nonnull(strstr(why, "\"key\""));
+}
+END_TEST
+
+START_TEST(test_old_style_custom_name_must_be_a_string_to_count)
+{
+    ld_context *c = ok("{\"key\": \"u\", \"custom\": {\"name\": 5}}");
+    ck_assert_ptr_null(ld_context_get(c, NULL, "name"));
+    ld_context_unref(c);
+    c = ok("{\"key\": \"u\", \"name\": \"top\", \"custom\": {\"name\": \"inner\"}}");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, "name")), "top");
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_multi_kind_context)
+{
+    ld_context *c = ok("{\"kind\": \"multi\", \"user\": {\"key\": \"u:1\", \"name\": \"U\"}, "
+                       "\"org\": {\"key\": \"o%1\", \"anonymous\": true, \"kind\": \"zzz\"}, "
+                       "\"Device\": {\"key\": \"d\"}}");
+    ck_assert(ld_context_is_multi(c));
+    ck_assert_uint_eq(ld_context_kind_count(c), 3);
+    ck_assert_str_eq(ld_context_kind(c, 0), "Device"); /* byte order */
+    ck_assert_str_eq(ld_context_kind(c, 1), "org");
+    ck_assert_str_eq(ld_context_kind(c, 2), "user");
+    ck_assert_str_eq(ld_context_key(c, "user"), "u:1");
+    ck_assert_str_eq(ld_context_key(c, "org"), "o%1");
+    ck_assert_ptr_null(ld_context_key(c, "zzz"));
+    ck_assert(ld_context_anonymous(c, "org"));
+    ck_assert(!ld_context_anonymous(c, "user"));
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "kind")), "org");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "user", "name")), "U");
+    ck_assert_ptr_null(ld_context_get(c, "org", "name"));
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "Device:d:org:o%251:user:u%3A1");
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_multi_with_one_kind_is_that_single_context)
+{
+    ld_context *c = ok("{\"kind\": \"multi\", \"org\": {\"key\": \"o\"}}");
+    ck_assert(!ld_context_is_multi(c));
+    ck_assert_uint_eq(ld_context_kind_count(c), 1);
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o");
+    json_t *j = ld_context_to_json(c);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "kind")), "org");
+    json_decref(j);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* ---- canonical keys -------------------------------------------------- */
+
+START_TEST(test_fully_qualified_keys_escape_colon_and_percent)
+{
+    static const char *const cases[][2] = {
+        {"{\"kind\": \"user\", \"key\": \"a:b%c\"}", "a:b%c"}, /* user: unchanged */
+        {"{\"key\": \"a:b\"}", "a:b"},
+        {"{\"kind\": \"org\", \"key\": \"a:b%c\"}", "org:a%3Ab%25c"},
+        {"{\"kind\": \"org\", \"key\": \"%3A\"}", "org:%253A"},
+        {"{\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, \"org\": {\"key\": \"o\"}}",
+         "org:o:user:u"},
+        {"{\"kind\": \"multi\", \"b\": {\"key\": \":\"}, \"a\": {\"key\": \"%\"}}", "a:%25:b:%3A"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ld_context *c = ok(cases[i][0]);
+        ck_assert_str_eq(ld_context_fully_qualified_key(c), cases[i][1]);
+        ld_context_unref(c);
+    }
+    ck_assert_ptr_null(ld_context_fully_qualified_key(NULL));
+}
+END_TEST
+
+/* ---- attribute references -------------------------------------------- */
+
+START_TEST(test_attribute_references_walk_objects_and_unescape)
+{
+    ld_context *c = ok("{\"kind\": \"org\", \"key\": \"k\", \"name\": \"n\", "
+                       "\"a\": {\"b\": {\"c\": 7}, \"x/y\": 1, \"x~y\": 2, \"~1\": 3}, "
+                       "\"a/b\": \"slash\", \"/lead\": \"L\", \"arr\": [10, 20], "
+                       "\"s\": \"str\", \"~\": \"tilde\"}");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/b/c")), 7);
+    ck_assert(json_is_object(ld_context_get(c, "org", "/a/b")));
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/x~1y")), 1);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/x~0y")), 2);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/~01")), 3); /* ~0 then 1 */
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "a/b")), "slash");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/a~1b")), "slash");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/~1lead")), "L");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "~")), "tilde"); /* plain */
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/~0")), "tilde");
+    /* built-ins */
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "kind")), "org");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/kind")), "org");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "key")), "k");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/key")), "k");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/name")), "n");
+    ck_assert(json_is_false(ld_context_get(c, "org", "anonymous")));
+    /* no array indexing, no walking into non-objects, absent things */
+    ck_assert_ptr_null(ld_context_get(c, "org", "/arr/0"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/s/x"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/key/x"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/a/zz"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/nope/b"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/_meta"));
+    ck_assert_ptr_null(ld_context_get(c, "user", "/a"));
+    ck_assert_ptr_null(ld_context_get(NULL, "org", "/a"));
+    ck_assert_ptr_null(ld_context_get(c, "org", NULL));
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_invalid_attribute_references_find_nothing)
+{
+    ld_context *c = ok("{\"kind\": \"org\", \"key\": \"k\", \"a\": {\"\": 1, \"b\": 2}, "
+                       "\"\": 3, \"a~2\": 4, \"a~\": 5}");
+    static const char *const bad[] = {"", "/", "//x", "/a/", "/a//b", "/a~2", "/a~", "/~",
+                                      "/a/b~x", "/nope/~2", "/nope//"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(ld_context_get(c, "org", bad[i]) == NULL, "ref \"%s\" found something",
+                      bad[i]);
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_long_escaped_reference_components)
+{
+    char name[300], ref[700];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    name[150] = '/';
+    json_t *j = json_pack("{s:s, s:s, s:{s:i}}", "kind", "org", "key", "k", "a", name, 9);
+    ld_context *c = ld_context_from_json(j, NULL);
+    json_decref(j);
+    ck_assert_ptr_nonnull(c);
+    name[150] = '\0';
+    snprintf(ref, sizeof ref, "/a/%s~1%s", name, name + 151);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", ref)), 9);
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_literal_lookup_does_not_parse_references)
+{
+    ld_context *c = ok("{\"kind\": \"user\", \"key\": \"k\", \"/a\": 1, \"a\": {\"b\": 2}, "
+                       "\"~0\": 3}");
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(c, NULL, "/a")), 1);
+    ck_assert_ptr_null(ld_context_get_literal(c, NULL, "/a/b"));
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(c, NULL, "~0")), 3);
+    ck_assert_str_eq(json_string_value(ld_context_get_literal(c, NULL, "key")), "k");
+    ck_assert_str_eq(json_string_value(ld_context_get_literal(c, NULL, "kind")), "user");
+    ck_assert(json_is_false(ld_context_get_literal(c, NULL, "anonymous")));
+    ck_assert_ptr_null(ld_context_get_literal(c, NULL, ""));
+    ck_assert_ptr_null(ld_context_get_literal(c, NULL, NULL));
+    ck_assert_ptr_null(ld_context_get_literal(c, "org", "key"));
+    ld_context_unref(c);
+}
+END_TEST
+
+/* ---- JSON out --------------------------------------------------------- */
+
+static void assert_round_trip(const char *text, const char *expected)
+{
+    ld_context *c = ok(text);
+    json_t *out = ld_context_to_json(c);
+    ck_assert_ptr_nonnull(out);
+    json_t *want = json_loads(expected, 0, NULL);
+    ck_assert_ptr_nonnull(want);
+    char *got = json_dumps(out, JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(out, want), "%s gave %s", text, got);
+    free(got);
+    /* and back */
+    ld_context *again = ld_context_from_json(out, NULL);
+    ck_assert_ptr_nonnull(again);
+    json_t *out2 = ld_context_to_json(again);
+    ck_assert(json_equal(out2, want));
+    ck_assert_str_eq(ld_context_fully_qualified_key(again), ld_context_fully_qualified_key(c));
+    json_decref(out2);
+    ld_context_unref(again);
+    json_decref(want);
+    json_decref(out);
+    ld_context_unref(c);
+}
+
+START_TEST(test_to_json_round_trips)
+{
+    assert_round_trip("{\"kind\": \"org\", \"key\": \"o\", \"name\": \"N\", \"x\": [1], "
+                      "\"anonymous\": false, \"nil\": null}",
+                      "{\"kind\": \"org\", \"key\": \"o\", \"name\": \"N\", \"x\": [1]}");
+    assert_round_trip(
+        "{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
+        "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}",
+        "{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
+        "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}");
+    assert_round_trip("{\"key\": \"u\", \"email\": \"e\", \"custom\": {\"c\": 1}, "
+                      "\"anonymous\": true, \"privateAttributeNames\": [\"/c\", \"email\"]}",
+                      "{\"kind\": \"user\", \"key\": \"u\", \"email\": \"e\", \"c\": 1, "
+                      "\"anonymous\": true, "
+                      "\"_meta\": {\"privateAttributes\": [\"/~1c\", \"email\"]}}");
+    assert_round_trip("{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"kind\": \"x\"}, "
+                      "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}",
+                      "{\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, "
+                      "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}");
+    ck_assert_ptr_null(ld_context_to_json(NULL));
+}
+END_TEST
+
+START_TEST(test_context_keeps_no_reference_to_its_json)
+{
+    json_t *j = json_loads("{\"kind\": \"org\", \"key\": \"o\", \"a\": {\"b\": 1}}", 0, NULL);
+    ld_context *c = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(c);
+    json_object_set_new(json_object_get(j, "a"), "b", json_integer(2));
+    json_decref(j);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/b")), 1);
+    /* nor does its JSON form share with it */
+    json_t *out = ld_context_to_json(c);
+    json_object_set_new(json_object_get(out, "a"), "b", json_integer(3));
+    json_decref(out);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/a/b")), 1);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* ---- builder and multi ------------------------------------------------ */
+
+START_TEST(test_builder_builds_a_context)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "o:1");
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_string("Acme")), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "tier", json_integer(2)), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "gone", json_integer(2)), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "gone", json_null()), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "gone2", NULL), 0);
+    ck_assert_int_eq(ld_context_builder_private(b, "/tier"), 0);
+    ld_context_builder_anonymous(b, true);
+    const char *why = NULL;
+    ld_context *c = ld_context_builder_build(b, &why);
+    ck_assert_msg(c != NULL, "%s", why);
+    ck_assert_str_eq(ld_context_kind(c, 0), "org");
+    ck_assert_str_eq(ld_context_key(c, "org"), "o:1");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o%3A1");
+    ck_assert(ld_context_anonymous(c, "org"));
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "name")), "Acme");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "tier")), 2);
+    ck_assert_ptr_null(ld_context_get(c, "org", "gone"));
+    ck_assert_str_eq(ld_context_private(c, "org", 0), "/tier");
+    /* the builder can go on; the first context does not change */
+    ck_assert_int_eq(ld_context_builder_set(b, "tier", json_integer(3)), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_false()), 0);
+    ld_context *c2 = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c2);
+    ck_assert_int_eq(json_integer_value(ld_context_get(c2, "org", "tier")), 3);
+    ck_assert(!ld_context_anonymous(c2, "org"));
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "tier")), 2);
+    ld_context_builder_free(b);
+    ld_context_unref(c2);
+    ck_assert(ld_context_anonymous(c, "org"));
+    ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_builder_default_kind_is_user)
+{
+    ld_context_builder *b = ld_context_builder_new(NULL, "u");
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ck_assert_str_eq(ld_context_kind(c, 0), "user");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "u");
+    ld_context_unref(c);
+    ld_context_builder_free(b);
+}
+END_TEST
+
+START_TEST(test_builder_refuses_invalid_input)
+{
+    static const struct {
+        const char *kind, *key, *field;
+    } cases[] = {
+        {"org", NULL, "\"key\""}, {"org", "", "\"key\""},     {"", "k", "\"kind\""},
+        {"kind", "k", "\"kind\""}, {"multi", "k", "\"kind\""}, {"a:b", "k", "\"kind\""},
+        {"org", "\xff", "\"key\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ld_context_builder *b = ld_context_builder_new(cases[i].kind, cases[i].key);
+        ck_assert_ptr_nonnull(b);
+        const char *why = NULL;
+        ck_assert_ptr_null(ld_context_builder_build(b, &why));
+        ck_assert_msg(why && strstr(why, cases[i].field), "case %zu: %s", i, why);
+        ld_context_builder_free(b);
+    }
+    ld_context_builder *b = ld_context_builder_new("org", "k");
+    ck_assert_int_eq(ld_context_builder_set(b, "kind", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "key", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "_meta", json_object()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_integer(1)), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_string("y")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "", json_true()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, NULL, json_true()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "\xff", json_true()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(NULL, "a", json_true()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_private(b, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_private(NULL, "a"), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_private(b, "\xfe"), LD_EINVAL);
+    ld_context_builder_anonymous(NULL, true);
+    /* none of that changed the builder */
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c);
+    json_t *j = ld_context_to_json(c);
+    json_t *want = json_pack("{s:s, s:s}", "kind", "org", "key", "k");
+    ck_assert(json_equal(j, want));
+    json_decref(want);
+    json_decref(j);
+    ld_context_unref(c);
+    ld_context_builder_free(b);
+    ld_context_builder_free(NULL);
+    ck_assert_ptr_null(ld_context_builder_build(NULL, NULL));
+}
+END_TEST
+
+static ld_context *build(const char *kind, const char *key)
+{
+    ld_context_builder *b = ld_context_builder_new(kind, key);
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+START_TEST(test_multi_from_parts)
+{
+    ld_context *u = build("user", "u"), *o = build("org", "o"), *d = build("device", "d");
+    const ld_context *parts[] = {u, o};
+    const char *why = NULL;
+    ld_context *m = ld_context_multi(parts, 2, &why);
+    ck_assert_msg(m != NULL, "%s", why);
+    ck_assert(ld_context_is_multi(m));
+    ck_assert_str_eq(ld_context_fully_qualified_key(m), "org:o:user:u");
+    /* a multi part contributes its kinds */
+    const ld_context *parts2[] = {m, d};
+    ld_context *m2 = ld_context_multi(parts2, 2, &why);
+    ck_assert_ptr_nonnull(m2);
+    ck_assert_uint_eq(ld_context_kind_count(m2), 3);
+    ck_assert_str_eq(ld_context_fully_qualified_key(m2), "device:d:org:o:user:u");
+    /* one kind: that context itself */
+    const ld_context *one[] = {o};
+    ld_context *s = ld_context_multi(one, 1, NULL);
+    ck_assert_ptr_eq(s, o);
+    ld_context_unref(s);
+    /* errors */
+    const ld_context *dup[] = {u, m};
+    ck_assert_ptr_null(ld_context_multi(dup, 2, &why));
+    ck_assert_ptr_nonnull(strstr(why, "same kind"));
+    ck_assert_ptr_null(ld_context_multi(parts, 0, &why));
+    ck_assert_ptr_nonnull(strstr(why, "at least one kind"));
+    ck_assert_ptr_null(ld_context_multi(NULL, 2, &why));
+    const ld_context *withnull[] = {u, NULL};
+    ck_assert_ptr_null(ld_context_multi(withnull, 2, &why));
+    ld_context_unref(u);
+    ld_context_unref(o);
+    ld_context_unref(d);
+    /* the multi contexts outlive their parts */
+    ck_assert_str_eq(ld_context_key(m2, "org"), "o");
+    json_t *j = ld_context_to_json(m2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "device"), "key")),
+                     "d");
+    json_decref(j);
+    ld_context_unref(m);
+    ld_context_unref(m2);
+}
+END_TEST
+
+/* ---- reference counting ---------------------------------------------- */
+
+static void *ref_unref(void *arg)
+{
+    ld_context *c = arg;
+    void *bad = NULL;
+    for (int i = 0; i < 20000; i++) {
+        ld_context_ref(c);
+        if (strcmp(ld_context_key(c, "org"), "o") != 0)
+            bad = c;
+        ld_context_unref(c);
+    }
+    ld_context_unref(c); /* the reference given to this thread */
+    return bad;
+}
+
+START_TEST(test_reference_counting_across_threads)
+{
+    ck_assert_ptr_null(ld_context_ref(NULL));
+    ld_context_unref(NULL);
+    ld_context *c = build("org", "o");
+    ck_assert_ptr_eq(ld_context_ref(c), c);
+    ld_context_unref(c);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        ld_context_ref(c);
+        ck_assert_int_eq(pthread_create(&t[i], NULL, ref_unref, c), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *bad = c;
+        pthread_join(t[i], &bad);
+        ck_assert_ptr_null(bad);
+    }
+    ck_assert_str_eq(ld_context_key(c, "org"), "o");
+    ld_context_unref(c); /* the last one: valgrind/ASan see any early free */
+}
+END_TEST
+
+START_TEST(test_accessors_are_null_safe)
+{
+    ck_assert(!ld_context_is_multi(NULL));
+    ck_assert_uint_eq(ld_context_kind_count(NULL), 0);
+    ck_assert_ptr_null(ld_context_kind(NULL, 0));
+    ck_assert_ptr_null(ld_context_key(NULL, NULL));
+    ck_assert(!ld_context_anonymous(NULL, NULL));
+    ck_assert_uint_eq(ld_context_private_count(NULL, NULL), 0);
+    ck_assert_ptr_null(ld_context_private(NULL, NULL, 0));
+    ck_assert_ptr_null(ld_context_get_literal(NULL, NULL, "key"));
+}
+END_TEST
+
+Suite *ld_suite_context(void)
+{
+    Suite *s = suite_create("context");
+    TCase *tc = tcase_create("contexts");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_invalid_contexts_name_the_field);
+    tcase_add_test(tc, test_non_objects_and_null_are_invalid);
+    tcase_add_test(tc, test_kinds_allow_letters_digits_dot_underscore_dash);
+    tcase_add_test(tc, test_single_kind_context_attributes);
+    tcase_add_test(tc, test_null_name_and_anonymous_are_absent);
+    tcase_add_test(tc, test_old_style_user);
+    tcase_add_test(tc, test_old_style_user_may_have_an_empty_key);
+    tcase_add_test(tc, test_old_style_custom_name_must_be_a_string_to_count);
+    tcase_add_test(tc, test_multi_kind_context);
+    tcase_add_test(tc, test_multi_with_one_kind_is_that_single_context);
+    tcase_add_test(tc, test_fully_qualified_keys_escape_colon_and_percent);
+    tcase_add_test(tc, test_attribute_references_walk_objects_and_unescape);
+    tcase_add_test(tc, test_invalid_attribute_references_find_nothing);
+    tcase_add_test(tc, test_long_escaped_reference_components);
+    tcase_add_test(tc, test_literal_lookup_does_not_parse_references);
+    tcase_add_test(tc, test_to_json_round_trips);
+    tcase_add_test(tc, test_context_keeps_no_reference_to_its_json);
+    tcase_add_test(tc, test_builder_builds_a_context);
+    tcase_add_test(tc, test_builder_default_kind_is_user);
+    tcase_add_test(tc, test_builder_refuses_invalid_input);
+    tcase_add_test(tc, test_multi_from_parts);
+    tcase_add_test(tc, test_reference_counting_across_threads);
+    tcase_add_test(tc, test_accessors_are_null_safe);
+    suite_add_tcase(s, tc);
+    return s;
+}
