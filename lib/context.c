@@ -49,6 +49,42 @@ static void set_why(const char **why, const char *msg)
         *why = msg;
 }
 
+/* A deep copy of `v` that is NULL when any allocation failed (jansson's
+ * json_copy() drops the members it could not add, and its deep copy may). */
+static json_t *copy_value(const json_t *v, bool deep)
+{
+    if (json_is_object(v)) {
+        json_t *o = json_object();
+        const char *k;
+        json_t *m;
+        if (!o)
+            return NULL;
+        json_object_foreach ((json_t *)v, k, m) {
+            json_t *c = deep ? copy_value(m, true) : json_incref(m);
+            if (!c || json_object_setn_new_nocheck(o, k, strlen(k), c) != 0) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    }
+    if (json_is_array(v)) {
+        json_t *a = json_array();
+        if (!a)
+            return NULL;
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_t *m = json_array_get(v, i);
+            json_t *c = deep ? copy_value(m, true) : json_incref(m);
+            if (!c || json_array_append_new(a, c) != 0) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    return json_copy((json_t *)v); /* scalars: all or nothing */
+}
+
 /* ---- making contexts ---------------------------------------------------- */
 
 static void part_clear(struct part *p)
@@ -239,7 +275,7 @@ static int take_attr(struct part *p, const char *name, const json_t *v, const ch
 {
     if (json_is_null(v))
         return 0;
-    json_t *copy = json_deep_copy(v);
+    json_t *copy = copy_value(v, true);
     if (!copy || json_object_set_new(p->attrs, name, copy) != 0) {
         set_why(why, NOMEM);
         return -1;
@@ -600,7 +636,7 @@ json_t *ld_context_get(const ld_context *ctx, const char *kind, const char *ref)
 
 static json_t *part_to_json(const struct part *p, bool with_kind)
 {
-    json_t *o = json_deep_copy(p->attrs);
+    json_t *o = copy_value(p->attrs, true);
     if (!o)
         return NULL;
     if ((with_kind && json_object_set(o, "kind", p->kind) != 0) ||
@@ -608,7 +644,7 @@ static json_t *part_to_json(const struct part *p, bool with_kind)
         (p->anonymous && json_object_set(o, "anonymous", json_true()) != 0))
         goto fail;
     if (json_array_size(p->priv)) {
-        json_t *priv = json_deep_copy(p->priv);
+        json_t *priv = copy_value(p->priv, true);
         json_t *meta = json_object();
         if (!priv || !meta || json_object_set_new(meta, "privateAttributes", priv) != 0) {
             json_decref(meta);
@@ -673,6 +709,12 @@ void ld_context_builder_free(ld_context_builder *b)
 
 int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *value)
 {
+    if (b && !value) {
+        /* the value could not be made (json_string() etc. returned NULL):
+         * the context would silently lack it, so the build fails */
+        b->nomem = true;
+        return LD_ENOMEM;
+    }
     if (!b || !name || !*name || strcmp(name, "kind") == 0 || strcmp(name, "key") == 0 ||
         strcmp(name, "_meta") == 0) {
         json_decref(value);
@@ -687,7 +729,7 @@ int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *valu
         json_decref(value);
         return 0;
     }
-    if (!value || json_is_null(value)) {
+    if (json_is_null(value)) {
         json_decref(value);
         json_object_del(b->attrs, name);
         return 0;
@@ -754,8 +796,8 @@ ld_context *ld_context_builder_build(const ld_context_builder *b, const char **w
     struct part *p = &c->parts[0];
     p->kind = json_string_nocheck(b->kind);
     p->key = json_string_nocheck(b->key);
-    p->attrs = json_copy(b->attrs);
-    p->priv = json_copy(b->priv);
+    p->attrs = copy_value(b->attrs, false);
+    p->priv = copy_value(b->priv, false);
     p->anonymous = b->anonymous;
     if (!p->kind || !p->key || !p->attrs || !p->priv) {
         set_why(why, NOMEM);

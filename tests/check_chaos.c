@@ -996,6 +996,165 @@ START_TEST(test_allocations_go_through_the_hooks)
 }
 END_TEST
 
+/* ---- contexts ------------------------------------------------------------ */
+
+static json_t *g_ctx_json[3];
+static ld_context *g_ctx[2];
+
+static const char *const CTX_TEXTS[3] = {
+    "{\"kind\": \"org\", \"key\": \"o:1\", \"name\": \"Acme\", \"a\": {\"b\": [1, 2]}, "
+    "\"anonymous\": true, \"_meta\": {\"privateAttributes\": [\"/a/b\"]}}",
+    "{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"x\": 1}, \"org\": {\"key\": \"o%\"}}",
+    "{\"key\": \"u\", \"email\": \"e\", \"custom\": {\"c\": {\"d\": 1}}, "
+    "\"privateAttributeNames\": [\"/c\", \"email\"]}",
+};
+static const char *const CTX_KEYS[3] = {"org:o%3A1", "org:o%25:user:u", "u"};
+
+static void context_teardown(void)
+{
+    for (int i = 0; i < 3; i++) {
+        json_decref(g_ctx_json[i]);
+        g_ctx_json[i] = NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        ld_context_unref(g_ctx[i]);
+        g_ctx[i] = NULL;
+    }
+}
+
+/* Between runs of a path (teardown and setup are per run). */
+static void context_fixture_setup(void)
+{
+    for (int i = 0; i < 3; i++)
+        g_ctx_json[i] = json_loads(CTX_TEXTS[i], 0, NULL);
+    for (int i = 0; i < 2; i++)
+        g_ctx[i] = ld_context_from_json(g_ctx_json[i], NULL);
+}
+
+static void assert_nomem(const char *why)
+{
+    ck_assert_msg(why && strcmp(why, "out of memory") == 0, "%s: \"%s\", not out of memory (N=%ld)",
+                  g_path, why ? why : "(null)", g_fail_at);
+}
+
+static void act_context_from_json(void)
+{
+    for (int i = 0; i < 3; i++) {
+        const char *why = NULL;
+        ld_context *c = ld_context_from_json(g_ctx_json[i], &why);
+        OFF();
+        if (!c) {
+            assert_nomem(why);
+        } else {
+            ck_assert_str_eq(ld_context_fully_qualified_key(c), CTX_KEYS[i]);
+            json_t *back = ld_context_to_json(c);
+            ld_context *again = ld_context_from_json(back, NULL);
+            json_t *back2 = ld_context_to_json(again);
+            ck_assert(json_equal(back, back2));
+            json_decref(back);
+            json_decref(back2);
+            ld_context_unref(again);
+            ld_context_unref(c);
+        }
+        ON();
+    }
+}
+
+static void act_context_to_json(void)
+{
+    for (int i = 0; i < 2; i++) {
+        json_t *j = ld_context_to_json(g_ctx[i]);
+        OFF();
+        if (j) {
+            ld_context *c = ld_context_from_json(j, NULL);
+            ck_assert_ptr_nonnull(c);
+            ck_assert_str_eq(ld_context_fully_qualified_key(c), CTX_KEYS[i]);
+            ld_context_unref(c);
+            json_decref(j);
+        }
+        ON();
+    }
+}
+
+static void act_context_builder(void)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "o");
+    if (!b)
+        return;
+    int rc = ld_context_builder_set(b, "name", json_string("Acme"));
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    bool lost = rc != 0;
+    rc = ld_context_builder_set(b, "a", json_pack("{s:i}", "b", 1));
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    lost |= rc != 0;
+    rc = ld_context_builder_private(b, "/a/b");
+    ck_assert(rc == 0 || rc == LD_ENOMEM);
+    lost |= rc != 0;
+    ld_context_builder_anonymous(b, true);
+    const char *why = NULL;
+    ld_context *c = ld_context_builder_build(b, &why);
+    OFF();
+    if (lost)
+        ck_assert_ptr_null(c);
+    if (!c) {
+        assert_nomem(why);
+    } else {
+        ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o");
+        ck_assert(ld_context_anonymous(c, "org"));
+        ck_assert_msg(json_integer_value(ld_context_get(c, "org", "/a/b")) == 1, "N=%ld json=%d", g_fail_at, (int)g_json);
+        ck_assert_str_eq(ld_context_private(c, "org", 0), "/a/b");
+    }
+    ON();
+    ld_context_unref(c);
+    ld_context_builder_free(b);
+}
+
+static void act_context_multi(void)
+{
+    const char *why = NULL;
+    const ld_context *parts[] = {g_ctx[0], g_ctx[1]}; /* org twice */
+    ld_context *m = ld_context_multi(parts, 2, &why);
+    OFF();
+    ck_assert_ptr_null(m);
+    ck_assert(strcmp(why, "out of memory") == 0 || strstr(why, "same kind"));
+    ON();
+    ld_context_builder *b = ld_context_builder_new("device", "d");
+    ld_context *d = b ? ld_context_builder_build(b, NULL) : NULL;
+    ld_context_builder_free(b);
+    if (!d)
+        return;
+    const ld_context *parts2[] = {g_ctx[1], d};
+    m = ld_context_multi(parts2, 2, &why);
+    OFF();
+    if (!m)
+        assert_nomem(why);
+    else
+        ck_assert_str_eq(ld_context_fully_qualified_key(m), "device:d:org:o%25:user:u");
+    ON();
+    ld_context_unref(m);
+    ld_context_unref(d);
+}
+
+static void act_context_get_long_ref(void)
+{
+    char ref[400];
+    memset(ref, 'x', sizeof ref - 1);
+    ref[0] = '/';
+    ref[1] = '~';
+    ref[2] = '1';
+    ref[sizeof ref - 1] = '\0';
+    /* absent either way; it must not crash or leak */
+    ck_assert_ptr_null(ld_context_get(g_ctx[0], "org", ref));
+    ck_assert_int_eq(json_integer_value(ld_context_get(g_ctx[1], "user", "/x")), 1);
+}
+
+CHAOS_TEST(test_chaos_contexts,
+           PATH(context_fixture_setup, act_context_from_json, context_teardown),
+           PATH(context_fixture_setup, act_context_to_json, context_teardown),
+           PATH(context_fixture_setup, act_context_builder, context_teardown),
+           PATH(context_fixture_setup, act_context_multi, context_teardown),
+           PATH(context_fixture_setup, act_context_get_long_ref, context_teardown))
+
 static void add_case(Suite *s, const char *name, SFun setup, const TTest *test)
 {
     TCase *tc = tcase_create(name);
@@ -1018,6 +1177,7 @@ static Suite *chaos_suite(void)
     add_case(s, "mock_store", mock_store_fixture, test_chaos_store);
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
+    add_case(s, "contexts", chaos_setup, test_chaos_contexts);
     return s;
 }
 

@@ -435,7 +435,6 @@ START_TEST(test_builder_builds_a_context)
     ck_assert_int_eq(ld_context_builder_set(b, "tier", json_integer(2)), 0);
     ck_assert_int_eq(ld_context_builder_set(b, "gone", json_integer(2)), 0);
     ck_assert_int_eq(ld_context_builder_set(b, "gone", json_null()), 0);
-    ck_assert_int_eq(ld_context_builder_set(b, "gone2", NULL), 0);
     ck_assert_int_eq(ld_context_builder_private(b, "/tier"), 0);
     ld_context_builder_anonymous(b, true);
     const char *why = NULL;
@@ -461,6 +460,17 @@ START_TEST(test_builder_builds_a_context)
     ld_context_unref(c2);
     ck_assert(ld_context_anonymous(c, "org"));
     ld_context_unref(c);
+}
+END_TEST
+
+START_TEST(test_builder_set_of_a_null_value_fails_the_build)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "o");
+    ck_assert_int_eq(ld_context_builder_set(b, "x", NULL), LD_ENOMEM);
+    const char *why = NULL;
+    ck_assert_ptr_null(ld_context_builder_build(b, &why));
+    ck_assert_str_eq(why, "out of memory");
+    ld_context_builder_free(b);
 }
 END_TEST
 
@@ -506,6 +516,7 @@ START_TEST(test_builder_refuses_invalid_input)
     ck_assert_int_eq(ld_context_builder_private(NULL, "a"), LD_EINVAL);
     ck_assert_int_eq(ld_context_builder_private(b, "\xfe"), LD_EINVAL);
     ld_context_builder_anonymous(NULL, true);
+    ck_assert_int_eq(ld_context_builder_set(NULL, "a", NULL), LD_EINVAL);
     /* none of that changed the builder */
     ld_context *c = ld_context_builder_build(b, NULL);
     ck_assert_ptr_nonnull(c);
@@ -647,6 +658,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_to_json_round_trips);
     tcase_add_test(tc, test_context_keeps_no_reference_to_its_json);
     tcase_add_test(tc, test_builder_builds_a_context);
+    tcase_add_test(tc, test_builder_set_of_a_null_value_fails_the_build);
     tcase_add_test(tc, test_builder_default_kind_is_user);
     tcase_add_test(tc, test_builder_refuses_invalid_input);
     tcase_add_test(tc, test_multi_from_parts);

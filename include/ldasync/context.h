@@ -150,12 +150,16 @@ LD_EXPORT ld_context_builder *ld_context_builder_new(const char *kind, const cha
 
 /** Sets attribute `name` (a literal top-level name) to `value`, which is
  *  stolen in every case (on failure too): do not modify it afterwards.
- *  A NULL or JSON null `value` removes the attribute. "name" must be a
- *  string (or null), "anonymous" a boolean (it sets the anonymous flag);
- *  "kind", "key" and "_meta" cannot be set this way.
+ *  A JSON null `value` removes the attribute. "name" must be a string (or
+ *  null), "anonymous" a boolean (it sets the anonymous flag); "kind",
+ *  "key" and "_meta" cannot be set this way; `name` must be valid UTF-8.
+ *  A NULL `value` is taken for a value that could not be made (as when
+ *  json_string() runs out of memory), so that
+ *  ld_context_builder_set(b, "x", json_string(s)) never silently loses "x".
  *  @return 0; LD_EINVAL if `b` or `name` is NULL, `name` is empty or one of
  *  the above rules is broken (nothing changes); LD_ENOMEM if memory ran out
- *  (then ld_context_builder_build() fails too). @since 0.1.0 */
+ *  or `value` is NULL: then ld_context_builder_build() fails too, with
+ *  "out of memory". @since 0.1.0 */
 LD_EXPORT int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *value);
 
 /** Marks the attribute reference `ref` (copied) private.
