@@ -646,7 +646,12 @@ static json_t *part_to_json(const struct part *p, bool with_kind)
     if (json_array_size(p->priv)) {
         json_t *priv = copy_value(p->priv, true);
         json_t *meta = json_object();
-        if (!priv || !meta || json_object_set_new(meta, "privateAttributes", priv) != 0) {
+        if (!priv || !meta) {
+            json_decref(priv);
+            json_decref(meta);
+            goto fail;
+        }
+        if (json_object_set_new(meta, "privateAttributes", priv) != 0) {
             json_decref(meta);
             goto fail;
         }
