@@ -59,7 +59,8 @@ static json_t *copy_value(const json_t *v, bool deep)
         json_t *m;
         if (!o)
             return NULL;
-        json_object_foreach ((json_t *)v, k, m) {
+        json_object_foreach((json_t *)v, k, m)
+        {
             json_t *c = deep ? copy_value(m, true) : json_incref(m);
             if (!c || json_object_setn_new_nocheck(o, k, strlen(k), c) != 0) {
                 json_decref(o);
@@ -252,13 +253,15 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
     }
     size_t i;
     const json_t *v;
-    json_array_foreach (arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         if (!json_is_string(v)) {
             set_why(why, bad);
             return -1;
         }
     }
-    json_array_foreach (arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         json_t *s = literal ? literal_to_ref(v)
                             : json_stringn_nocheck(json_string_value(v), json_string_length(v));
         if (!s || json_array_append_new(p->priv, s) != 0) {
@@ -332,7 +335,8 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
         return -1;
     const char *name;
     const json_t *v;
-    json_object_foreach ((json_t *)obj, name, v) {
+    json_object_foreach((json_t *)obj, name, v)
+    {
         if (strcmp(name, "kind") == 0 || strcmp(name, "key") == 0)
             continue;
         if (strcmp(name, "name") == 0) {
@@ -393,7 +397,8 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
         }
         const char *name;
         const json_t *v;
-        json_object_foreach ((json_t *)custom, name, v) {
+        json_object_foreach((json_t *)custom, name, v)
+        {
             if (strcmp(name, "kind") == 0 || strcmp(name, "key") == 0 ||
                 strcmp(name, "anonymous") == 0 || strcmp(name, "_meta") == 0 ||
                 (strcmp(name, "name") == 0 && !json_is_string(v)))
@@ -439,7 +444,8 @@ static ld_context *parse_multi(const json_t *j, const char **why)
     size_t i = 0;
     const char *name;
     const json_t *v;
-    json_object_foreach ((json_t *)j, name, v) {
+    json_object_foreach((json_t *)j, name, v)
+    {
         if (strcmp(name, "kind") == 0)
             continue;
         const char *bad = kind_invalid(name, strlen(name));
@@ -479,9 +485,9 @@ ld_context *ld_context_from_json(const json_t *j, const char **why)
         set_why(why, NOMEM);
         return NULL;
     }
-    int rc = kind ? parse_single(&c->parts[0], json_string_value(kind), json_string_length(kind),
-                                 j, why)
-                  : parse_user(&c->parts[0], j, why);
+    int rc =
+        kind ? parse_single(&c->parts[0], json_string_value(kind), json_string_length(kind), j, why)
+             : parse_user(&c->parts[0], j, why);
     if (rc != 0) {
         ctx_free(c);
         return NULL;

@@ -1101,7 +1101,8 @@ static void act_context_builder(void)
     } else {
         ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o");
         ck_assert(ld_context_anonymous(c, "org"));
-        ck_assert_msg(json_integer_value(ld_context_get(c, "org", "/a/b")) == 1, "N=%ld json=%d", g_fail_at, (int)g_json);
+        ck_assert_msg(json_integer_value(ld_context_get(c, "org", "/a/b")) == 1, "N=%ld json=%d",
+                      g_fail_at, (int)g_json);
         ck_assert_str_eq(ld_context_private(c, "org", 0), "/a/b");
     }
     ON();

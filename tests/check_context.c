@@ -167,9 +167,8 @@ START_TEST(test_old_style_user)
     ck_assert_str_eq(ld_context_key(c, "user"), "u1");
     ck_assert(ld_context_anonymous(c, NULL));
     static const char *const builtins[][2] = {
-        {"name", "Ann"},         {"firstName", "A"}, {"lastName", "N"},
-        {"email", "a@x"},        {"country", "FR"},  {"ip", "1.2.3.4"},
-        {"avatar", "http://a"},
+        {"name", "Ann"},   {"firstName", "A"}, {"lastName", "N"},      {"email", "a@x"},
+        {"country", "FR"}, {"ip", "1.2.3.4"},  {"avatar", "http://a"},
     };
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
         ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, builtins[i][0])),
@@ -317,8 +316,8 @@ START_TEST(test_invalid_attribute_references_find_nothing)
 {
     ld_context *c = ok("{\"kind\": \"org\", \"key\": \"k\", \"a\": {\"\": 1, \"b\": 2}, "
                        "\"\": 3, \"a~2\": 4, \"a~\": 5}");
-    static const char *const bad[] = {"", "/", "//x", "/a/", "/a//b", "/a~2", "/a~", "/~",
-                                      "/a/b~x", "/nope/~2", "/nope//"};
+    static const char *const bad[] = {"",    "/",  "//x",    "/a/",      "/a//b",  "/a~2",
+                                      "/a~", "/~", "/a/b~x", "/nope/~2", "/nope//"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ck_assert_msg(ld_context_get(c, "org", bad[i]) == NULL, "ref \"%s\" found something",
                       bad[i]);
@@ -390,11 +389,10 @@ START_TEST(test_to_json_round_trips)
     assert_round_trip("{\"kind\": \"org\", \"key\": \"o\", \"name\": \"N\", \"x\": [1], "
                       "\"anonymous\": false, \"nil\": null}",
                       "{\"kind\": \"org\", \"key\": \"o\", \"name\": \"N\", \"x\": [1]}");
-    assert_round_trip(
-        "{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
-        "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}",
-        "{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
-        "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}");
+    assert_round_trip("{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
+                      "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}",
+                      "{\"kind\": \"org\", \"key\": \"o\", \"anonymous\": true, "
+                      "\"_meta\": {\"privateAttributes\": [\"/x/y\"]}}");
     assert_round_trip("{\"key\": \"u\", \"email\": \"e\", \"custom\": {\"c\": 1}, "
                       "\"anonymous\": true, \"privateAttributeNames\": [\"/c\", \"email\"]}",
                       "{\"kind\": \"user\", \"key\": \"u\", \"email\": \"e\", \"c\": 1, "
@@ -490,8 +488,8 @@ START_TEST(test_builder_refuses_invalid_input)
     static const struct {
         const char *kind, *key, *field;
     } cases[] = {
-        {"org", NULL, "\"key\""}, {"org", "", "\"key\""},     {"", "k", "\"kind\""},
-        {"kind", "k", "\"kind\""}, {"multi", "k", "\"kind\""}, {"a:b", "k", "\"kind\""},
+        {"org", NULL, "\"key\""},   {"org", "", "\"key\""},     {"", "k", "\"kind\""},
+        {"kind", "k", "\"kind\""},  {"multi", "k", "\"kind\""}, {"a:b", "k", "\"kind\""},
         {"org", "\xff", "\"key\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -576,8 +574,7 @@ START_TEST(test_multi_from_parts)
     /* the multi contexts outlive their parts */
     ck_assert_str_eq(ld_context_key(m2, "org"), "o");
     json_t *j = ld_context_to_json(m2);
-    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "device"), "key")),
-                     "d");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "device"), "key")), "d");
     json_decref(j);
     ld_context_unref(m);
     ld_context_unref(m2);

@@ -117,8 +117,7 @@ LD_EXPORT json_t *ld_context_get(const ld_context *ctx, const char *kind, const 
  *  '/' path, no '~' escapes ("/a" is the attribute named "/a"). This is how
  *  LaunchDarkly reads clause attributes and bucketBy when the clause or
  *  rollout has no contextKind. @since 0.1.0 */
-LD_EXPORT json_t *ld_context_get_literal(const ld_context *ctx, const char *kind,
-                                         const char *name);
+LD_EXPORT json_t *ld_context_get_literal(const ld_context *ctx, const char *kind, const char *name);
 
 /** The number of private attribute references of the kind `kind` (NULL
  *  means "user"); 0 if there is no such kind. @since 0.1.0 */
@@ -189,8 +188,7 @@ LD_EXPORT void ld_context_builder_free(ld_context_builder *b);
  *  @return a new context (one reference), or NULL with *why (if `why` is not
  *  NULL) for `n` == 0 or no kind at all, a NULL part or `parts`, the same
  *  kind twice, or no memory. @since 0.1.0 */
-LD_EXPORT ld_context *ld_context_multi(const ld_context *const *parts, size_t n,
-                                       const char **why);
+LD_EXPORT ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const char **why);
 
 LD_END_DECLS
 
