@@ -55,14 +55,14 @@ static json_t *copy_value(const json_t *v, bool deep)
 {
     if (json_is_object(v)) {
         json_t *o = json_object();
-        const char *k;
-        json_t *m;
         if (!o)
             return NULL;
-        json_object_foreach((json_t *)v, k, m)
-        {
+        for (void *it = json_object_iter((json_t *)v); it;
+             it = json_object_iter_next((json_t *)v, it)) {
+            json_t *m = json_object_iter_value(it);
             json_t *c = deep ? copy_value(m, true) : json_incref(m);
-            if (!c || json_object_setn_new_nocheck(o, k, strlen(k), c) != 0) {
+            if (!c || json_object_setn_new_nocheck(o, json_object_iter_key(it),
+                                                   json_object_iter_key_len(it), c) != 0) {
                 json_decref(o);
                 return NULL;
             }
@@ -274,16 +274,23 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
 
 /* Sets the attribute `name` of `p` to a deep copy of `v` (nulls skipped).
  * 0, or -1 with *why. */
-static int take_attr(struct part *p, const char *name, const json_t *v, const char **why)
+static int take_attr(struct part *p, const char *name, size_t len, const json_t *v,
+                     const char **why)
 {
     if (json_is_null(v))
         return 0;
     json_t *copy = copy_value(v, true);
-    if (!copy || json_object_set_new(p->attrs, name, copy) != 0) {
+    if (!copy || json_object_setn_new_nocheck(p->attrs, name, len, copy) != 0) {
         set_why(why, NOMEM);
         return -1;
     }
     return 0;
+}
+
+/* True if the `len` bytes at `s` are the string `lit`. */
+static bool is(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
 }
 
 /* The key of `obj` into p->key; `empty_ok` for old-style users. */
@@ -333,25 +340,26 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
 {
     if (part_init(p, kind, kind_len, why) != 0 || take_key(p, obj, false, why) != 0)
         return -1;
-    const char *name;
-    const json_t *v;
-    json_object_foreach((json_t *)obj, name, v)
-    {
-        if (strcmp(name, "kind") == 0 || strcmp(name, "key") == 0)
+    for (void *it = json_object_iter((json_t *)obj); it;
+         it = json_object_iter_next((json_t *)obj, it)) {
+        const char *name = json_object_iter_key(it);
+        size_t len = json_object_iter_key_len(it);
+        const json_t *v = json_object_iter_value(it);
+        if (is(name, len, "kind") || is(name, len, "key"))
             continue;
-        if (strcmp(name, "name") == 0) {
+        if (is(name, len, "name")) {
             if (!json_is_string(v) && !json_is_null(v)) {
                 set_why(why, "context \"name\" must be a string");
                 return -1;
             }
-        } else if (strcmp(name, "anonymous") == 0) {
+        } else if (is(name, len, "anonymous")) {
             if (!json_is_boolean(v) && !json_is_null(v)) {
                 set_why(why, "context \"anonymous\" must be a boolean");
                 return -1;
             }
             p->anonymous = json_is_true(v);
             continue;
-        } else if (strcmp(name, "_meta") == 0) {
+        } else if (is(name, len, "_meta")) {
             if (json_is_null(v))
                 continue;
             if (!json_is_object(v)) {
@@ -364,7 +372,7 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
                 return -1;
             continue;
         }
-        if (take_attr(p, name, v, why) != 0)
+        if (take_attr(p, name, len, v, why) != 0)
             return -1;
     }
     return 0;
@@ -395,15 +403,15 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
             set_why(why, "user \"custom\" must be an object");
             return -1;
         }
-        const char *name;
-        const json_t *v;
-        json_object_foreach((json_t *)custom, name, v)
-        {
-            if (strcmp(name, "kind") == 0 || strcmp(name, "key") == 0 ||
-                strcmp(name, "anonymous") == 0 || strcmp(name, "_meta") == 0 ||
-                (strcmp(name, "name") == 0 && !json_is_string(v)))
+        for (void *it = json_object_iter((json_t *)custom); it;
+             it = json_object_iter_next((json_t *)custom, it)) {
+            const char *name = json_object_iter_key(it);
+            size_t len = json_object_iter_key_len(it);
+            const json_t *v = json_object_iter_value(it);
+            if (is(name, len, "kind") || is(name, len, "key") || is(name, len, "anonymous") ||
+                is(name, len, "_meta") || (is(name, len, "name") && !json_is_string(v)))
                 continue;
-            if (take_attr(p, name, v, why) != 0)
+            if (take_attr(p, name, len, v, why) != 0)
                 return -1;
         }
     }
@@ -416,7 +424,7 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
             return -1;
         }
         if (strcmp(USER_STRINGS[i].name, "secondary") != 0 &&
-            take_attr(p, USER_STRINGS[i].name, v, why) != 0)
+            take_attr(p, USER_STRINGS[i].name, strlen(USER_STRINGS[i].name), v, why) != 0)
             return -1;
     }
     const json_t *anon = json_object_get(obj, "anonymous");
@@ -442,17 +450,19 @@ static ld_context *parse_multi(const json_t *j, const char **why)
         return NULL;
     }
     size_t i = 0;
-    const char *name;
-    const json_t *v;
-    json_object_foreach((json_t *)j, name, v)
-    {
-        if (strcmp(name, "kind") == 0)
+    for (void *it = json_object_iter((json_t *)j); it;
+         it = json_object_iter_next((json_t *)j, it)) {
+        /* with its length: a key "kind\0x" is not "kind" but a bad kind */
+        const char *name = json_object_iter_key(it);
+        size_t len = json_object_iter_key_len(it);
+        const json_t *v = json_object_iter_value(it);
+        if (len == 4 && memcmp(name, "kind", 4) == 0)
             continue;
-        const char *bad = kind_invalid(name, strlen(name));
+        const char *bad = kind_invalid(name, len);
         if (!bad && !json_is_object(v))
             bad = "multi-kind context: each kind must be an object";
-        if (bad || parse_single(&c->parts[i++], name, strlen(name), v, &bad) != 0) {
-            set_why(why, bad);
+        if (bad || i >= n || parse_single(&c->parts[i++], name, len, v, &bad) != 0) {
+            set_why(why, bad ? bad : "context \"kind\" must not be repeated");
             ctx_free(c);
             return NULL;
         }

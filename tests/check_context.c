@@ -107,6 +107,42 @@ START_TEST(test_non_objects_and_null_are_invalid)
 }
 END_TEST
 
+/* Keys made with json_object_setn: "kind\0x" is neither "kind" nor a valid kind. */
+START_TEST(test_multi_kind_names_with_nul_are_invalid)
+{
+    json_t *j = json_pack("{s:s, s:{s:s}}", "kind", "multi", "org", "key", "o");
+    json_object_setn_new(j, "kind\0x", 6, json_pack("{s:s}", "key", "k"));
+    json_object_setn_new(j, "org\0y", 5, json_pack("{s:s}", "key", "k"));
+    const char *why = NULL;
+    ck_assert_ptr_null(ld_context_from_json(j, &why));
+    ck_assert_ptr_nonnull(strstr(why, "\"kind\""));
+    json_decref(j);
+}
+END_TEST
+
+/* Attribute names are compared with their length: "name\0x" is an
+ * attribute of its own, neither "name" nor "anonymous" nor "kind". */
+START_TEST(test_attribute_names_with_nul_keep_their_length)
+{
+    json_t *j = json_pack("{s:s, s:s}", "kind", "org", "key", "o");
+    json_object_setn_new(j, "name\0x", 6, json_integer(1));
+    json_object_setn_new(j, "anonymous\0x", 11, json_integer(2));
+    json_object_setn_new(j, "kind\0x", 6, json_integer(3));
+    const char *why = NULL;
+    ld_context *c = ld_context_from_json(j, &why);
+    ck_assert_msg(c != NULL, "%s", why);
+    ck_assert_ptr_null(ld_context_get(c, "org", "name"));
+    ck_assert(!ld_context_anonymous(c, "org"));
+    json_t *out = ld_context_to_json(c);
+    ck_assert_uint_eq(json_object_size(out), 5);
+    ck_assert_int_eq(json_integer_value(json_object_getn(out, "kind\0x", 6)), 3);
+    ck_assert_str_eq(json_string_value(json_object_get(out, "kind")), "org");
+    json_decref(out);
+    ld_context_unref(c);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(test_kinds_allow_letters_digits_dot_underscore_dash)
 {
     ld_context *c = ok("{\"kind\": \"Org.unit_2-b\", \"key\": \"k\"}");
@@ -639,6 +675,8 @@ Suite *ld_suite_context(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_invalid_contexts_name_the_field);
     tcase_add_test(tc, test_non_objects_and_null_are_invalid);
+    tcase_add_test(tc, test_multi_kind_names_with_nul_are_invalid);
+    tcase_add_test(tc, test_attribute_names_with_nul_keep_their_length);
     tcase_add_test(tc, test_kinds_allow_letters_digits_dot_underscore_dash);
     tcase_add_test(tc, test_single_kind_context_attributes);
     tcase_add_test(tc, test_null_name_and_anonymous_are_absent);
