@@ -49,6 +49,19 @@ static void set_why(const char **why, const char *msg)
         *why = msg;
 }
 
+/* set_why(), then the answer of a step that failed. */
+static int invalid(const char **why, const char *msg)
+{
+    set_why(why, msg);
+    return -1;
+}
+
+static ld_context *fail(const char **why, const char *msg)
+{
+    set_why(why, msg);
+    return NULL;
+}
+
 /* A deep copy of `v` that is NULL when any allocation failed (jansson's
  * json_copy() drops the members it could not add, and its deep copy may). */
 static json_t *copy_value(const json_t *v, bool deep)
@@ -247,27 +260,21 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
 {
     if (!arr || json_is_null(arr))
         return 0;
-    if (!json_is_array(arr)) {
-        set_why(why, bad);
-        return -1;
-    }
+    if (!json_is_array(arr))
+        return invalid(why, bad);
     size_t i;
     const json_t *v;
     json_array_foreach(arr, i, v)
     {
-        if (!json_is_string(v)) {
-            set_why(why, bad);
-            return -1;
-        }
+        if (!json_is_string(v))
+            return invalid(why, bad);
     }
     json_array_foreach(arr, i, v)
     {
         json_t *s = literal ? literal_to_ref(v)
                             : json_stringn_nocheck(json_string_value(v), json_string_length(v));
-        if (!s || json_array_append_new(p->priv, s) != 0) {
-            set_why(why, NOMEM);
-            return -1;
-        }
+        if (!s || json_array_append_new(p->priv, s) != 0)
+            return invalid(why, NOMEM);
     }
     return 0;
 }
@@ -280,10 +287,8 @@ static int take_attr(struct part *p, const char *name, size_t len, const json_t 
     if (json_is_null(v))
         return 0;
     json_t *copy = copy_value(v, true);
-    if (!copy || json_object_setn_new_nocheck(p->attrs, name, len, copy) != 0) {
-        set_why(why, NOMEM);
-        return -1;
-    }
+    if (!copy || json_object_setn_new_nocheck(p->attrs, name, len, copy) != 0)
+        return invalid(why, NOMEM);
     return 0;
 }
 
@@ -297,28 +302,18 @@ static bool is(const char *s, size_t len, const char *lit)
 static int take_key(struct part *p, const json_t *obj, bool empty_ok, const char **why)
 {
     const json_t *key = json_object_get(obj, "key");
-    if (!key) {
-        set_why(why, "context \"key\" is missing");
-        return -1;
-    }
-    if (!json_is_string(key)) {
-        set_why(why, "context \"key\" must be a string");
-        return -1;
-    }
+    if (!key)
+        return invalid(why, "context \"key\" is missing");
+    if (!json_is_string(key))
+        return invalid(why, "context \"key\" must be a string");
     size_t len = json_string_length(key);
-    if (len == 0 && !empty_ok) {
-        set_why(why, "context \"key\" must not be empty");
-        return -1;
-    }
-    if (memchr(json_string_value(key), '\0', len)) {
-        set_why(why, "context \"key\" must not contain NUL");
-        return -1;
-    }
+    if (len == 0 && !empty_ok)
+        return invalid(why, "context \"key\" must not be empty");
+    if (memchr(json_string_value(key), '\0', len))
+        return invalid(why, "context \"key\" must not contain NUL");
     p->key = json_stringn_nocheck(json_string_value(key), len);
-    if (!p->key) {
-        set_why(why, NOMEM);
-        return -1;
-    }
+    if (!p->key)
+        return invalid(why, NOMEM);
     return 0;
 }
 
@@ -327,10 +322,8 @@ static int part_init(struct part *p, const char *kind, size_t kind_len, const ch
     p->kind = json_stringn_nocheck(kind, kind_len);
     p->attrs = json_object();
     p->priv = json_array();
-    if (!p->kind || !p->attrs || !p->priv) {
-        set_why(why, NOMEM);
-        return -1;
-    }
+    if (!p->kind || !p->attrs || !p->priv)
+        return invalid(why, NOMEM);
     return 0;
 }
 
@@ -348,24 +341,18 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
         if (is(name, len, "kind") || is(name, len, "key"))
             continue;
         if (is(name, len, "name")) {
-            if (!json_is_string(v) && !json_is_null(v)) {
-                set_why(why, "context \"name\" must be a string");
-                return -1;
-            }
+            if (!json_is_string(v) && !json_is_null(v))
+                return invalid(why, "context \"name\" must be a string");
         } else if (is(name, len, "anonymous")) {
-            if (!json_is_boolean(v) && !json_is_null(v)) {
-                set_why(why, "context \"anonymous\" must be a boolean");
-                return -1;
-            }
+            if (!json_is_boolean(v) && !json_is_null(v))
+                return invalid(why, "context \"anonymous\" must be a boolean");
             p->anonymous = json_is_true(v);
             continue;
         } else if (is(name, len, "_meta")) {
             if (json_is_null(v))
                 continue;
-            if (!json_is_object(v)) {
-                set_why(why, "context \"_meta\" must be an object");
-                return -1;
-            }
+            if (!json_is_object(v))
+                return invalid(why, "context \"_meta\" must be an object");
             if (take_private(p, json_object_get(v, "privateAttributes"), false,
                              "context \"_meta.privateAttributes\" must be an array of strings",
                              why) != 0)
@@ -399,10 +386,8 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
         return -1;
     const json_t *custom = json_object_get(obj, "custom");
     if (custom && !json_is_null(custom)) {
-        if (!json_is_object(custom)) {
-            set_why(why, "user \"custom\" must be an object");
-            return -1;
-        }
+        if (!json_is_object(custom))
+            return invalid(why, "user \"custom\" must be an object");
         for (void *it = json_object_iter((json_t *)custom); it;
              it = json_object_iter_next((json_t *)custom, it)) {
             const char *name = json_object_iter_key(it);
@@ -419,19 +404,15 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
         const json_t *v = json_object_get(obj, USER_STRINGS[i].name);
         if (!v || json_is_null(v))
             continue;
-        if (!json_is_string(v)) {
-            set_why(why, USER_STRINGS[i].bad);
-            return -1;
-        }
+        if (!json_is_string(v))
+            return invalid(why, USER_STRINGS[i].bad);
         if (strcmp(USER_STRINGS[i].name, "secondary") != 0 &&
             take_attr(p, USER_STRINGS[i].name, strlen(USER_STRINGS[i].name), v, why) != 0)
             return -1;
     }
     const json_t *anon = json_object_get(obj, "anonymous");
-    if (anon && !json_is_boolean(anon) && !json_is_null(anon)) {
-        set_why(why, "user \"anonymous\" must be a boolean");
-        return -1;
-    }
+    if (anon && !json_is_boolean(anon) && !json_is_null(anon))
+        return invalid(why, "user \"anonymous\" must be a boolean");
     p->anonymous = json_is_true(anon);
     return take_private(p, json_object_get(obj, "privateAttributeNames"), true,
                         "user \"privateAttributeNames\" must be an array of strings", why);
@@ -440,15 +421,11 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
 static ld_context *parse_multi(const json_t *j, const char **why)
 {
     size_t n = json_object_size(j) - 1; /* all but "kind" */
-    if (n == 0) {
-        set_why(why, "multi-kind context must contain at least one kind");
-        return NULL;
-    }
+    if (n == 0)
+        return fail(why, "multi-kind context must contain at least one kind");
     ld_context *c = ctx_alloc(n);
-    if (!c) {
-        set_why(why, NOMEM);
-        return NULL;
-    }
+    if (!c)
+        return fail(why, NOMEM);
     size_t i = 0;
     for (void *it = json_object_iter((json_t *)j); it;
          it = json_object_iter_next((json_t *)j, it)) {
@@ -472,29 +449,21 @@ static ld_context *parse_multi(const json_t *j, const char **why)
 
 ld_context *ld_context_from_json(const json_t *j, const char **why)
 {
-    if (!j || !json_is_object(j)) {
-        set_why(why, "context must be a JSON object");
-        return NULL;
-    }
+    if (!j || !json_is_object(j))
+        return fail(why, "context must be a JSON object");
     const json_t *kind = json_object_get(j, "kind");
-    if (kind && !json_is_string(kind)) {
-        set_why(why, "context \"kind\" must be a string");
-        return NULL;
-    }
+    if (kind && !json_is_string(kind))
+        return fail(why, "context \"kind\" must be a string");
     if (kind && strcmp(json_string_value(kind), "multi") == 0 && json_string_length(kind) == 5)
         return parse_multi(j, why);
     if (kind) {
         const char *bad = kind_invalid(json_string_value(kind), json_string_length(kind));
-        if (bad) {
-            set_why(why, bad);
-            return NULL;
-        }
+        if (bad)
+            return fail(why, bad);
     }
     ld_context *c = ctx_alloc(1);
-    if (!c) {
-        set_why(why, NOMEM);
-        return NULL;
-    }
+    if (!c)
+        return fail(why, NOMEM);
     int rc =
         kind ? parse_single(&c->parts[0], json_string_value(kind), json_string_length(kind), j, why)
              : parse_user(&c->parts[0], j, why);
@@ -790,14 +759,10 @@ void ld_context_builder_anonymous(ld_context_builder *b, bool anonymous)
 
 ld_context *ld_context_builder_build(const ld_context_builder *b, const char **why)
 {
-    if (!b) {
-        set_why(why, "no builder");
-        return NULL;
-    }
-    if (b->nomem) {
-        set_why(why, NOMEM);
-        return NULL;
-    }
+    if (!b)
+        return fail(why, "no builder");
+    if (b->nomem)
+        return fail(why, NOMEM);
     const char *bad = kind_invalid(b->kind, strlen(b->kind));
     if (!bad && !b->key)
         bad = "context \"key\" is missing";
@@ -805,15 +770,11 @@ ld_context *ld_context_builder_build(const ld_context_builder *b, const char **w
         bad = "context \"key\" must not be empty";
     else if (!bad && !ld__utf8_valid(b->key, strlen(b->key)))
         bad = "context \"key\" must be valid UTF-8";
-    if (bad) {
-        set_why(why, bad);
-        return NULL;
-    }
+    if (bad)
+        return fail(why, bad);
     ld_context *c = ctx_alloc(1);
-    if (!c) {
-        set_why(why, NOMEM);
-        return NULL;
-    }
+    if (!c)
+        return fail(why, NOMEM);
     struct part *p = &c->parts[0];
     p->kind = json_string_nocheck(b->kind);
     p->key = json_string_nocheck(b->key);
@@ -830,32 +791,24 @@ ld_context *ld_context_builder_build(const ld_context_builder *b, const char **w
 
 ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const char **why)
 {
-    if (!parts && n) {
-        set_why(why, "multi-kind context: no parts");
-        return NULL;
-    }
+    if (!parts && n)
+        return fail(why, "multi-kind context: no parts");
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!parts[i]) {
-            set_why(why, "multi-kind context: a part is NULL");
-            return NULL;
-        }
+        if (!parts[i])
+            return fail(why, "multi-kind context: a part is NULL");
         total += parts[i]->n;
     }
-    if (total == 0) {
-        set_why(why, "multi-kind context must contain at least one kind");
-        return NULL;
-    }
+    if (total == 0)
+        return fail(why, "multi-kind context must contain at least one kind");
     if (total == 1) {
         for (size_t i = 0; i < n; i++)
             if (parts[i]->n)
                 return ld_context_ref((ld_context *)parts[i]);
     }
     ld_context *c = ctx_alloc(total);
-    if (!c) {
-        set_why(why, NOMEM);
-        return NULL;
-    }
+    if (!c)
+        return fail(why, NOMEM);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < parts[i]->n; j++) {
