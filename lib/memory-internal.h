@@ -40,7 +40,7 @@ struct bin {
 #define GEN_ITEMS 32
 
 struct gen {
-    struct ld_lease lease;   /* first: the future releases &gen->lease */
+    struct ld_lease lease;    /* first: the future releases &gen->lease */
     _Atomic size_t refs;      /* the store's while it keeps the gen, one per lease */
     bool shared;              /* made with libevent threading on: atomic counts */
     uint32_t n;               /* items noted (since the gen last had no lease out) */

@@ -105,7 +105,6 @@ static void sink_teardown(void)
     ld_test_teardown();
 }
 
-
 static json_t *foo_bar_data(void)
 {
     return json_pack("{s:{s:o, s:o}, s:{}}", "features", "foo", ld_test_feature("foo", 10), "bar",

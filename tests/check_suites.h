@@ -16,14 +16,14 @@ Suite *ld_suite_store(void);         /* check_store.c */
 Suite *ld_suite_store_now(void);     /* check_store_now.c */
 /* The hybrid store of check_store_now.c, for the contract. */
 ld_store *ld_test_hybrid_store_new(struct event_base *base);
-Suite *ld_suite_status(void);        /* check_status.c */
-Suite *ld_suite_sink(void);          /* check_sink.c */
-Suite *ld_suite_big_segments(void);  /* check_big_segments.c */
-Suite *ld_suite_fdv2(void);          /* check_fdv2.c */
-Suite *ld_suite_processor(void);     /* check_processor.c */
-Suite *ld_suite_fronts(void);        /* check_fronts.c */
-Suite *ld_suite_contract(void);      /* check_contract.c */
-Suite *ld_suite_mock(void);          /* check_mock.c */
-Suite *ld_suite_mocks2(void);        /* check_mocks2.c */
+Suite *ld_suite_status(void);       /* check_status.c */
+Suite *ld_suite_sink(void);         /* check_sink.c */
+Suite *ld_suite_big_segments(void); /* check_big_segments.c */
+Suite *ld_suite_fdv2(void);         /* check_fdv2.c */
+Suite *ld_suite_processor(void);    /* check_processor.c */
+Suite *ld_suite_fronts(void);       /* check_fronts.c */
+Suite *ld_suite_contract(void);     /* check_contract.c */
+Suite *ld_suite_mock(void);         /* check_mock.c */
+Suite *ld_suite_mocks2(void);       /* check_mocks2.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */
