@@ -1,0 +1,224 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync/eval.h: the evaluator. It answers "what does flag K serve this
+ * context, and why?" from the data in any ld_store, as LaunchDarkly's server
+ * SDKs answer it: off, prerequisites, individual targets, rules with every
+ * clause operator, segments (also big segments, through an
+ * ld_big_segment_store), percentage rollouts and experiments, and reasons in
+ * LaunchDarkly's JSON shape.
+ *
+ * Every store read is a future, so an evaluation is a chain of futures. On a
+ * store that answers at once (the memory store) it reads everything within
+ * the call and its future completes from the loop without any further
+ * round trip. On a store that answers later, the items an evaluation needs
+ * are requested together, one round trip per level of prerequisites and
+ * segments (the flag; then its prerequisites and segments; then theirs).
+ *
+ * Each flag and segment is compiled once per stored version into a compact
+ * form (targets and large `in` lists as hash sets, regular expressions
+ * compiled, semantic versions and dates parsed) that the evaluator keeps
+ * for as long as the store keeps the item. ld_evaluator_stats() reports what
+ * it holds.
+ *
+ * An evaluation error is not a rejected future: the future fulfils with a
+ * detail holding the fallback value and an ERROR reason (FLAG_NOT_FOUND,
+ * MALFORMED_FLAG, WRONG_TYPE, USER_NOT_SPECIFIED, EXCEPTION), as every
+ * LaunchDarkly SDK does. Only programming errors (a NULL evaluator, key or
+ * context) reject, with LD_EINVAL.
+ *
+ * Thread rules: an evaluator belongs to the thread that runs the loop of its
+ * store's base, like the store. A detail is immutable: once its future is
+ * complete it may be read from any thread, and released on any thread once
+ * libevent threading is on.
+ */
+#ifndef LDASYNC_EVAL_H
+#define LDASYNC_EVAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ldasync/big_segments.h>
+#include <ldasync/common.h>
+#include <ldasync/context.h>
+#include <ldasync/future.h>
+#include <ldasync/store.h>
+
+LD_BEGIN_DECLS
+
+/** The type a caller expects a flag to serve. A value of another JSON type
+ *  is not served: the detail holds the fallback and a WRONG_TYPE error.
+ *  LD_VALUE_INT and LD_VALUE_DOUBLE both accept any JSON number.
+ *  @since 0.1.0 */
+typedef enum {
+    LD_VALUE_ANY = 0, /* any JSON value, no check */
+    LD_VALUE_BOOL,
+    LD_VALUE_INT,
+    LD_VALUE_DOUBLE,
+    LD_VALUE_STRING
+} ld_value_type;
+
+/** Why a detail has its value (LaunchDarkly's reason "kind"). @since 0.1.0 */
+enum ld_reason_kind {
+    LD_REASON_OFF = 0,             /* the flag is off */
+    LD_REASON_FALLTHROUGH,         /* no target or rule matched */
+    LD_REASON_TARGET_MATCH,        /* the context's key is in a target list */
+    LD_REASON_RULE_MATCH,          /* a rule matched: see rule index and id */
+    LD_REASON_PREREQUISITE_FAILED, /* a prerequisite was not met */
+    LD_REASON_ERROR                /* see the error kind */
+};
+
+/** The error of an ERROR reason. @since 0.1.0 */
+enum ld_eval_error {
+    LD_EVAL_ERROR_NONE = 0,
+    LD_EVAL_ERROR_FLAG_NOT_FOUND,     /* no such flag, or it was deleted */
+    LD_EVAL_ERROR_MALFORMED_FLAG,     /* the flag or a segment it uses is invalid */
+    LD_EVAL_ERROR_USER_NOT_SPECIFIED, /* LaunchDarkly's error for a context that is
+                                         not valid: never reported here, since a
+                                         context is validated when it is made */
+    LD_EVAL_ERROR_WRONG_TYPE,         /* the value is not of the type asked for */
+    LD_EVAL_ERROR_EXCEPTION           /* the store failed */
+};
+
+/** An opaque evaluator. @since 0.1.0 */
+typedef struct ld_evaluator ld_evaluator;
+
+/** The result of one evaluation: value, variation index and reason.
+ *  Owned by the future it fulfils (ld_future_ptr() returns it); valid while
+ *  that future is referenced. @since 0.1.0 */
+typedef struct ld_detail ld_detail;
+
+/** Makes an evaluator that reads `store` (borrowed: free the evaluator
+ *  before the store). @return a new evaluator; NULL if `store` is NULL or
+ *  memory ran out. @since 0.1.0 */
+LD_EXPORT ld_evaluator *ld_evaluator_new(ld_store *store);
+
+/** Lets the evaluator consult `bss` (borrowed: it must outlive the
+ *  evaluator, or be replaced first) for big segments; NULL removes it (big
+ *  segments then report NOT_CONFIGURED). Its data counts as STALE when its
+ *  metadata is `stale_after_ms` old or more (LaunchDarkly's default is
+ *  120000; <= 0 means that default). Evaluations already issued keep the
+ *  store they started with. @return 0; LD_EINVAL if `ev` is NULL.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_evaluator_set_big_segment_store(ld_evaluator *ev, ld_big_segment_store *bss,
+                                                 int64_t stale_after_ms);
+
+/** Frees the evaluator. Evaluations still waiting for the store are
+ *  rejected with LD_ECANCELED (from the loop). Details already made stay
+ *  valid. Safe from inside an evaluation's callback. NULL-safe.
+ *  @since 0.1.0 */
+LD_EXPORT void ld_evaluator_free(ld_evaluator *ev);
+
+/** Evaluates flag `flag_key` for `ctx`. Borrows `key` (copied when needed)
+ *  and `ctx` (referenced while pending); steals `fallback` (a new
+ *  reference, or NULL for JSON null) on every path, and serves it when the
+ *  flag cannot serve a value of `type`.
+ *  @return a new reference to a future fulfilled with an ld_detail
+ *  (ld_future_ptr()); rejected with LD_EINVAL if `flag_key` or `ctx` is
+ *  NULL, with LD_ENOMEM if memory ran out, with LD_ECANCELED if the
+ *  evaluator is freed first. NULL only if `ev` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
+                                         ld_value_type type, json_t *fallback);
+
+/** Options of ld_evaluator_all_flags(), or-ed together. @since 0.1.0 */
+enum {
+    /** Only flags available to client-side SDKs (clientSideAvailability
+     *  .usingEnvironmentId, or the older clientSide). */
+    LD_ALL_FLAGS_CLIENT_SIDE_ONLY = 1,
+    /** Add each flag's reason. */
+    LD_ALL_FLAGS_WITH_REASONS = 2,
+    /** Omit version and reason of flags whose events are not tracked. */
+    LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS = 4
+};
+
+/** Evaluates every flag of the store for `ctx` (borrowed, referenced while
+ *  pending) into LaunchDarkly's all-flags state:
+ *  {"<flag>": value, ..., "$flagsState": {"<flag>": {"variation": n,
+ *  "version": v, "reason": {...}, "trackEvents": true, "trackReason": true,
+ *  "debugEventsUntilDate": ms}, ...}, "$valid": true}, the JSON that
+ *  LaunchDarkly's client-side SDKs bootstrap from. A flag whose evaluation
+ *  fails is there with value null and its ERROR reason. When the store
+ *  fails, the state is {"$flagsState": {}, "$valid": false}.
+ *  @return a new reference to a future fulfilled with the object (a new
+ *  object each time: ld_future_json(), which the caller may take with
+ *  json_incref); rejected with LD_EINVAL if `ctx` is NULL or `options` has
+ *  unknown bits, LD_ENOMEM, LD_ECANCELED if the evaluator is freed first.
+ *  NULL only if `ev` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options);
+
+/** What an evaluator holds: the flags and segments it compiled and the heap
+ *  bytes of their compiled forms (not counting the store's JSON, which the
+ *  evaluator shares). @since 0.1.0 */
+struct ld_evaluator_stats {
+    size_t flags;    /* compiled flags held */
+    size_t segments; /* compiled segments held */
+    size_t bytes;    /* their heap bytes, plus the evaluator's table */
+};
+
+/** Fills `out`. @return 0; LD_EINVAL if `ev` or `out` is NULL.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out);
+
+/* ------------------------------------------------------------------------- */
+/* Details. Each function takes NULL (and then answers as for "none").       */
+
+/** The value served (borrowed: valid while the detail is): a variation of
+ *  the flag, or the fallback (NULL when the fallback was JSON null).
+ *  @since 0.1.0 */
+LD_EXPORT json_t *ld_detail_value(const ld_detail *d);
+
+/** The index of the variation served; -1 when the fallback is served
+ *  (errors; off with no off variation). @since 0.1.0 */
+LD_EXPORT int ld_detail_variation_index(const ld_detail *d);
+
+/** The reason's kind (LD_REASON_ERROR for NULL). @since 0.1.0 */
+LD_EXPORT enum ld_reason_kind ld_detail_reason_kind(const ld_detail *d);
+
+/** The error of an ERROR reason; LD_EVAL_ERROR_NONE otherwise.
+ *  @since 0.1.0 */
+LD_EXPORT enum ld_eval_error ld_detail_error(const ld_detail *d);
+
+/** The 0-based index of the rule that matched; -1 unless RULE_MATCH.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_detail_rule_index(const ld_detail *d);
+
+/** The id of the rule that matched (borrowed), or NULL (not RULE_MATCH, or
+ *  the rule has no id). @since 0.1.0 */
+LD_EXPORT const char *ld_detail_rule_id(const ld_detail *d);
+
+/** The key of the prerequisite that failed (borrowed); NULL unless
+ *  PREREQUISITE_FAILED. @since 0.1.0 */
+LD_EXPORT const char *ld_detail_prerequisite_key(const ld_detail *d);
+
+/** True when the context was bucketed into an experiment. @since 0.1.0 */
+LD_EXPORT bool ld_detail_in_experiment(const ld_detail *d);
+
+/** The big segments status when the evaluation consulted a big segment
+ *  (an enum ld_big_segments_status), else -1. @since 0.1.0 */
+LD_EXPORT int ld_detail_big_segments_status(const ld_detail *d);
+
+/** The reason as LaunchDarkly writes it, e.g. {"kind":"RULE_MATCH",
+ *  "ruleIndex":0,"ruleId":"r1"} or {"kind":"ERROR","errorKind":
+ *  "FLAG_NOT_FOUND"}. @return a new reference; NULL if `d` is NULL or
+ *  memory ran out. @since 0.1.0 */
+LD_EXPORT json_t *ld_detail_reason_to_json(const ld_detail *d);
+
+/** {"value": v, "variationIndex": n (absent when none), "reason": {...}}.
+ *  @return a new reference; NULL if `d` is NULL or memory ran out.
+ *  @since 0.1.0 */
+LD_EXPORT json_t *ld_detail_to_json(const ld_detail *d);
+
+/** "OFF", "FALLTHROUGH", "TARGET_MATCH", "RULE_MATCH",
+ *  "PREREQUISITE_FAILED", "ERROR"; "UNKNOWN" for another value.
+ *  @since 0.1.0 */
+LD_EXPORT const char *ld_reason_kind_name(enum ld_reason_kind kind);
+
+/** "FLAG_NOT_FOUND", "MALFORMED_FLAG", "USER_NOT_SPECIFIED", "WRONG_TYPE",
+ *  "EXCEPTION"; "NONE" for LD_EVAL_ERROR_NONE, "UNKNOWN" for another value.
+ *  @since 0.1.0 */
+LD_EXPORT const char *ld_eval_error_name(enum ld_eval_error error);
+
+LD_END_DECLS
+
+#endif /* LDASYNC_EVAL_H */
