@@ -12,6 +12,7 @@
 #include <ldasync/error.h>
 
 #include "alloc-internal.h"
+#include "context-internal.h"
 #include "kind-internal.h"
 
 /* One individual context. Every json_t here is owned and never modified
@@ -822,4 +823,31 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
         }
     }
     return ctx_finish(c, why);
+}
+
+/* ---- For the evaluator (context-internal.h) ------------------------------- */
+
+int ld__context_find(const ld_context *ctx, const char *kind, size_t len)
+{
+    for (size_t i = 0; i < ctx->n; i++) {
+        const json_t *k = ctx->parts[i].kind;
+        if (json_string_length(k) == len && memcmp(json_string_value(k), kind, len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+json_t *ld__context_part_kind(const ld_context *ctx, size_t i)
+{
+    return ctx->parts[i].kind;
+}
+
+json_t *ld__context_part_key(const ld_context *ctx, size_t i)
+{
+    return ctx->parts[i].key;
+}
+
+json_t *ld__context_part_attr(const ld_context *ctx, size_t i, const char *name, size_t len)
+{
+    return top(&ctx->parts[i], name, len);
 }

@@ -41,6 +41,11 @@ void ld__later_reject_static(ld_future *f, int code, const char *msg);
 /* ld__future_later_new() and ld__later_reject_static() in one call. */
 ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg);
 
+/* A future completed later, fulfilled with the pointer `v` and its free
+ * function (as ld_future_fulfill_ptr()); without memory, NULL, and
+ * free_fn(v) called. */
+ld_future *ld__future_later_ptr(struct event_base *base, void *v, ld_free_fn free_fn);
+
 /* Turns `f`, a pending future of ld_future_new() (K_PLAIN) whose producer
  * is the caller, into one completed later with the outcome of `src`
  * (complete, stolen). Its callbacks stay; a cancel handler someone set on

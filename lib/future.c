@@ -743,6 +743,24 @@ ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld_l
     return f;
 }
 
+ld_future *ld__future_later_ptr(struct event_base *base, void *v, ld_free_fn free_fn)
+{
+    struct ld__loop *l = base ? loop_for(base) : NULL;
+    ld_future *f = NULL;
+    if (l && (l->later_nspare > l->later_reserved || later_spare_add(l) == 0))
+        f = future_create(l, K_LATER, W_ADOPTING | W_LATER);
+    if (!f) {
+        if (free_fn)
+            free_fn(v);
+        return NULL;
+    }
+    f->vtype = V_PTR;
+    f->a.p = v;
+    f->b.free = free_fn;
+    later_push(f, false);
+    return f;
+}
+
 ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg)
 {
     ld_future *f = ld__future_later_new(base);

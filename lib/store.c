@@ -14,6 +14,7 @@
 
 #include "alloc-internal.h"
 #include "front-internal.h"
+#include "store-internal.h"
 #include "future-internal.h"
 #include "kind-internal.h"
 
@@ -405,4 +406,21 @@ struct event_base *ld_read_only_store_base(const ld_read_only_store *view)
 const char *ld_read_only_store_describe(const ld_read_only_store *view)
 {
     return view ? ld_store_describe(store_of(view)) : "(null)";
+}
+
+/* ---- For the evaluator (store-internal.h) --------------------------------- */
+
+int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                      struct ld_lease **lease)
+{
+    if (!now(s, s->ops.get_now, NULL))
+        return LD_EBUSY;
+    return s->ops.get_now(s->c.impl, kind, key, len, item, lease);
+}
+
+int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all)
+{
+    if (!now(s, s->ops.all_now, NULL))
+        return LD_EBUSY;
+    return s->ops.all_now(s->c.impl, kind, all);
 }

@@ -23,6 +23,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_status());
     srunner_add_suite(runner, ld_suite_sink());
     srunner_add_suite(runner, ld_suite_big_segments());
+    srunner_add_suite(runner, ld_suite_bucket());
     srunner_add_suite(runner, ld_suite_fdv2());
     srunner_add_suite(runner, ld_suite_processor());
     srunner_add_suite(runner, ld_suite_fronts());

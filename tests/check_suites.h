@@ -19,6 +19,7 @@ ld_store *ld_test_hybrid_store_new(struct event_base *base);
 Suite *ld_suite_status(void);       /* check_status.c */
 Suite *ld_suite_sink(void);         /* check_sink.c */
 Suite *ld_suite_big_segments(void); /* check_big_segments.c */
+Suite *ld_suite_bucket(void);       /* check_bucket.c */
 Suite *ld_suite_fdv2(void);         /* check_fdv2.c */
 Suite *ld_suite_processor(void);    /* check_processor.c */
 Suite *ld_suite_fronts(void);       /* check_fronts.c */
