@@ -30,7 +30,7 @@ static const char *const DATA =
     "        {\"contextKind\": \"org\", \"attribute\": \"tier\", \"op\": \"in\","
     "         \"values\": [\"enterprise\"]}]}]},"
     "  \"banner-color\": {\"key\": \"banner-color\", \"version\": 1, \"on\": true,"
-    "    \"salt\": \"b1\", \"variations\": [\"red\", \"green\", \"blue\"],"
+    "    \"salt\": \"b2\", \"variations\": [\"red\", \"green\", \"blue\"],"
     "    \"fallthrough\": {\"rollout\": {\"variations\": ["
     "      {\"variation\": 0, \"weight\": 50000}, {\"variation\": 1, \"weight\": 30000},"
     "      {\"variation\": 2, \"weight\": 20000}]}}}},"
