@@ -521,6 +521,14 @@ static const struct ecase reason_cases[] = {
      "{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
      "'contextTargets':[{'contextKind':'user','variation':1,'values':['u']}]}}",
      NULL, USER("u"), LD_VALUE_ANY, NULL, TM("b", 1)},
+    {"contextTargets without contextKind are user targets",
+     "{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
+     "'targets':[{'variation':1,'values':['u']}],'contextTargets':[{'variation':1,'values':[]}]}}",
+     NULL, USER("u"), LD_VALUE_ANY, NULL, TM("b", 1)},
+    {"a multi-kind context of one kind is that kind",
+     "{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
+     "'contextTargets':[{'contextKind':'org','variation':1,'values':['o']}]}}",
+     NULL, "{'kind':'multi','org':{'key':'o'}}", LD_VALUE_ANY, NULL, TM("b", 1)},
     {"targets win over rules",
      "{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
      "'targets':[{'variation':1,'values':['u']}],'rules':[{'id':'r','variation':0,'clauses'"
@@ -610,6 +618,13 @@ static const struct ecase reason_cases[] = {
      "{" TOP("[{'key':'p1','variation':0},{'key':'p2','variation':0}]") ",'p1':" PQ(
          "true", "[]") ",'p2':" PQ("true", "[{'key':'p1','variation':0}]") "}",
      NULL, USER("u"), LD_VALUE_STRING, "'fb'", TOP_OK},
+    {"prerequisite off without offVariation fails",
+     "{" TOP("[{'key':'p','variation':0}]") ",'p':{'on':false,'variations':[true,false],'"
+                                            "fallthrough':{'variation':0}}}",
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", PF("p")},
+    {"prerequisite met inside a multi-kind context",
+     "{" TOP("[{'key':'p','variation':0}]") ",'p':" PQ("true", "[]") "}", NULL,
+     "{'kind':'multi','user':{'key':'u'},'org':{'key':'o'}}", LD_VALUE_STRING, "'fb'", TOP_OK},
     /* inExperiment */
     {"experiment userKeyA: bucket in the loop, tracked", EXP_FLAG(EXPERIMENT("")), NULL,
      USER("userKeyA"), LD_VALUE_STRING, "'fb'",
@@ -1378,6 +1393,15 @@ static const struct bcase big_cases[] = {
      USER("userkey"), UP, H_USERKEY, "{'big.g2':true}", 1, YES_BS("HEALTHY")},
     {"no big segment consulted: no status", SEG_FLAG("'s'"), "{'s':{'included':['userkey']}}",
      USER("userkey"), UP, H_USERKEY, "{'big.g2':true}", 0, YES},
+    {"statuses merge: NOT_CONFIGURED beats HEALTHY", SEG_FLAG("'nogen','big'"),
+     "{'nogen':{'unbounded':true},'big':{'unbounded':true,'generation':2}}", USER("userkey"), UP,
+     H_USERKEY, "{'big.g2':true}", 1, YES_BS("NOT_CONFIGURED")},
+    {"statuses merge: a segment not consulted adds none", SEG_FLAG("'big','nogen'"),
+     "{'nogen':{'unbounded':true},'big':{'unbounded':true,'generation':2}}", USER("userkey"), UP,
+     H_USERKEY, "{'big.g2':true}", 1, YES_BS("HEALTHY")},
+    {"statuses merge: NOT_CONFIGURED beats STORE_ERROR", SEG_FLAG("'big','nogen'"),
+     "{'nogen':{'unbounded':true},'big':{'unbounded':true,'generation':2}}", USER("userkey"),
+     LD_MOCK_BIG_SEGMENTS_PRESET_ERROR, NULL, NULL, -1, NO_BS("NOT_CONFIGURED")},
     {"status of a prerequisite reaches the top", BIG_PREREQ("big"), BIG(""), USER("userkey"), UP,
      H_USERKEY, "{'big.g2':true}", 1,
      "{'value':'on','variationIndex':1,'reason':{'kind':'FALLTHROUGH','bigSegmentsStatus':'HEALTHY'"
@@ -2016,6 +2040,46 @@ START_TEST(test_detail_accessors)
 }
 END_TEST
 
+/* Each stored version is what is evaluated: upserts replace the compiled
+ * flag or segment, ld_store_delete() makes the flag not found. */
+START_TEST(test_writes_are_seen)
+{
+    ld_store *s = store_with(SEG_FLAG("'s'"), "{'s':{'included':['u']}}");
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    expect_json("version 1", got, YES);
+    json_decref(got);
+    /* the segment changes */
+    json_t *seg = J("{'key':'s','version':2,'included':[]}");
+    ck_assert(ld_test_await_bool(ld_store_upsert(s, ld_kind_segments(), seg)));
+    json_decref(seg);
+    got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    expect_json("segment version 2", got, NO);
+    json_decref(got);
+    /* the flag changes */
+    json_t *flag =
+        J("{'key':'f','version':2,'on':false,'variations':[true,false],'offVariation':0}");
+    ck_assert(ld_test_await_bool(ld_store_upsert(s, ld_kind_features(), flag)));
+    json_decref(flag);
+    got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    expect_json("flag version 2", got, "{'value':true,'variationIndex':0,'reason':{'kind':'OFF'}}");
+    json_decref(got);
+    /* the flag is deleted */
+    ck_assert(ld_test_await_bool(ld_store_delete(s, ld_kind_features(), "f", 3)));
+    got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    expect_json("deleted", got,
+                "{'value':false,'reason':{'kind':'ERROR','errorKind':'FLAG_NOT_FOUND'}}");
+    json_decref(got);
+    ld_future *all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+    expect_json("all flags after the delete", ld_future_json(all),
+                "{'$flagsState':{},'$valid':true}");
+    ld_future_unref(all);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 START_TEST(test_names)
 {
     static const char *const kinds[] = {"OFF",        "FALLTHROUGH",         "TARGET_MATCH",
@@ -2226,6 +2290,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_context_is_held_while_pending);
     tcase_add_test(tc, test_free_from_inside_a_callback);
     tcase_add_test(tc, test_detail_outlives_evaluator_and_store);
+    tcase_add_test(tc, test_writes_are_seen);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_stats);
     tc = tcase(s, "later_store");
