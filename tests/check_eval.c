@@ -38,7 +38,7 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* Names of table cases that fail against the current implementation; they
+/* Names of cases (and tests) that fail against the current implementation; they
  * are skipped only when LDASYNC_EVAL_SKIP_KNOWN=1.
  *   - spec 3.1 step 7: no type check when the fallback is JSON null (Go's
  *     client checks the type only when the default is not null); the
@@ -46,6 +46,8 @@
 static const char *const known_failing[] = {
     "a null fallback is not type-checked",
     "a null fallback, int asked, object served",
+    /* spec 7: all flags of a store not initialized: "$valid": false */
+    "store not initialized",
 };
 
 static bool skipped(const char *name)
@@ -908,6 +910,13 @@ static const struct opcase op_cases[] = {
     OPV("in", "[['x']]", "['x']", true),
     OPV("in", "{'x':'1'}", "{'a':'2'},{'x':'1'}", true),
     OPV("in", "{'x':'1'}", "{'x':'2'}", false),
+    /* long lists (more than 8 values) */
+    OPV("in", "5", "1,2,3,4,6,7,8,9,10,11,5.0,12", true),
+    OPV("in", "'k'", "'a','b','c','d','e','f','g','h','i','j','k','l'", true),
+    OPV("in", "'z'", "'a','b','c','d','e','f','g','h','i','j','k','l'", false),
+    OPV("in", "'5'", "1,2,3,4,5,6,7,8,9,10,11,12", false),
+    OPV("in", "[13]", "1,2,3,4,5,6,7,8,9,10,[13],12", false),
+    OPV("in", "[[13]]", "1,2,3,4,5,6,7,8,9,10,[13],12", true),
     OPV("endsWith", "'xyz'", "'z'", true),
     OPV("endsWith", "'z'", "'xyz'", false),
     OPV("endsWith", "'abcSuffix'", "'suffix'", false),
@@ -947,6 +956,13 @@ static const struct opcase op_cases[] = {
     OPV("before", D1, "'hey what is this?'", false),
     OPV("before", "'2017-12-06'", "'2017-12-07T00:00:00Z'", false),
     OPV("before", "'1512543600000'", D2, false),
+    OPV("before", "'1970-01-01T00:00:00Z'", "1", true),
+    OPV("before", "'1970-01-01T00:00:00Z'", "0", false),
+    OPV("before", "'1969-12-31T23:57:56.544-00:00'", "-123455", true),
+    OPV("before", "'2016-04-16T17:09:12.759-07:00'", "1460851752760", true),
+    OPV("before", "'2016-04-16T17:09:12.759-07:00'", "1460851752759", false),
+    OPV("after", "'2016-04-16T22:57:31.684Z'", "1460847451683", true),
+    OPV("after", "'2016-04-16T17:09:12-07:00'", "1460851751999.5", true),
     OPV("after", D2, D1, true),
     OPV("after", "10000001", "10000000", true),
     OPV("after", D1, D2, false),
@@ -960,6 +976,10 @@ static const struct opcase op_cases[] = {
     OPV("semVerEqual", "'2.0.0'", "'2.0.1'", false),
     OPV("semVerEqual", "'v2.0.0'", "'2.0.0'", false),
     OPV("semVerEqual", "2", "'2.0.0'", false),
+    OPV("semVerEqual", "'02.0.0'", "'2.0.0'", false),
+    OPV("semVerEqual", "'2.0.0.0'", "'2.0.0'", false),
+    OPV("semVerEqual", "'2.0.0+build'", "'2.0.0'", true),
+    OPV("semVerLessThan", "'2.0.0-rc.2.green'", "'2.0.0-rc.10.green'", true),
     OPV("semVerLessThan", "'2.0.0'", "'2.0.1'", true),
     OPV("semVerLessThan", "'2.0.1'", "'2.0'", false),
     OPV("semVerLessThan", "'2.0.0-rc'", "'2.0.0-rc.beta'", true),
@@ -1723,6 +1743,28 @@ START_TEST(test_all_flags_errors_and_deleted)
 }
 END_TEST
 
+/* Spec 7: a store not initialized gives an invalid state; a flag there is
+ * not found (ldasync has no CLIENT_NOT_READY). */
+START_TEST(test_store_not_initialized)
+{
+    if (skipped("store not initialized"))
+        return;
+    ld_store *s = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(s);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+    expect_json("all flags", ld_future_json(f), "{'$flagsState':{},'$valid':false}");
+    ld_future_unref(f);
+    json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, json_string("fb"));
+    expect_json("detail", got,
+                "{'value':'fb','reason':{'kind':'ERROR','errorKind':'FLAG_NOT_FOUND'}}");
+    json_decref(got);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 START_TEST(test_all_flags_arguments)
 {
     ld_store *s = store_with(JAVA_FLAGS, NULL);
@@ -2283,6 +2325,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_track_reason);
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
     tcase_add_test(tc, test_all_flags_arguments);
+    tcase_add_test(tc, test_store_not_initialized);
     tc = tcase(s, "api");
     tcase_add_test(tc, test_null_arguments);
     tcase_add_test(tc, test_fallback_is_stolen_on_every_path);
