@@ -246,7 +246,7 @@ struct later {
     const char *fail_key; /* a get of it rejects with LD_ESTORE; "*": all */
     bool fail_all;        /* `all` rejects with LD_ESTORE */
     int batches, gets;
-    int batch_sizes[32];
+    int batch_sizes[128];
 };
 
 static void later_answer(evutil_socket_t fd, short what, void *arg)
@@ -292,7 +292,7 @@ static void later_get(void *impl, const ld_kind *kind, const char *key, ld_futur
     struct later *l = impl;
     ck_assert_int_lt(l->n, 256);
     if (l->n == 0) {
-        ck_assert_int_lt(l->batches, 32);
+        ck_assert_int_lt(l->batches, 128);
         l->batch_sizes[l->batches++] = 0;
     }
     l->batch_sizes[l->batches - 1]++;
@@ -627,6 +627,11 @@ static const struct ecase reason_cases[] = {
     {"prerequisite met inside a multi-kind context",
      "{" TOP("[{'key':'p','variation':0}]") ",'p':" PQ("true", "[]") "}", NULL,
      "{'kind':'multi','user':{'key':'u'},'org':{'key':'o'}}", LD_VALUE_STRING, "'fb'", TOP_OK},
+    {"no type check of a prerequisite's value",
+     "{'f':{'on':true,'variations':[false,true],'offVariation':0,'fallthrough':{'variation':1},"
+     "'prerequisites':[{'key':'p','variation':0}]},'p':{'on':true,'variations':['x'],'fallthrough':"
+     "{'variation':0}}}",
+     NULL, USER("u"), LD_VALUE_BOOL, "false", FT("true", 1)},
     /* inExperiment */
     {"experiment userKeyA: bucket in the loop, tracked", EXP_FLAG(EXPERIMENT("")), NULL,
      USER("userKeyA"), LD_VALUE_STRING, "'fb'",
@@ -777,6 +782,15 @@ static const struct ecase error_cases[] = {
     {"segment cycle of two", CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s1']}"),
      "{'s1':{'rules':[{'clauses':[{'attribute':'','op':'segmentMatch','values':['s2']}]}]},"
      "'s2':{'rules':[{'clauses':[{'attribute':'','op':'segmentMatch','values':['s1']}]}]}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"bad clause reference in a segment rule",
+     CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s']}"),
+     "{'s':{'rules':[{'clauses':[{'contextKind':'user','attribute':'/a//"
+     "b','op':'in','values':[1]}]}]}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"bad bucketBy reference in a weighted segment rule",
+     CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s']}"),
+     "{'s':{'rules':[{'clauses':[],'weight':50000,'rolloutContextKind':'user','bucketBy':'/'}]}}",
      USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
     /* errors in prerequisites propagate (spec 3.2, follows Node/Python) */
     {"malformed prerequisite",
@@ -988,6 +1002,10 @@ static const struct opcase op_cases[] = {
     OPV("semVerGreaterThan", "'2.0.0-rc.1'", "'2.0.0-rc.0'", true),
     OPV("semVerGreaterThan", "'2.0'", "'2.0.1'", false),
     OPV("whatever", "'x'", "'x'", false),
+    {"no operator", "{'attribute':'attrname','values':['x']}",
+     "{'key':'u','custom':{'attrname':'x'}}", false},
+    {"no operator, negated", "{'attribute':'attrname','values':['x'],'negate':true}",
+     "{'key':'u','custom':{'attrname':'x'}}", true},
     {"unknown operator, negated: true",
      "{'attribute':'attrname','op':'whatever','values':['x'],'negate':true}",
      "{'key':'u','custom':{'attrname':'x'}}", true},
@@ -1292,6 +1310,14 @@ static const struct ecase bucket_cases[] = {
     {"bucketBy key of an old user with an empty key",
      ROLL("hashKey", "saltyA", W2(48000, 52000, "")), NULL, "{'key':''}", LD_VALUE_STRING, "'fb'",
      VB},
+    {"bucketBy '/n' without contextKind is the attribute named /n",
+     ROLL("hashKey", "saltyA", W2(5000, 95000, ",'bucketBy':'/n'")), NULL,
+     "{'key':'x','custom':{'/n':17}}", LD_VALUE_STRING, "'fb'", VB},
+    {"bucketBy '/n' without contextKind is no path",
+     ROLL("hashKey", "saltyA", W2(5000, 95000, ",'bucketBy':'/n'")), NULL,
+     "{'key':'x','custom':{'n':17}}", LD_VALUE_STRING, "'fb'", VA},
+    {"secondary is not used", ROLL("hashKey", "saltyA", W2(60000, 40000, "")), NULL,
+     "{'key':'userKeyA','secondary':'userKeyB'}", LD_VALUE_STRING, "'fb'", VA},
     /* kinds: "flag-key.salty.user-key" 0.406, ".org-key" 0.923, ".is-key" 0.172; "82.is-key" 0.222
      */
     {"multi, default kind user", ROLL("flag-key", "salty", W2(50000, 50000, "")), NULL,
@@ -1558,6 +1584,69 @@ START_TEST(test_big_segment_store_settings)
     ld_big_segment_store_free(bss);
     ld_test_flush();
     ld_store_free(s);
+}
+END_TEST
+
+/* Long chains: 50 prerequisites, 30 nested segments (no cycle). */
+START_TEST(test_long_chains)
+{
+    enum { NP = 50, NS = 30 };
+    json_t *flags = json_object(), *segments = json_object();
+    char key[32], next[32];
+    for (int i = 0; i < NP; i++) {
+        snprintf(key, sizeof(key), i ? "p%d" : "f", i);
+        snprintf(next, sizeof(next), "p%d", i + 1);
+        json_t *f = json_pack("{s:b,s:[b,b],s:i,s:{s:i}}", "on", 1, "variations", 1, 0,
+                              "offVariation", 1, "fallthrough", "variation", 0);
+        if (i + 1 < NP)
+            json_object_set_new(f, "prerequisites",
+                                json_pack("[{s:s,s:i}]", "key", next, "variation", 0));
+        else
+            json_object_set_new(f, "rules",
+                                json_pack("[{s:s,s:i,s:[{s:s,s:s,s:[s]}]}]", "id", "r", "variation",
+                                          1, "clauses", "attribute", "", "op", "segmentMatch",
+                                          "values", "s0"));
+        json_object_set_new(flags, key, f);
+    }
+    for (int i = 0; i < NS; i++) {
+        snprintf(key, sizeof(key), "s%d", i);
+        snprintf(next, sizeof(next), "s%d", i + 1);
+        json_t *seg = i + 1 < NS ? json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "rules", "clauses",
+                                             "attribute", "", "op", "segmentMatch", "values", next)
+                                 : json_pack("{s:[s]}", "included", "u");
+        json_object_set_new(segments, key, seg);
+    }
+    char *ft = json_dumps(flags, 0), *st = json_dumps(segments, 0);
+    json_decref(flags);
+    json_decref(segments);
+    json_t *data = data_of(ft, st);
+    free(ft);
+    free(st);
+    struct later *l = NULL;
+    for (int later = 0; later < 2; later++) {
+        ld_store *s = later ? later_new(data, &l) : memory_with(data);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_context *ctx = ctx_of(USER("u"));
+        json_t *got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+        /* u is in s29, so in s0: the last prerequisite serves false, and
+         * each one fails in turn */
+        expect_json("u", got,
+                    "{'value':false,'variationIndex':1,'reason':{'kind':'PREREQUISITE_FAILED',"
+                    "'prerequisiteKey':'p1'}}");
+        json_decref(got);
+        ld_context_unref(ctx);
+        ctx = ctx_of(USER("v")); /* not in the segments: every prerequisite is met */
+        if (l)
+            l->batches = 0;
+        got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+        expect_json("v", got, FT("true", 0));
+        if (l) /* f, p1 ... p49, s0 ... s29: one round trip each */
+            ck_assert_int_eq(l->batches, NP + NS);
+        json_decref(got);
+        ld_context_unref(ctx);
+        done_with(ev, s);
+    }
+    json_decref(data);
 }
 END_TEST
 
@@ -2310,6 +2399,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);
+    tcase_add_test(tc, test_long_chains);
     tc = tcase(s, "operators");
     tcase_add_loop_test(tc, test_operators, 0, (int)N_OF(op_cases));
     tc = tcase(s, "segments");
