@@ -661,6 +661,16 @@ static const struct ecase reason_cases[] = {
      EXP_FLAG("{'seed':61,'variations':[{'variation':0,'weight':10000},{'variation':1,'"
               "weight':90000}]}"),
      NULL, USER("userKeyA"), LD_VALUE_STRING, "'fb'", FT("'a'", 0)},
+    /* "flagkey.salt.userKeyA" buckets at 0.373 */
+    {"experiment: weights below 100000, the last tracked one",
+     EXP_FLAG("{'kind':'experiment','variations':[{'variation':0,'weight':10000},{'variation':1,'"
+              "weight':10000}]}"),
+     NULL, USER("userKeyA"), LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'FALLTHROUGH','inExperiment':true}}"},
+    {"experiment: weights below 100000, the last untracked",
+     EXP_FLAG("{'kind':'experiment','variations':[{'variation':0,'weight':10000},{'variation':1,'"
+              "weight':10000,'untracked':true}]}"),
+     NULL, USER("userKeyA"), LD_VALUE_STRING, "'fb'", FT("'b'", 1)},
     {"experiment: last bucket after zero weights, context lacking the kind (spec 3.3)",
      EXP_FLAG("{'kind':'experiment','variations':[{'variation':0,'weight':0},{'variation':"
               "1,'weight':0}]}"),
@@ -2206,6 +2216,20 @@ START_TEST(test_writes_are_seen)
     expect_json("all flags after the delete", ld_future_json(all),
                 "{'$flagsState':{},'$valid':true}");
     ld_future_unref(all);
+    /* an init with the same version and other content replaces it too */
+    json_t *data =
+        data_of("{'f':{'on':true,'variations':['A','B'],'fallthrough':{'variation':0}}}", NULL);
+    ld_test_await_ok(ld_store_init(s, data));
+    json_decref(data);
+    got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+    expect_json("init 1", got, FT("'A'", 0));
+    json_decref(got);
+    data = data_of("{'f':{'on':true,'variations':['A','B'],'fallthrough':{'variation':1}}}", NULL);
+    ld_test_await_ok(ld_store_init(s, data));
+    json_decref(data);
+    got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+    expect_json("init 2, same version", got, FT("'B'", 1));
+    json_decref(got);
     ld_context_unref(ctx);
     done_with(ev, s);
 }
@@ -2327,6 +2351,23 @@ START_TEST(test_later_store_same_details_in_one_round_trip_per_level)
         json_decref(a);
         ld_context_unref(ctx);
     }
+    /* all of them at once, each with its own answer */
+    ld_future *pending[N_OF(cases)];
+    ld_context *ctxs[N_OF(cases)];
+    l->batches = 0;
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        ctxs[i] = ctx_of(cases[i].ctx);
+        pending[i] = ld_evaluator_detail(lev, "f", ctxs[i], LD_VALUE_STRING, json_string("fb"));
+    }
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        ld_test_fulfilled(pending[i]);
+        json_t *j = ld_detail_to_json(D(pending[i]));
+        expect_json(cases[i].ctx, j, cases[i].want);
+        json_decref(j);
+        ld_future_unref(pending[i]);
+        ld_context_unref(ctxs[i]);
+    }
+    ck_assert_int_le(l->batches, 3 * (int)N_OF(cases));
     /* all flags too */
     ld_context *ctx = ctx_of(USER("u-in"));
     ld_future *fm = ld_test_fulfilled(ld_evaluator_all_flags(mev, ctx, LD_ALL_FLAGS_WITH_REASONS));
