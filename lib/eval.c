@@ -713,8 +713,8 @@ static int now_item(void *arg, enum ld__item_type type, const struct ld__str *ke
     json_t *json;
     struct ld_lease *lease;
     int rc = ld__store_get_now(ev->store, kind_of(type), key->s, key->len, &json, &lease);
-    if (rc == LD_EBUSY)
-        return E_NEED;
+    if (rc == LD_EBUSY || rc == LD_ENOMEM)
+        return E_NEED; /* the job path asks again, and reports LD_ENOMEM */
     if (rc < 0)
         return E_FAIL; /* es->error: the caller's evaluate() reports EXCEPTION */
     if (!json)
@@ -913,6 +913,8 @@ static void item_done(ld_future *f, void *arg)
                 ld__item_references(it, want_ref, j); /* read them ahead */
             }
         }
+    } else if (ld_future_error(f) == LD_ENOMEM) {
+        j->nomem = true; /* not the store's failure: say LD_ENOMEM */
     } else {
         s->error = ld_future_error(f);
         j->store_error = s->error;
@@ -934,6 +936,8 @@ static void all_done(ld_future *f, void *arg)
         *into = json_incref(o ? o : json_object());
         if (!*into)
             j->nomem = true;
+    } else if (ld_future_error(f) == LD_ENOMEM) {
+        j->nomem = true;
     } else {
         j->store_error = ld_future_error(f);
     }
@@ -950,6 +954,8 @@ static void membership_done(ld_future *f, void *arg)
     s->state = S_DONE;
     if (ld_future_is_fulfilled(f))
         s->membership = json_incref(ld_future_json(f));
+    else if (ld_future_error(f) == LD_ENOMEM)
+        j->nomem = true;
     else
         s->status = LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
     if (j->outstanding == 0)
@@ -964,6 +970,8 @@ static void metadata_done(ld_future *f, void *arg)
     j->metadata_state = S_DONE;
     if (ld_future_is_fulfilled(f))
         j->metadata = ld_future_int(f);
+    else if (ld_future_error(f) == LD_ENOMEM)
+        j->nomem = true;
     else
         j->metadata_error = ld_future_error(f);
     if (j->outstanding == 0)
