@@ -608,7 +608,8 @@ static bool of_type(const json_t *v, ld_value_type type)
  * borrows from `f` (value NULL: the fallback is served). @return 0 or
  * E_NEED (d is then undefined). */
 static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void *arg,
-                         const struct ld__item *f, ld_value_type type, ld_detail *d)
+                         const struct ld__item *f, ld_value_type type, const json_t *fallback,
+                         ld_detail *d)
 {
     struct es es;
     es.ctx = ctx;
@@ -642,7 +643,7 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     d->in_experiment = r.in_experiment;
     if (r.index >= 0) {
         json_t *v = ((const struct ld__flag *)f)->vars[r.index];
-        if (!of_type(v, type)) {
+        if (fallback && !json_is_null(fallback) && !of_type(v, type)) {
             memset(d, 0, sizeof *d);
             d->big = (int8_t)es.big;
             d->index = d->rule = -1;
@@ -689,7 +690,7 @@ static int evaluate(const ld_context *ctx, const struct resolver *rv, void *arg,
 {
     ld_detail tmp;
     *out = NULL;
-    if (evaluate_into(ctx, rv, arg, f, type, &tmp) == E_NEED)
+    if (evaluate_into(ctx, rv, arg, f, type, fallback, &tmp) == E_NEED)
         return E_NEED;
     *out = detail_new(&tmp, f, fallback);
     return 0;
@@ -1473,7 +1474,7 @@ static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool
 static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
 {
     ld_detail d;
-    if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, &d) == E_NEED)
+    if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
         return E_NEED;
     bool track_reason = d.in_experiment ||
                         (d.kind == LD_REASON_RULE_MATCH && d.rule >= 0 &&

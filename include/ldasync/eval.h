@@ -49,7 +49,9 @@ LD_BEGIN_DECLS
 
 /** The type a caller expects a flag to serve. A value of another JSON type
  *  is not served: the detail holds the fallback and a WRONG_TYPE error.
- *  LD_VALUE_INT and LD_VALUE_DOUBLE both accept any JSON number.
+ *  LD_VALUE_INT and LD_VALUE_DOUBLE both accept any JSON number. As in
+ *  LaunchDarkly's SDKs, a fallback that is JSON null (or NULL) turns the
+ *  check off.
  *  @since 0.1.0 */
 typedef enum {
     LD_VALUE_ANY = 0, /* any JSON value, no check */
