@@ -95,7 +95,7 @@ static void cache_put(struct cache *c, struct ld__item *it)
 /* True when only the cache still holds the item's JSON. */
 static bool cache_stale(const struct ld__item *it)
 {
-    return it->json->refcount == 1;
+    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == 1;
 }
 
 /* Makes room for one more entry: drops the stale entries and resizes to
@@ -770,8 +770,6 @@ struct job {
     struct job *prev, *next;
     ld_evaluator *ev; /* NULL once the evaluator is freed */
     ld_store *store;
-    ld_big_segment_store *bss;
-    int64_t stale_after;
     ld_future *out;
     ld_context *ctx;
     json_t *fallback;
@@ -991,7 +989,7 @@ static int membership_status(const struct job *j, const struct mslot *s)
 {
     if (s->status == LD_BIG_SEGMENTS_STATUS_STORE_ERROR || j->metadata_error)
         return LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
-    if (ld_big_segment_is_stale(j->metadata, now_ms(), j->stale_after))
+    if (ld_big_segment_is_stale(j->metadata, now_ms(), j->ev->stale_after))
         return LD_BIG_SEGMENTS_STATUS_STALE;
     return LD_BIG_SEGMENTS_STATUS_HEALTHY;
 }
@@ -1023,6 +1021,8 @@ static int job_item(void *arg, enum ld__item_type type, const struct ld__str *ke
         *out = s->item;
         return 0;
     }
+    if (j->store_error)
+        return E_FAIL; /* the store failed (or went away): ask it nothing more */
     if (!s)
         want(j, type, key->s, key->len);
     return E_NEED;
@@ -1033,7 +1033,7 @@ static int job_membership(void *arg, const json_t *key, const json_t **m, int *s
     struct job *j = arg;
     *m = NULL;
     *status = LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED;
-    if (!j->bss)
+    if (!j->ev->bss)
         return 0;
     for (struct mslot *s = j->mslots; s; s = s->next) {
         if (json_equal(s->key, key)) {
@@ -1066,6 +1066,11 @@ static int job_issue(struct job *j)
     for (struct slot *s = j->slots; s; s = s->next) {
         if (s->state != S_WANTED)
             continue;
+        if (j->store_error) { /* ask a failed store nothing more */
+            s->state = S_DONE;
+            s->error = j->store_error;
+            continue;
+        }
         s->state = S_ASKED;
         ld_future *f = ld_store_get(j->store, kind_of((enum ld__item_type)s->type), s->key);
         j->outstanding++;
@@ -1086,7 +1091,7 @@ static int job_issue(struct job *j)
         s->state = S_ASKED;
         char hash[LD__BIG_SEGMENT_HASH_LEN + 1];
         ld__big_segment_hash(json_string_value(s->key), json_string_length(s->key), hash);
-        ld_future *f = ld_big_segment_store_get_membership(j->bss, hash);
+        ld_future *f = ld_big_segment_store_get_membership(j->ev->bss, hash);
         j->outstanding++;
         if (ld_future_on_complete(f, membership_done, s) != 0) {
             j->outstanding--;
@@ -1100,7 +1105,7 @@ static int job_issue(struct job *j)
     if (any && j->metadata_state == S_WANTED) {
         j->metadata_state = S_ASKED;
         j->outstanding++;
-        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->bss), metadata_done, j) !=
+        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->ev->bss), metadata_done, j) !=
             0) {
             j->outstanding--;
             j->metadata_state = S_DONE;
@@ -1186,8 +1191,6 @@ static struct job *job_new(ld_evaluator *ev, ld_context *ctx)
     }
     j->ev = ev;
     j->store = ev->store;
-    j->bss = ev->bss;
-    j->stale_after = ev->stale_after;
     j->out = out;
     j->ctx = ld_context_ref(ctx);
     j->metadata_state = S_WANTED;
