@@ -1096,6 +1096,270 @@ static double bench_store_bytes_per_flag(struct event_base *base, long ops)
     return (double)(after - before) / (double)ops;
 }
 
+/* ---- eval workloads ------------------------------------------------------- */
+
+/* The data of the eval group, parsed from its JSON text as a data source
+ * gets it: FLAGS boolean flags that are on with no rules ("flag-000000",
+ * ...); "rich": 50 individual targets, three rules of two clauses each and
+ * a percentage rollout as fallthrough; "seg": a rule matching through
+ * segment "seg1" of 1,000 included keys ("member-0" ...). */
+static char *eval_data_text(void)
+{
+    json_t *features = json_object(), *targets = json_array(), *included = json_array();
+    char key[32];
+    for (long i = 0; i < FLAGS; i++) {
+        flag_key(key, sizeof(key), i);
+        json_object_set_new(features, key,
+                            json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:{s:i}, s:s}", "key", key,
+                                      "version", 1, "on", 1, "variations", 1, 0, "offVariation", 1,
+                                      "fallthrough", "variation", 0, "salt", "abc"));
+    }
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "target-%d", i);
+        json_array_append_new(targets, json_string(key));
+    }
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "member-%d", i);
+        json_array_append_new(included, json_string(key));
+    }
+    json_object_set_new(
+        features, "rich",
+        json_pack("{s:s, s:i, s:b, s:[s,s,s], s:i, s:[{s:o, s:i}], s:["
+                  "{s:s, s:[{s:s, s:s, s:[s,s,s]}, {s:s, s:s, s:[s]}], s:i},"
+                  "{s:s, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[s]}], s:i},"
+                  "{s:s, s:[{s:s, s:s, s:[b]}, {s:s, s:s, s:[s]}], s:i}],"
+                  "s:{s:{s:[{s:i, s:i}, {s:i, s:i}, {s:i, s:i}]}}, s:s}",
+                  "key", "rich", "version", 1, "on", 1, "variations", "a", "b", "c",
+                  "offVariation", 0, "targets", "values", targets, "variation", 2, "rules", "id",
+                  "r1", "clauses", "attribute", "country", "op", "in", "values", "fr", "de", "it",
+                  "attribute", "email", "op", "endsWith", "values", "@example.com", "variation", 0,
+                  "id", "r2", "clauses", "attribute", "age", "op", "greaterThan", "values", 65,
+                  "attribute", "version", "op", "semVerGreaterThan", "values", "2.0.0",
+                  "variation", 1, "id", "r3", "clauses", "attribute", "beta", "op", "in",
+                  "values", 1, "attribute", "email", "op", "endsWith", "values", "@corp.com",
+                  "variation", 2, "fallthrough", "rollout", "variations", "variation", 0, "weight",
+                  30000, "variation", 1, "weight", 30000, "variation", 2, "weight", 40000, "salt",
+                  "rich-salt"));
+    json_object_set_new(features, "seg",
+                        json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:[{s:s, s:[{s:s, s:s, s:[s]}],"
+                                  " s:i}], s:{s:i}, s:s}",
+                                  "key", "seg", "version", 1, "on", 1, "variations", 1, 0,
+                                  "offVariation", 1, "rules", "id", "in-seg", "clauses",
+                                  "attribute", "", "op", "segmentMatch", "values", "seg1",
+                                  "variation", 0, "fallthrough", "variation", 1, "salt", "x"));
+    json_t *segments = json_pack("{s:{s:s, s:i, s:o, s:s}}", "seg1", "key", "seg1", "version", 1,
+                                 "included", included, "salt", "y");
+    return dump(json_pack("{s:o, s:o}", "features", features, "segments", segments));
+}
+
+static ld_store *eval_store(struct event_base *base)
+{
+    char *text = eval_data_text();
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = parse_text(text);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    free(text);
+    drain(base);
+    return st;
+}
+
+/* The context of the eval workloads, built once as a server builds one
+ * from a request: a user that matches no rule of "rich". */
+static ld_context *eval_context(const char *key)
+{
+    ld_context_builder *b = ld_context_builder_new("user", key);
+    ld_context_builder_set(b, "email", json_string("someone@example.org"));
+    ld_context_builder_set(b, "country", json_string("us"));
+    ld_context_builder_set(b, "age", json_integer(30));
+    ld_context_builder_set(b, "version", json_string("1.4.2"));
+    ld_context_builder_set(b, "beta", json_false());
+    ld_context *ctx = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    if (!ctx)
+        exit(1);
+    return ctx;
+}
+
+struct evaluator_run {
+    ld_evaluator *ev;
+    ld_context *ctx;
+    const char *flag;   /* or NULL: random flags of the FLAGS */
+    char (*keys)[32];
+    json_t *expect;     /* the value every evaluation must serve */
+    long left, wrong;
+};
+
+static void eval_next(ld_future *f, void *arg)
+{
+    struct evaluator_run *r = arg;
+    done_count++;
+    if (!json_equal(ld_detail_value(ld_future_ptr(f)), r->expect))
+        r->wrong++;
+    if (--r->left <= 0)
+        return;
+    const char *key = r->flag ? r->flag : r->keys[next_index(FLAGS)];
+    ld_future_on_complete(ld_evaluator_detail(r->ev, key, r->ctx, LD_VALUE_ANY, NULL), eval_next,
+                          r);
+}
+
+/* Evaluations of `flag` for `ctx_key`, each issued from the callback of the
+ * previous one, which reads its value (checked against `expect`). On the
+ * clock: the evaluation, its future and detail, the callback, the release. */
+static double eval_sequential(struct event_base *base, long ops, const char *flag,
+                              const char *ctx_key, json_t *expect)
+{
+    ld_store *st = eval_store(base);
+    struct evaluator_run r = {ld_evaluator_new(st), eval_context(ctx_key), flag, NULL, expect,
+                              ops, 0};
+    if (!flag) {
+        r.keys = malloc(FLAGS * sizeof(*r.keys));
+        if (!r.keys)
+            exit(1);
+        for (long i = 0; i < FLAGS; i++)
+            flag_key(r.keys[i], sizeof(r.keys[i]), i);
+    }
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(
+        ld_evaluator_detail(r.ev, flag ? flag : r.keys[0], r.ctx, LD_VALUE_ANY, NULL), eval_next,
+        &r);
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    if (r.wrong) {
+        fprintf(stderr, "eval: %ld of %ld evaluations served another value\n", r.wrong, ops);
+        exit(1);
+    }
+    ld_evaluator_free(r.ev);
+    ld_context_unref(r.ctx);
+    ld_store_free(st);
+    drain(base);
+    free(r.keys);
+    json_decref(expect);
+    return ns;
+}
+
+static double bench_eval_bool(struct event_base *base, long ops)
+{
+    return eval_sequential(base, ops, "flag-000042", "user-1", json_true());
+}
+
+static double bench_eval_bool_random(struct event_base *base, long ops)
+{
+    return eval_sequential(base, ops, NULL, "user-1", json_true());
+}
+
+/* "user-1" buckets into the third variation of the rollout. */
+static double bench_eval_rich(struct event_base *base, long ops)
+{
+    return eval_sequential(base, ops, "rich", "user-1", json_string("c"));
+}
+
+static double bench_eval_segment(struct event_base *base, long ops)
+{
+    return eval_sequential(base, ops, "seg", "member-500", json_true());
+}
+
+/* The all-flags state of the FLAGS + 2 flags for one context; on the
+ * clock: the evaluation, its JSON, waiting for its future, releasing it. */
+static double bench_eval_all_flags(struct event_base *base, long ops)
+{
+    ld_store *st = eval_store(base);
+    ld_evaluator *ev = ld_evaluator_new(st);
+    ld_context *ctx = eval_context("user-1");
+    double t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        ld_future *f = ld_evaluator_all_flags(ev, ctx, 0);
+        ld_future_wait(f);
+        if (json_object_size(ld_future_json(f)) != FLAGS + 4) {
+            fprintf(stderr, "eval.all_flags: wrong state\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
+/* Allocations through ldasync's allocator hook (ld_set_alloc_funcs). */
+static long hook_allocs;
+
+static void *count_malloc(size_t n)
+{
+    hook_allocs++;
+    return malloc(n);
+}
+
+static void *count_realloc(void *p, size_t n)
+{
+    hook_allocs++;
+    return realloc(p, n);
+}
+
+/* The hook's allocations per evaluation of `flag` (figure: allocations,
+ * not ns), after a warm-up that compiled it. */
+static double eval_allocs(struct event_base *base, long ops, const char *flag, json_t *expect)
+{
+    ld_store *st = eval_store(base);
+    ld_evaluator *ev = ld_evaluator_new(st);
+    ld_context *ctx = eval_context("user-1");
+    wait_ok(ld_evaluator_detail(ev, flag, ctx, LD_VALUE_ANY, NULL), "eval");
+    drain(base);
+    ld_set_alloc_funcs(count_malloc, count_realloc, free);
+    hook_allocs = 0;
+    for (long i = 0; i < ops; i++) {
+        ld_future *f = ld_evaluator_detail(ev, flag, ctx, LD_VALUE_ANY, NULL);
+        ld_future_wait(f);
+        if (!json_equal(ld_detail_value(ld_future_ptr(f)), expect))
+            exit(1);
+        ld_future_unref(f);
+    }
+    drain(base);
+    double per = (double)hook_allocs / (double)ops;
+    ld_set_alloc_funcs(malloc, realloc, free);
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    drain(base);
+    json_decref(expect);
+    return per;
+}
+
+static double bench_eval_allocs_bool(struct event_base *base, long ops)
+{
+    return eval_allocs(base, ops, "flag-000042", json_true());
+}
+
+static double bench_eval_allocs_rich(struct event_base *base, long ops)
+{
+    return eval_allocs(base, ops, "rich", json_string("c"));
+}
+
+/* The compiled forms' heap per flag, once every flag was evaluated
+ * (ld_evaluator_stats). */
+static double bench_eval_bytes_per_flag(struct event_base *base, long ops)
+{
+    ld_store *st = eval_store(base);
+    ld_evaluator *ev = ld_evaluator_new(st);
+    ld_context *ctx = eval_context("user-1");
+    char key[32];
+    for (long i = 0; i < ops; i++) {
+        flag_key(key, sizeof key, i % FLAGS);
+        wait_ok(ld_evaluator_detail(ev, key, ctx, LD_VALUE_ANY, NULL), "eval");
+    }
+    struct ld_evaluator_stats stats;
+    ld_evaluator_stats(ev, &stats);
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    drain(base);
+    return (double)stats.bytes / (double)stats.flags;
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -1133,6 +1397,14 @@ static const struct workload workloads[] = {
     {"store.all", 100000, bench_store_all, 0},
     {"store.all.held", 100000, bench_store_all_held, 0},
     {"store.held_growth_kb", 1000000, bench_store_held_growth_kb, 0},
+    {"eval.bool", 1000000, bench_eval_bool, 0},
+    {"eval.bool.random", 1000000, bench_eval_bool_random, 0},
+    {"eval.rich", 1000000, bench_eval_rich, 0},
+    {"eval.segment", 1000000, bench_eval_segment, 0},
+    {"eval.all_flags", 20, bench_eval_all_flags, 0},
+    {"eval.allocs.bool", 100000, bench_eval_allocs_bool, 0},
+    {"eval.allocs.rich", 100000, bench_eval_allocs_rich, 0},
+    {"eval.bytes_per_flag", FLAGS, bench_eval_bytes_per_flag, 0},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };

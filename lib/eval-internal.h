@@ -116,6 +116,8 @@ struct ld__flag {
     struct ld__prereq *prereqs;
     size_t nprereqs;
     struct ld__str salt;
+    json_t **meta; /* all-flags entries by [with version][variation]: the
+                      evaluator's loop thread fills it in, lazily */
     int64_t debug_until;
     bool has_debug;
     bool on;

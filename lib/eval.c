@@ -95,7 +95,7 @@ static void cache_put(struct cache *c, struct ld__item *it)
 /* True when only the cache still holds the item's JSON. */
 static bool cache_stale(const struct ld__item *it)
 {
-    return it->json->refcount == 1;
+    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == 1;
 }
 
 /* Makes room for one more entry: drops the stale entries and resizes to
@@ -589,12 +589,27 @@ static int segment_contains(struct es *es, const struct ld__segment *s)
     return rc;
 }
 
-/* Evaluates `f` (NULL: not found) into a new detail, or NULL when memory
- * ran out. Steals `fallback` on every path. E_NEED: *out is NULL and the
- * fallback is not taken. */
-static int evaluate(const ld_context *ctx, const struct resolver *rv, void *arg,
-                    const struct ld__item *f, ld_value_type type, json_t *fallback,
-                    ld_detail **out)
+static bool of_type(const json_t *v, ld_value_type type)
+{
+    switch (type) {
+    case LD_VALUE_BOOL:
+        return json_is_boolean(v);
+    case LD_VALUE_INT:
+    case LD_VALUE_DOUBLE:
+        return json_is_number(v);
+    case LD_VALUE_STRING:
+        return json_is_string(v);
+    default:
+        return true;
+    }
+}
+
+/* Evaluates `f` (NULL: not found) into `d`, whose value and strings it
+ * borrows from `f` (value NULL: the fallback is served). @return 0 or
+ * E_NEED (d is then undefined). */
+static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void *arg,
+                         const struct ld__item *f, ld_value_type type, const json_t *fallback,
+                         ld_detail *d)
 {
     struct es es;
     es.ctx = ctx;
@@ -609,66 +624,75 @@ static int evaluate(const ld_context *ctx, const struct resolver *rv, void *arg,
         rc = fail(&es, LD_EVAL_ERROR_FLAG_NOT_FOUND);
     } else {
         rc = eval_flag(&es, (const struct ld__flag *)f, &r);
-        if (rc == E_NEED) {
-            *out = NULL;
+        if (rc == E_NEED)
             return E_NEED;
-        }
-    }
-    ld_detail *d = ld__malloc(sizeof *d);
-    *out = d;
-    if (!d) {
-        json_decref(fallback);
-        return 0;
     }
     memset(d, 0, sizeof *d);
     d->big = (int8_t)es.big;
     d->index = -1;
     d->rule = -1;
-    if (rc == 0) {
-        d->kind = r.kind;
-        d->rule = r.rule;
-        d->rule_id = r.rule_id;
-        d->prereq = r.prereq;
-        d->in_experiment = r.in_experiment;
-        if (r.index >= 0) {
-            const struct ld__flag *fl = (const struct ld__flag *)f;
-            json_t *v = fl->vars[r.index];
-            bool ok = true;
-            switch (type) {
-            case LD_VALUE_BOOL:
-                ok = json_is_boolean(v);
-                break;
-            case LD_VALUE_INT:
-            case LD_VALUE_DOUBLE:
-                ok = json_is_number(v);
-                break;
-            case LD_VALUE_STRING:
-                ok = json_is_string(v);
-                break;
-            default:
-                break;
-            }
-            if (ok) {
-                d->index = r.index;
-                d->value = v;
-                d->flag = ld__item_ref((struct ld__item *)f);
-                json_decref(fallback);
-                return 0;
-            }
+    if (rc != 0) {
+        d->kind = LD_REASON_ERROR;
+        d->error = es.error != LD_EVAL_ERROR_NONE ? (uint8_t)es.error : LD_EVAL_ERROR_EXCEPTION;
+        return 0;
+    }
+    d->kind = r.kind;
+    d->rule = r.rule;
+    d->rule_id = r.rule_id;
+    d->prereq = r.prereq;
+    d->in_experiment = r.in_experiment;
+    if (r.index >= 0) {
+        json_t *v = ((const struct ld__flag *)f)->vars[r.index];
+        if (fallback && !json_is_null(fallback) && !of_type(v, type)) {
             memset(d, 0, sizeof *d);
             d->big = (int8_t)es.big;
             d->index = d->rule = -1;
             d->kind = LD_REASON_ERROR;
             d->error = LD_EVAL_ERROR_WRONG_TYPE;
-        } else if (f) {
-            d->flag = ld__item_ref((struct ld__item *)f); /* for the strings */
+            return 0;
         }
-    } else {
-        d->kind = LD_REASON_ERROR;
-        d->error = es.error != LD_EVAL_ERROR_NONE ? (uint8_t)es.error : LD_EVAL_ERROR_EXCEPTION;
+        d->index = r.index;
+        d->value = v;
     }
-    d->value = fallback;
+    return 0;
+}
+
+/* A detail of its own for `tmp`: it references what it borrowed (the flag
+ * only when its reason names one of the flag's strings; else just the
+ * value, which for true, false and null costs nothing) and takes
+ * `fallback` (stolen) when no variation is served. NULL when memory ran
+ * out. */
+static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, json_t *fallback)
+{
+    ld_detail *d = ld__malloc(sizeof *d);
+    if (!d) {
+        json_decref(fallback);
+        return NULL;
+    }
+    *d = *tmp;
+    if (d->rule_id.s || d->prereq.s)
+        d->flag = ld__item_ref((struct ld__item *)f);
     d->owns_value = true;
+    if (d->index >= 0) {
+        json_incref(d->value);
+        json_decref(fallback);
+    } else {
+        d->value = fallback;
+    }
+    return d;
+}
+
+/* evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
+ * out; fallback stolen), or E_NEED (fallback not taken). */
+static int evaluate(const ld_context *ctx, const struct resolver *rv, void *arg,
+                    const struct ld__item *f, ld_value_type type, json_t *fallback,
+                    ld_detail **out)
+{
+    ld_detail tmp;
+    *out = NULL;
+    if (evaluate_into(ctx, rv, arg, f, type, fallback, &tmp) == E_NEED)
+        return E_NEED;
+    *out = detail_new(&tmp, f, fallback);
     return 0;
 }
 
@@ -690,8 +714,8 @@ static int now_item(void *arg, enum ld__item_type type, const struct ld__str *ke
     json_t *json;
     struct ld_lease *lease;
     int rc = ld__store_get_now(ev->store, kind_of(type), key->s, key->len, &json, &lease);
-    if (rc == LD_EBUSY)
-        return E_NEED;
+    if (rc == LD_EBUSY || rc == LD_ENOMEM)
+        return E_NEED; /* the job path asks again, and reports LD_ENOMEM */
     if (rc < 0)
         return E_FAIL; /* es->error: the caller's evaluate() reports EXCEPTION */
     if (!json)
@@ -746,8 +770,6 @@ struct job {
     struct job *prev, *next;
     ld_evaluator *ev; /* NULL once the evaluator is freed */
     ld_store *store;
-    ld_big_segment_store *bss;
-    int64_t stale_after;
     ld_future *out;
     ld_context *ctx;
     json_t *fallback;
@@ -890,6 +912,8 @@ static void item_done(ld_future *f, void *arg)
                 ld__item_references(it, want_ref, j); /* read them ahead */
             }
         }
+    } else if (ld_future_error(f) == LD_ENOMEM) {
+        j->nomem = true; /* not the store's failure: say LD_ENOMEM */
     } else {
         s->error = ld_future_error(f);
         j->store_error = s->error;
@@ -911,6 +935,8 @@ static void all_done(ld_future *f, void *arg)
         *into = json_incref(o ? o : json_object());
         if (!*into)
             j->nomem = true;
+    } else if (ld_future_error(f) == LD_ENOMEM) {
+        j->nomem = true;
     } else {
         j->store_error = ld_future_error(f);
     }
@@ -927,6 +953,8 @@ static void membership_done(ld_future *f, void *arg)
     s->state = S_DONE;
     if (ld_future_is_fulfilled(f))
         s->membership = json_incref(ld_future_json(f));
+    else if (ld_future_error(f) == LD_ENOMEM)
+        j->nomem = true;
     else
         s->status = LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
     if (j->outstanding == 0)
@@ -941,6 +969,8 @@ static void metadata_done(ld_future *f, void *arg)
     j->metadata_state = S_DONE;
     if (ld_future_is_fulfilled(f))
         j->metadata = ld_future_int(f);
+    else if (ld_future_error(f) == LD_ENOMEM)
+        j->nomem = true;
     else
         j->metadata_error = ld_future_error(f);
     if (j->outstanding == 0)
@@ -959,7 +989,7 @@ static int membership_status(const struct job *j, const struct mslot *s)
 {
     if (s->status == LD_BIG_SEGMENTS_STATUS_STORE_ERROR || j->metadata_error)
         return LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
-    if (ld_big_segment_is_stale(j->metadata, now_ms(), j->stale_after))
+    if (ld_big_segment_is_stale(j->metadata, now_ms(), j->ev->stale_after))
         return LD_BIG_SEGMENTS_STATUS_STALE;
     return LD_BIG_SEGMENTS_STATUS_HEALTHY;
 }
@@ -991,6 +1021,8 @@ static int job_item(void *arg, enum ld__item_type type, const struct ld__str *ke
         *out = s->item;
         return 0;
     }
+    if (j->store_error)
+        return E_FAIL; /* the store failed (or went away): ask it nothing more */
     if (!s)
         want(j, type, key->s, key->len);
     return E_NEED;
@@ -1001,7 +1033,7 @@ static int job_membership(void *arg, const json_t *key, const json_t **m, int *s
     struct job *j = arg;
     *m = NULL;
     *status = LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED;
-    if (!j->bss)
+    if (!j->ev->bss)
         return 0;
     for (struct mslot *s = j->mslots; s; s = s->next) {
         if (json_equal(s->key, key)) {
@@ -1034,6 +1066,11 @@ static int job_issue(struct job *j)
     for (struct slot *s = j->slots; s; s = s->next) {
         if (s->state != S_WANTED)
             continue;
+        if (j->store_error) { /* ask a failed store nothing more */
+            s->state = S_DONE;
+            s->error = j->store_error;
+            continue;
+        }
         s->state = S_ASKED;
         ld_future *f = ld_store_get(j->store, kind_of((enum ld__item_type)s->type), s->key);
         j->outstanding++;
@@ -1054,7 +1091,7 @@ static int job_issue(struct job *j)
         s->state = S_ASKED;
         char hash[LD__BIG_SEGMENT_HASH_LEN + 1];
         ld__big_segment_hash(json_string_value(s->key), json_string_length(s->key), hash);
-        ld_future *f = ld_big_segment_store_get_membership(j->bss, hash);
+        ld_future *f = ld_big_segment_store_get_membership(j->ev->bss, hash);
         j->outstanding++;
         if (ld_future_on_complete(f, membership_done, s) != 0) {
             j->outstanding--;
@@ -1068,7 +1105,7 @@ static int job_issue(struct job *j)
     if (any && j->metadata_state == S_WANTED) {
         j->metadata_state = S_ASKED;
         j->outstanding++;
-        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->bss), metadata_done, j) !=
+        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->ev->bss), metadata_done, j) !=
             0) {
             j->outstanding--;
             j->metadata_state = S_DONE;
@@ -1154,8 +1191,6 @@ static struct job *job_new(ld_evaluator *ev, ld_context *ctx)
     }
     j->ev = ev;
     j->store = ev->store;
-    j->bss = ev->bss;
-    j->stale_after = ev->stale_after;
     j->out = out;
     j->ctx = ld_context_ref(ctx);
     j->metadata_state = S_WANTED;
@@ -1404,44 +1439,82 @@ static int all_item(void *arg, enum ld__item_type type, const struct ld__str *ke
 
 static const struct resolver ALL = {all_item, job_membership};
 
-/* Adds flag `f`'s result to the state `st` (its values) and `meta`
- * ($flagsState). @return 0, E_NEED or LD_ENOMEM. */
-static int add_flag(struct job *j, const struct ld__flag *f, json_t *st, json_t *meta)
+/* The $flagsState entry of `f` when it serves variation `index` with no
+ * reason: {"variation", "version" (with details), "trackEvents",
+ * "debugEventsUntilDate"}, made once per flag and variation and shared by
+ * every state (a new reference; NULL when memory ran out). */
+static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool details)
 {
-    ld_detail *d;
-    int rc = evaluate(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d);
-    if (rc == E_NEED)
-        return E_NEED;
-    if (!d)
-        return LD_ENOMEM;
-    bool track_reason = d->in_experiment ||
-                        (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
-                         (size_t)d->rule < f->nrules && f->rules[d->rule].track_events) ||
-                        (d->kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
-    bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) ||
-                   f->track_events || track_reason || f->has_debug;
-    json_t *m = json_object();
-    int e = m ? 0 : -1;
-    const char *key = f->h.key.s;
-    if (m) {
-        if (d->index >= 0)
-            e |= set_new(m, "variation", json_integer(d->index));
+    if (!f->meta) {
+        size_t size = 2 * f->nvars * sizeof *f->meta;
+        f->meta = ld__calloc(2 * f->nvars, sizeof *f->meta);
+        if (!f->meta)
+            return NULL;
+        f->h.bytes += size;
+        ev->cache.bytes += size;
+    }
+    json_t **slot = &f->meta[(size_t)details * f->nvars + (size_t)index];
+    if (!*slot) {
+        json_t *m = json_object();
+        int e = m ? set_new(m, "variation", json_integer(index)) : -1;
         if (details)
             e |= set_new(m, "version", json_integer(f->h.version));
-        if ((details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason) {
-            json_t *r = ld_detail_reason_to_json(d);
-            e |= r ? set_new(m, "reason", r) : -1;
-        }
-        if (f->track_events || track_reason)
+        if (f->track_events)
             e |= set_new(m, "trackEvents", json_true());
-        if (track_reason)
-            e |= set_new(m, "trackReason", json_true());
         if (f->has_debug)
             e |= set_new(m, "debugEventsUntilDate", json_integer(f->debug_until));
-        e |= json_object_setn_new(meta, key, f->h.key.len, m);
-        e |= json_object_setn(st, key, f->h.key.len, d->value ? d->value : json_null());
+        if (e) {
+            json_decref(m);
+            return NULL;
+        }
+        *slot = m;
     }
-    detail_free(d);
+    return json_incref(*slot);
+}
+
+/* Adds flag `f`'s result to the state `st` (its values) and `meta`
+ * ($flagsState). @return 0, E_NEED or LD_ENOMEM. */
+static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
+{
+    ld_detail d;
+    if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
+        return E_NEED;
+    bool track_reason = d.in_experiment ||
+                        (d.kind == LD_REASON_RULE_MATCH && d.rule >= 0 &&
+                         (size_t)d.rule < f->nrules && f->rules[d.rule].track_events) ||
+                        (d.kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
+    bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) ||
+                   f->track_events || track_reason || f->has_debug;
+    bool reason = (details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason;
+    json_t *m;
+    int e = 0;
+    if (!reason && d.index >= 0) {
+        m = shared_meta(j->ev, f, d.index, details);
+        e = m ? 0 : -1;
+    } else {
+        m = json_object();
+        e = m ? 0 : -1;
+        if (m && d.index >= 0)
+            e |= set_new(m, "variation", json_integer(d.index));
+        if (m && details)
+            e |= set_new(m, "version", json_integer(f->h.version));
+        if (m && reason) {
+            json_t *r = ld_detail_reason_to_json(&d);
+            e |= r ? set_new(m, "reason", r) : -1;
+        }
+        if (m && (f->track_events || track_reason))
+            e |= set_new(m, "trackEvents", json_true());
+        if (m && track_reason)
+            e |= set_new(m, "trackReason", json_true());
+        if (m && f->has_debug)
+            e |= set_new(m, "debugEventsUntilDate", json_integer(f->debug_until));
+    }
+    if (e) {
+        json_decref(m);
+        return LD_ENOMEM;
+    }
+    e |= json_object_setn_new_nocheck(meta, f->h.key.s, f->h.key.len, m);
+    e |= json_object_setn_nocheck(st, f->h.key.s, f->h.key.len, d.value ? d.value : json_null());
     return e ? LD_ENOMEM : 0;
 }
 
@@ -1475,7 +1548,7 @@ static json_t *all_flags_state(struct job *j, int *rc)
         struct ld__item *it = cache_get(&j->ev->cache, LD__FLAG, v);
         if (!it)
             goto fail;
-        const struct ld__flag *f = (const struct ld__flag *)it;
+        struct ld__flag *f = (struct ld__flag *)it;
         if (it->deleted || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
             continue;
         *rc = add_flag(j, f, st, meta);

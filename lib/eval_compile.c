@@ -433,6 +433,9 @@ static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
 
 static void free_flag(struct ld__flag *f)
 {
+    for (size_t i = 0; f->meta && i < 2 * f->nvars; i++)
+        json_decref(f->meta[i]);
+    ld__free(f->meta);
     ld__free(f->vars);
     free_vor(&f->fallthrough);
     free_targets(f->targets, f->ntargets);

@@ -1156,6 +1156,180 @@ CHAOS_TEST(test_chaos_contexts,
            PATH(context_fixture_setup, act_context_multi, context_teardown),
            PATH(context_fixture_setup, act_context_get_long_ref, context_teardown))
 
+/* ---- evaluation ---------------------------------------------------------- */
+
+static const char EVAL_DATA[] =
+    "{\"features\": {"
+    " \"f-bool\": {\"key\": \"f-bool\", \"version\": 1, \"on\": true, \"variations\": [true, false],"
+    "  \"fallthrough\": {\"variation\": 0}},"
+    " \"f-rich\": {\"key\": \"f-rich\", \"version\": 2, \"on\": true, \"variations\": [\"a\", \"b\", \"c\"],"
+    "  \"salt\": \"s\", \"targets\": [{\"values\": [\"t1\", \"t2\"], \"variation\": 0}],"
+    "  \"rules\": [{\"id\": \"r1\", \"variation\": 1, \"clauses\": ["
+    "    {\"attribute\": \"email\", \"op\": \"matches\", \"values\": [\"^x.*@corp\"]},"
+    "    {\"attribute\": \"version\", \"op\": \"semVerGreaterThan\", \"values\": [\"2.0.0\"]}]},"
+    "   {\"id\": \"r2\", \"variation\": 2, \"clauses\": ["
+    "    {\"attribute\": \"country\", \"op\": \"in\", \"values\": [\"a\", \"b\", \"c\", \"d\", \"e\","
+    "      \"f\", \"g\", \"h\", \"i\", \"j\", \"k\", \"l\", \"us\"]},"
+    "    {\"contextKind\": \"user\", \"attribute\": \"/obj/a~1b\", \"op\": \"endsWith\", \"values\": [\"z\"]}]}],"
+    "  \"fallthrough\": {\"rollout\": {\"kind\": \"experiment\", \"seed\": 7, \"variations\": ["
+    "    {\"variation\": 0, \"weight\": 50000}, {\"variation\": 1, \"weight\": 50000}]}}},"
+    " \"f-pre\": {\"key\": \"f-pre\", \"version\": 3, \"on\": true, \"variations\": [1, 2],"
+    "  \"prerequisites\": [{\"key\": \"f-bool\", \"variation\": 0}],"
+    "  \"rules\": [{\"id\": \"in-seg\", \"variation\": 0, \"clauses\": ["
+    "    {\"attribute\": \"\", \"op\": \"segmentMatch\", \"values\": [\"s-seg\"]}]}],"
+    "  \"fallthrough\": {\"variation\": 1}},"
+    " \"f-big\": {\"key\": \"f-big\", \"version\": 4, \"on\": true, \"variations\": [\"in\", \"out\"],"
+    "  \"rules\": [{\"id\": \"big\", \"variation\": 0, \"clauses\": ["
+    "    {\"attribute\": \"\", \"op\": \"segmentMatch\", \"values\": [\"s-big\"]}]}],"
+    "  \"fallthrough\": {\"variation\": 1}}},"
+    " \"segments\": {"
+    " \"s-seg\": {\"key\": \"s-seg\", \"version\": 1, \"included\": [\"nobody\"], \"salt\": \"x\","
+    "  \"rules\": [{\"clauses\": [{\"attribute\": \"country\", \"op\": \"startsWith\", \"values\": [\"u\"]}],"
+    "   \"weight\": 100000}]},"
+    " \"s-big\": {\"key\": \"s-big\", \"version\": 1, \"unbounded\": true, \"generation\": 1}}}";
+
+static const char *const EVAL_FLAGS[] = {"f-bool", "f-rich", "f-pre", "f-big", "missing"};
+enum { N_EVAL = sizeof EVAL_FLAGS / sizeof EVAL_FLAGS[0] };
+
+static ld_context *g_ectx;
+static ld_big_segment_store *g_bss;
+static json_t *g_expect[N_EVAL + 1]; /* the details, then the all-flags state */
+
+static ld_evaluator *evaluator(void)
+{
+    ld_evaluator *ev = ld_evaluator_new(S);
+    if (ev)
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, g_bss, 0), 0);
+    return ev;
+}
+
+/* What `ev` answers for case i (< N_EVAL: a detail's JSON; N_EVAL: the
+ * all-flags state), or NULL when it ran out of memory. */
+static json_t *eval_case(ld_evaluator *ev, int i)
+{
+    bool counting = g_counting;
+    OFF();
+    json_t *fallback = json_string("fallback");
+    g_counting = counting;
+    ld_future *f = i < N_EVAL
+                       ? ld_evaluator_detail(ev, EVAL_FLAGS[i], g_ectx, LD_VALUE_ANY, fallback)
+                       : ld_evaluator_all_flags(ev, g_ectx, LD_ALL_FLAGS_WITH_REASONS);
+    if (i == N_EVAL)
+        json_decref(fallback);
+    ck_assert_ptr_nonnull(f);
+    json_t *r = NULL;
+    if (!failed_with_enomem(f)) {
+        ck_assert_msg(ld_future_is_fulfilled(f), "rejected with %s (%s, N=%ld)",
+                      ld_err_name(ld_future_error(f)), g_path, g_fail_at);
+        bool on = g_counting;
+        OFF();
+        r = i < N_EVAL ? ld_detail_to_json(ld_future_ptr(f)) : json_incref(ld_future_json(f));
+        ck_assert_ptr_nonnull(r);
+        g_counting = on;
+    }
+    ld_future_unref(f);
+    return r;
+}
+
+static void eval_setup(void)
+{
+    S = g_make_store(B);
+    ck_assert_ptr_nonnull(S);
+    json_t *data = json_loads(EVAL_DATA, 0, NULL);
+    ck_assert_ptr_nonnull(data);
+    ld_future *f = ld_store_init(S, data);
+    settle(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    json_decref(data);
+    json_t *cj = json_loads("{\"kind\": \"user\", \"key\": \"userkey\", \"email\": \"xy@corp.com\","
+                            " \"version\": \"2.1\", \"country\": \"us\", \"obj\": {\"a/b\": \"z\"}}",
+                            0, NULL);
+    g_ectx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(g_ectx);
+    g_bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
+    ck_assert_ptr_nonnull(g_bss);
+    json_t *m = json_pack("{s:b}", "s-big.g1", 1);
+    /* base64(sha256("userkey")) */
+    ck_assert_int_eq(ld_mock_big_segment_store_set_membership(
+                         g_bss, "72cBpXPyn4N6TqqlS8Tti37jEcoNhFzL9ZdG1jXkILE=", m),
+                     0);
+    json_decref(m);
+    ld_evaluator *ev = evaluator();
+    ck_assert_ptr_nonnull(ev);
+    for (int i = 0; i <= N_EVAL; i++) {
+        g_expect[i] = eval_case(ev, i);
+        ck_assert_ptr_nonnull(g_expect[i]);
+    }
+    ld_evaluator_free(ev);
+}
+
+static void eval_teardown(void)
+{
+    for (int i = 0; i <= N_EVAL; i++) {
+        json_decref(g_expect[i]);
+        g_expect[i] = NULL;
+    }
+    ld_context_unref(g_ectx);
+    g_ectx = NULL;
+    ld_big_segment_store_free(g_bss);
+    g_bss = NULL;
+    store_teardown();
+}
+
+/* Every case on a new evaluator (whose first evaluations compile what they
+ * read), then again on the same one: each answer is the expected one or
+ * LD_ENOMEM. */
+static void act_evaluate(void)
+{
+    ld_evaluator *ev = evaluator();
+    if (!ev)
+        return;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i <= N_EVAL; i++) {
+            json_t *r = eval_case(ev, i);
+            if (r) {
+                OFF();
+                char *got = json_dumps(r, JSON_SORT_KEYS), *want = json_dumps(g_expect[i], JSON_SORT_KEYS);
+                ck_assert_msg(json_equal(r, g_expect[i]), "case %d: %s, not %s (%s, N=%ld)", i,
+                              got, want, g_path, g_fail_at);
+                free(got);
+                free(want);
+                json_decref(r);
+                ON();
+            }
+        }
+    }
+    ld_evaluator_free(ev);
+}
+
+/* The evaluator freed with evaluations pending: each is rejected with
+ * LD_ECANCELED (or LD_ENOMEM), or was answered already. */
+static void act_evaluator_free_pending(void)
+{
+    ld_evaluator *ev = evaluator();
+    if (!ev)
+        return;
+    ld_future *fs[N_EVAL + 1];
+    for (int i = 0; i < N_EVAL; i++)
+        fs[i] = ld_evaluator_detail(ev, EVAL_FLAGS[i], g_ectx, LD_VALUE_ANY, NULL);
+    fs[N_EVAL] = ld_evaluator_all_flags(ev, g_ectx, 0);
+    ld_evaluator_free(ev);
+    for (int i = 0; i <= N_EVAL; i++) {
+        settle(fs[i]);
+        if (ld_future_is_rejected(fs[i]))
+            ck_assert_msg(ld_future_error(fs[i]) == LD_ECANCELED ||
+                              ld_future_error(fs[i]) == LD_ENOMEM,
+                          "rejected with %s (%s, N=%ld)", ld_err_name(ld_future_error(fs[i])),
+                          g_path, g_fail_at);
+        ld_future_unref(fs[i]);
+    }
+}
+
+CHAOS_TEST(test_chaos_eval, PATH(eval_setup, act_evaluate, eval_teardown),
+           PATH(eval_setup, act_evaluator_free_pending, eval_teardown))
+
 static void add_case(Suite *s, const char *name, SFun setup, const TTest *test)
 {
     TCase *tc = tcase_create(name);
@@ -1179,6 +1353,8 @@ static Suite *chaos_suite(void)
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
+    add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
+    add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;
 }
 

@@ -30,6 +30,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_contract());
     srunner_add_suite(runner, ld_suite_mock());
     srunner_add_suite(runner, ld_suite_mocks2());
+    srunner_add_suite(runner, ld_suite_eval_ops());
     srunner_add_suite(runner, ld_suite_eval());
 
     srunner_run_all(runner, CK_ENV);

@@ -26,6 +26,7 @@ Suite *ld_suite_fronts(void);       /* check_fronts.c */
 Suite *ld_suite_contract(void);     /* check_contract.c */
 Suite *ld_suite_mock(void);         /* check_mock.c */
 Suite *ld_suite_mocks2(void);       /* check_mocks2.c */
+Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
 Suite *ld_suite_eval(void);         /* check_eval.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -49,7 +49,9 @@ LD_BEGIN_DECLS
 
 /** The type a caller expects a flag to serve. A value of another JSON type
  *  is not served: the detail holds the fallback and a WRONG_TYPE error.
- *  LD_VALUE_INT and LD_VALUE_DOUBLE both accept any JSON number.
+ *  LD_VALUE_INT and LD_VALUE_DOUBLE both accept any JSON number. As in
+ *  LaunchDarkly's SDKs, a fallback that is JSON null (or NULL) turns the
+ *  check off.
  *  @since 0.1.0 */
 typedef enum {
     LD_VALUE_ANY = 0, /* any JSON value, no check */
@@ -98,8 +100,10 @@ LD_EXPORT ld_evaluator *ld_evaluator_new(ld_store *store);
  *  evaluator, or be replaced first) for big segments; NULL removes it (big
  *  segments then report NOT_CONFIGURED). Its data counts as STALE when its
  *  metadata is `stale_after_ms` old or more (LaunchDarkly's default is
- *  120000; <= 0 means that default). Evaluations already issued keep the
- *  store they started with. @return 0; LD_EINVAL if `ev` is NULL.
+ *  120000; <= 0 means that default). Evaluations waiting for their store
+ *  reads use the new one from then on (a membership read pending on the
+ *  old one when it is freed reports STORE_ERROR). @return 0; LD_EINVAL if
+ *  `ev` is NULL.
  *  @since 0.1.0 */
 LD_EXPORT int ld_evaluator_set_big_segment_store(ld_evaluator *ev, ld_big_segment_store *bss,
                                                  int64_t stale_after_ms);

@@ -1,0 +1,49 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The library's internal allocation functions (lib/alloc-internal.h) for
+ * library files compiled into the test program (lib/eval_ops.c: see
+ * Makefile.am). libldasync exports only ld_* names, so the test program
+ * cannot call its ld__* functions; a file compiled into the program gets
+ * these instead. They allocate through the functions libldasync uses
+ * (ld_get_alloc_funcs), so ld_set_alloc_funcs() governs both, and a test
+ * that makes allocations fail reaches the compiled-in file too.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "../lib/alloc-internal.h"
+
+void *ld__malloc(size_t size)
+{
+    ld_malloc_fn fn;
+    ld_get_alloc_funcs(&fn, NULL, NULL);
+    return fn(size ? size : 1);
+}
+
+void *ld__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = ld__malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void *ld__realloc(void *ptr, size_t size)
+{
+    if (!ptr)
+        return ld__malloc(size);
+    ld_realloc_fn fn;
+    ld_get_alloc_funcs(NULL, &fn, NULL);
+    return fn(ptr, size ? size : 1);
+}
+
+void ld__free(void *ptr)
+{
+    if (!ptr)
+        return;
+    ld_dealloc_fn fn;
+    ld_get_alloc_funcs(NULL, NULL, &fn);
+    fn(ptr);
+}
