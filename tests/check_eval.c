@@ -39,13 +39,8 @@
 /* ---- helpers -------------------------------------------------------------- */
 
 /* Names of cases (and tests) that fail against the current implementation; they
- * are skipped only when LDASYNC_EVAL_SKIP_KNOWN=1.
- *   - spec 3.1 step 7: no type check when the fallback is JSON null (Go's
- *     client checks the type only when the default is not null); the
- *     implementation answers WRONG_TYPE with the null fallback. */
+ * are skipped only when LDASYNC_EVAL_SKIP_KNOWN=1. */
 static const char *const known_failing[] = {
-    "a null fallback is not type-checked",
-    "a null fallback, int asked, object served",
     /* spec 7: all flags of a store not initialized: "$valid": false */
     "store not initialized",
 };
