@@ -1550,6 +1550,100 @@ START_TEST(test_big_segments)
 }
 END_TEST
 
+/* A big segment store whose membership reads wait until the test answers
+ * (or the store is freed); its metadata is up to date. */
+struct holding_bss {
+    ld_future *out;
+    int queries;
+};
+
+static void holding_membership(void *impl, const char *hash, ld_future *out)
+{
+    struct holding_bss *h = impl;
+    (void)hash;
+    ck_assert_ptr_null(h->out);
+    h->out = out;
+    h->queries++;
+}
+
+static void holding_free(void *impl)
+{
+    struct holding_bss *h = impl;
+    ld_future_unref(h->out); /* cancelled by the front */
+    h->out = NULL;
+}
+
+static const struct ld_big_segment_store_ops holding_bss_ops = {
+    .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
+    .get_metadata = failing_metadata, /* up to date */
+    .get_membership = holding_membership,
+    .free = holding_free,
+};
+
+/* eval.h: evaluations waiting for their store reads use the big segment
+ * store set meanwhile; a membership read pending on a store freed (after
+ * it was replaced) reports STORE_ERROR. */
+START_TEST(test_big_segment_store_replaced_while_pending)
+{
+    json_t *data = data_of(SEG_FLAG("'big'"), BIG(""));
+    struct later *l;
+    ld_store *s = later_new(data, &l);
+    json_decref(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("userkey"));
+    ld_big_segment_store *old = ld_mock_big_segment_store_new(B, UP);
+    ld_big_segment_store *now = ld_mock_big_segment_store_new(B, UP);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_ptr_nonnull(now);
+    json_t *m = J("{'big.g2':true}");
+    ck_assert_int_eq(ld_mock_big_segment_store_set_membership(now, H_USERKEY, m), 0);
+    json_decref(m);
+    ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, old, 0), 0);
+    l->hold = true;
+    ld_future *f = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, now, 0), 0);
+    later_release(l);
+    ld_test_fulfilled(f);
+    json_t *got = ld_detail_to_json(D(f));
+    expect_json("the store set meanwhile", got, YES_BS("HEALTHY"));
+    json_decref(got);
+    ld_future_unref(f);
+    ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(old), 0);
+    ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(now), 1);
+    ld_evaluator_free(ev);
+    ld_test_flush();
+    ld_store_free(s);
+    ld_test_flush();
+
+    /* a membership read pending when its store is replaced and freed */
+    s = store_with(SEG_FLAG("'big'"), BIG(""));
+    ev = evaluator_of(s);
+    struct holding_bss h = {NULL, 0};
+    ld_big_segment_store *holding = ld_big_segment_store_new(B, &holding_bss_ops, &h);
+    ck_assert_ptr_nonnull(holding);
+    ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, holding, 0), 0);
+    f = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+    for (int i = 0; i < 100 && !h.out; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+    ck_assert_ptr_nonnull(h.out);
+    ck_assert(ld_future_is_pending(f));
+    ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, now, 0), 0);
+    ld_big_segment_store_free(holding);
+    ld_test_fulfilled(f);
+    got = ld_detail_to_json(D(f));
+    expect_json("a read pending on a store freed", got, NO_BS("STORE_ERROR"));
+    json_decref(got);
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+    ld_evaluator_free(ev);
+    ld_test_flush();
+    ld_big_segment_store_free(old);
+    ld_big_segment_store_free(now);
+    ld_test_flush();
+    ld_store_free(s);
+}
+END_TEST
+
 /* The stale threshold given to ld_evaluator_set_big_segment_store; replacing
  * and removing the store. */
 START_TEST(test_big_segment_store_settings)
@@ -2445,6 +2539,7 @@ Suite *ld_suite_eval(void)
     tc = tcase(s, "big_segments");
     tcase_add_loop_test(tc, test_big_segments, 0, (int)N_OF(big_cases));
     tcase_add_test(tc, test_big_segment_store_settings);
+    tcase_add_test(tc, test_big_segment_store_replaced_while_pending);
     tc = tcase(s, "all_flags");
     tcase_add_test(tc, test_all_flags_vectors);
     tcase_add_test(tc, test_all_flags_client_side_only);
