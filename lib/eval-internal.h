@@ -56,17 +56,22 @@ struct ld__weighted {
     bool untracked;
 };
 
+/* A percentage rollout (one block). */
+struct ld__rollout {
+    struct ld__attr by; /* bucketBy and the rollout's context kind */
+    int64_t seed;
+    size_t n;
+    bool has_seed;
+    bool experiment;
+    struct ld__weighted w[]; /* n > 0 */
+};
+
 /* A variation or a rollout. */
 struct ld__vor {
     int variation; /* >= 0: that index (range checked when served); see below */
-    struct ld__weighted *weighted;
-    size_t nweighted;
-    struct ld__attr by; /* bucketBy and the rollout's context kind */
-    int64_t seed;
-    bool has_seed;
-    bool experiment;
+    struct ld__rollout *rollout;
 };
-#define LD__VOR_ROLLOUT (-1)   /* variation: bucket with `weighted` */
+#define LD__VOR_ROLLOUT (-1)   /* variation: bucket with `rollout` */
 #define LD__VOR_MALFORMED (-2) /* neither, or an empty rollout */
 
 struct ld__target {

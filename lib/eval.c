@@ -364,23 +364,24 @@ static int vor_index(struct es *es, const struct ld__flag *f, const struct ld__v
     }
     if (v->variation == LD__VOR_MALFORMED)
         return fail(es, LD_EVAL_ERROR_MALFORMED_FLAG);
+    const struct ld__rollout *ro = v->rollout;
     double b;
     bool had;
-    int rc = bucket_of(es, &v->by, &f->h.key, &f->salt, v->has_seed, v->seed, &b, &had);
+    int rc = bucket_of(es, &ro->by, &f->h.key, &f->salt, ro->has_seed, ro->seed, &b, &had);
     if (rc < 0)
         return rc;
     double sum = 0;
-    for (size_t i = 0; i < v->nweighted; i++) {
-        sum += v->weighted[i].weight / 100000.0;
+    for (size_t i = 0; i < ro->n; i++) {
+        sum += ro->w[i].weight / 100000.0;
         if (b < sum) {
-            *index = v->weighted[i].variation;
-            *in_experiment = v->experiment && !v->weighted[i].untracked && had;
+            *index = ro->w[i].variation;
+            *in_experiment = ro->experiment && !ro->w[i].untracked && had;
             return 0;
         }
     }
-    const struct ld__weighted *last = &v->weighted[v->nweighted - 1];
+    const struct ld__weighted *last = &ro->w[ro->n - 1];
     *index = last->variation;
-    *in_experiment = v->experiment && !last->untracked;
+    *in_experiment = ro->experiment && !last->untracked;
     return 0;
 }
 

@@ -8,6 +8,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <ldasync/error.h>
@@ -244,47 +245,49 @@ static void compile_vor(struct cc *cc, struct ld__vor *v, const json_t *j)
     if (!json_is_object(j))
         return;
     int64_t i;
-    int r = get_int(j, "variation", INT_MIN, INT_MAX, &i);
-    if (r > 0) {
+    int got = get_int(j, "variation", INT_MIN, INT_MAX, &i);
+    if (got > 0) {
         v->variation = i >= 0 ? (int)i : LD__VOR_MALFORMED;
         return;
     }
-    if (r < 0)
+    if (got < 0)
         return;
     const json_t *ro = json_object_get(j, "rollout");
     if (!json_is_object(ro))
         return;
     const json_t *wv = json_object_get(ro, "variations");
     size_t n = json_is_array(wv) ? json_array_size(wv) : 0;
-    if (n == 0)
+    if (n == 0 || n > (SIZE_MAX - sizeof(struct ld__rollout)) / sizeof(struct ld__weighted))
         return;
-    v->weighted = cc_calloc(cc, n, sizeof *v->weighted);
-    if (!v->weighted)
+    struct ld__rollout *r = cc_calloc(cc, 1, sizeof *r + n * sizeof r->w[0]);
+    if (!r)
         return;
-    v->nweighted = n;
+    v->rollout = r;
+    r->n = n;
     for (size_t k = 0; k < n; k++) {
         const json_t *e = json_array_get(wv, k);
         int64_t var = -1, w = 0;
         if (!json_is_object(e) || get_int(e, "variation", 0, INT_MAX, &var) <= 0 ||
             get_int(e, "weight", INT_MIN, INT_MAX, &w) < 0)
             return; /* stays malformed */
-        v->weighted[k].variation = (int)var;
-        v->weighted[k].weight = (int)w;
-        v->weighted[k].untracked = get_bool(e, "untracked");
+        r->w[k].variation = (int)var;
+        r->w[k].weight = (int)w;
+        r->w[k].untracked = get_bool(e, "untracked");
     }
     const json_t *kind = json_object_get(ro, "kind");
-    v->experiment = json_is_string(kind) && strcmp(json_string_value(kind), "experiment") == 0;
-    int s = get_int(ro, "seed", INT64_MIN, INT64_MAX, &v->seed);
-    v->has_seed = s > 0;
-    compile_attr(cc, &v->by, json_object_get(ro, "contextKind"),
-                 v->experiment ? NULL : json_object_get(ro, "bucketBy"), &KEY);
+    r->experiment = json_is_string(kind) && strcmp(json_string_value(kind), "experiment") == 0;
+    r->has_seed = get_int(ro, "seed", INT64_MIN, INT64_MAX, &r->seed) > 0;
+    compile_attr(cc, &r->by, json_object_get(ro, "contextKind"),
+                 r->experiment ? NULL : json_object_get(ro, "bucketBy"), &KEY);
     v->variation = LD__VOR_ROLLOUT;
 }
 
 static void free_vor(struct ld__vor *v)
 {
-    ld__free(v->weighted);
-    free_attr(&v->by);
+    if (v->rollout) {
+        free_attr(&v->rollout->by);
+        ld__free(v->rollout);
+    }
 }
 
 /* ---- Targets ------------------------------------------------------------- */

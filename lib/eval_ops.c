@@ -13,6 +13,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include <pcre2.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <string.h>
@@ -58,6 +60,7 @@ struct ld__clause_values {
         struct {
             pcre2_code **code;
             pcre2_match_data *md;
+            pcre2_match_context *mc; /* the match limit */
         } re;
     } u;
 };
@@ -742,6 +745,29 @@ static size_t pattern_bytes(const pcre2_code *code)
 /* matches: each string compiled (PCRE2_UTF), JIT-compiled when possible;
  * patterns that do not compile are dropped. One match data block (one
  * ovector pair: only success matters) serves them all. */
+/* How many times one match may call PCRE2's internal match() (its "match
+ * limit"): a pattern that backtracks catastrophically ("(a+)+$" on a long
+ * string) stops there and does not match, instead of holding the loop for
+ * seconds. Real patterns need far fewer. */
+#define MATCH_LIMIT 100000
+
+/* LDASYNC_NO_JIT=1 compiles patterns for PCRE2's interpreter only: for
+ * valgrind, which cannot follow JIT code (make check-valgrind sets it). */
+static bool g_no_jit;
+static pthread_once_t g_jit_once = PTHREAD_ONCE_INIT;
+
+static void jit_init_once(void)
+{
+    const char *env = getenv("LDASYNC_NO_JIT");
+    g_no_jit = env && *env && strcmp(env, "0") != 0;
+}
+
+static bool jit_wanted(void)
+{
+    pthread_once(&g_jit_once, jit_init_once);
+    return !g_no_jit;
+}
+
 static int compile_regexes(const json_t *values, struct ld__clause_values **out)
 {
     size_t n = json_array_size(values), nr = 0;
@@ -763,7 +789,11 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
     pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
     if (cc)
         cv->u.re.md = pcre2_match_data_create(1, gc);
-    int rc = cv->u.re.md ? 0 : LD_ENOMEM;
+    if (cv->u.re.md)
+        cv->u.re.mc = pcre2_match_context_create(gc);
+    if (cv->u.re.mc)
+        pcre2_set_match_limit(cv->u.re.mc, MATCH_LIMIT);
+    int rc = cv->u.re.mc ? 0 : LD_ENOMEM;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const json_t *v = json_array_get(values, i);
         if (!json_is_string(v))
@@ -778,11 +808,11 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
             continue; /* a bad pattern never matches */
         }
         cv->u.re.code[cv->n++] = code;
-        if (pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0) {
+        if (!jit_wanted() || pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0) {
             /* No JIT (not built in, or out of memory): the interpreter,
              * whose backtracking frames live in the match data. A first
              * match makes them now rather than in the evaluation. */
-            if (pcre2_match(code, (PCRE2_SPTR) "", 0, 0, 0, cv->u.re.md, NULL) ==
+            if (pcre2_match(code, (PCRE2_SPTR) "", 0, 0, 0, cv->u.re.md, cv->u.re.mc) ==
                 PCRE2_ERROR_NOMEMORY)
                 rc = LD_ENOMEM;
         }
@@ -968,9 +998,10 @@ static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
     size_t len = json_string_length(u);
     uint32_t options = 0;
     for (uint32_t i = 0; i < cv->n; i++) {
-        int rc = pcre2_match(cv->u.re.code[i], s, len, 0, options, cv->u.re.md, NULL);
+        int rc = pcre2_match(cv->u.re.code[i], s, len, 0, options, cv->u.re.md, cv->u.re.mc);
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */
+        /* PCRE2_ERROR_MATCHLIMIT (and any other failure): no match. */
         if (utf_error(rc))
             return false;
         options = PCRE2_NO_UTF_CHECK; /* checked once is enough */
@@ -1056,6 +1087,7 @@ void ld__clause_values_free(struct ld__clause_values *cv)
         for (uint32_t i = 0; i < cv->n; i++)
             pcre2_code_free(cv->u.re.code[i]);
         pcre2_match_data_free(cv->u.re.md);
+        pcre2_match_context_free(cv->u.re.mc);
     }
     ld__free(cv);
 }

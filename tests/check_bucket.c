@@ -33,12 +33,13 @@
 /* The values recomputed in double (Python's hashlib, as Node and Python do). */
 #define DOUBLE_EPSILON 1e-15
 
-/* The bucket of the string s, with SHA-1 through EVP_Q_digest. */
+/* The bucket of the string s, with SHA-1 through EVP_Digest (OpenSSL 1.1 and
+ * 3). */
 static double oracle(const char *s, size_t len)
 {
     unsigned char md[EVP_MAX_MD_SIZE];
-    size_t md_len = 0;
-    ck_assert_int_eq(EVP_Q_digest(NULL, "SHA1", NULL, s, len, md, &md_len), 1);
+    unsigned int md_len = 0;
+    ck_assert_int_eq(EVP_Digest(s, len, md, &md_len, EVP_sha1(), NULL), 1);
     ck_assert_uint_eq(md_len, 20);
     uint64_t bits = 0;
     for (int i = 0; i < 8; i++)
@@ -231,6 +232,33 @@ START_TEST(test_bucket_of_long_inputs)
     free(key);
     free(value);
     free(joined);
+}
+END_TEST
+
+/* Keys, salts and values of lengths around the 64-byte SHA-1 block and the
+ * 256-byte buffer lib/bucket.c gathers the string in. */
+START_TEST(test_bucket_of_inputs_around_block_and_buffer_sizes)
+{
+    static const size_t lens[] = {0,   1,   55,  63,  64,  65,  127, 128, 200,
+                                  253, 254, 255, 256, 257, 300, 511, 600};
+    static char key[601], salt[601], value[601], joined[1805];
+    memset(key, 'k', sizeof(key) - 1);
+    memset(salt, 's', sizeof(salt) - 1);
+    memset(value, 'v', sizeof(value) - 1);
+    size_t n = sizeof(lens) / sizeof(lens[0]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            size_t kl = lens[i], sl = lens[(i + j) % n], vl = lens[j];
+            int len = snprintf(joined, sizeof(joined), "%.*s.%.*s.%.*s", (int)kl, key, (int)sl,
+                               salt, (int)vl, value);
+            ck_assert_msg(ld__bucket(key, kl, salt, sl, false, 0, value, vl) ==
+                              oracle(joined, (size_t)len),
+                          "key %zu, salt %zu, value %zu bytes", kl, sl, vl);
+            len = snprintf(joined, sizeof(joined), "-1234567.%.*s", (int)vl, value);
+            ck_assert_msg(ld__bucket(NULL, 0, NULL, 0, true, -1234567, value, vl) ==
+                              oracle(joined, (size_t)len),
+                          "seed, value %zu bytes", vl);
+        }
 }
 END_TEST
 
@@ -459,7 +487,7 @@ START_TEST(test_bucket_and_big_segment_hash_do_not_allocate)
                 __func__);
         return;
     }
-    /* Proof that the counting works: EVP_Q_digest allocates. */
+    /* Proof that the counting works: EVP_Digest allocates. */
     (void)oracle_str("x");
     ck_assert_int_gt(openssl_allocations, 0);
     long before = openssl_allocations;
@@ -490,6 +518,7 @@ Suite *ld_suite_bucket(void)
     tcase_add_test(tc, test_bucket_with_empty_salt_keeps_both_dots);
     tcase_add_test(tc, test_bucket_hashes_key_salt_value_joined_by_dots);
     tcase_add_test(tc, test_bucket_of_long_inputs);
+    tcase_add_test(tc, test_bucket_of_inputs_around_block_and_buffer_sizes);
     tcase_add_test(tc, test_bucket_of_utf8_inputs);
     tcase_add_test(tc, test_bucket_agrees_with_oracle_and_stays_in_range);
     tcase_add_test(tc, test_bucket_text_of_string_is_the_string);

@@ -235,6 +235,30 @@ START_TEST(test_matches_refuses_invalid_utf8_subjects)
 }
 END_TEST
 
+/* "(a+)+$" against 40 a's and a "!" backtracks 2^40 times without a
+ * limit: the match limit stops it and it does not match (an event loop
+ * must not be held for hours). A pattern after it still runs. */
+START_TEST(test_matches_gives_up_on_catastrophic_backtracking_without_matching)
+{
+    json_t *values = parse("[\"(a+)+$\", \"!$\"]");
+    struct ld__clause_values *cv = compile_ok("matches", values);
+    char subject[42];
+    memset(subject, 'a', 40);
+    subject[40] = '!';
+    subject[41] = '\0';
+    json_t *u = json_string(subject);
+    ck_assert(ld__clause_values_match(cv, u)); /* by "!$" */
+    json_decref(values);
+    ld__clause_values_free(cv);
+    values = parse("[\"(a+)+$\"]");
+    cv = compile_ok("matches", values);
+    ck_assert(!ld__clause_values_match(cv, u));
+    json_decref(u);
+    json_decref(values);
+    ld__clause_values_free(cv);
+}
+END_TEST
+
 START_TEST(test_string_operators_follow_harness_vectors)
 {
     EXPECT("startsWith", "\"prefix\"", "[\"prefix\"]", T);
@@ -1050,6 +1074,7 @@ Suite *ld_suite_eval_ops(void)
     tcase_add_test(tc, test_matches_follows_go_vectors);
     tcase_add_test(tc, test_bad_regexes_are_dropped_and_good_ones_still_match);
     tcase_add_test(tc, test_matches_refuses_invalid_utf8_subjects);
+    tcase_add_test(tc, test_matches_gives_up_on_catastrophic_backtracking_without_matching);
     tcase_add_test(tc, test_string_operators_follow_harness_vectors);
     tcase_add_test(tc, test_string_operators_compare_bytes_with_embedded_nul);
     tcase_add_test(tc, test_date_operators_follow_go_vectors);
