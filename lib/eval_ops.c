@@ -492,6 +492,12 @@ static void table_put(uint64_t *tab, uint32_t mask, uint64_t h, uint32_t index)
     tab[i] = (h & UINT64_C(0xffffffff00000000)) | (index + 1);
 }
 
+/* The block's bytes at `offset` (reserve() aligned it). */
+static void *in_block(struct ld__clause_values *cv, size_t offset)
+{
+    return (char *)cv + offset;
+}
+
 static struct ld__clause_values *block_new(enum ld__op op, size_t size)
 {
     struct ld__clause_values *cv = ld__calloc(1, size);
@@ -538,14 +544,13 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
     struct ld__clause_values *cv = block_new(LD__OP_IN, total);
     if (!cv)
         return LD_ENOMEM;
-    char *base = (char *)cv;
-    struct cv_str *strs = (struct cv_str *)(base + o_s);
-    double *nums = (double *)(base + o_n);
-    json_t **jsons = (json_t **)(base + o_j);
-    uint64_t *tab_s = ts ? (uint64_t *)(base + o_ts) : NULL;
-    uint64_t *tab_n = tn ? (uint64_t *)(base + o_tn) : NULL;
-    uint64_t *tab_j = tj ? (uint64_t *)(base + o_tj) : NULL;
-    char *arena = base + o_text;
+    struct cv_str *strs = in_block(cv, o_s);
+    double *nums = in_block(cv, o_n);
+    json_t **jsons = in_block(cv, o_j);
+    uint64_t *tab_s = ts ? in_block(cv, o_ts) : NULL;
+    uint64_t *tab_n = tn ? in_block(cv, o_tn) : NULL;
+    uint64_t *tab_j = tj ? in_block(cv, o_tj) : NULL;
+    char *arena = in_block(cv, o_text);
     uint32_t is = 0, in = 0, ij = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(values, i);
@@ -597,8 +602,8 @@ static int compile_strings(enum ld__op op, const json_t *values, struct ld__clau
     struct ld__clause_values *cv = block_new(op, total);
     if (!cv)
         return LD_ENOMEM;
-    struct cv_str *strs = (struct cv_str *)((char *)cv + o_s);
-    char *arena = (char *)cv + o_text;
+    struct cv_str *strs = in_block(cv, o_s);
+    char *arena = in_block(cv, o_text);
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
         if (json_is_string(v)) {
@@ -673,8 +678,7 @@ static int compile_semver_bound(enum ld__op op, const json_t *values,
     if (!cv)
         return LD_ENOMEM;
     if (bound.pre) {
-        memcpy((char *)cv + o_text, bound.pre, bound.pre_len);
-        bound.pre = (char *)cv + o_text;
+        bound.pre = memcpy(in_block(cv, o_text), bound.pre, bound.pre_len);
     }
     cv->n = any;
     cv->u.sv_bound = bound;
@@ -701,8 +705,8 @@ static int compile_semver_list(const json_t *values, struct ld__clause_values **
     struct ld__clause_values *cv = block_new(LD__OP_SEMVER_EQUAL, total);
     if (!cv)
         return LD_ENOMEM;
-    struct ld__semver *svs = (struct ld__semver *)((char *)cv + o_v);
-    char *arena = (char *)cv + o_text;
+    struct ld__semver *svs = in_block(cv, o_v);
+    char *arena = in_block(cv, o_text);
     for (size_t i = 0; i < n; i++) {
         if (!json_semver(json_array_get(values, i), &sv))
             continue;
@@ -754,7 +758,7 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
     struct ld__clause_values *cv = block_new(LD__OP_MATCHES, total);
     if (!cv)
         return LD_ENOMEM;
-    cv->u.re.code = (pcre2_code **)((char *)cv + o_code);
+    cv->u.re.code = in_block(cv, o_code);
     *out = cv;
     if (nr == 0)
         return 0;
