@@ -1,7 +1,9 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * ldasync: the clause operators of flag evaluation (LaunchDarkly's semantics,
- * docs: the evaluation spec, sections 4.1, 4.2, 4.4, 4.5). Never installed.
+ * ldasync: the clause operators of flag evaluation, with the semantics of
+ * LaunchDarkly's server SDKs (Go's where they differ, except: regular
+ * expressions are PCRE2's, dates need a 2-digit hour, an offset hour of 0-23
+ * and a day that exists in its month). Never installed.
  *
  * A clause's "values" are compiled once per operator (ld__clause_values_compile)
  * into a form that ld__clause_values_match tests a context value against
@@ -22,7 +24,8 @@
  * Threads: a compiled form is immutable except for the PCRE2 match data of
  * `matches`, which ld__clause_values_match writes: a compiled form is used by
  * one thread at a time (the evaluator runs on its loop thread). Forms of
- * different clauses are independent.
+ * different clauses are independent. JIT-compiled patterns run on a 32 KiB
+ * stack that PCRE2 takes from the calling thread's stack.
  *
  * Memory: everything goes through ld__malloc/ld__free (alloc-internal.h),
  * PCRE2's allocations too (through a general context). The JIT's executable
