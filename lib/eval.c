@@ -895,6 +895,22 @@ static bool job_gone(struct job *j)
     return true;
 }
 
+static int job_membership(void *arg, const json_t *key, const json_t **m, int *status);
+
+/* A big segment that came back: its membership read goes with the next
+ * level's reads rather than after the walk that needs it. */
+static void want_membership(struct job *j, const struct ld__item *it)
+{
+    const struct ld__segment *s = (const struct ld__segment *)it;
+    if (it->type != LD__SEGMENT || !s->unbounded || !s->has_generation || !j->ev->bss)
+        return;
+    int part = ld__context_find(j->ctx, s->unbounded_kind.s, s->unbounded_kind.len);
+    const json_t *m;
+    int status;
+    if (part >= 0)
+        (void)job_membership(j, ld__context_part_key(j->ctx, (size_t)part), &m, &status);
+}
+
 static void item_done(ld_future *f, void *arg)
 {
     struct slot *s = arg;
@@ -911,6 +927,7 @@ static void item_done(ld_future *f, void *arg)
             } else if (!it->deleted) {
                 s->item = ld__item_ref(it);
                 ld__item_references(it, want_ref, j); /* read them ahead */
+                want_membership(j, it);
             }
         }
     } else if (ld_future_error(f) == LD_ENOMEM) {
