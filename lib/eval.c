@@ -65,12 +65,15 @@ static size_t hash_ptr(const void *p)
     return (size_t)x;
 }
 
-static struct ld__item *cache_find(const struct cache *c, const json_t *json)
+/* The entry of `json` compiled as `type`: the store may hold the same JSON
+ * as a flag and as a segment (it shares what it is given), so both key it. */
+static struct ld__item *cache_find(const struct cache *c, enum ld__item_type type,
+                                   const json_t *json)
 {
     if (!c->t)
         return NULL;
     for (size_t i = hash_ptr(json) & c->mask;; i = (i + 1) & c->mask) {
-        if (c->t[i].json == json)
+        if (c->t[i].json == json && c->t[i].item->type == type)
             return c->t[i].item;
         if (!c->t[i].json)
             return NULL;
@@ -133,11 +136,9 @@ static int cache_grow(struct cache *c)
  * when memory ran out. */
 static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json_t *json)
 {
-    struct ld__item *it = cache_find(c, json);
-    if (it && it->type == type)
-        return it;
+    struct ld__item *it = cache_find(c, type, json);
     if (it)
-        return NULL; /* the same JSON as the other kind: never in real data */
+        return it;
     if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && cache_grow(c) != 0)
         return NULL;
     if (ld__item_compile(type, json, &it) != 0)
