@@ -39,6 +39,12 @@
  * MALFORMED_FLAG (they are cycles in all real data). */
 #define MAX_DEPTH 64
 
+/* Flags and segments one evaluation may visit: nesting that names the same
+ * item twice per level (two rules nesting one segment, a prerequisite listed
+ * twice) doubles the walk at each level, 2^64 visits within MAX_DEPTH; past
+ * this many the evaluation is MALFORMED_FLAG rather than a loop that hangs. */
+#define MAX_VISITS 100000
+
 #define STALE_AFTER_DEFAULT 120000
 
 /* ---- The cache of compiled items ----------------------------------------- */
@@ -215,7 +221,8 @@ struct es {
     const struct ld__item *flags[MAX_DEPTH];
     const struct ld__item *segments[MAX_DEPTH];
     int nflags, nsegments;
-    int big;   /* the worst big segments status met, or -1 */
+    long visits; /* flags and segments entered, up to MAX_VISITS */
+    int big;     /* the worst big segments status met, or -1 */
     int error; /* enum ld_eval_error after E_FAIL */
 };
 
@@ -455,7 +462,7 @@ static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r)
     memset(r, 0, sizeof *r);
     r->index = -1;
     r->rule = -1;
-    if (f->h.bad || es->nflags >= MAX_DEPTH)
+    if (f->h.bad || es->nflags >= MAX_DEPTH || ++es->visits > MAX_VISITS)
         return fail(es, LD_EVAL_ERROR_MALFORMED_FLAG);
     if (!f->on) {
         r->kind = LD_REASON_OFF;
@@ -573,7 +580,7 @@ static int big_segment(struct es *es, const struct ld__segment *s)
 
 static int segment_contains(struct es *es, const struct ld__segment *s)
 {
-    if (s->h.bad || es->nsegments >= MAX_DEPTH ||
+    if (s->h.bad || es->nsegments >= MAX_DEPTH || ++es->visits > MAX_VISITS ||
         on_stack(es->segments, es->nsegments, &s->h.key))
         return fail(es, LD_EVAL_ERROR_MALFORMED_FLAG);
     es->segments[es->nsegments++] = &s->h;
@@ -617,6 +624,7 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     es.rv = rv;
     es.arg = arg;
     es.nflags = es.nsegments = 0;
+    es.visits = 0;
     es.big = -1;
     es.error = LD_EVAL_ERROR_NONE;
     struct res r;
