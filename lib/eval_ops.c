@@ -969,6 +969,14 @@ static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
     uint32_t options = 0;
     for (uint32_t i = 0; i < cv->n; i++) {
         int rc = pcre2_match(cv->u.re.code[i], s, len, 0, options, cv->u.re.md, NULL);
+#ifdef PCRE2_NO_JIT
+        /* The JIT's stack (32 KB) is too small for a group repeated over a
+         * few thousand characters; the interpreter keeps its frames on the
+         * heap, within the match limit. */
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(cv->u.re.code[i], s, len, 0, options | PCRE2_NO_JIT, cv->u.re.md,
+                             NULL);
+#endif
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */
         if (utf_error(rc))
