@@ -17,6 +17,7 @@
  * LDASYNC_EVAL_ATTACK_SKIP_KNOWN=1 (see known_failing()).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,7 +43,13 @@
 /* True when `name` is a known failure to skip (LDASYNC_EVAL_ATTACK_SKIP_KNOWN=1). */
 static bool known_failing(const char *name)
 {
-    static const char *const known[] = {NULL};
+    static const char *const known[] = {
+        /* eval.h promises a new all-flags object each time, but its
+         * $flagsState entries are shared by every state and its values with
+         * the store: a caller that changes them changes later states (and
+         * the store's items). A design question, reported. */
+        "all flags state shared",
+    };
     const char *e = getenv("LDASYNC_EVAL_ATTACK_SKIP_KNOWN");
     if (!e || strcmp(e, "1") != 0)
         return false;
@@ -1060,6 +1067,876 @@ START_TEST(test_regex_with_groups_matches_long_strings)
 }
 END_TEST
 
+/* ---- big segments ----------------------------------------------------------------- */
+
+#define BIG_FLAG                                                                                  \
+    "{'f':{'on':true,'variations':['out','in'],'fallthrough':{'variation':0},'rules':[{'id':'r',"  \
+    "'variation':1,'clauses':[{'op':'segmentMatch','values':['big']}]}]}}"
+#define BIG_SEG "{'big':{'unbounded':true,'generation':2}}"
+#define BIG_IN_HEALTHY                                                                             \
+    "{'value':'in','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r',"   \
+    "'bigSegmentsStatus':'HEALTHY'}}"
+#define BIG_OUT(status)                                                                            \
+    "{'value':'out','variationIndex':0,'reason':{'kind':'FALLTHROUGH','bigSegmentsStatus':'" status \
+    "'}}"
+
+/* base64(sha256("u")) */
+#define HASH_U "C/6TXnDDIcfKOvx1zg0MovmLVCLgCLsxwAxtfx8cCtY="
+
+static ld_big_segment_store *mock_bss(enum ld_mock_big_segments_preset preset, bool member)
+{
+    ld_big_segment_store *bss = ld_mock_big_segment_store_new(B, preset);
+    ck_assert_ptr_nonnull(bss);
+    if (member) {
+        json_t *m = J("{'big.g2':true}");
+        ck_assert_int_eq(ld_mock_big_segment_store_set_membership(bss, HASH_U, m), 0);
+        json_decref(m);
+    }
+    return bss;
+}
+
+START_TEST(test_big_segment_store_states)
+{
+    json_t *data = data_of(BIG_FLAG, BIG_SEG);
+    ld_context *ctx = ctx_of(USER("u"));
+    static const struct {
+        int preset; /* -1: no store */
+        bool member;
+        const char *want;
+    } cases[] = {
+        {-1, true, BIG_OUT("NOT_CONFIGURED")},
+        {LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, true, BIG_IN_HEALTHY},
+        {LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, false, BIG_OUT("HEALTHY")},
+        {LD_MOCK_BIG_SEGMENTS_PRESET_STALE, true,
+         "{'value':'in','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'"
+         "r','bigSegmentsStatus':'STALE'}}"},
+        {LD_MOCK_BIG_SEGMENTS_PRESET_NONE, false, BIG_OUT("STALE")},
+        {LD_MOCK_BIG_SEGMENTS_PRESET_ERROR, true,
+         "{'value':'in','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'"
+         "r','bigSegmentsStatus':'STORE_ERROR'}}"},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        for (int which = 0; which < 2; which++) {
+            ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+            ld_evaluator *ev = evaluator_of(s);
+            ld_big_segment_store *bss =
+                cases[i].preset < 0 ? NULL : mock_bss(cases[i].preset, cases[i].member);
+            ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, bss, 0), 0);
+            json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu, %s store", i, which ? "later" : "memory");
+            expect_json(what, got, cases[i].want);
+            json_decref(got);
+            /* the all-flags state agrees */
+            ld_future *af = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+            json_t *want = J(cases[i].want);
+            json_t *fs = json_object_get(json_object_get(ld_future_json(af), "$flagsState"), "f");
+            ck_assert_msg(json_equal(json_object_get(fs, "reason"), json_object_get(want, "reason")),
+                          "%s: all flags reason differs", what);
+            json_decref(want);
+            ld_future_unref(af);
+            done_with(ev, s);
+            ld_big_segment_store_free(bss);
+            ld_test_flush();
+        }
+    }
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* The big segment store is replaced on the evaluator while an evaluation
+ * waits for its membership, and the old one is then freed: the pending
+ * read reports STORE_ERROR (eval.h), and the next evaluation reads the new
+ * store. Then the same with NULL, and with the old store answering. */
+START_TEST(test_big_segment_store_swapped_and_freed_while_pending)
+{
+    json_t *data = data_of(BIG_FLAG, BIG_SEG);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_evaluator *ev = evaluator_of(s);
+        struct ld_test_script impl = {0};
+        ld_big_segment_store *old = ld_test_script_new(LD_TEST_BIG_SEGMENT_STORE, &impl);
+        ld_big_segment_store *fresh = mock_bss(LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, true);
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, old, 1000), 0);
+        ld_future *f1 = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, J("'fb'"));
+        ld_future *a1 = ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS);
+        for (int spins = 0; spins < 50 && impl.n < 4; spins++)
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        ck_assert_int_eq(impl.n, 4); /* membership and metadata, twice */
+        ck_assert(ld_future_is_pending(f1));
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, fresh, 0), 0);
+        ld_big_segment_store_free(old);
+        ld_test_fulfilled(f1);
+        json_t *got = ld_detail_to_json(D(f1));
+        expect_json("pending on the freed store", got, BIG_OUT("STORE_ERROR"));
+        json_decref(got);
+        ld_test_fulfilled(a1);
+        expect_json("all flags pending on the freed store",
+                    json_object_get(json_object_get(json_object_get(ld_future_json(a1),
+                                                                    "$flagsState"),
+                                                    "f"),
+                                    "reason"),
+                    "{'kind':'FALLTHROUGH','bigSegmentsStatus':'STORE_ERROR'}");
+        ld_future_unref(f1);
+        ld_future_unref(a1);
+        got = detail_json(ev, "f", ctx, LD_VALUE_ANY, J("'fb'"));
+        expect_json("on the new store", got, BIG_IN_HEALTHY);
+        json_decref(got);
+
+        /* removed (NULL) while pending; the old store answers later */
+        struct ld_test_script impl2 = {0};
+        ld_big_segment_store *old2 = ld_test_script_new(LD_TEST_BIG_SEGMENT_STORE, &impl2);
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, old2, 0), 0);
+        ld_future *f2 = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, J("'fb'"));
+        for (int spins = 0; spins < 50 && impl2.n < 2; spins++)
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        ck_assert_int_ge(impl2.n, 2);
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, NULL, 0), 0);
+        int n = impl2.n;
+        impl2.n = 0;
+        for (int i = 0; i < n; i++)
+            ld_test_script_answer(LD_TEST_BIG_SEGMENT_STORE, impl2.outs[i]);
+        ld_test_fulfilled(f2);
+        got = ld_detail_to_json(D(f2));
+        ck_assert_int_eq(ld_detail_reason_kind(D(f2)), LD_REASON_FALLTHROUGH);
+        ck_assert_int_ge(ld_detail_big_segments_status(D(f2)), 0);
+        json_decref(got);
+        ld_future_unref(f2);
+        ld_big_segment_store_free(old2);
+        done_with(ev, s);
+        ld_big_segment_store_free(fresh);
+        ld_test_flush();
+    }
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* ---- lifetime and order ---------------------------------------------------------- */
+
+/* ld_evaluator_free() right after ld_evaluator_detail() and
+ * ld_evaluator_all_flags(): on a store that answered at once, the results
+ * are made already and fulfil; on a store that answers later they reject
+ * with LD_ECANCELED; in both cases the fallback is released. */
+START_TEST(test_free_right_after_starting_evaluations)
+{
+    json_t *data = data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
+                           NULL);
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *fb = json_string("fb");
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_future *d1 = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_STRING, json_incref(fb));
+        ld_future *d2 = ld_evaluator_detail(ev, "missing", ctx, LD_VALUE_STRING, json_incref(fb));
+        ld_future *a = ld_evaluator_all_flags(ev, ctx, 7);
+        ld_evaluator_free(ev);
+        ld_test_done(d1);
+        ld_test_done(d2);
+        ld_test_done(a);
+        if (which == 0) {
+            ck_assert(ld_future_is_fulfilled(d1) && ld_future_is_fulfilled(d2) &&
+                      ld_future_is_fulfilled(a));
+            ck_assert_str_eq(json_string_value(ld_detail_value(D(d1))), "a");
+            ck_assert_ptr_eq(ld_detail_value(D(d2)), fb);
+        } else {
+            ck_assert_int_eq(ld_future_error(d1), LD_ECANCELED);
+            ck_assert_int_eq(ld_future_error(d2), LD_ECANCELED);
+            ck_assert_int_eq(ld_future_error(a), LD_ECANCELED);
+        }
+        ld_future_unref(d1);
+        ld_future_unref(d2);
+        ld_future_unref(a);
+        ld_test_flush();
+        ld_store_free(s);
+        ld_test_flush();
+        ck_assert_int_eq((int)fb->refcount, 1);
+    }
+    json_decref(fb);
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* Every string a detail hands out (value, rule id, prerequisite key, the
+ * reason JSON), and the all-flags state, stay valid once the evaluator and
+ * the store are freed, on both kinds of store. */
+START_TEST(test_details_outlive_evaluator_and_store)
+{
+    json_t *data = data_of(
+        "{'r':{'on':true,'variations':[{'deep':['x']},'b'],'fallthrough':{'variation':1},"
+        "'rules':[{'id':'the-rule-id','variation':0,'clauses':[]}]},"
+        "'p':{'on':true,'variations':['a','b'],'offVariation':1,'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'the-prereq-key','variation':1}]},"
+        "'the-prereq-key':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0}}}",
+        NULL);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_future *r = ld_test_fulfilled(ld_evaluator_detail(ev, "r", ctx, LD_VALUE_ANY, NULL));
+        ld_future *p = ld_test_fulfilled(ld_evaluator_detail(ev, "p", ctx, LD_VALUE_ANY, NULL));
+        ld_future *a = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+        /* the store replaces everything before it goes */
+        json_t *empty = data_of("{}", NULL);
+        ld_test_await_ok(ld_store_init(s, empty));
+        json_decref(empty);
+        done_with(ev, s);
+        ck_assert_str_eq(ld_detail_rule_id(D(r)), "the-rule-id");
+        ck_assert_str_eq(ld_detail_prerequisite_key(D(p)), "the-prereq-key");
+        json_t *j = ld_detail_to_json(D(r));
+        expect_json("r after free", j,
+                    "{'value':{'deep':['x']},'variationIndex':0,'reason':{'kind':'RULE_MATCH',"
+                    "'ruleIndex':0,'ruleId':'the-rule-id'}}");
+        json_decref(j);
+        j = ld_detail_to_json(D(p));
+        expect_json("p after free", j,
+                    "{'value':'b','variationIndex':1,'reason':{'kind':'PREREQUISITE_FAILED',"
+                    "'prerequisiteKey':'the-prereq-key'}}");
+        json_decref(j);
+        expect_json("all flags after free", json_object_get(ld_future_json(a), "r"),
+                    "{'deep':['x']}");
+        ld_future_unref(r);
+        ld_future_unref(p);
+        ld_future_unref(a);
+    }
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+static int cb_frees;
+
+static void free_in_callback(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_evaluator_free(arg);
+    cb_frees++;
+}
+
+static void no_more(ld_future *f, void *arg)
+{
+    (void)arg;
+    ck_assert(!ld_future_is_pending(f));
+    cb_frees++;
+}
+
+/* ld_evaluator_free() from the callback of an all-flags state and of an
+ * error detail, with other evaluations (details and all flags) waiting. */
+START_TEST(test_free_from_callbacks_of_every_kind)
+{
+    json_t *data = data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0},"
+                           "'prerequisites':[{'key':'g','variation':0}]},"
+                           "'g':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
+                           NULL);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int first = 0; first < 3; first++) {
+        for (int which = 0; which < 2; which++) {
+            ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+            ld_evaluator *ev = evaluator_of(s);
+            cb_frees = 0;
+            ld_future *fs[4];
+            fs[0] = first == 0   ? ld_evaluator_all_flags(ev, ctx, 0)
+                    : first == 1 ? ld_evaluator_detail(ev, "missing", ctx, LD_VALUE_ANY, NULL)
+                                 : ld_evaluator_detail(ev, "g", ctx, LD_VALUE_BOOL, json_true());
+            fs[1] = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, json_string("fb"));
+            fs[2] = ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS);
+            fs[3] = ld_evaluator_detail(ev, "missing", ctx, LD_VALUE_ANY, NULL);
+            ck_assert_int_eq(ld_future_on_complete(ld_future_ref(fs[0]), free_in_callback, ev), 0);
+            for (int i = 1; i < 4; i++)
+                ck_assert_int_eq(ld_future_on_complete(ld_future_ref(fs[i]), no_more, NULL), 0);
+            for (int i = 0; i < 4; i++) {
+                ld_test_done(fs[i]);
+                ld_future_unref(fs[i]);
+            }
+            ld_test_flush();
+            ck_assert_int_eq(cb_frees, 4);
+            ld_store_free(s);
+            ld_test_flush();
+        }
+    }
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* The compiled cache never serves a stale form: the item replaced by
+ * upsert, by init (also with the same version and other content), deleted,
+ * its segment replaced, its prerequisite replaced; each change shows in the
+ * next evaluation, on both kinds of store. */
+START_TEST(test_replaced_items_are_evaluated_anew)
+{
+    ld_context *ctx = ctx_of(USER("u"));
+    static const struct {
+        char op;          /* 'u' upsert flag, 'U' upsert segment, 'i' init, 'd' delete f */
+        const char *item; /* the item (for 'i': the flags; segments as at the start) */
+        const char *want;
+    } steps[] = {
+        {0, NULL, RM("b", 1, 0)},
+        {'U', "{'key':'s','version':2,'included':[]}", FT("a", 0)},
+        {'u', "{'key':'p','version':2,'on':true,'variations':[0,1],'fallthrough':{'variation':1}}",
+         "{'value':'c','variationIndex':2,'reason':{'kind':'PREREQUISITE_FAILED',"
+         "'prerequisiteKey':'p'}}"},
+        {'u', "{'key':'p','version':3,'on':true,'variations':[0,1],'fallthrough':{'variation':0}}",
+         FT("a", 0)},
+        {'u',
+         "{'key':'f','version':2,'on':true,'variations':['a','b','c'],'fallthrough':{'variation':"
+         "0},'rules':[{'id':'r2','variation':2,'clauses':[{'attribute':'key','op':'in','values':["
+         "'u']}]}]}",
+         "{'value':'c','variationIndex':2,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'"
+         "r2'}}"},
+        {'i',
+         "{'f':{'version':2,'on':true,'variations':['a','b','c'],'fallthrough':{'variation':1}}}",
+         FT("b", 1)},
+        {'i',
+         "{'f':{'version':2,'on':false,'variations':['a','b','c'],'offVariation':0}}",
+         "{'value':'a','variationIndex':0,'reason':{'kind':'OFF'}}"},
+        {'d', NULL, "{'value':'fb','reason':{'kind':'ERROR','errorKind':'FLAG_NOT_FOUND'}}"},
+    };
+    for (int which = 0; which < 2; which++) {
+        json_t *data = data_of(
+            "{'f':{'on':true,'variations':['a','b','c'],'fallthrough':{'variation':0},"
+            "'rules':[{'id':'r','variation':1,'clauses':[{'op':'segmentMatch','values':['s']}]}],"
+            "'prerequisites':[{'key':'p','variation':0}],'offVariation':2},"
+            "'p':{'on':true,'variations':[0],'fallthrough':{'variation':0}}}",
+            "{'s':{'included':['u']}}");
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        json_decref(data);
+        ld_evaluator *ev = evaluator_of(s);
+        for (size_t i = 0; i < N_OF(steps); i++) {
+            if (steps[i].op == 'u' || steps[i].op == 'U') {
+                json_t *item = J(steps[i].item);
+                ck_assert(ld_test_await_bool(ld_store_upsert(
+                    s, steps[i].op == 'u' ? ld_kind_features() : ld_kind_segments(), item)));
+                json_decref(item);
+            } else if (steps[i].op == 'i') {
+                json_t *d = data_of(steps[i].item, "{'s':{'included':['u']}}");
+                ld_test_await_ok(ld_store_init(s, d));
+                json_decref(d);
+            } else if (steps[i].op == 'd') {
+                ck_assert(ld_test_await_bool(ld_store_delete(s, ld_kind_features(), "f", 3)));
+            }
+            for (int again = 0; again < 2; again++) {
+                json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, J("'fb'"));
+                char what[64];
+                snprintf(what, sizeof what, "step %zu, %s store", i, which ? "later" : "memory");
+                expect_json(what, got, steps[i].want);
+                json_decref(got);
+            }
+        }
+        done_with(ev, s);
+    }
+    ld_context_unref(ctx);
+}
+END_TEST
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Tens of thousands of upserts of flags (and a segment) that are evaluated
+ * after each: what the evaluator holds must stay bounded (stats and RSS,
+ * reported). */
+START_TEST(test_memory_stays_bounded_under_many_upserts)
+{
+    int n = LD_TEST_SANITIZED ? 5000 : 30000;
+    ld_store *s = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(s);
+    json_t *d = data_of("{}", "{}");
+    ld_test_await_ok(ld_store_init(s, d));
+    json_decref(d);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    struct ld_evaluator_stats st, at1000 = {0};
+    size_t max_bytes = 0;
+    long rss1000 = 0;
+    for (int i = 1; i <= n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "f%d", i % 10);
+        json_t *seg = json_pack("{s:s,s:i,s:[s,s]}", "key", "s", "version", i, "included", "u", "v");
+        json_t *fl = json_pack(
+            "{s:s,s:i,s:b,s:[i,i,i],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]},{s:s,s:s,s:[s,s,s,s,s,s,"
+            "s,s,s,s]}]}]}",
+            "key", key, "version", i, "on", 1, "variations", 0, 1, 2, "fallthrough", "variation", 0,
+            "rules", "id", "r", "variation", 1, "clauses", "op", "segmentMatch", "values", "s",
+            "attribute", "key", "op", "in", "values", "a", "b", "c", "d", "e", "f", "g", "h", "i",
+            "u");
+        ld_future_unref(ld_store_upsert(s, ld_kind_segments(), seg));
+        ld_future_unref(ld_store_upsert(s, ld_kind_features(), fl));
+        json_decref(seg);
+        json_decref(fl);
+        ld_future *f = ld_evaluator_detail(ev, key, ctx, LD_VALUE_ANY, NULL);
+        ld_test_wait(f);
+        ck_assert_int_eq(ld_detail_variation_index(D(f)), 1);
+        ld_future_unref(f);
+        if (i % 1000 == 0) {
+            ld_future *a = ld_evaluator_all_flags(ev, ctx, i % 2000 ? 0 : LD_ALL_FLAGS_WITH_REASONS);
+            ld_test_wait(a);
+            ck_assert(ld_future_is_fulfilled(a));
+            ld_future_unref(a);
+        }
+        ck_assert_int_eq(ld_evaluator_stats(ev, &st), 0);
+        if (st.bytes > max_bytes)
+            max_bytes = st.bytes;
+        if (i == 1000) {
+            at1000 = st;
+            rss1000 = rss_kb();
+        }
+    }
+    long rss_end = rss_kb();
+    fprintf(stderr,
+            "after 1000 upserts: %zu flags, %zu segments, %zu bytes, RSS %ld kB; after %d: %zu "
+            "flags, %zu segments, %zu bytes (max %zu), RSS %ld kB\n",
+            at1000.flags, at1000.segments, at1000.bytes, rss1000, n, st.flags, st.segments,
+            st.bytes, max_bytes, rss_end);
+    ck_assert_uint_le(max_bytes, 4 * at1000.bytes + 65536);
+    ck_assert_uint_le(st.flags + st.segments, 200);
+    if (!LD_TEST_SANITIZED)
+        ck_assert_int_le(rss_end - rss1000, 8192);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
+/* ---- all flags --------------------------------------------------------------------- */
+
+/* 0 flags, every option combination, a store that cannot list, and states
+ * that the caller changes (eval.h: a new object each time). */
+START_TEST(test_all_flags_edges)
+{
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *empty = data_of("{}", NULL);
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? memory_with(empty) : later_new(empty, NULL);
+        ld_evaluator *ev = evaluator_of(s);
+        for (unsigned o = 0; o < 8; o++) {
+            ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, o));
+            expect_json("no flags", ld_future_json(f), "{'$flagsState':{},'$valid':true}");
+            ld_future_unref(f);
+        }
+        ld_test_expect_error(ld_evaluator_all_flags(ev, ctx, 8), LD_EINVAL, NULL);
+        ld_test_expect_error(ld_evaluator_all_flags(ev, ctx, ~0u), LD_EINVAL, NULL);
+        done_with(ev, s);
+    }
+    json_decref(empty);
+
+    /* a store that fails: the later store, and the mock store told to fail */
+    json_t *data = data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
+                           NULL);
+    struct later *l;
+    ld_store *s = later_new(data, &l);
+    l->fail = true;
+    ld_evaluator *ev = evaluator_of(s);
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 7));
+    expect_json("later store failing", ld_future_json(f), "{'$flagsState':{},'$valid':false}");
+    ld_future_unref(f);
+    done_with(ev, s);
+    for (int which = 0; which < 2; which++) {
+        s = ld_mock_store_new(B);
+        ck_assert_ptr_nonnull(s);
+        ld_test_await_ok(ld_store_init(s, data));
+        ck_assert_int_eq(ld_mock_store_fail_next(s, LD_MOCK_OP_ALL, which + 1, LD_ESTORE), 0);
+        ev = evaluator_of(s);
+        f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+        expect_json("mock store failing", ld_future_json(f), "{'$flagsState':{},'$valid':false}");
+        ld_future_unref(f);
+        done_with(ev, s);
+    }
+
+    /* the caller changes the state it got: the next one is not affected
+     * (a known failure: the $flagsState entries are shared between states,
+     * and the values with the store) */
+    if (known_failing("all flags state shared")) {
+        json_decref(data);
+        ld_context_unref(ctx);
+        return;
+    }
+    s = memory_with(data);
+    ev = evaluator_of(s);
+    for (unsigned o = 0; o < 8; o++) {
+        f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, o));
+        json_t *st = ld_future_json(f);
+        json_t *meta = json_object_get(json_object_get(st, "$flagsState"), "f");
+        ck_assert_ptr_nonnull(meta);
+        json_object_set_new(meta, "mine", json_true());
+        json_object_set_new(meta, "variation", json_integer(42));
+        json_object_set_new(st, "f", json_string("changed"));
+        ld_future_unref(f);
+        f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, o));
+        st = ld_future_json(f);
+        meta = json_object_get(json_object_get(st, "$flagsState"), "f");
+        char what[64];
+        snprintf(what, sizeof what, "options %u, after the caller changed the last state", o);
+        ck_assert_msg(!json_object_get(meta, "mine"), "%s: its change shows", what);
+        ck_assert_msg(json_integer_value(json_object_get(meta, "variation")) == 0, "%s", what);
+        expect_json(what, json_object_get(st, "f"), "'a'");
+        ld_future_unref(f);
+    }
+    done_with(ev, s);
+    json_decref(data);
+    ld_context_unref(ctx);
+}
+END_TEST
+
+/* A value that is an object: changing it in the all-flags state must not
+ * change what the store serves (known failure, see known_failing()). */
+START_TEST(test_all_flags_state_values_are_not_the_stores)
+{
+    if (known_failing("all flags state shared"))
+        return;
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *data = data_of("{'f':{'on':true,'variations':[{'o':1}],'fallthrough':{'variation':0}}}", NULL);
+    ld_store *s = memory_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+    json_object_set_new(json_object_get(ld_future_json(f), "f"), "mine", json_true());
+    ld_future_unref(f);
+    json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+    expect_json("a detail after the caller changed a state's value", got,
+                "{'value':{'o':1},'variationIndex':0,'reason':{'kind':'FALLTHROUGH'}}");
+    json_decref(got);
+    done_with(ev, s);
+    json_decref(data);
+    ld_context_unref(ctx);
+}
+END_TEST
+
+/* ---- ownership of the fallback ---------------------------------------------------- */
+
+START_TEST(test_fallback_released_on_every_path)
+{
+    json_t *data = data_of(
+        "{'ok':{'on':true,'variations':['a'],'fallthrough':{'variation':0}},"
+        "'off':{'on':false,'variations':['a']},"
+        "'bad':{'on':true,'variations':['a'],'fallthrough':{'variation':9}},"
+        "'cycle':{'on':true,'variations':['a'],'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'cycle','variation':0}]},"
+        "'pre':{'on':true,'variations':['a'],'offVariation':0,'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'nope','variation':0}]},"
+        "'big':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},'rules':[{'id':'r',"
+        "'variation':1,'clauses':[{'op':'segmentMatch','values':['bs']}]}]}}",
+        "{'bs':{'unbounded':true,'generation':1}}");
+    ld_context *ctx = ctx_of(USER("u"));
+    static const char *const keys[] = {"ok", "off", "bad", "cycle", "pre", "big", "nope", "", NULL};
+    static const ld_value_type types[] = {LD_VALUE_ANY, LD_VALUE_BOOL, LD_VALUE_STRING, 99};
+    json_t *fb = json_string("fb");
+    for (int which = 0; which < 3; which++) {
+        struct later *l = NULL;
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, &l);
+        if (which == 2)
+            l->fail = true;
+        ld_evaluator *ev = evaluator_of(s);
+        ld_big_segment_store *bss = mock_bss(LD_MOCK_BIG_SEGMENTS_PRESET_ERROR, true);
+        ld_evaluator_set_big_segment_store(ev, bss, 0);
+        for (size_t k = 0; k < N_OF(keys); k++) {
+            for (size_t t = 0; t < N_OF(types); t++) {
+                for (int with_ctx = 0; with_ctx < 2; with_ctx++) {
+                    ld_future *f = ld_evaluator_detail(ev, keys[k], with_ctx ? ctx : NULL,
+                                                       types[t], json_incref(fb));
+                    ld_test_done(f);
+                    if (ld_future_is_fulfilled(f)) {
+                        const ld_detail *d = D(f);
+                        ck_assert(ld_detail_value(d) == fb ||
+                                  ld_detail_variation_index(d) >= 0);
+                    } else {
+                        ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
+                    }
+                    ld_future_unref(f);
+                    ld_test_flush();
+                    ck_assert_msg(fb->refcount == 1, "store %d, %s, type %d, ctx %d: count %zu",
+                                  which, keys[k] ? keys[k] : "(NULL)", (int)types[t], with_ctx,
+                                  (size_t)fb->refcount);
+                }
+            }
+        }
+        /* pending when the evaluator goes */
+        if (l) {
+            l->hold = true;
+            ld_future *f = ld_evaluator_detail(ev, "ok", ctx, LD_VALUE_ANY, json_incref(fb));
+            ld_evaluator_free(ev);
+            ld_test_expect_error(f, LD_ECANCELED, NULL);
+            later_release(l);
+            ld_test_flush();
+            ev = NULL;
+        }
+        ck_assert_int_eq((int)fb->refcount, 1);
+        done_with(ev, s);
+        ld_big_segment_store_free(bss);
+        ld_test_flush();
+    }
+    ck_assert_int_eq((int)fb->refcount, 1);
+    json_decref(fb);
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* ---- allocation failures on every path --------------------------------------------- */
+
+static atomic_long g_calls, g_fail_at;
+static atomic_bool g_counting;
+
+static void *failing_malloc(size_t n)
+{
+    if (atomic_load(&g_counting) && atomic_fetch_add(&g_calls, 1) + 1 == atomic_load(&g_fail_at))
+        return NULL;
+    return malloc(n);
+}
+
+static void *failing_realloc(void *p, size_t n)
+{
+    if (atomic_load(&g_counting) && atomic_fetch_add(&g_calls, 1) + 1 == atomic_load(&g_fail_at))
+        return NULL;
+    return realloc(p, n);
+}
+
+/* Runs the loop until `f` completes (ld_future_wait may itself meet the
+ * failures). */
+static void spin_until_done(ld_future *f)
+{
+    for (int i = 0; i < 100000 && ld_future_is_pending(f); i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert(!ld_future_is_pending(f));
+}
+
+#define RICH_FLAGS                                                                                 \
+    "{'f':{'on':true,'variations':['a','b','c','d'],'offVariation':0,'salt':'s',"                 \
+    "'fallthrough':{'rollout':{'variations':[{'variation':1,'weight':50000},{'variation':2,"       \
+    "'weight':50000}]}},'targets':[{'values':['t1','t2','t3','t4','t5','t6','t7','t8','t9'],"      \
+    "'variation':3}],'prerequisites':[{'key':'p','variation':0}],'rules':["                       \
+    "{'id':'r0','variation':3,'clauses':[{'attribute':'name','op':'matches','values':['^x+$']}]},"  \
+    "{'id':'r1','variation':3,'clauses':[{'op':'segmentMatch','values':['s','big']}]},"            \
+    "{'id':'r2','variation':2,'clauses':[{'attribute':'v','op':'semVerLessThan','values':['2.0.0'"  \
+    "]},{'attribute':'d','op':'before','values':['2030-01-01T00:00:00Z']}]}]},"                    \
+    "'p':{'on':true,'variations':[true],'fallthrough':{'variation':0}}}"
+#define RICH_SEGMENTS                                                                              \
+    "{'s':{'included':['nobody'],'rules':[{'clauses':[{'attribute':'key','op':'in','values':["     \
+    "'zz']}],'weight':50000}]},'big':{'unbounded':true,'generation':1}}"
+
+START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
+{
+    json_t *data = data_of(RICH_FLAGS, RICH_SEGMENTS);
+    ld_context *ctx = ctx_of("{'key':'u','name':'abc','v':'1.5.0','d':'2020-01-01T00:00:00Z'}");
+    json_t *fb = json_string("fb");
+    for (int path = 0; path < 6; path++) {
+        /* 0, 1: detail on the memory / later store; 2, 3: all flags; 4, 5:
+         * detail and all flags with a big segment store */
+        bool all = path == 2 || path == 3 || path == 5;
+        bool later = path == 1 || path == 3;
+        json_t *want = NULL;
+        long enomem = 0, fulfilled = 0;
+        for (long n = 0; n < 200000; n++) {
+            ld_store *s = later ? later_new(data, NULL) : memory_with(data);
+            ld_big_segment_store *bss =
+                path >= 4 ? mock_bss(LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, true) : NULL;
+            ld_evaluator *ev = evaluator_of(s);
+            if (bss)
+                ld_evaluator_set_big_segment_store(ev, bss, 0);
+            ck_assert_int_eq(ld_set_alloc_funcs(failing_malloc, failing_realloc, free), 0);
+            atomic_store(&g_calls, 0);
+            atomic_store(&g_fail_at, n); /* 0: nothing fails */
+            atomic_store(&g_counting, true);
+            ld_future *f = all ? ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS)
+                               : ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, json_incref(fb));
+            ck_assert_ptr_nonnull(f);
+            spin_until_done(f);
+            atomic_store(&g_counting, false);
+            ld_set_alloc_funcs(NULL, NULL, NULL);
+            bool failed = n > 0 && atomic_load(&g_calls) >= n;
+            json_t *got = NULL;
+            if (ld_future_is_fulfilled(f)) {
+                fulfilled++;
+                got = all ? json_incref(ld_future_json(f)) : ld_detail_to_json(D(f));
+                ck_assert_ptr_nonnull(got);
+            } else {
+                ck_assert_msg(ld_future_error(f) == LD_ENOMEM, "path %d, n %ld: %s", path, n,
+                              ld_future_error_message(f));
+                enomem++;
+            }
+            ld_future_unref(f);
+            done_with(ev, s);
+            ld_big_segment_store_free(bss);
+            ld_test_flush();
+            ck_assert_msg(fb->refcount == 1, "path %d, n %ld: fallback count %zu", path, n,
+                          (size_t)fb->refcount);
+            if (n == 0) {
+                ck_assert_ptr_nonnull(got);
+                want = got;
+                continue;
+            }
+            if (got) {
+                if (!json_equal(got, want)) {
+                    char *a = dumps(got), *b = dumps(want);
+                    ck_abort_msg("path %d, allocation %ld failed: got %s, want %s", path, n, a,
+                                 b);
+                }
+                json_decref(got);
+            }
+            if (!failed)
+                break;
+        }
+        fprintf(stderr, "allocation failures, path %d: %ld LD_ENOMEM, %ld details\n", path,
+                enomem, fulfilled);
+        ck_assert_int_gt(enomem, 0);
+        json_decref(want);
+    }
+    json_decref(fb);
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* ---- contexts the builder makes from C strings ------------------------------------- */
+
+/* A key, attribute names and values that are not valid UTF-8 (JSON cannot
+ * carry them, but C strings can): whatever the builder accepts evaluates to
+ * a deterministic detail, with regexes, targets, bucketing, big segments. */
+START_TEST(test_contexts_with_invalid_utf8)
+{
+    json_t *data = data_of(RICH_FLAGS, RICH_SEGMENTS);
+    static const char *const keys[] = {"\xff\xfe", "t1\xc3", "\xc3\x28", "u\xed\xa0\x80"};
+    for (size_t i = 0; i < N_OF(keys); i++) {
+        ld_context_builder *b = ld_context_builder_new("user", keys[i]);
+        ck_assert_ptr_nonnull(b);
+        ld_context_builder_set(b, "name", json_stringn_nocheck("x\xffx", 3));
+        ld_context_builder_set(b, "v", json_stringn_nocheck("1.\xff", 3));
+        ld_context *ctx = ld_context_builder_build(b, NULL);
+        ld_context_builder_free(b);
+        if (!ctx)
+            continue; /* refused: fine */
+        for (int with_big = 0; with_big < 2; with_big++) {
+            ld_store *s = memory_with(data);
+            ld_evaluator *ev = evaluator_of(s);
+            ld_big_segment_store *bss =
+                with_big ? mock_bss(LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, false) : NULL;
+            ld_evaluator_set_big_segment_store(ev, bss, 0);
+            json_t *a = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+            json_t *b2 = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+            ck_assert(json_equal(a, b2));
+            ld_future *af = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 7));
+            ld_future_unref(af);
+            json_decref(a);
+            json_decref(b2);
+            done_with(ev, s);
+            ld_big_segment_store_free(bss);
+            ld_test_flush();
+        }
+        ld_context_unref(ctx);
+    }
+    /* a flag key that is not valid UTF-8 is not found */
+    ld_store *s = memory_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *got = detail_json(ev, "f\xff", ctx, LD_VALUE_ANY, J("'fb'"));
+    char *g = dumps(got);
+    fprintf(stderr, "flag key not UTF-8: %s\n", g);
+    free(g);
+    ck_assert_int_eq(json_is_object(json_object_get(got, "reason")), 1);
+    json_decref(got);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
+/* ---- threads --------------------------------------------------------------------- */
+
+#define HANDOFF 3000
+
+struct handoff {
+    ld_future *fs[HANDOFF];
+    atomic_int ready;
+    int n;
+    long seen;
+};
+
+static void *consume(void *arg)
+{
+    struct handoff *h = arg;
+    for (int i = 0; i < h->n; i++) {
+        while (atomic_load(&h->ready) <= i)
+            sched_yield();
+        ld_future *f = h->fs[i];
+        const ld_detail *d = ld_future_ptr(f);
+        if (d) {
+            json_t *j = ld_detail_to_json(d);
+            h->seen += j != NULL && ld_detail_rule_id(d) != NULL;
+            json_decref(j);
+        } else {
+            char *text = json_dumps(ld_future_json(f), JSON_COMPACT);
+            h->seen += text != NULL;
+            free(text);
+        }
+        ld_future_unref(f);
+    }
+    return NULL;
+}
+
+static void thread_setup(void)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    ld_test_setup();
+}
+
+/* Details and all-flags states released on another thread (libevent
+ * threading on) while the loop thread replaces the flags they come from, so
+ * that the last reference to a compiled flag is often the detail's. Run it
+ * under TSan too. */
+START_TEST(test_details_released_on_another_thread)
+{
+    json_t *data = data_of("{}", "{'s':{'included':['u']}}");
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_context *ctx = ctx_of(USER("u"));
+        struct handoff *h = calloc(1, sizeof(*h));
+        ck_assert_ptr_nonnull(h);
+        h->n = LD_TEST_SANITIZED ? 600 : HANDOFF;
+        atomic_init(&h->ready, 0);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, consume, h), 0);
+        for (int i = 0; i < h->n; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "f%d", i % 7);
+            if (i % 3 == 0) {
+                json_t *fl = json_pack(
+                    "{s:s,s:i,s:b,s:[s,{s:[i]}],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]}]}]}", "key",
+                    key, "version", i + 1, "on", 1, "variations", "a", "obj", i, "fallthrough",
+                    "variation", 0, "rules", "id", "rule-id", "variation", 1, "clauses", "op",
+                    "segmentMatch", "values", "s");
+                ld_future *u = ld_store_upsert(s, ld_kind_features(), fl);
+                json_decref(fl);
+                ld_test_wait(u);
+                ld_future_unref(u);
+            }
+            ld_future *f = i % 10 == 9 ? ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS)
+                                       : ld_evaluator_detail(ev, key, ctx, LD_VALUE_ANY, NULL);
+            ld_test_wait(f);
+            ck_assert(ld_future_is_fulfilled(f));
+            h->fs[i] = f;
+            atomic_store(&h->ready, i + 1);
+        }
+        pthread_join(t, NULL);
+        ck_assert_int_gt(h->seen, h->n / 2);
+        free(h);
+        ld_context_unref(ctx);
+        done_with(ev, s);
+    }
+    json_decref(data);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------- */
 
 static TCase *tcase(Suite *s, const char *name, double timeout)
@@ -1074,7 +1951,6 @@ static TCase *tcase(Suite *s, const char *name, double timeout)
 Suite *ld_suite_eval_attack(void)
 {
     Suite *s = suite_create("eval_attack");
-    (void)known_failing; (void)now_s; (void)later_release; /* TMP */
     TCase *tc = tcase(s, "malformed", 60);
     tcase_add_loop_test(tc, test_malformed_data_gives_a_deterministic_detail, 0,
                         (int)N_OF(malformed_cases));
@@ -1087,5 +1963,25 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_huge_keys_and_deep_references);
     tcase_add_test(tc, test_catastrophic_regex_is_bounded);
     tcase_add_test(tc, test_regex_with_groups_matches_long_strings);
+    tc = tcase(s, "big_segments", 60);
+    tcase_add_test(tc, test_big_segment_store_states);
+    tcase_add_test(tc, test_big_segment_store_swapped_and_freed_while_pending);
+    tc = tcase(s, "lifetime", 120);
+    tcase_add_test(tc, test_free_right_after_starting_evaluations);
+    tcase_add_test(tc, test_details_outlive_evaluator_and_store);
+    tcase_add_test(tc, test_free_from_callbacks_of_every_kind);
+    tcase_add_test(tc, test_replaced_items_are_evaluated_anew);
+    tcase_add_test(tc, test_memory_stays_bounded_under_many_upserts);
+    tcase_add_test(tc, test_all_flags_edges);
+    tcase_add_test(tc, test_all_flags_state_values_are_not_the_stores);
+    tcase_add_test(tc, test_fallback_released_on_every_path);
+    tcase_add_test(tc, test_contexts_with_invalid_utf8);
+    tc = tcase_create("threads");
+    tcase_add_checked_fixture(tc, thread_setup, ld_test_teardown);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    tcase_add_test(tc, test_details_released_on_another_thread);
+    tc = tcase(s, "allocation_failures", 600);
+    tcase_add_test(tc, test_allocation_failures_reject_or_serve_on_every_path);
     return s;
 }
