@@ -712,13 +712,21 @@ static const ld_kind *kind_of(enum ld__item_type type)
     return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
 }
 
+/* False for a key no store can hold: empty, or with a NUL inside (JSON
+ * allows "p\u0000x"; the store's get takes a C string, which would ask
+ * for "p"). Such a prerequisite or segment is absent, on every store. */
+static bool key_ok(const struct ld__str *key)
+{
+    return key->len > 0 && !memchr(key->s, '\0', key->len);
+}
+
 /* The resolver of ld_evaluator_detail() on a store that answers at once. */
 static int now_item(void *arg, enum ld__item_type type, const struct ld__str *key,
                     const struct ld__item **out)
 {
     ld_evaluator *ev = arg;
     *out = NULL;
-    if (!key->len)
+    if (!key_ok(key))
         return 0;
     json_t *json;
     struct ld_lease *lease;
@@ -864,7 +872,7 @@ static struct slot *find_slot(struct job *j, enum ld__item_type type, const char
 static struct slot *want(struct job *j, enum ld__item_type type, const char *key, size_t len)
 {
     struct slot *s = find_slot(j, type, key, len);
-    if (s || !len)
+    if (s || !key_ok(&(struct ld__str){key, len}))
         return s;
     s = ld__calloc(1, sizeof *s);
     char *k = ld__malloc(len + 1);
@@ -1008,7 +1016,7 @@ static int job_item(void *arg, enum ld__item_type type, const struct ld__str *ke
 {
     struct job *j = arg;
     *out = NULL;
-    if (!key->len)
+    if (!key_ok(key))
         return 0;
     if (j->all) {
         json_t *o = type == LD__FLAG ? j->flags : j->segments;
