@@ -1897,6 +1897,91 @@ START_TEST(test_keys_with_nul_are_not_truncated)
 }
 END_TEST
 
+/* Items with strings that are not valid UTF-8: JSON text cannot carry them,
+ * but a C caller can build items with json_stringn_nocheck() and the store
+ * validates only key, version and deleted. */
+static json_t *not_utf8_data(void)
+{
+    json_t *data = data_of(
+        "{'f':{'on':true,'variations':['a','b'],'offVariation':1,'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'PRE','variation':0}]},"
+        "'g':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},'rules':[{'id':'r',"
+        "'variation':1,'clauses':[{'op':'segmentMatch','values':['SEG','s']}]}]}}",
+        "{'s':{'included':['u']}}");
+    json_t *fs = json_object_get(data, "features");
+    json_object_set_new(json_array_get(json_object_get(json_object_get(fs, "f"), "prerequisites"), 0),
+                        "key", json_stringn_nocheck("p\xff", 2));
+    json_t *rule = json_array_get(json_object_get(json_object_get(fs, "g"), "rules"), 0);
+    json_array_set_new(json_object_get(json_array_get(json_object_get(rule, "clauses"), 0), "values"),
+                       0, json_stringn_nocheck("s\xfe", 2));
+    json_object_set_new(rule, "id", json_stringn_nocheck("r\xff", 2));
+    return data;
+}
+
+/* A rule id or prerequisite key that is not valid UTF-8 is reported as it
+ * is: ld_detail_to_json() is NULL only when memory runs out (eval.h), and
+ * the all-flags state with reasons is made. */
+START_TEST(test_reason_strings_not_utf8_are_reported)
+{
+    json_t *data = not_utf8_data();
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_store *s = memory_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_future *f = ld_test_fulfilled(ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, NULL));
+    ck_assert_int_eq(ld_detail_reason_kind(D(f)), LD_REASON_PREREQUISITE_FAILED);
+    json_t *j = ld_detail_to_json(D(f));
+    ck_assert_msg(j != NULL, "ld_detail_to_json() of a PREREQUISITE_FAILED detail is NULL");
+    ck_assert_int_eq(json_string_length(json_object_get(json_object_get(j, "reason"),
+                                                        "prerequisiteKey")),
+                     2);
+    json_decref(j);
+    ld_future_unref(f);
+    f = ld_test_fulfilled(ld_evaluator_detail(ev, "g", ctx, LD_VALUE_ANY, NULL));
+    ck_assert_int_eq(ld_detail_rule_index(D(f)), 0);
+    j = ld_detail_reason_to_json(D(f));
+    ck_assert_msg(j != NULL, "ld_detail_reason_to_json() of a RULE_MATCH detail is NULL");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ruleId")), "r\xff");
+    json_decref(j);
+    ld_future_unref(f);
+    ld_future *a = ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS);
+    ld_test_done(a);
+    ck_assert_msg(ld_future_is_fulfilled(a), "all flags rejected: %s", ld_future_error_message(a));
+    json_t *meta = json_object_get(ld_future_json(a), "$flagsState");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(json_object_get(meta, "g"), "reason"),
+                                          "ruleId")),
+        "r\xff");
+    ld_future_unref(a);
+    done_with(ev, s);
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* A prerequisite, segment or flag key that is not valid UTF-8 is absent,
+ * alike on every store (no store can hold it: store.h): a failed
+ * prerequisite, a skipped segment, FLAG_NOT_FOUND. */
+START_TEST(test_keys_not_utf8_are_absent_on_every_store)
+{
+    json_t *data = not_utf8_data();
+    ld_context *ctx = ctx_of(USER("u"));
+    json_t *got = eval_both(data, "f", ctx, LD_VALUE_ANY, NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(got, "variationIndex")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(got, "reason"), "kind")),
+                     "PREREQUISITE_FAILED");
+    json_decref(got);
+    got = eval_both(data, "g", ctx, LD_VALUE_ANY, NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(got, "variationIndex")), 1);
+    json_decref(got);
+    got = eval_both(data, "f\xff", ctx, LD_VALUE_ANY, "'fb'");
+    expect_json("flag key not UTF-8", got,
+                "{'value':'fb','reason':{'kind':'ERROR','errorKind':'FLAG_NOT_FOUND'}}");
+    json_decref(got);
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
 /* "Borrows key (copied when needed)": the caller's buffer may change or go
  * as soon as ld_evaluator_detail() returns, also while the evaluation waits
  * for the store. */
@@ -2178,6 +2263,8 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_contexts_with_invalid_utf8);
     tc = tcase(s, "promises", 60);
     tcase_add_test(tc, test_keys_with_nul_are_not_truncated);
+    tcase_add_test(tc, test_reason_strings_not_utf8_are_reported);
+    tcase_add_test(tc, test_keys_not_utf8_are_absent_on_every_store);
     tcase_add_test(tc, test_detail_copies_the_key_it_needs);
     tcase_add_test(tc, test_memory_store_completes_in_one_loop_pass);
     tcase_add_test(tc, test_big_segment_staleness_settings);
