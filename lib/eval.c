@@ -1394,12 +1394,15 @@ static json_t *reason_json(uint8_t kind, uint8_t error, int rule, const struct l
     if (!o)
         return NULL;
     int rc = set_new(o, "kind", json_string(ld_reason_kind_name((enum ld_reason_kind)kind)));
+    /* The strings are the stored item's as they are: valid UTF-8 unless a C
+     * caller made them with json_stringn_nocheck(), which json_stringn()
+     * would refuse (as if memory ran out). */
     if (kind == LD_REASON_RULE_MATCH) {
         rc |= set_new(o, "ruleIndex", json_integer(rule));
         if (rule_id->s)
-            rc |= set_new(o, "ruleId", json_stringn(rule_id->s, rule_id->len));
+            rc |= set_new(o, "ruleId", json_stringn_nocheck(rule_id->s, rule_id->len));
     } else if (kind == LD_REASON_PREREQUISITE_FAILED) {
-        rc |= set_new(o, "prerequisiteKey", json_stringn(prereq->s, prereq->len));
+        rc |= set_new(o, "prerequisiteKey", json_stringn_nocheck(prereq->s, prereq->len));
     } else if (kind == LD_REASON_ERROR) {
         rc |= set_new(o, "errorKind", json_string(ld_eval_error_name((enum ld_eval_error)error)));
     }
