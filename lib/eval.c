@@ -32,6 +32,7 @@
 #include "context-internal.h"
 #include "eval-internal.h"
 #include "future-internal.h"
+#include "kind-internal.h"
 #include "lease-internal.h"
 #include "store-internal.h"
 
@@ -712,12 +713,13 @@ static const ld_kind *kind_of(enum ld__item_type type)
     return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
 }
 
-/* False for a key no store can hold: empty, or with a NUL inside (JSON
- * allows "p\u0000x"; the store's get takes a C string, which would ask
- * for "p"). Such a prerequisite or segment is absent, on every store. */
+/* False for a key no store can hold: empty, with a NUL inside (JSON allows
+ * "p\u0000x"; the store's get takes a C string, which would ask for "p"),
+ * or not valid UTF-8 (a store rejects it with LD_EINVAL). Such a flag,
+ * prerequisite or segment is absent, on every store. */
 static bool key_ok(const struct ld__str *key)
 {
-    return key->len > 0 && !memchr(key->s, '\0', key->len);
+    return key->len > 0 && !memchr(key->s, '\0', key->len) && ld__utf8_valid(key->s, key->len);
 }
 
 /* The resolver of ld_evaluator_detail() on a store that answers at once. */
