@@ -1638,6 +1638,51 @@ START_TEST(test_all_flags_state_values_are_not_the_stores)
 }
 END_TEST
 
+/* A store implementation is public API too: one that answers with items
+ * that are not what store.h says (not objects, without a "key", filed
+ * under another key) must still give details and an all-flags state, not
+ * a crash or an LD_ENOMEM rejection. */
+START_TEST(test_store_answering_garbage_items)
+{
+    json_t *data = data_of("{'ok':{'on':true,'variations':['x'],'fallthrough':{'variation':0}}}",
+                           NULL);
+    struct later *l;
+    ld_store *s = later_new(data, &l);
+    json_t *fs = json_object_get(l->data, "features");
+    json_object_set_new(fs, "five", json_integer(5));
+    json_object_set_new(fs, "str", json_string("flag"));
+    json_object_set_new(fs, "nokey", J("{'version':1,'on':true,'variations':['y'],"
+                                       "'fallthrough':{'variation':0}}"));
+    json_object_set_new(fs, "numkey", J("{'key':7,'version':1,'on':true,'variations':['z'],"
+                                        "'fallthrough':{'variation':0}}"));
+    json_object_set_new(fs, "other", J("{'key':'ok','version':9,'on':true,'variations':['w'],"
+                                       "'fallthrough':{'variation':0}}"));
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    static const char *const keys[] = {"ok", "five", "str", "nokey", "numkey", "other"};
+    for (size_t i = 0; i < N_OF(keys); i++) {
+        ld_future *f = ld_test_fulfilled(ld_evaluator_detail(ev, keys[i], ctx, LD_VALUE_ANY, NULL));
+        json_t *j = ld_detail_to_json(D(f));
+        ck_assert_ptr_nonnull(j);
+        json_decref(j);
+        ld_future_unref(f);
+    }
+    ld_future *a = ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS);
+    ld_test_done(a);
+    ck_assert_msg(ld_future_is_fulfilled(a), "all flags rejected: %s", ld_future_error_message(a));
+    json_t *st = ld_future_json(a);
+    char *text = dumps(st);
+    fprintf(stderr, "all flags of a garbage store: %s\n", text);
+    free(text);
+    expect_json("ok", json_object_get(st, "ok"), "'x'");
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(st, "$flagsState"), "ok"));
+    ld_future_unref(a);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- ownership of the fallback ---------------------------------------------------- */
 
 START_TEST(test_fallback_released_on_every_path)
@@ -2266,6 +2311,7 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_replaced_items_are_evaluated_anew);
     tcase_add_test(tc, test_memory_stays_bounded_under_many_upserts);
     tcase_add_test(tc, test_all_flags_edges);
+    tcase_add_test(tc, test_store_answering_garbage_items);
     tcase_add_test(tc, test_all_flags_state_values_are_not_the_stores);
     tcase_add_test(tc, test_fallback_released_on_every_path);
     tcase_add_test(tc, test_contexts_with_invalid_utf8);
