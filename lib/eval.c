@@ -1495,8 +1495,11 @@ static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool
 }
 
 /* Adds flag `f`'s result to the state `st` (its values) and `meta`
- * ($flagsState). @return 0, E_NEED or LD_ENOMEM. */
-static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
+ * ($flagsState) under `key` (`klen` bytes): the key the store filed it
+ * under, which a store implementation may answer with an item whose own
+ * "key" is missing or not a string. @return 0, E_NEED or LD_ENOMEM. */
+static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t klen, json_t *st,
+                    json_t *meta)
 {
     ld_detail d;
     if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
@@ -1535,8 +1538,8 @@ static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
         json_decref(m);
         return LD_ENOMEM;
     }
-    e |= json_object_setn_new_nocheck(meta, f->h.key.s, f->h.key.len, m);
-    e |= json_object_setn_nocheck(st, f->h.key.s, f->h.key.len, d.value ? d.value : json_null());
+    e |= json_object_setn_new_nocheck(meta, key, klen, m);
+    e |= json_object_setn_nocheck(st, key, klen, d.value ? d.value : json_null());
     return e ? LD_ENOMEM : 0;
 }
 
@@ -1565,15 +1568,13 @@ static json_t *all_flags_state(struct job *j, int *rc)
     json_t *v;
     json_object_keylen_foreach(j->flags, key, klen, v)
     {
-        (void)key;
-        (void)klen;
         struct ld__item *it = cache_get(&j->ev->cache, LD__FLAG, v);
         if (!it)
             goto fail;
         struct ld__flag *f = (struct ld__flag *)it;
         if (it->deleted || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
             continue;
-        *rc = add_flag(j, f, st, meta);
+        *rc = add_flag(j, f, key, klen, st, meta);
         if (*rc != 0)
             goto fail;
     }
