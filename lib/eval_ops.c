@@ -960,6 +960,32 @@ static bool utf_error(int rc)
     return rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21;
 }
 
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
+/* The heap the interpreter may take for one match: a group repeated over
+ * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
+ * for 10,000 characters, 480 MB for a million). */
+#define REGEX_HEAP_LIMIT_KIB 16384
+
+/* The JIT's stack (32 KB) is too small for a group repeated over a few
+ * thousand characters: the interpreter keeps its frames on the heap, here
+ * in a match data of its own, freed at once, up to REGEX_HEAP_LIMIT_KIB
+ * (beyond: PCRE2_ERROR_HEAPLIMIT, no match) and within the match limit.
+ * This path allocates; if that fails, there is no match. */
+static int match_interpreted(const pcre2_code *code, PCRE2_SPTR s, size_t len, uint32_t options)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_match_context *mc = gc ? pcre2_match_context_create(gc) : NULL;
+    pcre2_match_data *md = mc ? pcre2_match_data_create(1, gc) : NULL;
+    int rc = PCRE2_ERROR_NOMEMORY;
+    if (md && pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB) == 0)
+        rc = pcre2_match(code, s, len, 0, options | PCRE2_NO_JIT, md, mc);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+#endif
+
 static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
 {
     if (!json_is_string(u) || cv->n == 0)
@@ -969,13 +995,9 @@ static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
     uint32_t options = 0;
     for (uint32_t i = 0; i < cv->n; i++) {
         int rc = pcre2_match(cv->u.re.code[i], s, len, 0, options, cv->u.re.md, NULL);
-#ifdef PCRE2_NO_JIT
-        /* The JIT's stack (32 KB) is too small for a group repeated over a
-         * few thousand characters; the interpreter keeps its frames on the
-         * heap, within the match limit. */
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-            rc = pcre2_match(cv->u.re.code[i], s, len, 0, options | PCRE2_NO_JIT, cv->u.re.md,
-                             NULL);
+            rc = match_interpreted(cv->u.re.code[i], s, len, options);
 #endif
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */

@@ -66,6 +66,19 @@ static bool slow_tool(void)
     return LD_TEST_SANITIZED || getenv("LDASYNC_VALGRIND") != NULL;
 }
 
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -1057,7 +1070,8 @@ END_TEST
 /* A plain pattern with a group, "^(a|b)*$", matches a string of 10,000
  * 'a's in every regex engine LaunchDarkly's SDKs use; PCRE2's JIT runs out
  * of its default 32 KB stack on it (PCRE2_ERROR_JIT_STACKLIMIT), which must
- * not turn into "no match". */
+ * not turn into "no match". And a subject of a million characters must
+ * neither take seconds nor keep hundreds of MB (an interpreter's frames). */
 START_TEST(test_regex_with_groups_matches_long_strings)
 {
     if (known_failing("regex with groups on long strings"))
@@ -1085,6 +1099,34 @@ START_TEST(test_regex_with_groups_matches_long_strings)
         ck_assert_msg(json_integer_value(json_object_get(got, "variationIndex")) == 1,
                       "%s does not match %zu 'a's", patterns[i], len);
         json_decref(got);
+        /* a million: bounded time and memory, kept by nobody afterwards */
+        size_t big = 1000000;
+        char *huge = malloc(big + 1);
+        ck_assert_ptr_nonnull(huge);
+        memset(huge, 'a', big);
+        huge[big] = '\0';
+        ld_context_builder *hb = ld_context_builder_new("user", "u");
+        ck_assert_int_eq(ld_context_builder_set(hb, "name", json_string(huge)), 0);
+        ld_context *hctx = ld_context_builder_build(hb, NULL);
+        ld_context_builder_free(hb);
+        free(huge);
+        long rss0 = rss_kb();
+        double t0 = now_s();
+        got = detail_json(ev, "f", hctx, LD_VALUE_ANY, NULL);
+        double t = now_s() - t0;
+        long grown = rss_kb() - rss0;
+        struct ld_evaluator_stats st;
+        ld_evaluator_stats(ev, &st);
+        fprintf(stderr, "%s on 1,000,000 'a's: %.1f ms, RSS +%ld kB, evaluator %zu bytes: %s\n",
+                patterns[i], t * 1000, grown, st.bytes,
+                json_integer_value(json_object_get(got, "variationIndex")) ? "match" : "no match");
+        ck_assert_msg(slow_tool() || t < 2.0, "%s on a million characters took %.2f s",
+                      patterns[i], t);
+        ck_assert_msg(slow_tool() || grown < 64 * 1024, "%s on a million characters: RSS +%ld kB",
+                      patterns[i], grown);
+        ck_assert_uint_lt(st.bytes, 1024 * 1024);
+        json_decref(got);
+        ld_context_unref(hctx);
         done_with(ev, s);
         ld_context_unref(ctx);
         json_decref(data);
@@ -1458,18 +1500,6 @@ START_TEST(test_replaced_items_are_evaluated_anew)
 }
 END_TEST
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
 
 /* Tens of thousands of upserts of flags (and a segment) that are evaluated
  * after each: what the evaluator holds must stay bounded (stats and RSS,
