@@ -1021,6 +1021,54 @@ START_TEST(test_huge_keys_and_deep_references)
 }
 END_TEST
 
+/* A context attribute nested a million levels deep (a C caller can build
+ * one; JSON text stops at 2048) against `in` clauses whose values are
+ * arrays (a hash set beyond a handful, a list below): a detail, no stack
+ * overflow. */
+START_TEST(test_deeply_nested_attribute_values)
+{
+    int depth = slow_tool() ? 100000 : 1000000;
+    json_t *deep = json_array();
+    json_t *inner = deep;
+    for (int i = 0; i < depth; i++) {
+        json_t *a = json_array();
+        json_array_append_new(inner, a);
+        inner = a;
+    }
+    json_t *attr = json_pack("[O]", deep); /* one element: the deep array */
+    ld_context_builder *b = ld_context_builder_new("user", "u");
+    ck_assert_int_eq(ld_context_builder_set(b, "a", attr), 0);
+    ld_context *ctx = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    ck_assert_ptr_nonnull(ctx);
+    json_t *data = data_of(
+        "{'few':{'on':true,'variations':['no','yes'],'fallthrough':{'variation':0},'rules':[{'id':"
+        "'r','variation':1,'clauses':[{'attribute':'a','op':'in','values':[[[]],[[[]]]]}]}]},"
+        "'many':{'on':true,'variations':['no','yes'],'fallthrough':{'variation':0},'rules':[{'id':"
+        "'r','variation':1,'clauses':[{'attribute':'a','op':'in','values':[[1],[2],[3],[4],[5],[6],"
+        "[7],[8],[9],[10],[11],[12],[13],[14],[15],[16],[[[[[]]]]]]}]}]}}",
+        NULL);
+    ld_store *s = memory_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    static const char *const keys[] = {"few", "many"};
+    for (size_t i = 0; i < N_OF(keys); i++) {
+        ld_future *f = ld_test_fulfilled(ld_evaluator_detail(ev, keys[i], ctx, LD_VALUE_ANY, NULL));
+        ck_assert_int_eq(ld_detail_variation_index(D(f)), 0);
+        ld_future_unref(f);
+    }
+    done_with(ev, s);
+    ld_context_unref(ctx);
+    json_decref(data);
+    /* jansson frees recursively: take it apart from the top */
+    while (deep) {
+        json_t *child = json_incref(json_array_get(deep, 0));
+        json_array_clear(deep);
+        json_decref(deep);
+        deep = child;
+    }
+}
+END_TEST
+
 /* ---- catastrophic regular expressions ------------------------------------------- */
 
 /* "(a+)+$" against "aaaa...ab": exponential backtracking. PCRE2's default
@@ -2334,6 +2382,7 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_rules_over_a_thousand_segments);
     tcase_add_test(tc, test_diamond_nesting_does_not_take_exponential_time);
     tcase_add_test(tc, test_huge_keys_and_deep_references);
+    tcase_add_test(tc, test_deeply_nested_attribute_values);
     tcase_add_test(tc, test_catastrophic_regex_is_bounded);
     tcase_add_test(tc, test_regex_with_groups_matches_long_strings);
     tc = tcase(s, "big_segments", 60);
