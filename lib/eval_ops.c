@@ -383,8 +383,25 @@ static uint64_t hash_number(double x)
     return mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
 }
 
+/* How deep hash_json() looks into arrays and objects: below, a value
+ * hashes by its type and size only (still a function of the value, so
+ * equal values hash equal). A context attribute may be nested a million
+ * levels deep (a C caller can build one): the hash must not recurse that
+ * far on the loop's stack. */
+#define HASH_DEPTH 32
+
+static uint64_t hash_json_at(const json_t *v, int depth);
+
 static uint64_t hash_json(const json_t *v)
 {
+    return hash_json_at(v, 0);
+}
+
+static uint64_t hash_json_at(const json_t *v, int depth)
+{
+    if (depth >= HASH_DEPTH && (json_is_array(v) || json_is_object(v)))
+        return mix64((json_is_array(v) ? json_array_size(v) : json_object_size(v)) ^
+                     (json_is_array(v) ? UINT64_C(0x2000) : UINT64_C(0x1000)));
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         /* a sum: independent of the order of the members */
@@ -392,14 +409,15 @@ static uint64_t hash_json(const json_t *v)
         json_t *o = (json_t *)v;
         for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
             uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it));
-            h += mix64(k ^ (hash_json(json_object_iter_value(it)) * UINT64_C(0x9e3779b97f4a7c15)));
+            h += mix64(k ^ (hash_json_at(json_object_iter_value(it), depth + 1) *
+                            UINT64_C(0x9e3779b97f4a7c15)));
         }
         return mix64(h ^ UINT64_C(0x1000));
     }
     case JSON_ARRAY: {
         uint64_t h = json_array_size(v) ^ UINT64_C(0x2000);
         for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix64(h ^ hash_json(json_array_get(v, i))) + i;
+            h = mix64(h ^ hash_json_at(json_array_get(v, i), depth + 1)) + i;
         return h;
     }
     case JSON_STRING:
