@@ -793,7 +793,9 @@ START_TEST(test_prerequisite_chain_beyond_the_limit_is_malformed)
         {10000, "{'value':'fb','reason':{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}}"},
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
-        json_t *data = chain_data(cases[i].n);
+        /* valgrind: 10,000 items stored twice outlast the test's guard */
+        json_t *data = chain_data(getenv("LDASYNC_VALGRIND") && cases[i].n > 2000 ? 2000
+                                                                                  : cases[i].n);
         double t0 = now_s();
         json_t *got = eval_both(data, "p0", ctx, LD_VALUE_ANY, "'fb'");
         double t = now_s() - t0;
