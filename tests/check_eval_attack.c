@@ -303,8 +303,9 @@ static void later_del(void *impl, const ld_kind *kind, const char *key, int64_t 
 {
     struct later *l = impl;
     json_t *ns = json_object_get(l->data, ld_kind_namespace(kind));
-    json_object_set_new(ns, key, json_pack("{s:s,s:I,s:b}", "key", key, "version",
-                                           (json_int_t)version, "deleted", 1));
+    json_object_set_new(
+        ns, key,
+        json_pack("{s:s,s:I,s:b}", "key", key, "version", (json_int_t)version, "deleted", 1));
     ld_future_fulfill_bool(out, true);
     ld_future_unref(out);
 }
@@ -384,7 +385,7 @@ static json_t *eval_both(const json_t *data, const char *key, ld_context *ctx, l
 #define USER(k) "{'key':'" k "'}"
 #define MALFORMED "{'value':'fb','reason':{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}}"
 #define FT(v, i) "{'value':'" v "','variationIndex':" #i ",'reason':{'kind':'FALLTHROUGH'}}"
-#define RM(v, i, r)                                                                               \
+#define RM(v, i, r)                                                                          \
     "{'value':'" v "','variationIndex':" #i ",'reason':{'kind':'RULE_MATCH','ruleIndex':" #r \
     ",'ruleId':'r'}}"
 
@@ -394,29 +395,32 @@ static json_t *eval_both(const json_t *data, const char *key, ld_context *ctx, l
 #define VARS "'variations':['a','b','c']"
 #define RULE(clause) "'rules':[{'id':'r','variation':2,'clauses':[" clause "]}]"
 #define KEY_IN_U "{'attribute':'key','op':'in','values':['u']}"
-#define FLAG(body) "{'f':{'on':true," VARS ",'offVariation':0,'fallthrough':{'variation':1}," body "}}"
+#define FLAG(body) \
+    "{'f':{'on':true," VARS ",'offVariation':0,'fallthrough':{'variation':1}," body "}}"
 #define FLAG_NO_FT(body) "{'f':{'on':true," VARS ",'offVariation':0," body "}}"
 
 struct mcase {
     const char *name;
     const char *flags;
     const char *segments;
-    const char *ctx; /* NULL: user "u" */
+    const char *ctx;  /* NULL: user "u" */
     const char *want; /* NULL: any detail, as long as it is deterministic */
 };
 
 static const struct mcase malformed_cases[] = {
     /* variations */
-    {"variations an object", "{'f':{'on':true,'variations':{'0':'a'},'fallthrough':{'variation':0}}}",
-     NULL, NULL, MALFORMED},
+    {"variations an object",
+     "{'f':{'on':true,'variations':{'0':'a'},'fallthrough':{'variation':0}}}", NULL, NULL,
+     MALFORMED},
     {"variations a string", "{'f':{'on':true,'variations':'abc','fallthrough':{'variation':0}}}",
      NULL, NULL, MALFORMED},
     {"variations a number", "{'f':{'on':true,'variations':3,'fallthrough':{'variation':0}}}", NULL,
      NULL, MALFORMED},
     {"variations null", "{'f':{'on':true,'variations':null,'fallthrough':{'variation':0}}}", NULL,
      NULL, MALFORMED},
-    {"variations of nulls", "{'f':{'on':true,'variations':[null,null],'fallthrough':{'variation':1}}}",
-     NULL, NULL, "{'value':null,'variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
+    {"variations of nulls",
+     "{'f':{'on':true,'variations':[null,null],'fallthrough':{'variation':1}}}", NULL, NULL,
+     "{'value':null,'variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
     /* on */
     {"on a string", "{'f':{'on':'true'," VARS ",'offVariation':0,'fallthrough':{'variation':1}}}",
      NULL, NULL, "{'value':'a','variationIndex':0,'reason':{'kind':'OFF'}}"},
@@ -429,8 +433,8 @@ static const struct mcase malformed_cases[] = {
      MALFORMED},
     {"offVariation huge", "{'f':{'on':false," VARS ",'offVariation':1e300}}", NULL, NULL,
      MALFORMED},
-    {"offVariation beyond int", "{'f':{'on':false," VARS ",'offVariation':4294967296}}", NULL,
-     NULL, MALFORMED},
+    {"offVariation beyond int", "{'f':{'on':false," VARS ",'offVariation':4294967296}}", NULL, NULL,
+     MALFORMED},
     {"offVariation an array", "{'f':{'on':false," VARS ",'offVariation':[0]}}", NULL, NULL,
      MALFORMED},
     {"offVariation integral real", "{'f':{'on':false," VARS ",'offVariation':2.0}}", NULL, NULL,
@@ -463,8 +467,8 @@ static const struct mcase malformed_cases[] = {
      FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[{'weight':100000}]}}"), NULL, NULL,
      MALFORMED},
     {"rollout variation out of range",
-     FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[{'variation':7,'weight':100000}]}}"),
-     NULL, NULL, MALFORMED},
+     FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[{'variation':7,'weight':100000}]}}"), NULL,
+     NULL, MALFORMED},
     {"rollout entry a number", FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[5]}}"), NULL,
      NULL, MALFORMED},
     {"rollout weight a string",
@@ -486,8 +490,8 @@ static const struct mcase malformed_cases[] = {
                 "{'variation':1,'weight':-5}]}}"),
      NULL, NULL, "{'value':'b','variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
     {"rollout weights all absent",
-     FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[{'variation':0},{'variation':2}]}}"),
-     NULL, NULL, "{'value':'c','variationIndex':2,'reason':{'kind':'FALLTHROUGH'}}"},
+     FLAG_NO_FT("'fallthrough':{'rollout':{'variations':[{'variation':0},{'variation':2}]}}"), NULL,
+     NULL, "{'value':'c','variationIndex':2,'reason':{'kind':'FALLTHROUGH'}}"},
     {"rollout seed a string",
      FLAG_NO_FT("'fallthrough':{'rollout':{'seed':'61','variations':[{'variation':0,'weight':"
                 "50000},{'variation':1,'weight':50000}]}}"),
@@ -528,9 +532,8 @@ static const struct mcase malformed_cases[] = {
     {"rule null", FLAG("'rules':[null]"), NULL, NULL, MALFORMED},
     {"rule variation a string", FLAG("'rules':[{'id':'r','variation':'2','clauses':[]}]"), NULL,
      NULL, MALFORMED},
-    {"rule id a number",
-     FLAG("'rules':[{'id':5,'variation':2,'clauses':[" KEY_IN_U "]}]"), NULL, NULL,
-     "{'value':'c','variationIndex':2,'reason':{'kind':'RULE_MATCH','ruleIndex':0}}"},
+    {"rule id a number", FLAG("'rules':[{'id':5,'variation':2,'clauses':[" KEY_IN_U "]}]"), NULL,
+     NULL, "{'value':'c','variationIndex':2,'reason':{'kind':'RULE_MATCH','ruleIndex':0}}"},
     {"clauses a string", FLAG("'rules':[{'id':'r','variation':2,'clauses':'x'}]"), NULL, NULL,
      MALFORMED},
     {"clauses an object", FLAG("'rules':[{'id':'r','variation':2,'clauses':{}}]"), NULL, NULL,
@@ -539,12 +542,11 @@ static const struct mcase malformed_cases[] = {
     {"clause an array", FLAG(RULE("['key','in','u']")), NULL, NULL, MALFORMED},
     {"clause values a number", FLAG(RULE("{'attribute':'key','op':'in','values':5}")), NULL, NULL,
      MALFORMED},
-    {"clause values a string", FLAG(RULE("{'attribute':'key','op':'in','values':'u'}")), NULL,
-     NULL, MALFORMED},
+    {"clause values a string", FLAG(RULE("{'attribute':'key','op':'in','values':'u'}")), NULL, NULL,
+     MALFORMED},
     {"clause values an object", FLAG(RULE("{'attribute':'key','op':'in','values':{'u':1}}")), NULL,
      NULL, MALFORMED},
-    {"clause values absent", FLAG(RULE("{'attribute':'key','op':'in'}")), NULL, NULL,
-     FT("b", 1)},
+    {"clause values absent", FLAG(RULE("{'attribute':'key','op':'in'}")), NULL, NULL, FT("b", 1)},
     {"clause op a number", FLAG(RULE("{'attribute':'key','op':5,'values':['u']}")), NULL, NULL,
      FT("b", 1)},
     {"clause op null, negated",
@@ -584,8 +586,8 @@ static const struct mcase malformed_cases[] = {
     {"segmentMatch values a string", FLAG(RULE("{'op':'segmentMatch','values':'s'}")), "{'s':{}}",
      NULL, MALFORMED},
     {"segmentMatch values of other types",
-     FLAG(RULE("{'op':'segmentMatch','values':[5,null,{},[],'','s']}")),
-     "{'s':{'included':['u']}}", NULL, RM("c", 2, 0)},
+     FLAG(RULE("{'op':'segmentMatch','values':[5,null,{},[],'','s']}")), "{'s':{'included':['u']}}",
+     NULL, RM("c", 2, 0)},
     /* targets */
     {"targets an object", FLAG("'targets':{'values':['u'],'variation':2}"), NULL, NULL, MALFORMED},
     {"target a number", FLAG("'targets':[5]"), NULL, NULL, MALFORMED},
@@ -605,8 +607,7 @@ static const struct mcase malformed_cases[] = {
      MALFORMED},
     {"prerequisite a number", FLAG("'prerequisites':[5]"), NULL, NULL, MALFORMED},
     {"prerequisite a string", FLAG("'prerequisites':['p']"), NULL, NULL, MALFORMED},
-    {"prerequisite without key", FLAG("'prerequisites':[{'variation':0}]"), NULL, NULL,
-     MALFORMED},
+    {"prerequisite without key", FLAG("'prerequisites':[{'variation':0}]"), NULL, NULL, MALFORMED},
     {"prerequisite key a number", FLAG("'prerequisites':[{'key':5,'variation':0}]"), NULL, NULL,
      MALFORMED},
     {"prerequisite key empty", FLAG("'prerequisites':[{'key':'','variation':0}]"), NULL, NULL,
@@ -641,12 +642,10 @@ static const struct mcase malformed_cases[] = {
      "{'s':{'included':[5,null,['u'],'u']}}", NULL, RM("c", 2, 0)},
     {"segment excluded a number", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'excluded':5}}", NULL, MALFORMED},
-    {"segment includedContexts values a string",
-     FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
+    {"segment includedContexts values a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'includedContexts':[{'contextKind':'user','values':'u'}]}}", NULL, MALFORMED},
-    {"segment includedContexts entry a string",
-     FLAG(RULE("{'op':'segmentMatch','values':['s']}")), "{'s':{'includedContexts':['u']}}", NULL,
-     MALFORMED},
+    {"segment includedContexts entry a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
+     "{'s':{'includedContexts':['u']}}", NULL, MALFORMED},
     {"segment rules an object", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'rules':{}}}", NULL, MALFORMED},
     {"segment rule a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
@@ -661,8 +660,7 @@ static const struct mcase malformed_cases[] = {
      "{'s':{'rules':[{'clauses':[],'weight':-1}]}}", NULL, FT("b", 1)},
     {"segment rule bucketBy a number", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'rules':[{'clauses':[],'weight':50000,'bucketBy':5}]}}", NULL, MALFORMED},
-    {"segment rule rolloutContextKind an array",
-     FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
+    {"segment rule rolloutContextKind an array", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'rules':[{'clauses':[],'weight':50000,'rolloutContextKind':[]}]}}", NULL, MALFORMED},
     {"segment generation a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'unbounded':true,'generation':'1'}}", NULL,
@@ -695,10 +693,10 @@ START_TEST(test_malformed_data_gives_a_deterministic_detail)
                   "%s: all flags lacks f", c->name);
     if (c->want && strcmp(c->want, MALFORMED) == 0) {
         ck_assert_msg(json_is_null(json_object_get(st, "f")), "%s: value not null", c->name);
-        expect_json(c->name,
-                    json_object_get(json_object_get(json_object_get(st, "$flagsState"), "f"),
-                                    "reason"),
-                    "{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}");
+        expect_json(
+            c->name,
+            json_object_get(json_object_get(json_object_get(st, "$flagsState"), "f"), "reason"),
+            "{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}");
     }
     ld_future_unref(f);
     done_with(ev, s);
@@ -794,8 +792,8 @@ START_TEST(test_prerequisite_chain_beyond_the_limit_is_malformed)
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         /* valgrind: 10,000 items stored twice outlast the test's guard */
-        json_t *data = chain_data(getenv("LDASYNC_VALGRIND") && cases[i].n > 2000 ? 2000
-                                                                                  : cases[i].n);
+        json_t *data =
+            chain_data(getenv("LDASYNC_VALGRIND") && cases[i].n > 2000 ? 2000 : cases[i].n);
         double t0 = now_s();
         json_t *got = eval_both(data, "p0", ctx, LD_VALUE_ANY, "'fb'");
         double t = now_s() - t0;
@@ -837,8 +835,8 @@ START_TEST(test_segment_cycle_across_many_segments_is_malformed)
     json_t *data = json_pack("{s:{s:{s:s,s:i,s:b,s:[s,s],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]}]}]}},"
                              "s:o}",
                              "features", "f", "key", "f", "version", 1, "on", 1, "variations", "a",
-                             "b", "fallthrough", "variation", 0, "rules", "id", "r", "variation",
-                             1, "clauses", "op", "segmentMatch", "values", "s0", "segments", segs);
+                             "b", "fallthrough", "variation", 0, "rules", "id", "r", "variation", 1,
+                             "clauses", "op", "segmentMatch", "values", "s0", "segments", segs);
     ck_assert_ptr_nonnull(data);
     ld_context *ctx = ctx_of(USER("u"));
     json_t *got = eval_both(data, "f", ctx, LD_VALUE_ANY, "'fb'");
@@ -911,8 +909,8 @@ static json_t *diamond_data(int depth)
     json_object_set_new(flags, "f",
                         json_pack("{s:s,s:i,s:b,s:[s,s],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]}]}]}",
                                   "key", "f", "version", 1, "on", 1, "variations", "a", "b",
-                                  "fallthrough", "variation", 0, "rules", "id", "r", "variation",
-                                  1, "clauses", "op", "segmentMatch", "values", "s0"));
+                                  "fallthrough", "variation", 0, "rules", "id", "r", "variation", 1,
+                                  "clauses", "op", "segmentMatch", "values", "s0"));
     return json_pack("{s:o,s:o}", "features", flags, "segments", segs);
 }
 
@@ -963,8 +961,8 @@ START_TEST(test_huge_keys_and_deep_references)
         "id", big, "variation", 1, "clauses", "op", "segmentMatch", "values", big, "id", big,
         "rollout", "variations", "variation", 0, "weight", 50000, "variation", 2, "weight", 50000,
         "clauses", "p", "key", "p", "version", 1, "on", 1, "variations", "ok", "fallthrough",
-        "variation", 0, "segments", big, "key", big, "version", 1, "included", big, "generation",
-        1, "unbounded", 0);
+        "variation", 0, "segments", big, "key", big, "version", 1, "included", big, "generation", 1,
+        "unbounded", 0);
     ck_assert_ptr_nonnull(data);
     ld_context_builder *b = ld_context_builder_new("user", big);
     ld_context *in = ld_context_builder_build(b, NULL);
@@ -977,8 +975,8 @@ START_TEST(test_huge_keys_and_deep_references)
                      big);
     json_decref(got);
     got = eval_both(data, big, out, LD_VALUE_ANY, NULL);
-    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(got, "reason"), "ruleIndex")),
-                     1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(got, "reason"), "ruleIndex")), 1);
     json_decref(got);
     ld_context_unref(in);
     ld_context_unref(out);
@@ -1002,10 +1000,10 @@ START_TEST(test_huge_keys_and_deep_references)
         ld_context_builder_free(cb);
         json_t *d = json_pack("{s:{s:{s:s,s:i,s:b,s:[s,s],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:s,s:s,"
                               "s:[s]}]}]}},s:{}}",
-                              "features", "f", "key", "f", "version", 1, "on", 1, "variations",
-                              "a", "b", "fallthrough", "variation", 0, "rules", "id", "r",
-                              "variation", 1, "clauses", "contextKind", "user", "attribute", ref,
-                              "op", "in", "values", "deep", "segments");
+                              "features", "f", "key", "f", "version", 1, "on", 1, "variations", "a",
+                              "b", "fallthrough", "variation", 0, "rules", "id", "r", "variation",
+                              1, "clauses", "contextKind", "user", "attribute", ref, "op", "in",
+                              "values", "deep", "segments");
         json_t *g = eval_both(d, "f", ctx, LD_VALUE_ANY, NULL);
         char *gs = dumps(g);
         fprintf(stderr, "attribute reference of %d components: %s\n", comps, gs);
@@ -1078,8 +1076,8 @@ END_TEST
  * evaluation takes a bounded time (reported). */
 START_TEST(test_catastrophic_regex_is_bounded)
 {
-    static const char *const patterns[] = {"(a+)+$", "(a|a)*$", "(a*)*b", "^(([a-z])+.)+[A-Z]([a-z])+$",
-                                           "(?:a|aa)+$"};
+    static const char *const patterns[] = {"(a+)+$", "(a|a)*$", "(a*)*b",
+                                           "^(([a-z])+.)+[A-Z]([a-z])+$", "(?:a|aa)+$"};
     /* under valgrind PCRE2's JIT code runs ~100 times slower (minutes here)
      * and memcheck cannot follow it: only timings are at stake, skip */
     if (getenv("LDASYNC_VALGRIND"))
@@ -1094,8 +1092,8 @@ START_TEST(test_catastrophic_regex_is_bounded)
                                      "s:[s]}]}]}},s:{}}",
                                      "features", "f", "key", "f", "version", 1, "on", 1,
                                      "variations", "a", "b", "fallthrough", "variation", 0, "rules",
-                                     "id", "r", "variation", 1, "clauses", "attribute", "name", "op",
-                                     "matches", "values", patterns[i], "segments");
+                                     "id", "r", "variation", 1, "clauses", "attribute", "name",
+                                     "op", "matches", "values", patterns[i], "segments");
             ld_context_builder *b = ld_context_builder_new("user", "u");
             ck_assert_int_eq(ld_context_builder_set(b, "name", json_string(subject)), 0);
             ld_context *ctx = ld_context_builder_build(b, NULL);
@@ -1107,9 +1105,9 @@ START_TEST(test_catastrophic_regex_is_bounded)
             double t0 = now_s();
             json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
             double t = now_s() - t0;
-            fprintf(stderr, "regex %-30s on %4zu chars: %8.3f ms, %s\n", patterns[i], len + 1,
-                    t * 1000, json_integer_value(json_object_get(got, "variationIndex")) ? "match"
-                                                                                      : "no match");
+            fprintf(
+                stderr, "regex %-30s on %4zu chars: %8.3f ms, %s\n", patterns[i], len + 1, t * 1000,
+                json_integer_value(json_object_get(got, "variationIndex")) ? "match" : "no match");
             ck_assert_msg(slow_tool() || t < 5.0, "%s on %zu chars took %.2f s", patterns[i],
                           len + 1, t);
             json_decref(got);
@@ -1137,12 +1135,12 @@ START_TEST(test_regex_with_groups_matches_long_strings)
     memset(subject, 'a', len);
     subject[len] = '\0';
     for (size_t i = 0; i < N_OF(patterns); i++) {
-        json_t *data = json_pack("{s:{s:{s:s,s:i,s:b,s:[s,s],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:s,"
-                                 "s:[s]}]}]}},s:{}}",
-                                 "features", "f", "key", "f", "version", 1, "on", 1, "variations",
-                                 "a", "b", "fallthrough", "variation", 0, "rules", "id", "r",
-                                 "variation", 1, "clauses", "attribute", "name", "op", "matches",
-                                 "values", patterns[i], "segments");
+        json_t *data =
+            json_pack("{s:{s:{s:s,s:i,s:b,s:[s,s],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:s,"
+                      "s:[s]}]}]}},s:{}}",
+                      "features", "f", "key", "f", "version", 1, "on", 1, "variations", "a", "b",
+                      "fallthrough", "variation", 0, "rules", "id", "r", "variation", 1, "clauses",
+                      "attribute", "name", "op", "matches", "values", patterns[i], "segments");
         ld_context_builder *b = ld_context_builder_new("user", "u");
         ck_assert_int_eq(ld_context_builder_set(b, "name", json_string(subject)), 0);
         ld_context *ctx = ld_context_builder_build(b, NULL);
@@ -1175,8 +1173,8 @@ START_TEST(test_regex_with_groups_matches_long_strings)
         fprintf(stderr, "%s on 1,000,000 'a's: %.1f ms, RSS +%ld kB, evaluator %zu bytes: %s\n",
                 patterns[i], t * 1000, grown, st.bytes,
                 json_integer_value(json_object_get(got, "variationIndex")) ? "match" : "no match");
-        ck_assert_msg(slow_tool() || t < 2.0, "%s on a million characters took %.2f s",
-                      patterns[i], t);
+        ck_assert_msg(slow_tool() || t < 2.0, "%s on a million characters took %.2f s", patterns[i],
+                      t);
         ck_assert_msg(slow_tool() || grown < 64 * 1024, "%s on a million characters: RSS +%ld kB",
                       patterns[i], grown);
         ck_assert_uint_lt(st.bytes, 1024 * 1024);
@@ -1193,15 +1191,15 @@ END_TEST
 /* ---- big segments ----------------------------------------------------------------- */
 
 #define BIG_FLAG                                                                                  \
-    "{'f':{'on':true,'variations':['out','in'],'fallthrough':{'variation':0},'rules':[{'id':'r',"  \
+    "{'f':{'on':true,'variations':['out','in'],'fallthrough':{'variation':0},'rules':[{'id':'r'," \
     "'variation':1,'clauses':[{'op':'segmentMatch','values':['big']}]}]}}"
 #define BIG_SEG "{'big':{'unbounded':true,'generation':2}}"
-#define BIG_IN_HEALTHY                                                                             \
-    "{'value':'in','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r',"   \
+#define BIG_IN_HEALTHY                                                                           \
+    "{'value':'in','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'," \
     "'bigSegmentsStatus':'HEALTHY'}}"
-#define BIG_OUT(status)                                                                            \
-    "{'value':'out','variationIndex':0,'reason':{'kind':'FALLTHROUGH','bigSegmentsStatus':'" status \
-    "'}}"
+#define BIG_OUT(status)                                                                     \
+    "{'value':'out','variationIndex':0,'reason':{'kind':'FALLTHROUGH','bigSegmentsStatus':" \
+    "'" status "'}}"
 
 /* base64(sha256("u")) */
 #define HASH_U "C/6TXnDDIcfKOvx1zg0MovmLVCLgCLsxwAxtfx8cCtY="
@@ -1251,11 +1249,13 @@ START_TEST(test_big_segment_store_states)
             expect_json(what, got, cases[i].want);
             json_decref(got);
             /* the all-flags state agrees */
-            ld_future *af = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+            ld_future *af =
+                ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
             json_t *want = J(cases[i].want);
             json_t *fs = json_object_get(json_object_get(ld_future_json(af), "$flagsState"), "f");
-            ck_assert_msg(json_equal(json_object_get(fs, "reason"), json_object_get(want, "reason")),
-                          "%s: all flags reason differs", what);
+            ck_assert_msg(
+                json_equal(json_object_get(fs, "reason"), json_object_get(want, "reason")),
+                "%s: all flags reason differs", what);
             json_decref(want);
             ld_future_unref(af);
             done_with(ev, s);
@@ -1296,12 +1296,11 @@ START_TEST(test_big_segment_store_swapped_and_freed_while_pending)
         expect_json("pending on the freed store", got, BIG_OUT("STORE_ERROR"));
         json_decref(got);
         ld_test_fulfilled(a1);
-        expect_json("all flags pending on the freed store",
-                    json_object_get(json_object_get(json_object_get(ld_future_json(a1),
-                                                                    "$flagsState"),
-                                                    "f"),
-                                    "reason"),
-                    "{'kind':'FALLTHROUGH','bigSegmentsStatus':'STORE_ERROR'}");
+        expect_json(
+            "all flags pending on the freed store",
+            json_object_get(
+                json_object_get(json_object_get(ld_future_json(a1), "$flagsState"), "f"), "reason"),
+            "{'kind':'FALLTHROUGH','bigSegmentsStatus':'STORE_ERROR'}");
         ld_future_unref(f1);
         ld_future_unref(a1);
         got = detail_json(ev, "f", ctx, LD_VALUE_ANY, J("'fb'"));
@@ -1345,8 +1344,8 @@ END_TEST
  * with LD_ECANCELED; in both cases the fallback is released. */
 START_TEST(test_free_right_after_starting_evaluations)
 {
-    json_t *data = data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
-                           NULL);
+    json_t *data =
+        data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}", NULL);
     ld_context *ctx = ctx_of(USER("u"));
     json_t *fb = json_string("fb");
     for (int which = 0; which < 2; which++) {
@@ -1401,7 +1400,8 @@ START_TEST(test_details_outlive_evaluator_and_store)
         ld_evaluator *ev = evaluator_of(s);
         ld_future *r = ld_test_fulfilled(ld_evaluator_detail(ev, "r", ctx, LD_VALUE_ANY, NULL));
         ld_future *p = ld_test_fulfilled(ld_evaluator_detail(ev, "p", ctx, LD_VALUE_ANY, NULL));
-        ld_future *a = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+        ld_future *a =
+            ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
         /* the store replaces everything before it goes */
         json_t *empty = data_of("{}", NULL);
         ld_test_await_ok(ld_store_init(s, empty));
@@ -1513,8 +1513,7 @@ START_TEST(test_replaced_items_are_evaluated_anew)
         {'i',
          "{'f':{'version':2,'on':true,'variations':['a','b','c'],'fallthrough':{'variation':1}}}",
          FT("b", 1)},
-        {'i',
-         "{'f':{'version':2,'on':false,'variations':['a','b','c'],'offVariation':0}}",
+        {'i', "{'f':{'version':2,'on':false,'variations':['a','b','c'],'offVariation':0}}",
          "{'value':'a','variationIndex':0,'reason':{'kind':'OFF'}}"},
         {'d', NULL, "{'value':'fb','reason':{'kind':'ERROR','errorKind':'FLAG_NOT_FOUND'}}"},
     };
@@ -1555,7 +1554,6 @@ START_TEST(test_replaced_items_are_evaluated_anew)
 }
 END_TEST
 
-
 /* Tens of thousands of upserts of flags (and a segment) that are evaluated
  * after each: what the evaluator holds must stay bounded (stats and RSS,
  * reported). */
@@ -1575,7 +1573,8 @@ START_TEST(test_memory_stays_bounded_under_many_upserts)
     for (int i = 1; i <= n; i++) {
         char key[16];
         snprintf(key, sizeof key, "f%d", i % 10);
-        json_t *seg = json_pack("{s:s,s:i,s:[s,s]}", "key", "s", "version", i, "included", "u", "v");
+        json_t *seg =
+            json_pack("{s:s,s:i,s:[s,s]}", "key", "s", "version", i, "included", "u", "v");
         json_t *fl = json_pack(
             "{s:s,s:i,s:b,s:[i,i,i],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]},{s:s,s:s,s:[s,s,s,s,s,s,"
             "s,s,s,s]}]}]}",
@@ -1592,7 +1591,8 @@ START_TEST(test_memory_stays_bounded_under_many_upserts)
         ck_assert_int_eq(ld_detail_variation_index(D(f)), 1);
         ld_future_unref(f);
         if (i % 1000 == 0) {
-            ld_future *a = ld_evaluator_all_flags(ev, ctx, i % 2000 ? 0 : LD_ALL_FLAGS_WITH_REASONS);
+            ld_future *a =
+                ld_evaluator_all_flags(ev, ctx, i % 2000 ? 0 : LD_ALL_FLAGS_WITH_REASONS);
             ld_test_wait(a);
             ck_assert(ld_future_is_fulfilled(a));
             ld_future_unref(a);
@@ -1643,8 +1643,8 @@ START_TEST(test_all_flags_edges)
     json_decref(empty);
 
     /* a store that fails: the later store, and the mock store told to fail */
-    json_t *data = data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
-                           NULL);
+    json_t *data =
+        data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}", NULL);
     struct later *l;
     ld_store *s = later_new(data, &l);
     l->fail = true;
@@ -1707,7 +1707,8 @@ START_TEST(test_all_flags_state_values_are_not_the_stores)
     if (known_failing("all flags state shared"))
         return;
     ld_context *ctx = ctx_of(USER("u"));
-    json_t *data = data_of("{'f':{'on':true,'variations':[{'o':1}],'fallthrough':{'variation':0}}}", NULL);
+    json_t *data =
+        data_of("{'f':{'on':true,'variations':[{'o':1}],'fallthrough':{'variation':0}}}", NULL);
     ld_store *s = memory_with(data);
     ld_evaluator *ev = evaluator_of(s);
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
@@ -1729,19 +1730,22 @@ END_TEST
  * a crash or an LD_ENOMEM rejection. */
 START_TEST(test_store_answering_garbage_items)
 {
-    json_t *data = data_of("{'ok':{'on':true,'variations':['x'],'fallthrough':{'variation':0}}}",
-                           NULL);
+    json_t *data =
+        data_of("{'ok':{'on':true,'variations':['x'],'fallthrough':{'variation':0}}}", NULL);
     struct later *l;
     ld_store *s = later_new(data, &l);
     json_t *fs = json_object_get(l->data, "features");
     json_object_set_new(fs, "five", json_integer(5));
     json_object_set_new(fs, "str", json_string("flag"));
-    json_object_set_new(fs, "nokey", J("{'version':1,'on':true,'variations':['y'],"
-                                       "'fallthrough':{'variation':0}}"));
-    json_object_set_new(fs, "numkey", J("{'key':7,'version':1,'on':true,'variations':['z'],"
-                                        "'fallthrough':{'variation':0}}"));
-    json_object_set_new(fs, "other", J("{'key':'ok','version':9,'on':true,'variations':['w'],"
-                                       "'fallthrough':{'variation':0}}"));
+    json_object_set_new(fs, "nokey",
+                        J("{'version':1,'on':true,'variations':['y'],"
+                          "'fallthrough':{'variation':0}}"));
+    json_object_set_new(fs, "numkey",
+                        J("{'key':7,'version':1,'on':true,'variations':['z'],"
+                          "'fallthrough':{'variation':0}}"));
+    json_object_set_new(fs, "other",
+                        J("{'key':'ok','version':9,'on':true,'variations':['w'],"
+                          "'fallthrough':{'variation':0}}"));
     ld_evaluator *ev = evaluator_of(s);
     ld_context *ctx = ctx_of(USER("u"));
     static const char *const keys[] = {"ok", "five", "str", "nokey", "numkey", "other"};
@@ -1798,13 +1802,12 @@ START_TEST(test_fallback_released_on_every_path)
         for (size_t k = 0; k < N_OF(keys); k++) {
             for (size_t t = 0; t < N_OF(types); t++) {
                 for (int with_ctx = 0; with_ctx < 2; with_ctx++) {
-                    ld_future *f = ld_evaluator_detail(ev, keys[k], with_ctx ? ctx : NULL,
-                                                       types[t], json_incref(fb));
+                    ld_future *f = ld_evaluator_detail(ev, keys[k], with_ctx ? ctx : NULL, types[t],
+                                                       json_incref(fb));
                     ld_test_done(f);
                     if (ld_future_is_fulfilled(f)) {
                         const ld_detail *d = D(f);
-                        ck_assert(ld_detail_value(d) == fb ||
-                                  ld_detail_variation_index(d) >= 0);
+                        ck_assert(ld_detail_value(d) == fb || ld_detail_variation_index(d) >= 0);
                     } else {
                         ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
                     }
@@ -1867,17 +1870,17 @@ static void spin_until_done(ld_future *f)
 }
 
 #define RICH_FLAGS                                                                                 \
-    "{'f':{'on':true,'variations':['a','b','c','d'],'offVariation':0,'salt':'s',"                 \
+    "{'f':{'on':true,'variations':['a','b','c','d'],'offVariation':0,'salt':'s',"                  \
     "'fallthrough':{'rollout':{'variations':[{'variation':1,'weight':50000},{'variation':2,"       \
     "'weight':50000}]}},'targets':[{'values':['t1','t2','t3','t4','t5','t6','t7','t8','t9'],"      \
-    "'variation':3}],'prerequisites':[{'key':'p','variation':0}],'rules':["                       \
-    "{'id':'r0','variation':3,'clauses':[{'attribute':'name','op':'matches','values':['^x+$']}]},"  \
+    "'variation':3}],'prerequisites':[{'key':'p','variation':0}],'rules':["                        \
+    "{'id':'r0','variation':3,'clauses':[{'attribute':'name','op':'matches','values':['^x+$']}]}," \
     "{'id':'r1','variation':3,'clauses':[{'op':'segmentMatch','values':['s','big']}]},"            \
-    "{'id':'r2','variation':2,'clauses':[{'attribute':'v','op':'semVerLessThan','values':['2.0.0'"  \
+    "{'id':'r2','variation':2,'clauses':[{'attribute':'v','op':'semVerLessThan','values':['2.0.0'" \
     "]},{'attribute':'d','op':'before','values':['2030-01-01T00:00:00Z']}]}]},"                    \
     "'p':{'on':true,'variations':[true],'fallthrough':{'variation':0}}}"
-#define RICH_SEGMENTS                                                                              \
-    "{'s':{'included':['nobody'],'rules':[{'clauses':[{'attribute':'key','op':'in','values':["     \
+#define RICH_SEGMENTS                                                                          \
+    "{'s':{'included':['nobody'],'rules':[{'clauses':[{'attribute':'key','op':'in','values':[" \
     "'zz']}],'weight':50000}]},'big':{'unbounded':true,'generation':1}}"
 
 START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
@@ -1934,16 +1937,15 @@ START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
             if (got) {
                 if (!json_equal(got, want)) {
                     char *a = dumps(got), *b = dumps(want);
-                    ck_abort_msg("path %d, allocation %ld failed: got %s, want %s", path, n, a,
-                                 b);
+                    ck_abort_msg("path %d, allocation %ld failed: got %s, want %s", path, n, a, b);
                 }
                 json_decref(got);
             }
             if (!failed)
                 break;
         }
-        fprintf(stderr, "allocation failures, path %d: %ld LD_ENOMEM, %ld details\n", path,
-                enomem, fulfilled);
+        fprintf(stderr, "allocation failures, path %d: %ld LD_ENOMEM, %ld details\n", path, enomem,
+                fulfilled);
         ck_assert_int_gt(enomem, 0);
         json_decref(want);
     }
@@ -2047,11 +2049,13 @@ static json_t *not_utf8_data(void)
         "'variation':1,'clauses':[{'op':'segmentMatch','values':['SEG','s']}]}]}}",
         "{'s':{'included':['u']}}");
     json_t *fs = json_object_get(data, "features");
-    json_object_set_new(json_array_get(json_object_get(json_object_get(fs, "f"), "prerequisites"), 0),
-                        "key", json_stringn_nocheck("p\xff", 2));
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(fs, "f"), "prerequisites"), 0), "key",
+        json_stringn_nocheck("p\xff", 2));
     json_t *rule = json_array_get(json_object_get(json_object_get(fs, "g"), "rules"), 0);
-    json_array_set_new(json_object_get(json_array_get(json_object_get(rule, "clauses"), 0), "values"),
-                       0, json_stringn_nocheck("s\xfe", 2));
+    json_array_set_new(
+        json_object_get(json_array_get(json_object_get(rule, "clauses"), 0), "values"), 0,
+        json_stringn_nocheck("s\xfe", 2));
     json_object_set_new(rule, "id", json_stringn_nocheck("r\xff", 2));
     return data;
 }
@@ -2069,9 +2073,8 @@ START_TEST(test_reason_strings_not_utf8_are_reported)
     ck_assert_int_eq(ld_detail_reason_kind(D(f)), LD_REASON_PREREQUISITE_FAILED);
     json_t *j = ld_detail_to_json(D(f));
     ck_assert_msg(j != NULL, "ld_detail_to_json() of a PREREQUISITE_FAILED detail is NULL");
-    ck_assert_int_eq(json_string_length(json_object_get(json_object_get(j, "reason"),
-                                                        "prerequisiteKey")),
-                     2);
+    ck_assert_int_eq(
+        json_string_length(json_object_get(json_object_get(j, "reason"), "prerequisiteKey")), 2);
     json_decref(j);
     ld_future_unref(f);
     f = ld_test_fulfilled(ld_evaluator_detail(ev, "g", ctx, LD_VALUE_ANY, NULL));
@@ -2085,10 +2088,9 @@ START_TEST(test_reason_strings_not_utf8_are_reported)
     ld_test_done(a);
     ck_assert_msg(ld_future_is_fulfilled(a), "all flags rejected: %s", ld_future_error_message(a));
     json_t *meta = json_object_get(ld_future_json(a), "$flagsState");
-    ck_assert_str_eq(
-        json_string_value(json_object_get(json_object_get(json_object_get(meta, "g"), "reason"),
-                                          "ruleId")),
-        "r\xff");
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(meta, "g"), "reason"), "ruleId")),
+                     "r\xff");
     ld_future_unref(a);
     done_with(ev, s);
     ld_context_unref(ctx);
@@ -2125,9 +2127,10 @@ END_TEST
  * for the store. */
 START_TEST(test_detail_copies_the_key_it_needs)
 {
-    json_t *data = data_of("{'flag-one':{'on':true,'variations':['one'],'fallthrough':{'variation':0}},"
-                           "'flag-two':{'on':true,'variations':['two'],'fallthrough':{'variation':0}}}",
-                           NULL);
+    json_t *data =
+        data_of("{'flag-one':{'on':true,'variations':['one'],'fallthrough':{'variation':0}},"
+                "'flag-two':{'on':true,'variations':['two'],'fallthrough':{'variation':0}}}",
+                NULL);
     ld_context *ctx = ctx_of(USER("u"));
     for (int which = 0; which < 2; which++) {
         ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
@@ -2151,13 +2154,13 @@ END_TEST
  * pass of the loop. */
 START_TEST(test_memory_store_completes_in_one_loop_pass)
 {
-    json_t *data = data_of(
-        "{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
-        "'prerequisites':[{'key':'p','variation':0}],'rules':[{'id':'r','variation':1,"
-        "'clauses':[{'op':'segmentMatch','values':['s']}]}]},"
-        "'p':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
-        "{'s':{'rules':[{'clauses':[{'op':'segmentMatch','values':['t']}]}]},"
-        "'t':{'included':['u']}}");
+    json_t *data =
+        data_of("{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
+                "'prerequisites':[{'key':'p','variation':0}],'rules':[{'id':'r','variation':1,"
+                "'clauses':[{'op':'segmentMatch','values':['s']}]}]},"
+                "'p':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}",
+                "{'s':{'rules':[{'clauses':[{'op':'segmentMatch','values':['t']}]}]},"
+                "'t':{'included':['u']}}");
     ld_store *s = memory_with(data);
     ld_evaluator *ev = evaluator_of(s);
     ld_context *ctx = ctx_of(USER("u"));
@@ -2219,9 +2222,15 @@ START_TEST(test_big_segment_staleness_settings)
         int64_t age, stale_after;
         const char *status;
     } cases[] = {
-        {60000, 0, "HEALTHY"},      {60000, -5, "HEALTHY"},     {130000, 0, "STALE"},
-        {5000, 60000, "HEALTHY"},   {60000, 5000, "STALE"},     {-1, 0, "STALE"},
-        {0, 1, "HEALTHY"},          {0, INT64_MAX, "HEALTHY"},  {INT64_MAX / 4, INT64_MAX, "STALE"}, /* before 1970: unknown */
+        {60000, 0, "HEALTHY"},
+        {60000, -5, "HEALTHY"},
+        {130000, 0, "STALE"},
+        {5000, 60000, "HEALTHY"},
+        {60000, 5000, "STALE"},
+        {-1, 0, "STALE"},
+        {0, 1, "HEALTHY"},
+        {0, INT64_MAX, "HEALTHY"},
+        {INT64_MAX / 4, INT64_MAX, "STALE"}, /* before 1970: unknown */
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         g_meta_age = cases[i].age;
@@ -2264,8 +2273,8 @@ START_TEST(test_detail_functions_take_null)
     ck_assert_ptr_null(ld_detail_reason_to_json(NULL));
     ck_assert_ptr_null(ld_detail_to_json(NULL));
     ck_assert_str_eq(ld_reason_kind_name((enum ld_reason_kind)99), "UNKNOWN");
-    ck_assert_str_eq(ld_reason_kind_name((enum ld_reason_kind)-1), "UNKNOWN");
-    ck_assert_str_eq(ld_eval_error_name((enum ld_eval_error)-1), "UNKNOWN");
+    ck_assert_str_eq(ld_reason_kind_name((enum ld_reason_kind) - 1), "UNKNOWN");
+    ck_assert_str_eq(ld_eval_error_name((enum ld_eval_error) - 1), "UNKNOWN");
     ck_assert_str_eq(ld_eval_error_name(LD_EVAL_ERROR_NONE), "NONE");
     struct ld_evaluator_stats st;
     ck_assert_int_eq(ld_evaluator_stats(NULL, &st), LD_EINVAL);
@@ -2333,11 +2342,11 @@ START_TEST(test_details_released_on_another_thread)
             char key[16];
             snprintf(key, sizeof key, "f%d", i % 7);
             if (i % 3 == 0) {
-                json_t *fl = json_pack(
-                    "{s:s,s:i,s:b,s:[s,{s:[i]}],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]}]}]}", "key",
-                    key, "version", i + 1, "on", 1, "variations", "a", "obj", i, "fallthrough",
-                    "variation", 0, "rules", "id", "rule-id", "variation", 1, "clauses", "op",
-                    "segmentMatch", "values", "s");
+                json_t *fl =
+                    json_pack("{s:s,s:i,s:b,s:[s,{s:[i]}],s:{s:i},s:[{s:s,s:i,s:[{s:s,s:[s]}]}]}",
+                              "key", key, "version", i + 1, "on", 1, "variations", "a", "obj", i,
+                              "fallthrough", "variation", 0, "rules", "id", "rule-id", "variation",
+                              1, "clauses", "op", "segmentMatch", "values", "s");
                 ld_future *u = ld_store_upsert(s, ld_kind_features(), fl);
                 json_decref(fl);
                 ld_test_wait(u);
