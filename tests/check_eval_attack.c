@@ -758,6 +758,47 @@ START_TEST(test_one_json_item_as_flag_and_segment_evaluates)
 }
 END_TEST
 
+/* The same, replaced version after version: the evaluator lets go of the
+ * versions the store let go of, also those it compiled as both kinds. */
+START_TEST(test_one_json_item_as_both_kinds_is_let_go)
+{
+    ld_store *s = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(s);
+    json_t *d = data_of("{'f':{'on':true,'variations':['no','yes'],'fallthrough':{'variation':0},"
+                        "'rules':[{'id':'r','variation':1,'clauses':[{'op':'segmentMatch',"
+                        "'values':['x']}]}]}}",
+                        NULL);
+    ld_test_await_ok(ld_store_init(s, d));
+    json_decref(d);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    struct ld_evaluator_stats st = {0};
+    int n = 3000;
+    for (int i = 1; i <= n; i++) {
+        json_t *shared = json_pack("{s:s,s:i,s:b,s:[s],s:{s:i},s:[s]}", "key", "x", "version", i,
+                                   "on", 1, "variations", "v", "fallthrough", "variation", 0,
+                                   "included", "u");
+        ld_future_unref(ld_store_upsert(s, ld_kind_features(), shared));
+        ld_future_unref(ld_store_upsert(s, ld_kind_segments(), shared));
+        json_decref(shared);
+        const char *keys[] = {"x", "f"};
+        for (int k = 0; k < 2; k++) {
+            ld_future *f = ld_evaluator_detail(ev, keys[k], ctx, LD_VALUE_ANY, NULL);
+            ld_test_wait(f);
+            ck_assert(ld_future_is_fulfilled(f));
+            ck_assert_int_ge(ld_detail_variation_index(D(f)), 0);
+            ld_future_unref(f);
+        }
+        ck_assert_int_eq(ld_evaluator_stats(ev, &st), 0);
+    }
+    fprintf(stderr, "after %d versions of an item stored as both kinds: %zu flags, %zu segments\n",
+            n, st.flags, st.segments);
+    ck_assert_uint_le(st.flags + st.segments, 200);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 /* ---- deep and wide structures ---------------------------------------------------- */
 
 /* A prerequisite chain p0 -> p1 -> ... -> p(n-1), each served 0 when on. */
@@ -2387,6 +2428,7 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_loop_test(tc, test_malformed_data_gives_a_deterministic_detail, 0,
                         (int)N_OF(malformed_cases));
     tcase_add_test(tc, test_one_json_item_as_flag_and_segment_evaluates);
+    tcase_add_test(tc, test_one_json_item_as_both_kinds_is_let_go);
     tc = tcase(s, "deep", 120);
     tcase_add_test(tc, test_prerequisite_chain_beyond_the_limit_is_malformed);
     tcase_add_test(tc, test_segment_cycle_across_many_segments_is_malformed);
