@@ -80,8 +80,21 @@ static struct ld__item *cache_find(const struct cache *c, enum ld__item_type typ
     if (!c->t)
         return NULL;
     for (size_t i = hash_ptr(json) & c->mask;; i = (i + 1) & c->mask) {
-        if (c->t[i].json == json && c->t[i].item->type == type)
+        if (c->t[i].json == json && c->t[i].item && c->t[i].item->type == type)
             return c->t[i].item;
+        if (!c->t[i].json)
+            return NULL;
+    }
+}
+
+/* The slot of the entry of `json` compiled as the other kind than `it`,
+ * or NULL. */
+static struct centry *cache_twin(const struct cache *c, const struct ld__item *it)
+{
+    enum ld__item_type other = it->type == LD__FLAG ? LD__SEGMENT : LD__FLAG;
+    for (size_t i = hash_ptr(it->json) & c->mask;; i = (i + 1) & c->mask) {
+        if (c->t[i].json == it->json && c->t[i].item && c->t[i].item->type == other)
+            return &c->t[i];
         if (!c->t[i].json)
             return NULL;
     }
@@ -102,10 +115,12 @@ static void cache_put(struct cache *c, struct ld__item *it)
         c->nsegments++;
 }
 
-/* True when only the cache still holds the item's JSON. */
-static bool cache_stale(const struct ld__item *it)
+/* True when only the cache still holds the item's JSON (once, or twice
+ * when it compiled it as both kinds). */
+static bool cache_stale(const struct cache *c, const struct ld__item *it)
 {
-    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == 1;
+    size_t held = cache_twin(c, it) ? 2 : 1;
+    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == held;
 }
 
 /* Makes room for one more entry: drops the stale entries and resizes to
@@ -114,7 +129,7 @@ static int cache_grow(struct cache *c)
 {
     size_t live = 0;
     for (size_t i = 0; c->t && i <= c->mask; i++)
-        live += c->t[i].json && !cache_stale(c->t[i].item);
+        live += c->t[i].json && !cache_stale(c, c->t[i].item);
     size_t cap = 64;
     while (cap < 4 * (live + 1))
         cap *= 2;
@@ -129,10 +144,16 @@ static int cache_grow(struct cache *c)
         struct ld__item *it = old.t[i].item;
         if (!it)
             continue;
-        if (cache_stale(it))
+        if (cache_stale(&old, it)) {
+            struct centry *twin = cache_twin(&old, it);
+            if (twin) { /* stale as well: drop both before either changes the count */
+                ld__item_unref(twin->item);
+                twin->item = NULL;
+            }
             ld__item_unref(it);
-        else
+        } else {
             cache_put(c, it);
+        }
     }
     ld__free(old.t);
     return 0;
