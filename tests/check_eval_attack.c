@@ -775,9 +775,9 @@ START_TEST(test_one_json_item_as_both_kinds_is_let_go)
     struct ld_evaluator_stats st = {0};
     int n = 3000;
     for (int i = 1; i <= n; i++) {
-        json_t *shared = json_pack("{s:s,s:i,s:b,s:[s],s:{s:i},s:[s]}", "key", "x", "version", i,
-                                   "on", 1, "variations", "v", "fallthrough", "variation", 0,
-                                   "included", "u");
+        json_t *shared =
+            json_pack("{s:s,s:i,s:b,s:[s],s:{s:i},s:[s]}", "key", "x", "version", i, "on", 1,
+                      "variations", "v", "fallthrough", "variation", 0, "included", "u");
         ld_future_unref(ld_store_upsert(s, ld_kind_features(), shared));
         ld_future_unref(ld_store_upsert(s, ld_kind_segments(), shared));
         json_decref(shared);
@@ -1370,6 +1370,44 @@ START_TEST(test_big_segment_store_swapped_and_freed_while_pending)
         ld_big_segment_store_free(old2);
         done_with(ev, s);
         ld_big_segment_store_free(fresh);
+        ld_test_flush();
+    }
+    ld_context_unref(ctx);
+    json_decref(data);
+}
+END_TEST
+
+/* The evaluator is freed while evaluations (a detail and an all-flags
+ * state) wait for memberships; the big segment store answers afterwards,
+ * or is freed with the reads pending. */
+START_TEST(test_evaluator_freed_while_memberships_pending)
+{
+    json_t *data = data_of(BIG_FLAG, BIG_SEG);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int answer = 0; answer < 2; answer++) {
+        ld_store *s = memory_with(data);
+        ld_evaluator *ev = evaluator_of(s);
+        struct ld_test_script impl = {0};
+        ld_big_segment_store *bss = ld_test_script_new(LD_TEST_BIG_SEGMENT_STORE, &impl);
+        ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, bss, 0), 0);
+        ld_future *f = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_ANY, json_string("fb"));
+        ld_future *a = ld_evaluator_all_flags(ev, ctx, 6);
+        for (int spins = 0; spins < 50 && impl.n < 4; spins++)
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        ck_assert_int_eq(impl.n, 4);
+        ld_evaluator_free(ev);
+        ld_test_expect_error(f, LD_ECANCELED, NULL);
+        ld_test_expect_error(a, LD_ECANCELED, NULL);
+        if (answer) {
+            int n = impl.n;
+            impl.n = 0;
+            for (int i = 0; i < n; i++)
+                ld_test_script_answer(LD_TEST_BIG_SEGMENT_STORE, impl.outs[i]);
+            ld_test_flush();
+        }
+        ld_big_segment_store_free(bss);
+        ld_test_flush();
+        ld_store_free(s);
         ld_test_flush();
     }
     ld_context_unref(ctx);
@@ -2441,6 +2479,7 @@ Suite *ld_suite_eval_attack(void)
     tc = tcase(s, "big_segments", 60);
     tcase_add_test(tc, test_big_segment_store_states);
     tcase_add_test(tc, test_big_segment_store_swapped_and_freed_while_pending);
+    tcase_add_test(tc, test_evaluator_freed_while_memberships_pending);
     tc = tcase(s, "lifetime", 120);
     tcase_add_test(tc, test_free_right_after_starting_evaluations);
     tcase_add_test(tc, test_details_outlive_evaluator_and_store);
