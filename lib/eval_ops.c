@@ -392,8 +392,25 @@ static uint64_t hash_number(double x)
     return mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
 }
 
+/* How deep hash_json() looks into arrays and objects: below, a value
+ * hashes by its type and size only (still a function of the value, so
+ * equal values hash equal). A context attribute may be nested a million
+ * levels deep (a C caller can build one): the hash must not recurse that
+ * far on the loop's stack. */
+#define HASH_DEPTH 32
+
+static uint64_t hash_json_at(const json_t *v, int depth);
+
 static uint64_t hash_json(const json_t *v)
 {
+    return hash_json_at(v, 0);
+}
+
+static uint64_t hash_json_at(const json_t *v, int depth)
+{
+    if (depth >= HASH_DEPTH && (json_is_array(v) || json_is_object(v)))
+        return mix64((json_is_array(v) ? json_array_size(v) : json_object_size(v)) ^
+                     (json_is_array(v) ? UINT64_C(0x2000) : UINT64_C(0x1000)));
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         /* a sum: independent of the order of the members */
@@ -401,14 +418,15 @@ static uint64_t hash_json(const json_t *v)
         json_t *o = (json_t *)v;
         for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
             uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it));
-            h += mix64(k ^ (hash_json(json_object_iter_value(it)) * UINT64_C(0x9e3779b97f4a7c15)));
+            h += mix64(k ^ (hash_json_at(json_object_iter_value(it), depth + 1) *
+                            UINT64_C(0x9e3779b97f4a7c15)));
         }
         return mix64(h ^ UINT64_C(0x1000));
     }
     case JSON_ARRAY: {
         uint64_t h = json_array_size(v) ^ UINT64_C(0x2000);
         for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix64(h ^ hash_json(json_array_get(v, i))) + i;
+            h = mix64(h ^ hash_json_at(json_array_get(v, i), depth + 1)) + i;
         return h;
     }
     case JSON_STRING:
@@ -1037,6 +1055,33 @@ static bool utf8_valid(const unsigned char *s, size_t len)
     return true;
 }
 
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
+/* The heap the interpreter may take for one match: a group repeated over
+ * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
+ * for 10,000 characters, 480 MB for a million). */
+#define REGEX_HEAP_LIMIT_KIB 16384
+
+/* The JIT's stack (32 KB) is too small for a group repeated over a few
+ * thousand characters: the interpreter keeps its frames on the heap, here
+ * in a match data of its own, freed at once, up to REGEX_HEAP_LIMIT_KIB
+ * (beyond: PCRE2_ERROR_HEAPLIMIT, no match) and within the match limit.
+ * This path allocates; if that fails, there is no match. */
+static int match_interpreted(const pcre2_code *code, PCRE2_SPTR s, size_t len, uint32_t options)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_match_context *mc = gc ? pcre2_match_context_create(gc) : NULL;
+    pcre2_match_data *md = mc ? pcre2_match_data_create(1, gc) : NULL;
+    int rc = PCRE2_ERROR_NOMEMORY;
+    if (md && pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB) == 0 &&
+        pcre2_set_match_limit(mc, MATCH_LIMIT) == 0)
+        rc = pcre2_match(code, s, len, 0, options | PCRE2_NO_JIT, md, mc);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+#endif
+
 /* The subject is checked once here (a subject that is not UTF-8 never
  * matches, as PCRE2's own check would have it), so that JIT-compiled
  * patterns can run through pcre2_jit_match, which skips pcre2_match's
@@ -1054,6 +1099,10 @@ static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
         int rc = re->jit ? pcre2_jit_match(re->code, s, len, 0, 0, cv->u.re.md, cv->u.re.mc)
                          : pcre2_match(re->code, s, len, 0, PCRE2_NO_UTF_CHECK, cv->u.re.md,
                                        cv->u.re.mc);
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = match_interpreted(re->code, s, len, PCRE2_NO_UTF_CHECK);
+#endif
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */
         /* PCRE2_ERROR_MATCHLIMIT (and any other failure): no match. */

@@ -24,7 +24,10 @@
  * detail holding the fallback value and an ERROR reason (FLAG_NOT_FOUND,
  * MALFORMED_FLAG, WRONG_TYPE, USER_NOT_SPECIFIED, EXCEPTION), as every
  * LaunchDarkly SDK does. Only programming errors (a NULL evaluator, key or
- * context) reject, with LD_EINVAL.
+ * context) reject, with LD_EINVAL. Prerequisite chains or segment nesting
+ * deeper than 64, and evaluations that would enter more than 100,000 flags
+ * and segments (nesting that names the same items over and over, which
+ * grows exponentially with the depth), are MALFORMED_FLAG.
  *
  * Thread rules: an evaluator belongs to the thread that runs the loop of its
  * store's base, like the store. A detail is immutable: once its future is
