@@ -689,11 +689,20 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     return 0;
 }
 
-/* A detail of its own for `tmp`: it references what it borrowed (the flag
- * only when its reason names one of the flag's strings; else just the
- * value, which for true, false and null costs nothing) and takes
- * `fallback` (stolen) when no variation is served. NULL when memory ran
- * out. */
+/* True for jansson's true, false and null, which are never freed (their
+ * count is (size_t)-1 and never changes). */
+static bool immortal(const json_t *v)
+{
+    return __atomic_load_n(&v->refcount, __ATOMIC_RELAXED) == (size_t)-1;
+}
+
+/* A detail of its own for `tmp`, which borrows from `f`: it references the
+ * flag when it needs anything of it (a value other than true, false or
+ * null; a rule id or prerequisite key), and takes `fallback` (stolen) when
+ * no variation is served. It never references a value of the flag with
+ * jansson's count: a detail may be released on another thread while the
+ * loop thread counts references to the same value, and jansson's inline
+ * counting is not free of data races. NULL when memory ran out. */
 static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, json_t *fallback)
 {
     ld_detail *d = ld__malloc(sizeof *d);
@@ -702,14 +711,14 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
         return NULL;
     }
     *d = *tmp;
-    if (d->rule_id.s || d->prereq.s)
+    if (d->rule_id.s || d->prereq.s || (d->index >= 0 && !immortal(d->value)))
         d->flag = ld__item_ref((struct ld__item *)f);
-    d->owns_value = true;
     if (d->index >= 0) {
-        json_incref(d->value);
+        d->owns_value = false;
         json_decref(fallback);
     } else {
         d->value = fallback;
+        d->owns_value = true;
     }
     return d;
 }
@@ -1475,7 +1484,12 @@ json_t *ld_detail_to_json(const ld_detail *d)
     json_t *reason = ld_detail_reason_to_json(d);
     if (!o || !reason)
         goto fail;
-    int rc = json_object_set(o, "value", d->value ? d->value : json_null());
+    /* A copy of a value of the flag: the detail may be read on another
+     * thread than the one counting references to that value. */
+    json_t *v = !d->value ? json_null() : d->owns_value || immortal(d->value)
+                                              ? json_incref(d->value)
+                                              : json_deep_copy(d->value);
+    int rc = json_object_set_new(o, "value", v);
     if (d->index >= 0)
         rc |= set_new(o, "variationIndex", json_integer(d->index));
     rc |= set_new(o, "reason", reason);
