@@ -625,8 +625,9 @@ static json_t *part_to_json(const struct part *p, bool with_kind)
     json_t *o = copy_value(p->attrs, true);
     if (!o)
         return NULL;
-    if ((with_kind && json_object_set(o, "kind", p->kind) != 0) ||
-        json_object_set(o, "key", p->key) != 0 ||
+    /* copies: the caller may change the result, the context's strings never */
+    if ((with_kind && json_object_set_new(o, "kind", json_copy(p->kind)) != 0) ||
+        json_object_set_new(o, "key", json_copy(p->key)) != 0 ||
         (p->anonymous && json_object_set(o, "anonymous", json_true()) != 0))
         goto fail;
     if (json_array_size(p->priv)) {

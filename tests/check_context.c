@@ -668,6 +668,31 @@ START_TEST(test_accessors_are_null_safe)
 }
 END_TEST
 
+/* ---- found by the adversarial review ------------------------------------ */
+
+/* to_json gives the caller a new value it may change: not even the kind and
+ * key strings are shared with the context. */
+START_TEST(test_to_json_shares_no_string_with_the_context)
+{
+    ld_context *c =
+        ok("{\"kind\": \"multi\", \"org\": {\"key\": \"o\"}, \"user\": {\"key\": \"u\"}}");
+    json_t *out = ld_context_to_json(c);
+    json_string_set(json_object_get(json_object_get(out, "org"), "key"), "changed");
+    json_decref(out);
+    ld_context *s = ok("{\"kind\": \"org\", \"key\": \"o\"}");
+    out = ld_context_to_json(s);
+    json_string_set(json_object_get(out, "key"), "changed");
+    json_string_set(json_object_get(out, "kind"), "changed");
+    json_decref(out);
+    ck_assert_str_eq(ld_context_key(c, "org"), "o");
+    ck_assert_str_eq(ld_context_key(s, "org"), "o");
+    ck_assert_str_eq(json_string_value(ld_context_get(s, "org", "key")), "o");
+    ck_assert_str_eq(json_string_value(ld_context_get(s, "org", "kind")), "org");
+    ld_context_unref(s);
+    ld_context_unref(c);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -699,6 +724,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_multi_from_parts);
     tcase_add_test(tc, test_reference_counting_across_threads);
     tcase_add_test(tc, test_accessors_are_null_safe);
+    tcase_add_test(tc, test_to_json_shares_no_string_with_the_context);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -134,7 +134,8 @@ LD_EXPORT const char *ld_context_private(const ld_context *ctx, const char *kind
  *  [...]} (only when there are some)}, or {"kind": "multi", "<kind>": {...
  *  without "kind"}, ...}. An old-style user comes out as kind "user".
  *  ld_context_from_json() of the result is an equal context.
- *  @return a new reference, or NULL for NULL or when memory ran out.
+ *  @return a new value (one reference) that shares nothing with `ctx`: the
+ *  caller may change it. NULL for NULL or when memory ran out.
  *  @since 0.1.0 */
 LD_EXPORT json_t *ld_context_to_json(const ld_context *ctx);
 
