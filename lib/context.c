@@ -651,10 +651,62 @@ fail:
     return NULL;
 }
 
+/* The literal name a reference of an old-style user was made from (the
+ * inverse of literal_to_ref; new reference). */
+static json_t *ref_to_literal(const json_t *ref)
+{
+    const char *s = json_string_value(ref);
+    size_t len = json_string_length(ref);
+    if (len == 0 || s[0] != '/')
+        return json_stringn_nocheck(s, len);
+    char *buf = ld__malloc(len);
+    if (!buf)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 1; i < len; i++) {
+        if (s[i] == '~' && i + 1 < len && (s[i + 1] == '0' || s[i + 1] == '1')) {
+            buf[o++] = s[i + 1] == '0' ? '~' : '/';
+            i++;
+        } else {
+            buf[o++] = s[i];
+        }
+    }
+    json_t *r = json_stringn_nocheck(buf, o);
+    ld__free(buf);
+    return r;
+}
+
+/* An old-style user: the only form in which the key may be empty. */
+static json_t *old_user_to_json(const struct part *p)
+{
+    json_t *o = json_object();
+    if (!o || json_object_set_new(o, "key", json_copy(p->key)) != 0 ||
+        (json_object_size(p->attrs) &&
+         json_object_set_new(o, "custom", copy_value(p->attrs, true)) != 0) ||
+        (p->anonymous && json_object_set_new(o, "anonymous", json_true()) != 0))
+        goto fail;
+    if (json_array_size(p->priv)) {
+        json_t *names = json_array();
+        if (json_object_set_new(o, "privateAttributeNames", names) != 0)
+            goto fail;
+        for (size_t i = 0; i < json_array_size(p->priv); i++)
+            if (json_array_append_new(names, ref_to_literal(json_array_get(p->priv, i))) != 0)
+                goto fail;
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
 json_t *ld_context_to_json(const ld_context *ctx)
 {
     if (!ctx)
         return NULL;
+    /* only an old-style user has an empty key (the builder and multi-kind
+     * contexts refuse it) */
+    if (ctx->n == 1 && json_string_length(ctx->parts[0].key) == 0)
+        return old_user_to_json(&ctx->parts[0]);
     if (ctx->n == 1)
         return part_to_json(&ctx->parts[0], true);
     json_t *o = json_object();

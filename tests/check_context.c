@@ -693,6 +693,39 @@ START_TEST(test_to_json_shares_no_string_with_the_context)
 }
 END_TEST
 
+/* Only the old-style form allows the empty key: to_json uses it, so that
+ * from_json of the result is an equal context. */
+START_TEST(test_old_style_user_with_an_empty_key_round_trips)
+{
+    ld_context *c = ok("{\"key\": \"\", \"name\": \"N\", \"email\": \"e\", \"anonymous\": true, "
+                       "\"custom\": {\"a\": {\"b\": [1]}, \"/x~y\": 2}, "
+                       "\"privateAttributeNames\": [\"email\", \"/x~y\", \"a/b\", \"\"]}");
+    json_t *out = ld_context_to_json(c);
+    ck_assert_ptr_nonnull(out);
+    const char *why = NULL;
+    ld_context *again = ld_context_from_json(out, &why);
+    ck_assert_msg(again != NULL, "refused: %s", why);
+    ck_assert_str_eq(ld_context_kind(again, 0), "user");
+    ck_assert_str_eq(ld_context_key(again, NULL), "");
+    ck_assert_str_eq(ld_context_fully_qualified_key(again), "");
+    ck_assert(ld_context_anonymous(again, NULL));
+    ck_assert_str_eq(json_string_value(ld_context_get(again, NULL, "name")), "N");
+    ck_assert_str_eq(json_string_value(ld_context_get(again, NULL, "email")), "e");
+    ck_assert_ptr_null(ld_context_get(again, NULL, "/a/b/0")); /* no array index */
+    ck_assert(json_is_array(ld_context_get(again, NULL, "/a/b")));
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(again, NULL, "/x~y")), 2);
+    ck_assert_uint_eq(ld_context_private_count(again, NULL), 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_str_eq(ld_context_private(again, NULL, i), ld_context_private(c, NULL, i));
+    json_t *out2 = ld_context_to_json(again);
+    ck_assert(json_equal(out, out2));
+    json_decref(out2);
+    json_decref(out);
+    ld_context_unref(again);
+    ld_context_unref(c);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -725,6 +758,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_reference_counting_across_threads);
     tcase_add_test(tc, test_accessors_are_null_safe);
     tcase_add_test(tc, test_to_json_shares_no_string_with_the_context);
+    tcase_add_test(tc, test_old_style_user_with_an_empty_key_round_trips);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -132,7 +132,11 @@ LD_EXPORT const char *ld_context_private(const ld_context *ctx, const char *kind
 /** The context as new-style JSON: {"kind": K, "key": ..., attributes...,
  *  "anonymous": true (only when anonymous), "_meta": {"privateAttributes":
  *  [...]} (only when there are some)}, or {"kind": "multi", "<kind>": {...
- *  without "kind"}, ...}. An old-style user comes out as kind "user".
+ *  without "kind"}, ...}. An old-style user comes out as kind "user",
+ *  except one with the empty key, which only the old-style form allows: it
+ *  comes out in that form, {"key": "", "custom": {attributes...},
+ *  "anonymous": true (only when anonymous), "privateAttributeNames": [...]
+ *  (only when there are some)}.
  *  ld_context_from_json() of the result is an equal context.
  *  @return a new value (one reference) that shares nothing with `ctx`: the
  *  caller may change it. NULL for NULL or when memory ran out.
