@@ -860,6 +860,12 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
             if (parts[i]->n)
                 return ld_context_ref((ld_context *)parts[i]);
     }
+    /* as in the JSON form, whose parts cannot have it: only an old-style user
+     * has the empty key */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < parts[i]->n; j++)
+            if (json_string_length(parts[i]->parts[j].key) == 0)
+                return fail(why, "multi-kind context: context \"key\" must not be empty");
     ld_context *c = ctx_alloc(total);
     if (!c)
         return fail(why, NOMEM);

@@ -726,6 +726,26 @@ START_TEST(test_old_style_user_with_an_empty_key_round_trips)
 }
 END_TEST
 
+/* A multi-kind context's keys are never empty (its JSON form could not be
+ * read back): an old-style user with the empty key is not a part. */
+START_TEST(test_multi_refuses_a_part_with_an_empty_key)
+{
+    ld_context *u = ok("{\"key\": \"\"}");
+    ld_context *o = ok("{\"kind\": \"org\", \"key\": \"o\"}");
+    const ld_context *parts[] = {o, u};
+    const char *why = NULL;
+    ld_context *m = ld_context_multi(parts, 2, &why);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(why && strstr(why, "\"key\""), "%s", why ? why : "(none)");
+    /* alone it is itself */
+    ld_context *s = ld_context_multi(parts + 1, 1, NULL);
+    ck_assert_ptr_eq(s, u);
+    ld_context_unref(s);
+    ld_context_unref(o);
+    ld_context_unref(u);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -759,6 +779,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_accessors_are_null_safe);
     tcase_add_test(tc, test_to_json_shares_no_string_with_the_context);
     tcase_add_test(tc, test_old_style_user_with_an_empty_key_round_trips);
+    tcase_add_test(tc, test_multi_refuses_a_part_with_an_empty_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -192,7 +192,8 @@ LD_EXPORT void ld_context_builder_free(ld_context_builder *b);
  *  context.
  *  @return a new context (one reference), or NULL with *why (if `why` is not
  *  NULL) for `n` == 0 or no kind at all, a NULL part or `parts`, the same
- *  kind twice, or no memory. @since 0.1.0 */
+ *  kind twice, an empty key (an old-style user's) among two kinds or more,
+ *  or no memory. @since 0.1.0 */
 LD_EXPORT ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const char **why);
 
 LD_END_DECLS
