@@ -267,7 +267,8 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
     const json_t *v;
     json_array_foreach(arr, i, v)
     {
-        if (!json_is_string(v))
+        /* handed out as C strings: "a\0b" would be read as "a" */
+        if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))
             return invalid(why, bad);
     }
     json_array_foreach(arr, i, v)
@@ -354,9 +355,10 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
                 continue;
             if (!json_is_object(v))
                 return invalid(why, "context \"_meta\" must be an object");
-            if (take_private(p, json_object_get(v, "privateAttributes"), false,
-                             "context \"_meta.privateAttributes\" must be an array of strings",
-                             why) != 0)
+            if (take_private(
+                    p, json_object_get(v, "privateAttributes"), false,
+                    "context \"_meta.privateAttributes\" must be an array of strings without NUL",
+                    why) != 0)
                 return -1;
             continue;
         }
@@ -416,7 +418,8 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
         return invalid(why, "user \"anonymous\" must be a boolean");
     p->anonymous = json_is_true(anon);
     return take_private(p, json_object_get(obj, "privateAttributeNames"), true,
-                        "user \"privateAttributeNames\" must be an array of strings", why);
+                        "user \"privateAttributeNames\" must be an array of strings without NUL",
+                        why);
 }
 
 static ld_context *parse_multi(const json_t *j, const char **why)

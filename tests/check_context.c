@@ -746,6 +746,33 @@ START_TEST(test_multi_refuses_a_part_with_an_empty_key)
 }
 END_TEST
 
+/* A private reference is handed out as a C string: one with a NUL would be
+ * read as another ("email\0x" as "email"), so it is refused. */
+START_TEST(test_private_references_with_nul_are_invalid)
+{
+    static const struct {
+        const char *json;
+        const char *field;
+    } cases[] = {
+        {"{\"kind\": \"org\", \"key\": \"a\", \"email\": 1, "
+         "\"_meta\": {\"privateAttributes\": [\"email\\u0000x\"]}}",
+         "privateAttributes"},
+        {"{\"kind\": \"multi\", \"org\": {\"key\": \"a\", "
+         "\"_meta\": {\"privateAttributes\": [\"a\", \"\\u0000\"]}}}",
+         "privateAttributes"},
+        {"{\"key\": \"u\", \"privateAttributeNames\": [\"/email\\u0000x\"]}",
+         "privateAttributeNames"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why = NULL;
+        ld_context *c = parse(cases[i].json, &why);
+        ck_assert_msg(c == NULL, "%s was accepted", cases[i].json);
+        ck_assert_msg(why && strstr(why, cases[i].field), "%s: %s", cases[i].json,
+                      why ? why : "(none)");
+    }
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -780,6 +807,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_to_json_shares_no_string_with_the_context);
     tcase_add_test(tc, test_old_style_user_with_an_empty_key_round_trips);
     tcase_add_test(tc, test_multi_refuses_a_part_with_an_empty_key);
+    tcase_add_test(tc, test_private_references_with_nul_are_invalid);
     suite_add_tcase(s, tc);
     return s;
 }

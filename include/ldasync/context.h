@@ -50,7 +50,9 @@ typedef struct ld_context ld_context;
  *    top-level properties are ignored. Its private attribute names are
  *    literal names, not references.
  *  Attributes whose value is null are absent. "name" must be a string or
- *  null, "anonymous" a boolean or null (null is false).
+ *  null, "anonymous" a boolean or null (null is false). Private attribute
+ *  references and names must not contain NUL (they are handed out as C
+ *  strings).
  *  The context keeps no reference to `j` (values are copied).
  *  @param j any JSON value, or NULL (borrowed).
  *  @param why if not NULL, receives on failure a static message naming the
