@@ -763,7 +763,7 @@ int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *valu
         return LD_ENOMEM;
     }
     if (!b || !name || !*name || strcmp(name, "kind") == 0 || strcmp(name, "key") == 0 ||
-        strcmp(name, "_meta") == 0) {
+        strcmp(name, "_meta") == 0 || !ld__utf8_valid(name, strlen(name))) {
         json_decref(value);
         return LD_EINVAL;
     }
@@ -786,9 +786,6 @@ int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *valu
         return LD_EINVAL;
     }
     if (json_object_set_new(b->attrs, name, value) != 0) {
-        /* jansson also refuses a name that is not valid UTF-8 */
-        if (!ld__utf8_valid(name, strlen(name)))
-            return LD_EINVAL;
         b->nomem = true;
         return LD_ENOMEM;
     }

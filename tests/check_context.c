@@ -773,6 +773,19 @@ START_TEST(test_private_references_with_nul_are_invalid)
 }
 END_TEST
 
+/* "name must be valid UTF-8" holds for the null value that removes it too. */
+START_TEST(test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "k");
+    ck_assert_int_eq(ld_context_builder_set(b, "\xff", json_null()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "a\xc3", json_null()), LD_EINVAL);
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c);
+    ld_context_unref(c);
+    ld_context_builder_free(b);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -808,6 +821,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_old_style_user_with_an_empty_key_round_trips);
     tcase_add_test(tc, test_multi_refuses_a_part_with_an_empty_key);
     tcase_add_test(tc, test_private_references_with_nul_are_invalid);
+    tcase_add_test(tc, test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value);
     suite_add_tcase(s, tc);
     return s;
 }
