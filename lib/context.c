@@ -456,6 +456,8 @@ ld_context *ld_context_from_json(const json_t *j, const char **why)
     if (!j || !json_is_object(j))
         return fail(why, "context must be a JSON object");
     const json_t *kind = json_object_get(j, "kind");
+    if (json_is_null(kind))
+        kind = NULL; /* an old-style user, as in Node's SDK (eval-spec 1.2) */
     if (kind && !json_is_string(kind))
         return fail(why, "context \"kind\" must be a string");
     if (kind && strcmp(json_string_value(kind), "multi") == 0 && json_string_length(kind) == 5)

@@ -37,7 +37,6 @@ START_TEST(test_invalid_contexts_name_the_field)
         {"{\"name\": \"no key\"}", "\"key\""},
         {"{\"key\": null}", "\"key\""},
         {"{\"kind\": 1, \"key\": \"a\"}", "\"kind\""},
-        {"{\"kind\": null, \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"\", \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"kind\", \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"org:x\", \"key\": \"a\"}", "\"kind\""},
@@ -786,6 +785,20 @@ START_TEST(test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value)
 }
 END_TEST
 
+/* eval-spec 1.2: "kind": null is no kind (an old-style user), as in Node. */
+START_TEST(test_null_kind_is_an_old_style_user)
+{
+    ld_context *c = ok("{\"kind\": null, \"key\": \"\", \"email\": \"e\", "
+                       "\"custom\": {\"c\": 1}, \"privateAttributeNames\": [\"/c\"]}");
+    ck_assert_str_eq(ld_context_kind(c, 0), "user");
+    ck_assert_str_eq(ld_context_key(c, NULL), "");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, "email")), "e");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, NULL, "c")), 1);
+    ck_assert_str_eq(ld_context_private(c, NULL, 0), "/~1c");
+    ld_context_unref(c);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -822,6 +835,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_multi_refuses_a_part_with_an_empty_key);
     tcase_add_test(tc, test_private_references_with_nul_are_invalid);
     tcase_add_test(tc, test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value);
+    tcase_add_test(tc, test_null_kind_is_an_old_style_user);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -40,9 +40,10 @@ typedef struct ld_context ld_context;
  *    "kind"}, ...} (a "kind" inside a part is ignored: the property name is
  *    the kind). A multi-kind context of exactly one kind is that single-kind
  *    context (ld_context_is_multi() is false);
- *  - old-style user (no "kind"): {"key": "...", "name", "firstName",
- *    "lastName", "email", "country", "ip", "avatar" (strings or null),
- *    "anonymous", "custom": {...}, "privateAttributeNames": [name, ...]}; it
+ *  - old-style user (no "kind", or "kind": null): {"key": "...", "name",
+ *    "firstName", "lastName", "email", "country", "ip", "avatar" (strings or
+ *    null), "anonymous", "custom": {...}, "privateAttributeNames": [name,
+ *    ...]}; it
  *    becomes a context of kind "user" whose attributes are the built-in
  *    strings and the properties of "custom" ("kind", "key", "anonymous" and
  *    "_meta" in "custom" are ignored); "secondary" (string or null) is
