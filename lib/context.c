@@ -442,6 +442,13 @@ static ld_context *parse_multi(const json_t *j, const char **why)
         const char *bad = kind_invalid(name, len);
         if (!bad && !json_is_object(v))
             bad = "multi-kind context: each kind must be an object";
+        /* eval-spec 1.1: the property name is the kind; a "kind" inside that
+         * says otherwise (a nested "multi" too) is invalid */
+        const json_t *inner = json_object_get(v, "kind");
+        if (!bad && inner &&
+            !(json_is_string(inner) && json_string_length(inner) == len &&
+              memcmp(json_string_value(inner), name, len) == 0))
+            bad = "multi-kind context: a \"kind\" inside a kind must be that kind";
         if (bad || i >= n || parse_single(&c->parts[i++], name, len, v, &bad) != 0) {
             set_why(why, bad ? bad : "context \"kind\" must not be repeated");
             ctx_free(c);

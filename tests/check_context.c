@@ -253,7 +253,7 @@ END_TEST
 START_TEST(test_multi_kind_context)
 {
     ld_context *c = ok("{\"kind\": \"multi\", \"user\": {\"key\": \"u:1\", \"name\": \"U\"}, "
-                       "\"org\": {\"key\": \"o%1\", \"anonymous\": true, \"kind\": \"zzz\"}, "
+                       "\"org\": {\"key\": \"o%1\", \"anonymous\": true, \"kind\": \"org\"}, "
                        "\"Device\": {\"key\": \"d\"}}");
     ck_assert(ld_context_is_multi(c));
     ck_assert_uint_eq(ld_context_kind_count(c), 3);
@@ -433,7 +433,7 @@ START_TEST(test_to_json_round_trips)
                       "{\"kind\": \"user\", \"key\": \"u\", \"email\": \"e\", \"c\": 1, "
                       "\"anonymous\": true, "
                       "\"_meta\": {\"privateAttributes\": [\"/~1c\", \"email\"]}}");
-    assert_round_trip("{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"kind\": \"x\"}, "
+    assert_round_trip("{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"kind\": \"user\"}, "
                       "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}",
                       "{\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, "
                       "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}");
@@ -799,6 +799,35 @@ START_TEST(test_null_kind_is_an_old_style_user)
 }
 END_TEST
 
+/* eval-spec 1.1/1.2: in a multi-kind context the property name is the kind;
+ * a "kind" inside a part that says otherwise (a nested "multi" included) is
+ * invalid. The same kind repeated is fine. */
+START_TEST(test_multi_part_with_another_kind_inside_is_invalid)
+{
+    static const char *const bad[] = {
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"user\", \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"multi\", \"key\": \"o\"}, "
+        "\"user\": {\"key\": \"u\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, "
+        "\"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": 1, \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": null, \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"org\\u0000\", \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"Org\", \"key\": \"o\"}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *why = NULL;
+        ld_context *c = parse(bad[i], &why);
+        ck_assert_msg(c == NULL, "%s was accepted", bad[i]);
+        ck_assert_msg(why && strstr(why, "\"kind\""), "%s: %s", bad[i], why ? why : "(none)");
+    }
+    ld_context *c = ok("{\"kind\": \"multi\", \"org\": {\"kind\": \"org\", \"key\": \"o\"}, "
+                       "\"user\": {\"key\": \"u\"}}");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o:user:u");
+    ld_context_unref(c);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -836,6 +865,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_private_references_with_nul_are_invalid);
     tcase_add_test(tc, test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value);
     tcase_add_test(tc, test_null_kind_is_an_old_style_user);
+    tcase_add_test(tc, test_multi_part_with_another_kind_inside_is_invalid);
     suite_add_tcase(s, tc);
     return s;
 }

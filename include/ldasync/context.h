@@ -37,9 +37,10 @@ typedef struct ld_context ld_context;
  *  - single-kind: {"kind": K, "key": "...", "name": "...", "anonymous": b,
  *    "<attribute>": any, ..., "_meta": {"privateAttributes": [ref, ...]}};
  *  - multi-kind: {"kind": "multi", "<kind>": {single-kind object without
- *    "kind"}, ...} (a "kind" inside a part is ignored: the property name is
- *    the kind). A multi-kind context of exactly one kind is that single-kind
- *    context (ld_context_is_multi() is false);
+ *    "kind"}, ...} (the property name is the kind: a "kind" inside a part
+ *    must be that same string, else the context is invalid, as is a nested
+ *    multi-kind context). A multi-kind context of exactly one kind is that
+ *    single-kind context (ld_context_is_multi() is false);
  *  - old-style user (no "kind", or "kind": null): {"key": "...", "name",
  *    "firstName", "lastName", "email", "country", "ip", "avatar" (strings or
  *    null), "anonymous", "custom": {...}, "privateAttributeNames": [name,
