@@ -828,6 +828,283 @@ START_TEST(test_multi_part_with_another_kind_inside_is_invalid)
 }
 END_TEST
 
+/* ---- randomized round trip ------------------------------------------- */
+
+static unsigned long g_rnd;
+
+static unsigned rnd(unsigned n)
+{
+    g_rnd = g_rnd * 6364136223846793005UL + 1442695040888963407UL;
+    return (unsigned)((g_rnd >> 33) % n);
+}
+
+/* Strings with the characters that matter: escapes of canonical keys and
+ * references, non-ASCII, and (when `nul`) NUL. */
+static json_t *rnd_string(bool nul, bool nonempty)
+{
+    static const char *const bits[] = {"a",  "Z",        ":", "%",    "~",  "/",   "~0",
+                                       "~1", "\xc3\xa9", " ", "kind", "3A", "\x01"};
+    char buf[64];
+    size_t len = 0;
+    unsigned n = rnd(6) + (nonempty ? 1 : 0);
+    for (unsigned i = 0; i < n; i++) {
+        if (nul && rnd(8) == 0) {
+            buf[len++] = '\0';
+            continue;
+        }
+        const char *b = bits[rnd(sizeof bits / sizeof bits[0])];
+        memcpy(buf + len, b, strlen(b));
+        len += strlen(b);
+    }
+    return json_stringn(buf, len);
+}
+
+static json_t *rnd_value(int depth)
+{
+    switch (rnd(depth > 2 ? 6 : 8)) {
+    case 0:
+        return json_null();
+    case 1:
+        return json_boolean(rnd(2));
+    case 2:
+        return json_integer((json_int_t)rnd(1000) - 500);
+    case 3:
+        return json_real(rnd(1000) / 8.0);
+    case 4:
+    case 5:
+        return rnd_string(true, false);
+    case 6: {
+        json_t *a = json_array();
+        for (unsigned i = rnd(4); i > 0; i--)
+            json_array_append_new(a, rnd_value(depth + 1));
+        return a;
+    }
+    default: {
+        json_t *o = json_object();
+        for (unsigned i = rnd(4); i > 0; i--) {
+            json_t *k = rnd_string(true, false);
+            json_object_setn_new(o, json_string_value(k), json_string_length(k),
+                                 rnd_value(depth + 1));
+            json_decref(k);
+        }
+        return o;
+    }
+    }
+}
+
+/* Random attributes (names never the reserved ones) into `o`. */
+static void rnd_attrs(json_t *o, const char *const *reserved, size_t nreserved)
+{
+    for (unsigned i = rnd(5); i > 0; i--) {
+        json_t *k = rnd_string(true, false);
+        bool skip = false;
+        for (size_t r = 0; r < nreserved; r++)
+            skip |= strlen(reserved[r]) == json_string_length(k) &&
+                    memcmp(reserved[r], json_string_value(k), json_string_length(k)) == 0;
+        if (!skip)
+            json_object_setn_new(o, json_string_value(k), json_string_length(k), rnd_value(0));
+        json_decref(k);
+    }
+    if (rnd(3) == 0)
+        json_object_set_new(o, "name", rnd(4) ? rnd_string(true, false) : json_null());
+}
+
+static json_t *rnd_private(void)
+{
+    json_t *a = json_array();
+    for (unsigned i = rnd(4); i > 0; i--)
+        json_array_append_new(a, rnd_string(false, false));
+    return a;
+}
+
+static const char *const KINDS[] = {"user", "org", "a.b_c-D9", "Device", "x", "_", "9"};
+static const char *const RESERVED[] = {"kind", "key", "anonymous", "_meta", "name"};
+
+static json_t *rnd_single(bool with_kind, const char *kind)
+{
+    json_t *o = json_object();
+    if (with_kind)
+        json_object_set_new(o, "kind", json_string(kind));
+    json_object_set_new(o, "key", rnd_string(false, true));
+    rnd_attrs(o, RESERVED, 5);
+    if (rnd(3) == 0)
+        json_object_set_new(o, "anonymous", rnd(3) ? json_boolean(rnd(2)) : json_null());
+    if (rnd(2))
+        json_object_set_new(o, "_meta", json_pack("{s:o}", "privateAttributes", rnd_private()));
+    return o;
+}
+
+static json_t *rnd_context_json(void)
+{
+    switch (rnd(3)) {
+    case 0:
+        return rnd_single(true, KINDS[rnd(7)]);
+    case 1: {
+        json_t *m = json_pack("{s:s}", "kind", "multi");
+        for (unsigned i = rnd(4) + 1; i > 0; i--) {
+            const char *k = KINDS[rnd(7)];
+            json_object_set_new(m, k, rnd_single(rnd(4) == 0, k));
+        }
+        return m;
+    }
+    default: {
+        static const char *const builtins[] = {"name",    "firstName", "lastName", "email",
+                                               "country", "ip",        "avatar",   "secondary"};
+        json_t *u = json_object();
+        json_object_set_new(u, "key", rnd_string(false, false)); /* may be empty */
+        for (size_t i = 0; i < 8; i++)
+            if (rnd(3) == 0)
+                json_object_set_new(u, builtins[i], rnd(4) ? rnd_string(true, false) : json_null());
+        if (rnd(2)) {
+            json_t *custom = json_object();
+            rnd_attrs(custom, NULL, 0);
+            json_object_set_new(u, "custom", custom);
+        }
+        if (rnd(3) == 0)
+            json_object_set_new(u, "anonymous", json_boolean(rnd(2)));
+        if (rnd(2))
+            json_object_set_new(u, "privateAttributeNames", rnd_private());
+        return u;
+    }
+    }
+}
+
+/* json_equal(), with object keys compared with their length (jansson's
+ * looks them up as C strings: an object with "a\0b" is not equal to
+ * itself). */
+static bool same_json(const json_t *a, const json_t *b)
+{
+    if (json_is_object(a) && json_is_object(b)) {
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        const char *k;
+        size_t len;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)a, k, len, v)
+        {
+            if (!same_json(v, json_object_getn(b, k, len)))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same_json(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+/* Everything the accessors show, and the JSON form, are the same. */
+static void assert_same_context(const ld_context *a, const ld_context *b, const char *text)
+{
+    ck_assert_msg(ld_context_kind_count(a) == ld_context_kind_count(b), "%s", text);
+    ck_assert_msg(strcmp(ld_context_fully_qualified_key(a), ld_context_fully_qualified_key(b)) == 0,
+                  "%s: %s vs %s", text, ld_context_fully_qualified_key(a),
+                  ld_context_fully_qualified_key(b));
+    for (size_t i = 0; i < ld_context_kind_count(a); i++) {
+        const char *k = ld_context_kind(a, i);
+        ck_assert_str_eq(k, ld_context_kind(b, i));
+        ck_assert_str_eq(ld_context_key(a, k), ld_context_key(b, k));
+        ck_assert(ld_context_anonymous(a, k) == ld_context_anonymous(b, k));
+        ck_assert(json_equal(ld_context_get(a, k, "anonymous"), ld_context_get(b, k, "anonymous")));
+        ck_assert_uint_eq(ld_context_private_count(a, k), ld_context_private_count(b, k));
+        for (size_t p = 0; p < ld_context_private_count(a, k); p++)
+            ck_assert_str_eq(ld_context_private(a, k, p), ld_context_private(b, k, p));
+    }
+    json_t *ja = ld_context_to_json(a), *jb = ld_context_to_json(b);
+    if (!same_json(ja, jb)) {
+        char *ta = json_dumps(ja, JSON_SORT_KEYS), *tb = json_dumps(jb, JSON_SORT_KEYS);
+        ck_abort_msg("%s: to_json differs: %s vs %s", text, ta, tb);
+    }
+    json_decref(ja);
+    json_decref(jb);
+}
+
+/* from_json(to_json(c)) is c, for random contexts parsed, built and joined. */
+START_TEST(test_random_contexts_round_trip_through_json)
+{
+    g_rnd = 20261201;
+    ld_context *prev = NULL;
+    for (int n = 0; n < 3000; n++) {
+        json_t *j = rnd_context_json();
+        char *text = json_dumps(j, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        const char *why = NULL;
+        ld_context *c = ld_context_from_json(j, &why);
+        ck_assert_msg(c != NULL, "%s refused: %s", text, why);
+        /* every non-null attribute given is there, as given */
+        const char *name;
+        size_t len;
+        json_t *v;
+        if (!json_object_get(j, "custom") && !json_object_get(j, "privateAttributeNames") &&
+            json_is_string(json_object_get(j, "kind")) &&
+            strcmp(json_string_value(json_object_get(j, "kind")), "multi") != 0) {
+            json_object_keylen_foreach(j, name, len, v)
+            {
+                if (!len || strlen(name) != len || json_is_null(v) || strcmp(name, "_meta") == 0 ||
+                    strcmp(name, "anonymous") == 0)
+                    continue;
+                ck_assert_msg(same_json(ld_context_get_literal(c, ld_context_kind(c, 0), name), v),
+                              "%s: attribute %s", text, name);
+            }
+        }
+        json_t *out = ld_context_to_json(c);
+        ld_context *again = ld_context_from_json(out, &why);
+        char *outtext = json_dumps(out, JSON_SORT_KEYS);
+        ck_assert_msg(again != NULL, "%s -> %s refused: %s", text, outtext, why);
+        assert_same_context(c, again, text);
+        /* the same through the builder, and joined with the previous one */
+        if (!ld_context_is_multi(c) && *ld_context_key(c, ld_context_kind(c, 0))) {
+            const char *k = ld_context_kind(c, 0);
+            ld_context_builder *b = ld_context_builder_new(k, ld_context_key(c, k));
+            json_t *one = json_object_get(out, "kind") ? out : NULL;
+            json_object_keylen_foreach(one, name, len, v)
+            {
+                if (len && strlen(name) == len && strcmp(name, "kind") && strcmp(name, "key") &&
+                    strcmp(name, "_meta"))
+                    ck_assert_int_eq(ld_context_builder_set(b, name, json_incref(v)), 0);
+            }
+            for (size_t p = 0; p < ld_context_private_count(c, k); p++)
+                ck_assert_int_eq(ld_context_builder_private(b, ld_context_private(c, k, p)), 0);
+            ld_context *built = ld_context_builder_build(b, &why);
+            ld_context_builder_free(b);
+            ck_assert_msg(built != NULL, "%s: %s", text, why);
+            bool nul_name = false;
+            json_object_keylen_foreach(one, name, len, v) nul_name |= strlen(name) != len || !len;
+            if (!nul_name) /* the builder makes no name "" or with a NUL */
+                assert_same_context(c, built, text);
+            if (prev) {
+                const ld_context *parts[] = {prev, built};
+                ld_context *m = ld_context_multi(parts, 2, &why);
+                if (m) {
+                    json_t *mj = ld_context_to_json(m);
+                    ld_context *m2 = ld_context_from_json(mj, &why);
+                    ck_assert_msg(m2 != NULL, "%s: multi refused: %s", text, why);
+                    assert_same_context(m, m2, text);
+                    ld_context_unref(m2);
+                    json_decref(mj);
+                    ld_context_unref(m);
+                } else {
+                    ck_assert_msg(strstr(why, "same kind"), "%s: %s", text, why);
+                }
+            }
+            ld_context_unref(prev);
+            prev = built;
+        }
+        free(outtext);
+        json_decref(out);
+        ld_context_unref(again);
+        ld_context_unref(c);
+        free(text);
+        json_decref(j);
+    }
+    ld_context_unref(prev);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -866,6 +1143,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value);
     tcase_add_test(tc, test_null_kind_is_an_old_style_user);
     tcase_add_test(tc, test_multi_part_with_another_kind_inside_is_invalid);
+    tcase_add_test(tc, test_random_contexts_round_trip_through_json);
     suite_add_tcase(s, tc);
     return s;
 }
