@@ -1,6 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Contexts: parsing, validation, canonical keys, references, the builder. */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_suites.h"
@@ -1105,6 +1107,173 @@ START_TEST(test_random_contexts_round_trip_through_json)
 }
 END_TEST
 
+/* ---- promises of context.h ------------------------------------------- */
+
+START_TEST(test_builder_copies_kind_key_and_private_references)
+{
+    char kind[] = "org", key[] = "k1", ref[] = "/a";
+    ld_context_builder *b = ld_context_builder_new(kind, key);
+    ck_assert_int_eq(ld_context_builder_private(b, ref), 0);
+    memset(kind, 'x', 3);
+    memset(key, 'y', 2);
+    memset(ref, 'z', 2);
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    ck_assert_str_eq(ld_context_kind(c, 0), "org");
+    ck_assert_str_eq(ld_context_key(c, "org"), "k1");
+    ck_assert_str_eq(ld_context_private(c, "org", 0), "/a");
+    ck_assert_uint_eq(ld_context_private_count(c, "user"), 0);
+    ck_assert_ptr_null(ld_context_private(c, "user", 0));
+    ck_assert_ptr_null(ld_context_private(c, "org", 1));
+    ld_context_unref(c);
+}
+END_TEST
+
+/* A failed set (LD_EINVAL) changes nothing; the builder builds again and
+ * again; values are stolen on every path (LeakSanitizer and valgrind see a
+ * leak or a double free). */
+START_TEST(test_builder_steals_values_on_every_path)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "k");
+    ck_assert_int_eq(ld_context_builder_set(b, "kind", json_pack("{s:i}", "a", 1)), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "key", json_pack("[i]", 1)), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "_meta", json_pack("{s:[]}", "privateAttributes")),
+                     LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_pack("[]")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_null()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_pack("{}")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "\xc3", json_pack("{}")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(NULL, "a", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, NULL, json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_true()), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_pack("{s:[i]}", "b", 1)), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_pack("{s:[i]}", "b", 2)),
+                     0); /* replaces */
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_string("N")), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_null()), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "gone", json_null()), 0);
+    ck_assert_int_eq(ld_context_builder_private(b, ""), 0); /* not checked: kept as given */
+    ld_context *c1 = ld_context_builder_build(b, NULL);
+    ld_context *c2 = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c1);
+    ck_assert_ptr_ne(c1, c2);
+    ck_assert_ptr_eq(ld_context_get(c1, "org", "a"), ld_context_get(c2, "org", "a")); /* shared */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c1, "org", "/a/b")), 0);       /* array */
+    ck_assert(ld_context_anonymous(c1, "org"));
+    ck_assert_ptr_null(ld_context_get(c1, "org", "name"));
+    ck_assert_uint_eq(ld_context_private_count(c1, "org"), 1);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_null()), 0);
+    ld_context_builder_free(b);
+    ck_assert(json_is_array(ld_context_get(c1, "org", "/a/b"))); /* outlives the builder */
+    json_t *j = ld_context_to_json(c2);
+    ld_context *again = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(again);
+    ck_assert_str_eq(ld_context_private(again, "org", 0), "");
+    ld_context_unref(again);
+    json_decref(j);
+    ld_context_unref(c1);
+    ld_context_unref(c2);
+}
+END_TEST
+
+/* Components of 127, 128 and 129 bytes (the stack buffer holds 127), with
+ * escapes across the boundary. */
+START_TEST(test_reference_components_around_the_buffer_size)
+{
+    for (size_t n = 120; n < 136; n++) {
+        char name[200], ref[400];
+        memset(name, 'a', n);
+        name[n] = '\0';
+        name[n - 1] = '/';
+        name[n / 2] = '~';
+        json_t *j = json_pack("{s:s, s:s, s:{s:i}}", "kind", "org", "key", "k", "o", name, (int)n);
+        ld_context *c = ld_context_from_json(j, NULL);
+        json_decref(j);
+        ck_assert_ptr_nonnull(c);
+        /* "/o/" + name with '~' -> "~0", '/' -> "~1" */
+        char *r = ref + snprintf(ref, sizeof ref, "/o/");
+        for (size_t i = 0; i < n; i++) {
+            if (name[i] == '~' || name[i] == '/') {
+                *r++ = '~';
+                *r++ = name[i] == '~' ? '0' : '1';
+            } else {
+                *r++ = name[i];
+            }
+        }
+        *r = '\0';
+        ck_assert_msg(json_integer_value(ld_context_get(c, "org", ref)) == (json_int_t)n, "n=%zu",
+                      n);
+        r[-1] = '~'; /* "~" at the end: invalid */
+        ck_assert_ptr_null(ld_context_get(c, "org", ref));
+        strcat(ref, "2"); /* "~2" */
+        ck_assert_ptr_null(ld_context_get(c, "org", ref));
+        ld_context_unref(c);
+    }
+}
+END_TEST
+
+/* References as LaunchDarkly reads them: slashes and escapes in plain
+ * names are literal; "/" paths only walk objects. */
+START_TEST(test_odd_attribute_references)
+{
+    ld_context *c = ok("{\"kind\": \"org\", \"key\": \"k\", \"~2\": 1, \"~1\": 2, \"/\": 3, "
+                       "\"a\": {\"0\": \"zero\", \"\": 4}, \"arr\": [5, 6], \"_meta\": null}");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "~2")), 1);   /* plain */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "~1")), 2);   /* plain */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/~01")), 2); /* "~1" */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/~1")), 3);
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/a/0")), "zero"); /* a name */
+    ck_assert_ptr_null(ld_context_get(c, "org", "/arr/0"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/arr/1"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/a/"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/_meta"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "_meta"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/anonymous/x"));
+    ck_assert(json_is_false(ld_context_get(c, "org", "/anonymous")));
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/kind")), "org");
+    ck_assert_ptr_null(ld_context_get(c, "org", "/kind/"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "//"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/~"));
+    ck_assert_ptr_null(ld_context_get_literal(c, "org", "_meta"));
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(c, "org", "/")), 3);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* Huge keys and kinds, many kinds: canonical keys are exact. */
+START_TEST(test_huge_keys_and_many_kinds)
+{
+    size_t n = 100000;
+    char *key = malloc(n + 1), *want = malloc(3 * n + 16);
+    for (size_t i = 0; i < n; i++)
+        key[i] = i % 3 == 0 ? ':' : i % 3 == 1 ? '%' : 'k';
+    key[n] = '\0';
+    char *w = want + sprintf(want, "org:");
+    for (size_t i = 0; i < n; i++)
+        w += sprintf(w, "%s", key[i] == ':' ? "%3A" : key[i] == '%' ? "%25" : "k");
+    json_t *m = json_pack("{s:s}", "kind", "multi");
+    char kind[8];
+    for (int i = 0; i < 200; i++) {
+        snprintf(kind, sizeof kind, "k%03d", 199 - i);
+        json_object_set_new(m, kind, json_pack("{s:s}", "key", "v"));
+    }
+    json_object_set_new(m, "org", json_pack("{s:s}", "key", key));
+    ld_context *c = ld_context_from_json(m, NULL);
+    json_decref(m);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(ld_context_kind_count(c), 201);
+    ck_assert_str_eq(ld_context_kind(c, 0), "k000");
+    ck_assert_str_eq(ld_context_kind(c, 199), "k199");
+    const char *fq = ld_context_fully_qualified_key(c);
+    ck_assert_uint_eq(strlen(fq), 200 * strlen("k000:v:") + strlen(want));
+    ck_assert(strcmp(fq + 200 * strlen("k000:v:"), want) == 0);
+    ld_context_unref(c);
+    free(key);
+    free(want);
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -1144,6 +1313,11 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_null_kind_is_an_old_style_user);
     tcase_add_test(tc, test_multi_part_with_another_kind_inside_is_invalid);
     tcase_add_test(tc, test_random_contexts_round_trip_through_json);
+    tcase_add_test(tc, test_builder_copies_kind_key_and_private_references);
+    tcase_add_test(tc, test_builder_steals_values_on_every_path);
+    tcase_add_test(tc, test_reference_components_around_the_buffer_size);
+    tcase_add_test(tc, test_odd_attribute_references);
+    tcase_add_test(tc, test_huge_keys_and_many_kinds);
     suite_add_tcase(s, tc);
     return s;
 }
