@@ -883,11 +883,18 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
         for (size_t j = 0; j < parts[i]->n; j++) {
             const struct part *from = &parts[i]->parts[j];
             struct part *to = &c->parts[k++];
-            to->kind = json_incref(from->kind);
-            to->key = json_incref(from->key);
-            to->attrs = json_incref(from->attrs);
-            to->priv = json_incref(from->priv);
+            /* copies, not shared: jansson's json_incref() reads the count
+             * without an atomic load, a data race with another thread that
+             * frees a context sharing the value (TSan) */
+            to->kind = json_copy(from->kind);
+            to->key = json_copy(from->key);
+            to->attrs = copy_value(from->attrs, true);
+            to->priv = copy_value(from->priv, true);
             to->anonymous = from->anonymous;
+            if (!to->kind || !to->key || !to->attrs || !to->priv) {
+                ctx_free(c);
+                return fail(why, NOMEM);
+            }
         }
     }
     return ctx_finish(c, why);

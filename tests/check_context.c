@@ -1274,6 +1274,62 @@ START_TEST(test_huge_keys_and_many_kinds)
 }
 END_TEST
 
+/* Threads that each hold a reference read, convert and join the same
+ * contexts at once, and drop their references in any order (TSan build). */
+struct reader_arg {
+    ld_context *m, *org, *user;
+    bool bad;
+};
+
+static void *reader(void *p)
+{
+    struct reader_arg *a = p;
+    for (int i = 0; i < 300; i++) {
+        if (strcmp(ld_context_fully_qualified_key(a->m), "org:o:user:u%3A1") != 0 ||
+            json_integer_value(ld_context_get(a->m, "org", "/a/b")) != 1 ||
+            !json_is_true(ld_context_get(a->m, "user", "anonymous")))
+            a->bad = true;
+        json_t *j = ld_context_to_json(a->m);
+        ld_context *back = ld_context_from_json(j, NULL);
+        const ld_context *parts[] = {a->user, a->org};
+        ld_context *m2 = ld_context_multi(parts, 2, NULL);
+        if (!back || !m2 ||
+            strcmp(ld_context_fully_qualified_key(back), ld_context_fully_qualified_key(m2)) != 0)
+            a->bad = true;
+        ld_context_unref(m2);
+        ld_context_unref(back);
+        json_decref(j);
+    }
+    ld_context_unref(a->m);
+    ld_context_unref(a->org);
+    ld_context_unref(a->user);
+    return NULL;
+}
+
+START_TEST(test_contexts_are_read_by_many_threads_at_once)
+{
+    ld_context *org = ok("{\"kind\": \"org\", \"key\": \"o\", \"a\": {\"b\": 1}}");
+    ld_context *user = ok("{\"key\": \"u:1\", \"anonymous\": true}");
+    const ld_context *parts[] = {org, user};
+    ld_context *m = ld_context_multi(parts, 2, NULL);
+    ck_assert_ptr_nonnull(m);
+    pthread_t t[4];
+    struct reader_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct reader_arg){ld_context_ref(m), ld_context_ref(org), ld_context_ref(user),
+                                      false};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, reader, &args[i]), 0);
+    }
+    ld_context_unref(m); /* the last references are the threads' */
+    ld_context_unref(org);
+    ld_context_unref(user);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert(!args[i].bad);
+    }
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -1318,6 +1374,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_reference_components_around_the_buffer_size);
     tcase_add_test(tc, test_odd_attribute_references);
     tcase_add_test(tc, test_huge_keys_and_many_kinds);
+    tcase_add_test(tc, test_contexts_are_read_by_many_threads_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

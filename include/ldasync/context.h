@@ -192,8 +192,8 @@ LD_EXPORT void ld_context_builder_free(ld_context_builder *b);
 
 /** A multi-kind context of the individual contexts of `parts` (borrowed; a
  *  multi-kind part contributes each of its kinds, as LaunchDarkly's
- *  MultiBuilder does). Exactly one kind in all gives that single-kind
- *  context.
+ *  MultiBuilder does), with its own copy of their values. Exactly one kind
+ *  in all gives that single-kind context (a new reference to it).
  *  @return a new context (one reference), or NULL with *why (if `why` is not
  *  NULL) for `n` == 0 or no kind at all, a NULL part or `parts`, the same
  *  kind twice, an empty key (an old-style user's) among two kinds or more,
