@@ -267,7 +267,8 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
     const json_t *v;
     json_array_foreach(arr, i, v)
     {
-        if (!json_is_string(v))
+        /* handed out as C strings: "a\0b" would be read as "a" */
+        if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))
             return invalid(why, bad);
     }
     json_array_foreach(arr, i, v)
@@ -354,9 +355,10 @@ static int parse_single(struct part *p, const char *kind, size_t kind_len, const
                 continue;
             if (!json_is_object(v))
                 return invalid(why, "context \"_meta\" must be an object");
-            if (take_private(p, json_object_get(v, "privateAttributes"), false,
-                             "context \"_meta.privateAttributes\" must be an array of strings",
-                             why) != 0)
+            if (take_private(
+                    p, json_object_get(v, "privateAttributes"), false,
+                    "context \"_meta.privateAttributes\" must be an array of strings without NUL",
+                    why) != 0)
                 return -1;
             continue;
         }
@@ -416,7 +418,8 @@ static int parse_user(struct part *p, const json_t *obj, const char **why)
         return invalid(why, "user \"anonymous\" must be a boolean");
     p->anonymous = json_is_true(anon);
     return take_private(p, json_object_get(obj, "privateAttributeNames"), true,
-                        "user \"privateAttributeNames\" must be an array of strings", why);
+                        "user \"privateAttributeNames\" must be an array of strings without NUL",
+                        why);
 }
 
 static ld_context *parse_multi(const json_t *j, const char **why)
@@ -439,6 +442,13 @@ static ld_context *parse_multi(const json_t *j, const char **why)
         const char *bad = kind_invalid(name, len);
         if (!bad && !json_is_object(v))
             bad = "multi-kind context: each kind must be an object";
+        /* eval-spec 1.1: the property name is the kind; a "kind" inside that
+         * says otherwise (a nested "multi" too) is invalid */
+        const json_t *inner = json_object_get(v, "kind");
+        if (!bad && inner &&
+            !(json_is_string(inner) && json_string_length(inner) == len &&
+              memcmp(json_string_value(inner), name, len) == 0))
+            bad = "multi-kind context: a \"kind\" inside a kind must be that kind";
         if (bad || i >= n || parse_single(&c->parts[i++], name, len, v, &bad) != 0) {
             set_why(why, bad ? bad : "context \"kind\" must not be repeated");
             ctx_free(c);
@@ -453,6 +463,8 @@ ld_context *ld_context_from_json(const json_t *j, const char **why)
     if (!j || !json_is_object(j))
         return fail(why, "context must be a JSON object");
     const json_t *kind = json_object_get(j, "kind");
+    if (json_is_null(kind))
+        kind = NULL; /* an old-style user, as in Node's SDK (eval-spec 1.2) */
     if (kind && !json_is_string(kind))
         return fail(why, "context \"kind\" must be a string");
     if (kind && strcmp(json_string_value(kind), "multi") == 0 && json_string_length(kind) == 5)
@@ -625,8 +637,9 @@ static json_t *part_to_json(const struct part *p, bool with_kind)
     json_t *o = copy_value(p->attrs, true);
     if (!o)
         return NULL;
-    if ((with_kind && json_object_set(o, "kind", p->kind) != 0) ||
-        json_object_set(o, "key", p->key) != 0 ||
+    /* copies: the caller may change the result, the context's strings never */
+    if ((with_kind && json_object_set_new(o, "kind", json_copy(p->kind)) != 0) ||
+        json_object_set_new(o, "key", json_copy(p->key)) != 0 ||
         (p->anonymous && json_object_set(o, "anonymous", json_true()) != 0))
         goto fail;
     if (json_array_size(p->priv)) {
@@ -650,10 +663,62 @@ fail:
     return NULL;
 }
 
+/* The literal name a reference of an old-style user was made from (the
+ * inverse of literal_to_ref; new reference). */
+static json_t *ref_to_literal(const json_t *ref)
+{
+    const char *s = json_string_value(ref);
+    size_t len = json_string_length(ref);
+    if (len == 0 || s[0] != '/')
+        return json_stringn_nocheck(s, len);
+    char *buf = ld__malloc(len);
+    if (!buf)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 1; i < len; i++) {
+        if (s[i] == '~' && i + 1 < len && (s[i + 1] == '0' || s[i + 1] == '1')) {
+            buf[o++] = s[i + 1] == '0' ? '~' : '/';
+            i++;
+        } else {
+            buf[o++] = s[i];
+        }
+    }
+    json_t *r = json_stringn_nocheck(buf, o);
+    ld__free(buf);
+    return r;
+}
+
+/* An old-style user: the only form in which the key may be empty. */
+static json_t *old_user_to_json(const struct part *p)
+{
+    json_t *o = json_object();
+    if (!o || json_object_set_new(o, "key", json_copy(p->key)) != 0 ||
+        (json_object_size(p->attrs) &&
+         json_object_set_new(o, "custom", copy_value(p->attrs, true)) != 0) ||
+        (p->anonymous && json_object_set_new(o, "anonymous", json_true()) != 0))
+        goto fail;
+    if (json_array_size(p->priv)) {
+        json_t *names = json_array();
+        if (json_object_set_new(o, "privateAttributeNames", names) != 0)
+            goto fail;
+        for (size_t i = 0; i < json_array_size(p->priv); i++)
+            if (json_array_append_new(names, ref_to_literal(json_array_get(p->priv, i))) != 0)
+                goto fail;
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
 json_t *ld_context_to_json(const ld_context *ctx)
 {
     if (!ctx)
         return NULL;
+    /* only an old-style user has an empty key (the builder and multi-kind
+     * contexts refuse it) */
+    if (ctx->n == 1 && json_string_length(ctx->parts[0].key) == 0)
+        return old_user_to_json(&ctx->parts[0]);
     if (ctx->n == 1)
         return part_to_json(&ctx->parts[0], true);
     json_t *o = json_object();
@@ -707,7 +772,7 @@ int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *valu
         return LD_ENOMEM;
     }
     if (!b || !name || !*name || strcmp(name, "kind") == 0 || strcmp(name, "key") == 0 ||
-        strcmp(name, "_meta") == 0) {
+        strcmp(name, "_meta") == 0 || !ld__utf8_valid(name, strlen(name))) {
         json_decref(value);
         return LD_EINVAL;
     }
@@ -730,9 +795,6 @@ int ld_context_builder_set(ld_context_builder *b, const char *name, json_t *valu
         return LD_EINVAL;
     }
     if (json_object_set_new(b->attrs, name, value) != 0) {
-        /* jansson also refuses a name that is not valid UTF-8 */
-        if (!ld__utf8_valid(name, strlen(name)))
-            return LD_EINVAL;
         b->nomem = true;
         return LD_ENOMEM;
     }
@@ -807,6 +869,12 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
             if (parts[i]->n)
                 return ld_context_ref((ld_context *)parts[i]);
     }
+    /* as in the JSON form, whose parts cannot have it: only an old-style user
+     * has the empty key */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < parts[i]->n; j++)
+            if (json_string_length(parts[i]->parts[j].key) == 0)
+                return fail(why, "multi-kind context: context \"key\" must not be empty");
     ld_context *c = ctx_alloc(total);
     if (!c)
         return fail(why, NOMEM);
@@ -815,11 +883,18 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
         for (size_t j = 0; j < parts[i]->n; j++) {
             const struct part *from = &parts[i]->parts[j];
             struct part *to = &c->parts[k++];
-            to->kind = json_incref(from->kind);
-            to->key = json_incref(from->key);
-            to->attrs = json_incref(from->attrs);
-            to->priv = json_incref(from->priv);
+            /* copies, not shared: jansson's json_incref() reads the count
+             * without an atomic load, a data race with another thread that
+             * frees a context sharing the value (TSan) */
+            to->kind = json_copy(from->kind);
+            to->key = json_copy(from->key);
+            to->attrs = copy_value(from->attrs, true);
+            to->priv = copy_value(from->priv, true);
             to->anonymous = from->anonymous;
+            if (!to->kind || !to->key || !to->attrs || !to->priv) {
+                ctx_free(c);
+                return fail(why, NOMEM);
+            }
         }
     }
     return ctx_finish(c, why);

@@ -1,7 +1,9 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * ldasync: the clause operators of flag evaluation (LaunchDarkly's semantics,
- * docs: the evaluation spec, sections 4.1, 4.2, 4.4, 4.5). Never installed.
+ * ldasync: the clause operators of flag evaluation, with the semantics of
+ * LaunchDarkly's server SDKs (Go's where they differ, except: regular
+ * expressions are PCRE2's, dates need a 2-digit hour, an offset hour of 0-23
+ * and a day that exists in its month). Never installed.
  *
  * A clause's "values" are compiled once per operator (ld__clause_values_compile)
  * into a form that ld__clause_values_match tests a context value against
@@ -22,7 +24,8 @@
  * Threads: a compiled form is immutable except for the PCRE2 match data of
  * `matches`, which ld__clause_values_match writes: a compiled form is used by
  * one thread at a time (the evaluator runs on its loop thread). Forms of
- * different clauses are independent.
+ * different clauses are independent. JIT-compiled patterns run on a 32 KiB
+ * stack that PCRE2 takes from the calling thread's stack.
  *
  * Memory: everything goes through ld__malloc/ld__free (alloc-internal.h),
  * PCRE2's allocations too (through a general context). The JIT's executable
@@ -88,14 +91,19 @@ int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__c
  * null attribute (false whatever `negate` says; a JSON null here simply never
  * matches) and an array attribute, whose elements it tries one by one: an
  * element that is itself an array or object is compared as a value, which
- * only `in` can match, by deep equality. Never allocates and never fails; a
+ * only `in` can match, by deep equality. Never fails, and never allocates but
+ * on the `matches` path described below; a
  * form of LD__OP_UNKNOWN never matches.
  *
  * `matches`: the subject must be valid UTF-8 (it is checked: an invalid one
  * never matches). If PCRE2 could not JIT-compile a pattern, its interpreter
  * keeps its backtracking frames in the form's match data, allocated at
  * compile time; a match that backtracks deeper than they allow grows them
- * (through ld__malloc), and if that fails the pattern does not match.
+ * (through ld__malloc), and if that fails the pattern does not match. A
+ * pattern that exhausts the JIT's stack (a group repeated over thousands of
+ * characters) is matched again by the interpreter, with a match data of its
+ * own and at most 16 MB of heap, freed before returning: that path
+ * allocates, and past that limit (or without memory) there is no match.
  */
 bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u);
 

@@ -32,12 +32,19 @@
 #include "context-internal.h"
 #include "eval-internal.h"
 #include "future-internal.h"
+#include "kind-internal.h"
 #include "lease-internal.h"
 #include "store-internal.h"
 
 /* Prerequisite chains and segment nesting deeper than this are
  * MALFORMED_FLAG (they are cycles in all real data). */
 #define MAX_DEPTH 64
+
+/* Flags and segments one evaluation may visit: nesting that names the same
+ * item twice per level (two rules nesting one segment, a prerequisite listed
+ * twice) doubles the walk at each level, 2^64 visits within MAX_DEPTH; past
+ * this many the evaluation is MALFORMED_FLAG rather than a loop that hangs. */
+#define MAX_VISITS 100000
 
 #define STALE_AFTER_DEFAULT 120000
 
@@ -65,13 +72,29 @@ static size_t hash_ptr(const void *p)
     return (size_t)x;
 }
 
-static struct ld__item *cache_find(const struct cache *c, const json_t *json)
+/* The entry of `json` compiled as `type`: the store may hold the same JSON
+ * as a flag and as a segment (it shares what it is given), so both key it. */
+static struct ld__item *cache_find(const struct cache *c, enum ld__item_type type,
+                                   const json_t *json)
 {
     if (!c->t)
         return NULL;
     for (size_t i = hash_ptr(json) & c->mask;; i = (i + 1) & c->mask) {
-        if (c->t[i].json == json)
+        if (c->t[i].json == json && c->t[i].item && c->t[i].item->type == type)
             return c->t[i].item;
+        if (!c->t[i].json)
+            return NULL;
+    }
+}
+
+/* The slot of the entry of `json` compiled as the other kind than `it`,
+ * or NULL. */
+static struct centry *cache_twin(const struct cache *c, const struct ld__item *it)
+{
+    enum ld__item_type other = it->type == LD__FLAG ? LD__SEGMENT : LD__FLAG;
+    for (size_t i = hash_ptr(it->json) & c->mask;; i = (i + 1) & c->mask) {
+        if (c->t[i].json == it->json && c->t[i].item && c->t[i].item->type == other)
+            return &c->t[i];
         if (!c->t[i].json)
             return NULL;
     }
@@ -92,10 +115,12 @@ static void cache_put(struct cache *c, struct ld__item *it)
         c->nsegments++;
 }
 
-/* True when only the cache still holds the item's JSON. */
-static bool cache_stale(const struct ld__item *it)
+/* True when only the cache still holds the item's JSON (once, or twice
+ * when it compiled it as both kinds). */
+static bool cache_stale(const struct cache *c, const struct ld__item *it)
 {
-    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == 1;
+    size_t held = cache_twin(c, it) ? 2 : 1;
+    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == held;
 }
 
 /* Makes room for one more entry: drops the stale entries and resizes to
@@ -104,7 +129,7 @@ static int cache_grow(struct cache *c)
 {
     size_t live = 0;
     for (size_t i = 0; c->t && i <= c->mask; i++)
-        live += c->t[i].json && !cache_stale(c->t[i].item);
+        live += c->t[i].json && !cache_stale(c, c->t[i].item);
     size_t cap = 64;
     while (cap < 4 * (live + 1))
         cap *= 2;
@@ -119,10 +144,16 @@ static int cache_grow(struct cache *c)
         struct ld__item *it = old.t[i].item;
         if (!it)
             continue;
-        if (cache_stale(it))
+        if (cache_stale(&old, it)) {
+            struct centry *twin = cache_twin(&old, it);
+            if (twin) { /* stale as well: drop both before either changes the count */
+                ld__item_unref(twin->item);
+                twin->item = NULL;
+            }
             ld__item_unref(it);
-        else
+        } else {
             cache_put(c, it);
+        }
     }
     ld__free(old.t);
     return 0;
@@ -133,11 +164,9 @@ static int cache_grow(struct cache *c)
  * when memory ran out. */
 static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json_t *json)
 {
-    struct ld__item *it = cache_find(c, json);
-    if (it && it->type == type)
-        return it;
+    struct ld__item *it = cache_find(c, type, json);
     if (it)
-        return NULL; /* the same JSON as the other kind: never in real data */
+        return it;
     if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && cache_grow(c) != 0)
         return NULL;
     if (ld__item_compile(type, json, &it) != 0)
@@ -214,7 +243,8 @@ struct es {
     const struct ld__item *flags[MAX_DEPTH];
     const struct ld__item *segments[MAX_DEPTH];
     int nflags, nsegments;
-    int big;   /* the worst big segments status met, or -1 */
+    long visits; /* flags and segments entered, up to MAX_VISITS */
+    int big;     /* the worst big segments status met, or -1 */
     int error; /* enum ld_eval_error after E_FAIL */
 };
 
@@ -455,7 +485,7 @@ static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r)
     memset(r, 0, sizeof *r);
     r->index = -1;
     r->rule = -1;
-    if (f->h.bad || es->nflags >= MAX_DEPTH)
+    if (f->h.bad || es->nflags >= MAX_DEPTH || ++es->visits > MAX_VISITS)
         return fail(es, LD_EVAL_ERROR_MALFORMED_FLAG);
     if (!f->on) {
         r->kind = LD_REASON_OFF;
@@ -573,7 +603,7 @@ static int big_segment(struct es *es, const struct ld__segment *s)
 
 static int segment_contains(struct es *es, const struct ld__segment *s)
 {
-    if (s->h.bad || es->nsegments >= MAX_DEPTH ||
+    if (s->h.bad || es->nsegments >= MAX_DEPTH || ++es->visits > MAX_VISITS ||
         on_stack(es->segments, es->nsegments, &s->h.key))
         return fail(es, LD_EVAL_ERROR_MALFORMED_FLAG);
     es->segments[es->nsegments++] = &s->h;
@@ -617,6 +647,7 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     es.rv = rv;
     es.arg = arg;
     es.nflags = es.nsegments = 0;
+    es.visits = 0;
     es.big = -1;
     es.error = LD_EVAL_ERROR_NONE;
     struct res r;
@@ -658,11 +689,20 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     return 0;
 }
 
-/* A detail of its own for `tmp`: it references what it borrowed (the flag
- * only when its reason names one of the flag's strings; else just the
- * value, which for true, false and null costs nothing) and takes
- * `fallback` (stolen) when no variation is served. NULL when memory ran
- * out. */
+/* True for jansson's true, false and null, which are never freed (their
+ * count is (size_t)-1 and never changes). */
+static bool immortal(const json_t *v)
+{
+    return __atomic_load_n(&v->refcount, __ATOMIC_RELAXED) == (size_t)-1;
+}
+
+/* A detail of its own for `tmp`, which borrows from `f`: it references the
+ * flag when it needs anything of it (a value other than true, false or
+ * null; a rule id or prerequisite key), and takes `fallback` (stolen) when
+ * no variation is served. It never references a value of the flag with
+ * jansson's count: a detail may be released on another thread while the
+ * loop thread counts references to the same value, and jansson's inline
+ * counting is not free of data races. NULL when memory ran out. */
 static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, json_t *fallback)
 {
     ld_detail *d = ld__malloc(sizeof *d);
@@ -671,14 +711,14 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
         return NULL;
     }
     *d = *tmp;
-    if (d->rule_id.s || d->prereq.s)
+    if (d->rule_id.s || d->prereq.s || (d->index >= 0 && !immortal(d->value)))
         d->flag = ld__item_ref((struct ld__item *)f);
-    d->owns_value = true;
     if (d->index >= 0) {
-        json_incref(d->value);
+        d->owns_value = false;
         json_decref(fallback);
     } else {
         d->value = fallback;
+        d->owns_value = true;
     }
     return d;
 }
@@ -704,13 +744,22 @@ static const ld_kind *kind_of(enum ld__item_type type)
     return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
 }
 
+/* False for a key no store can hold: empty, with a NUL inside (JSON allows
+ * "p\u0000x"; the store's get takes a C string, which would ask for "p"),
+ * or not valid UTF-8 (a store rejects it with LD_EINVAL). Such a flag,
+ * prerequisite or segment is absent, on every store. */
+static bool key_ok(const struct ld__str *key)
+{
+    return key->len > 0 && !memchr(key->s, '\0', key->len) && ld__utf8_valid(key->s, key->len);
+}
+
 /* The resolver of ld_evaluator_detail() on a store that answers at once. */
 static int now_item(void *arg, enum ld__item_type type, const struct ld__str *key,
                     const struct ld__item **out)
 {
     ld_evaluator *ev = arg;
     *out = NULL;
-    if (!key->len)
+    if (!key_ok(key))
         return 0;
     json_t *json;
     struct ld_lease *lease;
@@ -856,7 +905,7 @@ static struct slot *find_slot(struct job *j, enum ld__item_type type, const char
 static struct slot *want(struct job *j, enum ld__item_type type, const char *key, size_t len)
 {
     struct slot *s = find_slot(j, type, key, len);
-    if (s || !len)
+    if (s || !key_ok(&(struct ld__str){key, len}))
         return s;
     s = ld__calloc(1, sizeof *s);
     char *k = ld__malloc(len + 1);
@@ -895,6 +944,22 @@ static bool job_gone(struct job *j)
     return true;
 }
 
+static int job_membership(void *arg, const json_t *key, const json_t **m, int *status);
+
+/* A big segment that came back: its membership read goes with the next
+ * level's reads rather than after the walk that needs it. */
+static void want_membership(struct job *j, const struct ld__item *it)
+{
+    const struct ld__segment *s = (const struct ld__segment *)it;
+    if (it->type != LD__SEGMENT || !s->unbounded || !s->has_generation || !j->ev->bss)
+        return;
+    int part = ld__context_find(j->ctx, s->unbounded_kind.s, s->unbounded_kind.len);
+    const json_t *m;
+    int status;
+    if (part >= 0)
+        (void)job_membership(j, ld__context_part_key(j->ctx, (size_t)part), &m, &status);
+}
+
 static void item_done(ld_future *f, void *arg)
 {
     struct slot *s = arg;
@@ -911,6 +976,7 @@ static void item_done(ld_future *f, void *arg)
             } else if (!it->deleted) {
                 s->item = ld__item_ref(it);
                 ld__item_references(it, want_ref, j); /* read them ahead */
+                want_membership(j, it);
             }
         }
     } else if (ld_future_error(f) == LD_ENOMEM) {
@@ -1000,7 +1066,7 @@ static int job_item(void *arg, enum ld__item_type type, const struct ld__str *ke
 {
     struct job *j = arg;
     *out = NULL;
-    if (!key->len)
+    if (!key_ok(key))
         return 0;
     if (j->all) {
         json_t *o = type == LD__FLAG ? j->flags : j->segments;
@@ -1378,12 +1444,15 @@ static json_t *reason_json(uint8_t kind, uint8_t error, int rule, const struct l
     if (!o)
         return NULL;
     int rc = set_new(o, "kind", json_string(ld_reason_kind_name((enum ld_reason_kind)kind)));
+    /* The strings are the stored item's as they are: valid UTF-8 unless a C
+     * caller made them with json_stringn_nocheck(), which json_stringn()
+     * would refuse (as if memory ran out). */
     if (kind == LD_REASON_RULE_MATCH) {
         rc |= set_new(o, "ruleIndex", json_integer(rule));
         if (rule_id->s)
-            rc |= set_new(o, "ruleId", json_stringn(rule_id->s, rule_id->len));
+            rc |= set_new(o, "ruleId", json_stringn_nocheck(rule_id->s, rule_id->len));
     } else if (kind == LD_REASON_PREREQUISITE_FAILED) {
-        rc |= set_new(o, "prerequisiteKey", json_stringn(prereq->s, prereq->len));
+        rc |= set_new(o, "prerequisiteKey", json_stringn_nocheck(prereq->s, prereq->len));
     } else if (kind == LD_REASON_ERROR) {
         rc |= set_new(o, "errorKind", json_string(ld_eval_error_name((enum ld_eval_error)error)));
     }
@@ -1415,7 +1484,12 @@ json_t *ld_detail_to_json(const ld_detail *d)
     json_t *reason = ld_detail_reason_to_json(d);
     if (!o || !reason)
         goto fail;
-    int rc = json_object_set(o, "value", d->value ? d->value : json_null());
+    /* A copy of a value of the flag: the detail may be read on another
+     * thread than the one counting references to that value. */
+    json_t *v = !d->value ? json_null() : d->owns_value || immortal(d->value)
+                                              ? json_incref(d->value)
+                                              : json_deep_copy(d->value);
+    int rc = json_object_set_new(o, "value", v);
     if (d->index >= 0)
         rc |= set_new(o, "variationIndex", json_integer(d->index));
     rc |= set_new(o, "reason", reason);
@@ -1474,8 +1548,11 @@ static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool
 }
 
 /* Adds flag `f`'s result to the state `st` (its values) and `meta`
- * ($flagsState). @return 0, E_NEED or LD_ENOMEM. */
-static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
+ * ($flagsState) under `key` (`klen` bytes): the key the store filed it
+ * under, which a store implementation may answer with an item whose own
+ * "key" is missing or not a string. @return 0, E_NEED or LD_ENOMEM. */
+static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t klen, json_t *st,
+                    json_t *meta)
 {
     ld_detail d;
     if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
@@ -1514,8 +1591,8 @@ static int add_flag(struct job *j, struct ld__flag *f, json_t *st, json_t *meta)
         json_decref(m);
         return LD_ENOMEM;
     }
-    e |= json_object_setn_new_nocheck(meta, f->h.key.s, f->h.key.len, m);
-    e |= json_object_setn_nocheck(st, f->h.key.s, f->h.key.len, d.value ? d.value : json_null());
+    e |= json_object_setn_new_nocheck(meta, key, klen, m);
+    e |= json_object_setn_nocheck(st, key, klen, d.value ? d.value : json_null());
     return e ? LD_ENOMEM : 0;
 }
 
@@ -1544,15 +1621,13 @@ static json_t *all_flags_state(struct job *j, int *rc)
     json_t *v;
     json_object_keylen_foreach(j->flags, key, klen, v)
     {
-        (void)key;
-        (void)klen;
         struct ld__item *it = cache_get(&j->ev->cache, LD__FLAG, v);
         if (!it)
             goto fail;
         struct ld__flag *f = (struct ld__flag *)it;
         if (it->deleted || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
             continue;
-        *rc = add_flag(j, f, st, meta);
+        *rc = add_flag(j, f, key, klen, st, meta);
         if (*rc != 0)
             goto fail;
     }

@@ -33,6 +33,12 @@ struct cv_str {
     size_t len;
 };
 
+/* A compiled pattern of `matches`; `jit`: JIT-compiled (pcre2_jit_match). */
+struct cv_re {
+    pcre2_code *code;
+    bool jit;
+};
+
 /* The values of one JSON type of an `in` clause: `n` entries in `v`
  * (struct cv_str, double or json_t *), and when n > IN_LINEAR_MAX an open
  * addressing table of mask + 1 slots, each 0 (empty) or the high 32 bits of
@@ -58,7 +64,7 @@ struct ld__clause_values {
         struct ld__semver sv_bound;  /* semVerLessThan, semVerGreaterThan */
         const struct ld__semver *sv; /* semVerEqual */
         struct {
-            pcre2_code **code;
+            struct cv_re *v;
             pcre2_match_data *md;
             pcre2_match_context *mc; /* the match limit */
         } re;
@@ -386,8 +392,25 @@ static uint64_t hash_number(double x)
     return mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
 }
 
+/* How deep hash_json() looks into arrays and objects: below, a value
+ * hashes by its type and size only (still a function of the value, so
+ * equal values hash equal). A context attribute may be nested a million
+ * levels deep (a C caller can build one): the hash must not recurse that
+ * far on the loop's stack. */
+#define HASH_DEPTH 32
+
+static uint64_t hash_json_at(const json_t *v, int depth);
+
 static uint64_t hash_json(const json_t *v)
 {
+    return hash_json_at(v, 0);
+}
+
+static uint64_t hash_json_at(const json_t *v, int depth)
+{
+    if (depth >= HASH_DEPTH && (json_is_array(v) || json_is_object(v)))
+        return mix64((json_is_array(v) ? json_array_size(v) : json_object_size(v)) ^
+                     (json_is_array(v) ? UINT64_C(0x2000) : UINT64_C(0x1000)));
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         /* a sum: independent of the order of the members */
@@ -395,14 +418,15 @@ static uint64_t hash_json(const json_t *v)
         json_t *o = (json_t *)v;
         for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
             uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it));
-            h += mix64(k ^ (hash_json(json_object_iter_value(it)) * UINT64_C(0x9e3779b97f4a7c15)));
+            h += mix64(k ^ (hash_json_at(json_object_iter_value(it), depth + 1) *
+                            UINT64_C(0x9e3779b97f4a7c15)));
         }
         return mix64(h ^ UINT64_C(0x1000));
     }
     case JSON_ARRAY: {
         uint64_t h = json_array_size(v) ^ UINT64_C(0x2000);
         for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix64(h ^ hash_json(json_array_get(v, i))) + i;
+            h = mix64(h ^ hash_json_at(json_array_get(v, i), depth + 1)) + i;
         return h;
     }
     case JSON_STRING:
@@ -495,6 +519,12 @@ static void table_put(uint64_t *tab, uint32_t mask, uint64_t h, uint32_t index)
     tab[i] = (h & UINT64_C(0xffffffff00000000)) | (index + 1);
 }
 
+/* The block's bytes at `offset` (reserve() aligned it). */
+static void *in_block(struct ld__clause_values *cv, size_t offset)
+{
+    return (char *)cv + offset;
+}
+
 static struct ld__clause_values *block_new(enum ld__op op, size_t size)
 {
     struct ld__clause_values *cv = ld__calloc(1, size);
@@ -541,14 +571,13 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
     struct ld__clause_values *cv = block_new(LD__OP_IN, total);
     if (!cv)
         return LD_ENOMEM;
-    char *base = (char *)cv;
-    struct cv_str *strs = (struct cv_str *)(base + o_s);
-    double *nums = (double *)(base + o_n);
-    json_t **jsons = (json_t **)(base + o_j);
-    uint64_t *tab_s = ts ? (uint64_t *)(base + o_ts) : NULL;
-    uint64_t *tab_n = tn ? (uint64_t *)(base + o_tn) : NULL;
-    uint64_t *tab_j = tj ? (uint64_t *)(base + o_tj) : NULL;
-    char *arena = base + o_text;
+    struct cv_str *strs = in_block(cv, o_s);
+    double *nums = in_block(cv, o_n);
+    json_t **jsons = in_block(cv, o_j);
+    uint64_t *tab_s = ts ? in_block(cv, o_ts) : NULL;
+    uint64_t *tab_n = tn ? in_block(cv, o_tn) : NULL;
+    uint64_t *tab_j = tj ? in_block(cv, o_tj) : NULL;
+    char *arena = in_block(cv, o_text);
     uint32_t is = 0, in = 0, ij = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(values, i);
@@ -600,8 +629,8 @@ static int compile_strings(enum ld__op op, const json_t *values, struct ld__clau
     struct ld__clause_values *cv = block_new(op, total);
     if (!cv)
         return LD_ENOMEM;
-    struct cv_str *strs = (struct cv_str *)((char *)cv + o_s);
-    char *arena = (char *)cv + o_text;
+    struct cv_str *strs = in_block(cv, o_s);
+    char *arena = in_block(cv, o_text);
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
         if (json_is_string(v)) {
@@ -676,8 +705,7 @@ static int compile_semver_bound(enum ld__op op, const json_t *values,
     if (!cv)
         return LD_ENOMEM;
     if (bound.pre) {
-        memcpy((char *)cv + o_text, bound.pre, bound.pre_len);
-        bound.pre = (char *)cv + o_text;
+        bound.pre = memcpy(in_block(cv, o_text), bound.pre, bound.pre_len);
     }
     cv->n = any;
     cv->u.sv_bound = bound;
@@ -704,8 +732,8 @@ static int compile_semver_list(const json_t *values, struct ld__clause_values **
     struct ld__clause_values *cv = block_new(LD__OP_SEMVER_EQUAL, total);
     if (!cv)
         return LD_ENOMEM;
-    struct ld__semver *svs = (struct ld__semver *)((char *)cv + o_v);
-    char *arena = (char *)cv + o_text;
+    struct ld__semver *svs = in_block(cv, o_v);
+    char *arena = in_block(cv, o_text);
     for (size_t i = 0; i < n; i++) {
         if (!json_semver(json_array_get(values, i), &sv))
             continue;
@@ -775,12 +803,12 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
         nr += json_is_string(json_array_get(values, i));
     size_t total = sizeof(struct ld__clause_values), o_code;
     if (nr > UINT32_MAX ||
-        !reserve(&total, alignof(pcre2_code *), nr, sizeof(pcre2_code *), &o_code))
+        !reserve(&total, alignof(struct cv_re), nr, sizeof(struct cv_re), &o_code))
         return LD_ENOMEM;
     struct ld__clause_values *cv = block_new(LD__OP_MATCHES, total);
     if (!cv)
         return LD_ENOMEM;
-    cv->u.re.code = (pcre2_code **)((char *)cv + o_code);
+    cv->u.re.v = in_block(cv, o_code);
     *out = cv;
     if (nr == 0)
         return 0;
@@ -807,8 +835,10 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
                 rc = LD_ENOMEM;
             continue; /* a bad pattern never matches */
         }
-        cv->u.re.code[cv->n++] = code;
-        if (!jit_wanted() || pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0) {
+        struct cv_re *re = &cv->u.re.v[cv->n++];
+        re->code = code;
+        re->jit = jit_wanted() && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+        if (!re->jit) {
             /* No JIT (not built in, or out of memory): the interpreter,
              * whose backtracking frames live in the match data. A first
              * match makes them now rather than in the evaluation. */
@@ -984,27 +1014,98 @@ static bool match_strings(const struct ld__clause_values *cv, const json_t *u)
     return false;
 }
 
-/* PCRE2's codes for a subject that is not valid UTF-8. */
-static bool utf_error(int rc)
+/* Strict UTF-8, as PCRE2 checks it: no overlong forms, no surrogates,
+ * nothing above U+10FFFF, no truncated sequence. ASCII 8 bytes at a time. */
+static bool utf8_valid(const unsigned char *s, size_t len)
 {
-    return rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21;
+    size_t i = 0;
+    while (i < len) {
+        uint64_t w;
+        if (len - i >= 8 && (memcpy(&w, s + i, 8), !(w & UINT64_C(0x8080808080808080)))) {
+            i += 8;
+            continue;
+        }
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong */
+            hi = c == 0xed ? 0x9f : 0xbf; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80; /* overlong */
+            hi = c == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
+        } else {
+            return false;
+        }
+        if (len - i <= n || s[i + 1] < lo || s[i + 1] > hi)
+            return false;
+        for (size_t k = 2; k <= n; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+        i += n + 1;
+    }
+    return true;
 }
 
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
+/* The heap the interpreter may take for one match: a group repeated over
+ * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
+ * for 10,000 characters, 480 MB for a million). */
+#define REGEX_HEAP_LIMIT_KIB 16384
+
+/* The JIT's stack (32 KB) is too small for a group repeated over a few
+ * thousand characters: the interpreter keeps its frames on the heap, here
+ * in a match data of its own, freed at once, up to REGEX_HEAP_LIMIT_KIB
+ * (beyond: PCRE2_ERROR_HEAPLIMIT, no match) and within the match limit.
+ * This path allocates; if that fails, there is no match. */
+static int match_interpreted(const pcre2_code *code, PCRE2_SPTR s, size_t len, uint32_t options)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_match_context *mc = gc ? pcre2_match_context_create(gc) : NULL;
+    pcre2_match_data *md = mc ? pcre2_match_data_create(1, gc) : NULL;
+    int rc = PCRE2_ERROR_NOMEMORY;
+    if (md && pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB) == 0 &&
+        pcre2_set_match_limit(mc, MATCH_LIMIT) == 0)
+        rc = pcre2_match(code, s, len, 0, options | PCRE2_NO_JIT, md, mc);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+#endif
+
+/* The subject is checked once here (a subject that is not UTF-8 never
+ * matches, as PCRE2's own check would have it), so that JIT-compiled
+ * patterns can run through pcre2_jit_match, which skips pcre2_match's
+ * checks. A PCRE2 error (a match limit, the JIT stack) is no match. */
 static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
 {
     if (!json_is_string(u) || cv->n == 0)
         return false;
     PCRE2_SPTR s = (PCRE2_SPTR)json_string_value(u);
     size_t len = json_string_length(u);
-    uint32_t options = 0;
+    if (!utf8_valid(s, len))
+        return false;
     for (uint32_t i = 0; i < cv->n; i++) {
-        int rc = pcre2_match(cv->u.re.code[i], s, len, 0, options, cv->u.re.md, cv->u.re.mc);
+        const struct cv_re *re = &cv->u.re.v[i];
+        int rc = re->jit ? pcre2_jit_match(re->code, s, len, 0, 0, cv->u.re.md, cv->u.re.mc)
+                         : pcre2_match(re->code, s, len, 0, PCRE2_NO_UTF_CHECK, cv->u.re.md,
+                                       cv->u.re.mc);
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = match_interpreted(re->code, s, len, PCRE2_NO_UTF_CHECK);
+#endif
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */
         /* PCRE2_ERROR_MATCHLIMIT (and any other failure): no match. */
-        if (utf_error(rc))
-            return false;
-        options = PCRE2_NO_UTF_CHECK; /* checked once is enough */
     }
     return false;
 }
@@ -1085,7 +1186,7 @@ void ld__clause_values_free(struct ld__clause_values *cv)
             json_decref(v[i]);
     } else if (cv->op == LD__OP_MATCHES) {
         for (uint32_t i = 0; i < cv->n; i++)
-            pcre2_code_free(cv->u.re.code[i]);
+            pcre2_code_free(cv->u.re.v[i].code);
         pcre2_match_data_free(cv->u.re.md);
         pcre2_match_context_free(cv->u.re.mc);
     }

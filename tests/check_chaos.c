@@ -1149,12 +1149,51 @@ static void act_context_get_long_ref(void)
     ck_assert_int_eq(json_integer_value(ld_context_get(g_ctx[1], "user", "/x")), 1);
 }
 
+/* An old-style user with the empty key comes out in the old-style form. */
+static ld_context *g_old_user;
+
+static void old_user_setup(void)
+{
+    json_t *j = json_loads("{\"key\": \"\", \"email\": \"e\", \"anonymous\": true, "
+                           "\"custom\": {\"c\": {\"d\": [1]}}, "
+                           "\"privateAttributeNames\": [\"/c\", \"email\"]}",
+                           0, NULL);
+    g_old_user = ld_context_from_json(j, NULL);
+    json_decref(j);
+    ck_assert_ptr_nonnull(g_old_user);
+}
+
+static void old_user_teardown(void)
+{
+    ld_context_unref(g_old_user);
+    g_old_user = NULL;
+}
+
+static void act_context_old_user_to_json(void)
+{
+    json_t *j = ld_context_to_json(g_old_user);
+    OFF();
+    if (j) {
+        ld_context *c = ld_context_from_json(j, NULL);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_str_eq(ld_context_key(c, NULL), "");
+        ck_assert_str_eq(ld_context_private(c, NULL, 0), "/~1c");
+        json_t *again = ld_context_to_json(c);
+        ck_assert(json_equal(j, again));
+        json_decref(again);
+        ld_context_unref(c);
+        json_decref(j);
+    }
+    ON();
+}
+
 CHAOS_TEST(test_chaos_contexts,
            PATH(context_fixture_setup, act_context_from_json, context_teardown),
            PATH(context_fixture_setup, act_context_to_json, context_teardown),
            PATH(context_fixture_setup, act_context_builder, context_teardown),
            PATH(context_fixture_setup, act_context_multi, context_teardown),
-           PATH(context_fixture_setup, act_context_get_long_ref, context_teardown))
+           PATH(context_fixture_setup, act_context_get_long_ref, context_teardown),
+           PATH(old_user_setup, act_context_old_user_to_json, old_user_teardown))
 
 /* ---- evaluation ---------------------------------------------------------- */
 

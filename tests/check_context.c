@@ -1,6 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Contexts: parsing, validation, canonical keys, references, the builder. */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_suites.h"
@@ -37,7 +39,6 @@ START_TEST(test_invalid_contexts_name_the_field)
         {"{\"name\": \"no key\"}", "\"key\""},
         {"{\"key\": null}", "\"key\""},
         {"{\"kind\": 1, \"key\": \"a\"}", "\"kind\""},
-        {"{\"kind\": null, \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"\", \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"kind\", \"key\": \"a\"}", "\"kind\""},
         {"{\"kind\": \"org:x\", \"key\": \"a\"}", "\"kind\""},
@@ -254,7 +255,7 @@ END_TEST
 START_TEST(test_multi_kind_context)
 {
     ld_context *c = ok("{\"kind\": \"multi\", \"user\": {\"key\": \"u:1\", \"name\": \"U\"}, "
-                       "\"org\": {\"key\": \"o%1\", \"anonymous\": true, \"kind\": \"zzz\"}, "
+                       "\"org\": {\"key\": \"o%1\", \"anonymous\": true, \"kind\": \"org\"}, "
                        "\"Device\": {\"key\": \"d\"}}");
     ck_assert(ld_context_is_multi(c));
     ck_assert_uint_eq(ld_context_kind_count(c), 3);
@@ -434,7 +435,7 @@ START_TEST(test_to_json_round_trips)
                       "{\"kind\": \"user\", \"key\": \"u\", \"email\": \"e\", \"c\": 1, "
                       "\"anonymous\": true, "
                       "\"_meta\": {\"privateAttributes\": [\"/~1c\", \"email\"]}}");
-    assert_round_trip("{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"kind\": \"x\"}, "
+    assert_round_trip("{\"kind\": \"multi\", \"user\": {\"key\": \"u\", \"kind\": \"user\"}, "
                       "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}",
                       "{\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, "
                       "\"org\": {\"key\": \"o\", \"a\": {\"b\": 1}}}");
@@ -668,6 +669,667 @@ START_TEST(test_accessors_are_null_safe)
 }
 END_TEST
 
+/* ---- found by the adversarial review ------------------------------------ */
+
+/* to_json gives the caller a new value it may change: not even the kind and
+ * key strings are shared with the context. */
+START_TEST(test_to_json_shares_no_string_with_the_context)
+{
+    ld_context *c =
+        ok("{\"kind\": \"multi\", \"org\": {\"key\": \"o\"}, \"user\": {\"key\": \"u\"}}");
+    json_t *out = ld_context_to_json(c);
+    json_string_set(json_object_get(json_object_get(out, "org"), "key"), "changed");
+    json_decref(out);
+    ld_context *s = ok("{\"kind\": \"org\", \"key\": \"o\"}");
+    out = ld_context_to_json(s);
+    json_string_set(json_object_get(out, "key"), "changed");
+    json_string_set(json_object_get(out, "kind"), "changed");
+    json_decref(out);
+    ck_assert_str_eq(ld_context_key(c, "org"), "o");
+    ck_assert_str_eq(ld_context_key(s, "org"), "o");
+    ck_assert_str_eq(json_string_value(ld_context_get(s, "org", "key")), "o");
+    ck_assert_str_eq(json_string_value(ld_context_get(s, "org", "kind")), "org");
+    ld_context_unref(s);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* Only the old-style form allows the empty key: to_json uses it, so that
+ * from_json of the result is an equal context. */
+START_TEST(test_old_style_user_with_an_empty_key_round_trips)
+{
+    ld_context *c = ok("{\"key\": \"\", \"name\": \"N\", \"email\": \"e\", \"anonymous\": true, "
+                       "\"custom\": {\"a\": {\"b\": [1]}, \"/x~y\": 2}, "
+                       "\"privateAttributeNames\": [\"email\", \"/x~y\", \"a/b\", \"\"]}");
+    json_t *out = ld_context_to_json(c);
+    ck_assert_ptr_nonnull(out);
+    const char *why = NULL;
+    ld_context *again = ld_context_from_json(out, &why);
+    ck_assert_msg(again != NULL, "refused: %s", why);
+    ck_assert_str_eq(ld_context_kind(again, 0), "user");
+    ck_assert_str_eq(ld_context_key(again, NULL), "");
+    ck_assert_str_eq(ld_context_fully_qualified_key(again), "");
+    ck_assert(ld_context_anonymous(again, NULL));
+    ck_assert_str_eq(json_string_value(ld_context_get(again, NULL, "name")), "N");
+    ck_assert_str_eq(json_string_value(ld_context_get(again, NULL, "email")), "e");
+    ck_assert_ptr_null(ld_context_get(again, NULL, "/a/b/0")); /* no array index */
+    ck_assert(json_is_array(ld_context_get(again, NULL, "/a/b")));
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(again, NULL, "/x~y")), 2);
+    ck_assert_uint_eq(ld_context_private_count(again, NULL), 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_str_eq(ld_context_private(again, NULL, i), ld_context_private(c, NULL, i));
+    json_t *out2 = ld_context_to_json(again);
+    ck_assert(json_equal(out, out2));
+    json_decref(out2);
+    json_decref(out);
+    ld_context_unref(again);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* A multi-kind context's keys are never empty (its JSON form could not be
+ * read back): an old-style user with the empty key is not a part. */
+START_TEST(test_multi_refuses_a_part_with_an_empty_key)
+{
+    ld_context *u = ok("{\"key\": \"\"}");
+    ld_context *o = ok("{\"kind\": \"org\", \"key\": \"o\"}");
+    const ld_context *parts[] = {o, u};
+    const char *why = NULL;
+    ld_context *m = ld_context_multi(parts, 2, &why);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(why && strstr(why, "\"key\""), "%s", why ? why : "(none)");
+    /* alone it is itself */
+    ld_context *s = ld_context_multi(parts + 1, 1, NULL);
+    ck_assert_ptr_eq(s, u);
+    ld_context_unref(s);
+    ld_context_unref(o);
+    ld_context_unref(u);
+}
+END_TEST
+
+/* A private reference is handed out as a C string: one with a NUL would be
+ * read as another ("email\0x" as "email"), so it is refused. */
+START_TEST(test_private_references_with_nul_are_invalid)
+{
+    static const struct {
+        const char *json;
+        const char *field;
+    } cases[] = {
+        {"{\"kind\": \"org\", \"key\": \"a\", \"email\": 1, "
+         "\"_meta\": {\"privateAttributes\": [\"email\\u0000x\"]}}",
+         "privateAttributes"},
+        {"{\"kind\": \"multi\", \"org\": {\"key\": \"a\", "
+         "\"_meta\": {\"privateAttributes\": [\"a\", \"\\u0000\"]}}}",
+         "privateAttributes"},
+        {"{\"key\": \"u\", \"privateAttributeNames\": [\"/email\\u0000x\"]}",
+         "privateAttributeNames"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why = NULL;
+        ld_context *c = parse(cases[i].json, &why);
+        ck_assert_msg(c == NULL, "%s was accepted", cases[i].json);
+        ck_assert_msg(why && strstr(why, cases[i].field), "%s: %s", cases[i].json,
+                      why ? why : "(none)");
+    }
+}
+END_TEST
+
+/* "name must be valid UTF-8" holds for the null value that removes it too. */
+START_TEST(test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "k");
+    ck_assert_int_eq(ld_context_builder_set(b, "\xff", json_null()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "a\xc3", json_null()), LD_EINVAL);
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c);
+    ld_context_unref(c);
+    ld_context_builder_free(b);
+}
+END_TEST
+
+/* eval-spec 1.2: "kind": null is no kind (an old-style user), as in Node. */
+START_TEST(test_null_kind_is_an_old_style_user)
+{
+    ld_context *c = ok("{\"kind\": null, \"key\": \"\", \"email\": \"e\", "
+                       "\"custom\": {\"c\": 1}, \"privateAttributeNames\": [\"/c\"]}");
+    ck_assert_str_eq(ld_context_kind(c, 0), "user");
+    ck_assert_str_eq(ld_context_key(c, NULL), "");
+    ck_assert_str_eq(json_string_value(ld_context_get(c, NULL, "email")), "e");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, NULL, "c")), 1);
+    ck_assert_str_eq(ld_context_private(c, NULL, 0), "/~1c");
+    ld_context_unref(c);
+}
+END_TEST
+
+/* eval-spec 1.1/1.2: in a multi-kind context the property name is the kind;
+ * a "kind" inside a part that says otherwise (a nested "multi" included) is
+ * invalid. The same kind repeated is fine. */
+START_TEST(test_multi_part_with_another_kind_inside_is_invalid)
+{
+    static const char *const bad[] = {
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"user\", \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"multi\", \"key\": \"o\"}, "
+        "\"user\": {\"key\": \"u\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"multi\", \"user\": {\"key\": \"u\"}, "
+        "\"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": 1, \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": null, \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"org\\u0000\", \"key\": \"o\"}}",
+        "{\"kind\": \"multi\", \"org\": {\"kind\": \"Org\", \"key\": \"o\"}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *why = NULL;
+        ld_context *c = parse(bad[i], &why);
+        ck_assert_msg(c == NULL, "%s was accepted", bad[i]);
+        ck_assert_msg(why && strstr(why, "\"kind\""), "%s: %s", bad[i], why ? why : "(none)");
+    }
+    ld_context *c = ok("{\"kind\": \"multi\", \"org\": {\"kind\": \"org\", \"key\": \"o\"}, "
+                       "\"user\": {\"key\": \"u\"}}");
+    ck_assert_str_eq(ld_context_fully_qualified_key(c), "org:o:user:u");
+    ld_context_unref(c);
+}
+END_TEST
+
+/* ---- randomized round trip ------------------------------------------- */
+
+static unsigned long g_rnd;
+
+static unsigned rnd(unsigned n)
+{
+    g_rnd = g_rnd * 6364136223846793005UL + 1442695040888963407UL;
+    return (unsigned)((g_rnd >> 33) % n);
+}
+
+/* Strings with the characters that matter: escapes of canonical keys and
+ * references, non-ASCII, and (when `nul`) NUL. */
+static json_t *rnd_string(bool nul, bool nonempty)
+{
+    static const char *const bits[] = {"a",  "Z",        ":", "%",    "~",  "/",   "~0",
+                                       "~1", "\xc3\xa9", " ", "kind", "3A", "\x01"};
+    char buf[64];
+    size_t len = 0;
+    unsigned n = rnd(6) + (nonempty ? 1 : 0);
+    for (unsigned i = 0; i < n; i++) {
+        if (nul && rnd(8) == 0) {
+            buf[len++] = '\0';
+            continue;
+        }
+        const char *b = bits[rnd(sizeof bits / sizeof bits[0])];
+        memcpy(buf + len, b, strlen(b));
+        len += strlen(b);
+    }
+    return json_stringn(buf, len);
+}
+
+static json_t *rnd_value(int depth)
+{
+    switch (rnd(depth > 2 ? 6 : 8)) {
+    case 0:
+        return json_null();
+    case 1:
+        return json_boolean(rnd(2));
+    case 2:
+        return json_integer((json_int_t)rnd(1000) - 500);
+    case 3:
+        return json_real(rnd(1000) / 8.0);
+    case 4:
+    case 5:
+        return rnd_string(true, false);
+    case 6: {
+        json_t *a = json_array();
+        for (unsigned i = rnd(4); i > 0; i--)
+            json_array_append_new(a, rnd_value(depth + 1));
+        return a;
+    }
+    default: {
+        json_t *o = json_object();
+        for (unsigned i = rnd(4); i > 0; i--) {
+            json_t *k = rnd_string(true, false);
+            json_object_setn_new(o, json_string_value(k), json_string_length(k),
+                                 rnd_value(depth + 1));
+            json_decref(k);
+        }
+        return o;
+    }
+    }
+}
+
+/* Random attributes (names never the reserved ones) into `o`. */
+static void rnd_attrs(json_t *o, const char *const *reserved, size_t nreserved)
+{
+    for (unsigned i = rnd(5); i > 0; i--) {
+        json_t *k = rnd_string(true, false);
+        bool skip = false;
+        for (size_t r = 0; r < nreserved; r++)
+            skip |= strlen(reserved[r]) == json_string_length(k) &&
+                    memcmp(reserved[r], json_string_value(k), json_string_length(k)) == 0;
+        if (!skip)
+            json_object_setn_new(o, json_string_value(k), json_string_length(k), rnd_value(0));
+        json_decref(k);
+    }
+    if (rnd(3) == 0)
+        json_object_set_new(o, "name", rnd(4) ? rnd_string(true, false) : json_null());
+}
+
+static json_t *rnd_private(void)
+{
+    json_t *a = json_array();
+    for (unsigned i = rnd(4); i > 0; i--)
+        json_array_append_new(a, rnd_string(false, false));
+    return a;
+}
+
+static const char *const KINDS[] = {"user", "org", "a.b_c-D9", "Device", "x", "_", "9"};
+static const char *const RESERVED[] = {"kind", "key", "anonymous", "_meta", "name"};
+
+static json_t *rnd_single(bool with_kind, const char *kind)
+{
+    json_t *o = json_object();
+    if (with_kind)
+        json_object_set_new(o, "kind", json_string(kind));
+    json_object_set_new(o, "key", rnd_string(false, true));
+    rnd_attrs(o, RESERVED, 5);
+    if (rnd(3) == 0)
+        json_object_set_new(o, "anonymous", rnd(3) ? json_boolean(rnd(2)) : json_null());
+    if (rnd(2))
+        json_object_set_new(o, "_meta", json_pack("{s:o}", "privateAttributes", rnd_private()));
+    return o;
+}
+
+static json_t *rnd_context_json(void)
+{
+    switch (rnd(3)) {
+    case 0:
+        return rnd_single(true, KINDS[rnd(7)]);
+    case 1: {
+        json_t *m = json_pack("{s:s}", "kind", "multi");
+        for (unsigned i = rnd(4) + 1; i > 0; i--) {
+            const char *k = KINDS[rnd(7)];
+            json_object_set_new(m, k, rnd_single(rnd(4) == 0, k));
+        }
+        return m;
+    }
+    default: {
+        static const char *const builtins[] = {"name",    "firstName", "lastName", "email",
+                                               "country", "ip",        "avatar",   "secondary"};
+        json_t *u = json_object();
+        json_object_set_new(u, "key", rnd_string(false, false)); /* may be empty */
+        for (size_t i = 0; i < 8; i++)
+            if (rnd(3) == 0)
+                json_object_set_new(u, builtins[i], rnd(4) ? rnd_string(true, false) : json_null());
+        if (rnd(2)) {
+            json_t *custom = json_object();
+            rnd_attrs(custom, NULL, 0);
+            json_object_set_new(u, "custom", custom);
+        }
+        if (rnd(3) == 0)
+            json_object_set_new(u, "anonymous", json_boolean(rnd(2)));
+        if (rnd(2))
+            json_object_set_new(u, "privateAttributeNames", rnd_private());
+        return u;
+    }
+    }
+}
+
+/* json_equal(), with object keys compared with their length (jansson's
+ * looks them up as C strings: an object with "a\0b" is not equal to
+ * itself). */
+static bool same_json(const json_t *a, const json_t *b)
+{
+    if (json_is_object(a) && json_is_object(b)) {
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        const char *k;
+        size_t len;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)a, k, len, v)
+        {
+            if (!same_json(v, json_object_getn(b, k, len)))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same_json(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+/* Everything the accessors show, and the JSON form, are the same. */
+static void assert_same_context(const ld_context *a, const ld_context *b, const char *text)
+{
+    ck_assert_msg(ld_context_kind_count(a) == ld_context_kind_count(b), "%s", text);
+    ck_assert_msg(strcmp(ld_context_fully_qualified_key(a), ld_context_fully_qualified_key(b)) == 0,
+                  "%s: %s vs %s", text, ld_context_fully_qualified_key(a),
+                  ld_context_fully_qualified_key(b));
+    for (size_t i = 0; i < ld_context_kind_count(a); i++) {
+        const char *k = ld_context_kind(a, i);
+        ck_assert_str_eq(k, ld_context_kind(b, i));
+        ck_assert_str_eq(ld_context_key(a, k), ld_context_key(b, k));
+        ck_assert(ld_context_anonymous(a, k) == ld_context_anonymous(b, k));
+        ck_assert(json_equal(ld_context_get(a, k, "anonymous"), ld_context_get(b, k, "anonymous")));
+        ck_assert_uint_eq(ld_context_private_count(a, k), ld_context_private_count(b, k));
+        for (size_t p = 0; p < ld_context_private_count(a, k); p++)
+            ck_assert_str_eq(ld_context_private(a, k, p), ld_context_private(b, k, p));
+    }
+    json_t *ja = ld_context_to_json(a), *jb = ld_context_to_json(b);
+    if (!same_json(ja, jb)) {
+        char *ta = json_dumps(ja, JSON_SORT_KEYS), *tb = json_dumps(jb, JSON_SORT_KEYS);
+        ck_abort_msg("%s: to_json differs: %s vs %s", text, ta, tb);
+    }
+    json_decref(ja);
+    json_decref(jb);
+}
+
+/* from_json(to_json(c)) is c, for random contexts parsed, built and joined. */
+START_TEST(test_random_contexts_round_trip_through_json)
+{
+    g_rnd = 20261201;
+    ld_context *prev = NULL;
+    for (int n = 0; n < 3000; n++) {
+        json_t *j = rnd_context_json();
+        char *text = json_dumps(j, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        const char *why = NULL;
+        ld_context *c = ld_context_from_json(j, &why);
+        ck_assert_msg(c != NULL, "%s refused: %s", text, why);
+        /* every non-null attribute given is there, as given */
+        const char *name;
+        size_t len;
+        json_t *v;
+        if (!json_object_get(j, "custom") && !json_object_get(j, "privateAttributeNames") &&
+            json_is_string(json_object_get(j, "kind")) &&
+            strcmp(json_string_value(json_object_get(j, "kind")), "multi") != 0) {
+            json_object_keylen_foreach(j, name, len, v)
+            {
+                if (!len || strlen(name) != len || json_is_null(v) || strcmp(name, "_meta") == 0 ||
+                    strcmp(name, "anonymous") == 0)
+                    continue;
+                ck_assert_msg(same_json(ld_context_get_literal(c, ld_context_kind(c, 0), name), v),
+                              "%s: attribute %s", text, name);
+            }
+        }
+        json_t *out = ld_context_to_json(c);
+        ld_context *again = ld_context_from_json(out, &why);
+        char *outtext = json_dumps(out, JSON_SORT_KEYS);
+        ck_assert_msg(again != NULL, "%s -> %s refused: %s", text, outtext, why);
+        assert_same_context(c, again, text);
+        /* the same through the builder, and joined with the previous one */
+        if (!ld_context_is_multi(c) && *ld_context_key(c, ld_context_kind(c, 0))) {
+            const char *k = ld_context_kind(c, 0);
+            ld_context_builder *b = ld_context_builder_new(k, ld_context_key(c, k));
+            json_t *one = json_object_get(out, "kind") ? out : NULL;
+            json_object_keylen_foreach(one, name, len, v)
+            {
+                if (len && strlen(name) == len && strcmp(name, "kind") && strcmp(name, "key") &&
+                    strcmp(name, "_meta"))
+                    ck_assert_int_eq(ld_context_builder_set(b, name, json_incref(v)), 0);
+            }
+            for (size_t p = 0; p < ld_context_private_count(c, k); p++)
+                ck_assert_int_eq(ld_context_builder_private(b, ld_context_private(c, k, p)), 0);
+            ld_context *built = ld_context_builder_build(b, &why);
+            ld_context_builder_free(b);
+            ck_assert_msg(built != NULL, "%s: %s", text, why);
+            bool nul_name = false;
+            json_object_keylen_foreach(one, name, len, v) nul_name |= strlen(name) != len || !len;
+            if (!nul_name) /* the builder makes no name "" or with a NUL */
+                assert_same_context(c, built, text);
+            if (prev) {
+                const ld_context *parts[] = {prev, built};
+                ld_context *m = ld_context_multi(parts, 2, &why);
+                if (m) {
+                    json_t *mj = ld_context_to_json(m);
+                    ld_context *m2 = ld_context_from_json(mj, &why);
+                    ck_assert_msg(m2 != NULL, "%s: multi refused: %s", text, why);
+                    assert_same_context(m, m2, text);
+                    ld_context_unref(m2);
+                    json_decref(mj);
+                    ld_context_unref(m);
+                } else {
+                    ck_assert_msg(strstr(why, "same kind"), "%s: %s", text, why);
+                }
+            }
+            ld_context_unref(prev);
+            prev = built;
+        }
+        free(outtext);
+        json_decref(out);
+        ld_context_unref(again);
+        ld_context_unref(c);
+        free(text);
+        json_decref(j);
+    }
+    ld_context_unref(prev);
+}
+END_TEST
+
+/* ---- promises of context.h ------------------------------------------- */
+
+START_TEST(test_builder_copies_kind_key_and_private_references)
+{
+    char kind[] = "org", key[] = "k1", ref[] = "/a";
+    ld_context_builder *b = ld_context_builder_new(kind, key);
+    ck_assert_int_eq(ld_context_builder_private(b, ref), 0);
+    memset(kind, 'x', 3);
+    memset(key, 'y', 2);
+    memset(ref, 'z', 2);
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    ck_assert_str_eq(ld_context_kind(c, 0), "org");
+    ck_assert_str_eq(ld_context_key(c, "org"), "k1");
+    ck_assert_str_eq(ld_context_private(c, "org", 0), "/a");
+    ck_assert_uint_eq(ld_context_private_count(c, "user"), 0);
+    ck_assert_ptr_null(ld_context_private(c, "user", 0));
+    ck_assert_ptr_null(ld_context_private(c, "org", 1));
+    ld_context_unref(c);
+}
+END_TEST
+
+/* A failed set (LD_EINVAL) changes nothing; the builder builds again and
+ * again; values are stolen on every path (LeakSanitizer and valgrind see a
+ * leak or a double free). */
+START_TEST(test_builder_steals_values_on_every_path)
+{
+    ld_context_builder *b = ld_context_builder_new("org", "k");
+    ck_assert_int_eq(ld_context_builder_set(b, "kind", json_pack("{s:i}", "a", 1)), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "key", json_pack("[i]", 1)), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "_meta", json_pack("{s:[]}", "privateAttributes")),
+                     LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_pack("[]")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_null()), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_pack("{}")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "\xc3", json_pack("{}")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(NULL, "a", json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, NULL, json_string("x")), LD_EINVAL);
+    ck_assert_int_eq(ld_context_builder_set(b, "anonymous", json_true()), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_pack("{s:[i]}", "b", 1)), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_pack("{s:[i]}", "b", 2)),
+                     0); /* replaces */
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_string("N")), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "name", json_null()), 0);
+    ck_assert_int_eq(ld_context_builder_set(b, "gone", json_null()), 0);
+    ck_assert_int_eq(ld_context_builder_private(b, ""), 0); /* not checked: kept as given */
+    ld_context *c1 = ld_context_builder_build(b, NULL);
+    ld_context *c2 = ld_context_builder_build(b, NULL);
+    ck_assert_ptr_nonnull(c1);
+    ck_assert_ptr_ne(c1, c2);
+    ck_assert_ptr_eq(ld_context_get(c1, "org", "a"), ld_context_get(c2, "org", "a")); /* shared */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c1, "org", "/a/b")), 0);       /* array */
+    ck_assert(ld_context_anonymous(c1, "org"));
+    ck_assert_ptr_null(ld_context_get(c1, "org", "name"));
+    ck_assert_uint_eq(ld_context_private_count(c1, "org"), 1);
+    ck_assert_int_eq(ld_context_builder_set(b, "a", json_null()), 0);
+    ld_context_builder_free(b);
+    ck_assert(json_is_array(ld_context_get(c1, "org", "/a/b"))); /* outlives the builder */
+    json_t *j = ld_context_to_json(c2);
+    ld_context *again = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(again);
+    ck_assert_str_eq(ld_context_private(again, "org", 0), "");
+    ld_context_unref(again);
+    json_decref(j);
+    ld_context_unref(c1);
+    ld_context_unref(c2);
+}
+END_TEST
+
+/* Components of 127, 128 and 129 bytes (the stack buffer holds 127), with
+ * escapes across the boundary. */
+START_TEST(test_reference_components_around_the_buffer_size)
+{
+    for (size_t n = 120; n < 136; n++) {
+        char name[200], ref[400];
+        memset(name, 'a', n);
+        name[n] = '\0';
+        name[n - 1] = '/';
+        name[n / 2] = '~';
+        json_t *j = json_pack("{s:s, s:s, s:{s:i}}", "kind", "org", "key", "k", "o", name, (int)n);
+        ld_context *c = ld_context_from_json(j, NULL);
+        json_decref(j);
+        ck_assert_ptr_nonnull(c);
+        /* "/o/" + name with '~' -> "~0", '/' -> "~1" */
+        char *r = ref + snprintf(ref, sizeof ref, "/o/");
+        for (size_t i = 0; i < n; i++) {
+            if (name[i] == '~' || name[i] == '/') {
+                *r++ = '~';
+                *r++ = name[i] == '~' ? '0' : '1';
+            } else {
+                *r++ = name[i];
+            }
+        }
+        *r = '\0';
+        ck_assert_msg(json_integer_value(ld_context_get(c, "org", ref)) == (json_int_t)n, "n=%zu",
+                      n);
+        r[-1] = '~'; /* "~" at the end: invalid */
+        ck_assert_ptr_null(ld_context_get(c, "org", ref));
+        strcat(ref, "2"); /* "~2" */
+        ck_assert_ptr_null(ld_context_get(c, "org", ref));
+        ld_context_unref(c);
+    }
+}
+END_TEST
+
+/* References as LaunchDarkly reads them: slashes and escapes in plain
+ * names are literal; "/" paths only walk objects. */
+START_TEST(test_odd_attribute_references)
+{
+    ld_context *c = ok("{\"kind\": \"org\", \"key\": \"k\", \"~2\": 1, \"~1\": 2, \"/\": 3, "
+                       "\"a\": {\"0\": \"zero\", \"\": 4}, \"arr\": [5, 6], \"_meta\": null}");
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "~2")), 1);   /* plain */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "~1")), 2);   /* plain */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/~01")), 2); /* "~1" */
+    ck_assert_int_eq(json_integer_value(ld_context_get(c, "org", "/~1")), 3);
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/a/0")), "zero"); /* a name */
+    ck_assert_ptr_null(ld_context_get(c, "org", "/arr/0"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/arr/1"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/a/"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/_meta"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "_meta"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/anonymous/x"));
+    ck_assert(json_is_false(ld_context_get(c, "org", "/anonymous")));
+    ck_assert_str_eq(json_string_value(ld_context_get(c, "org", "/kind")), "org");
+    ck_assert_ptr_null(ld_context_get(c, "org", "/kind/"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "//"));
+    ck_assert_ptr_null(ld_context_get(c, "org", "/~"));
+    ck_assert_ptr_null(ld_context_get_literal(c, "org", "_meta"));
+    ck_assert_int_eq(json_integer_value(ld_context_get_literal(c, "org", "/")), 3);
+    ld_context_unref(c);
+}
+END_TEST
+
+/* Huge keys and kinds, many kinds: canonical keys are exact. */
+START_TEST(test_huge_keys_and_many_kinds)
+{
+    size_t n = 100000;
+    char *key = malloc(n + 1), *want = malloc(3 * n + 16);
+    for (size_t i = 0; i < n; i++)
+        key[i] = i % 3 == 0 ? ':' : i % 3 == 1 ? '%' : 'k';
+    key[n] = '\0';
+    char *w = want + sprintf(want, "org:");
+    for (size_t i = 0; i < n; i++)
+        w += sprintf(w, "%s", key[i] == ':' ? "%3A" : key[i] == '%' ? "%25" : "k");
+    json_t *m = json_pack("{s:s}", "kind", "multi");
+    char kind[8];
+    for (int i = 0; i < 200; i++) {
+        snprintf(kind, sizeof kind, "k%03d", 199 - i);
+        json_object_set_new(m, kind, json_pack("{s:s}", "key", "v"));
+    }
+    json_object_set_new(m, "org", json_pack("{s:s}", "key", key));
+    ld_context *c = ld_context_from_json(m, NULL);
+    json_decref(m);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(ld_context_kind_count(c), 201);
+    ck_assert_str_eq(ld_context_kind(c, 0), "k000");
+    ck_assert_str_eq(ld_context_kind(c, 199), "k199");
+    const char *fq = ld_context_fully_qualified_key(c);
+    ck_assert_uint_eq(strlen(fq), 200 * strlen("k000:v:") + strlen(want));
+    ck_assert(strcmp(fq + 200 * strlen("k000:v:"), want) == 0);
+    ld_context_unref(c);
+    free(key);
+    free(want);
+}
+END_TEST
+
+/* Threads that each hold a reference read, convert and join the same
+ * contexts at once, and drop their references in any order (TSan build). */
+struct reader_arg {
+    ld_context *m, *org, *user;
+    bool bad;
+};
+
+static void *reader(void *p)
+{
+    struct reader_arg *a = p;
+    for (int i = 0; i < 300; i++) {
+        if (strcmp(ld_context_fully_qualified_key(a->m), "org:o:user:u%3A1") != 0 ||
+            json_integer_value(ld_context_get(a->m, "org", "/a/b")) != 1 ||
+            !json_is_true(ld_context_get(a->m, "user", "anonymous")))
+            a->bad = true;
+        json_t *j = ld_context_to_json(a->m);
+        ld_context *back = ld_context_from_json(j, NULL);
+        const ld_context *parts[] = {a->user, a->org};
+        ld_context *m2 = ld_context_multi(parts, 2, NULL);
+        if (!back || !m2 ||
+            strcmp(ld_context_fully_qualified_key(back), ld_context_fully_qualified_key(m2)) != 0)
+            a->bad = true;
+        ld_context_unref(m2);
+        ld_context_unref(back);
+        json_decref(j);
+    }
+    ld_context_unref(a->m);
+    ld_context_unref(a->org);
+    ld_context_unref(a->user);
+    return NULL;
+}
+
+START_TEST(test_contexts_are_read_by_many_threads_at_once)
+{
+    ld_context *org = ok("{\"kind\": \"org\", \"key\": \"o\", \"a\": {\"b\": 1}}");
+    ld_context *user = ok("{\"key\": \"u:1\", \"anonymous\": true}");
+    const ld_context *parts[] = {org, user};
+    ld_context *m = ld_context_multi(parts, 2, NULL);
+    ck_assert_ptr_nonnull(m);
+    pthread_t t[4];
+    struct reader_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct reader_arg){ld_context_ref(m), ld_context_ref(org), ld_context_ref(user),
+                                      false};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, reader, &args[i]), 0);
+    }
+    ld_context_unref(m); /* the last references are the threads' */
+    ld_context_unref(org);
+    ld_context_unref(user);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert(!args[i].bad);
+    }
+}
+END_TEST
+
 Suite *ld_suite_context(void)
 {
     Suite *s = suite_create("context");
@@ -699,6 +1361,20 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_multi_from_parts);
     tcase_add_test(tc, test_reference_counting_across_threads);
     tcase_add_test(tc, test_accessors_are_null_safe);
+    tcase_add_test(tc, test_to_json_shares_no_string_with_the_context);
+    tcase_add_test(tc, test_old_style_user_with_an_empty_key_round_trips);
+    tcase_add_test(tc, test_multi_refuses_a_part_with_an_empty_key);
+    tcase_add_test(tc, test_private_references_with_nul_are_invalid);
+    tcase_add_test(tc, test_builder_set_refuses_an_invalid_utf8_name_with_a_null_value);
+    tcase_add_test(tc, test_null_kind_is_an_old_style_user);
+    tcase_add_test(tc, test_multi_part_with_another_kind_inside_is_invalid);
+    tcase_add_test(tc, test_random_contexts_round_trip_through_json);
+    tcase_add_test(tc, test_builder_copies_kind_key_and_private_references);
+    tcase_add_test(tc, test_builder_steals_values_on_every_path);
+    tcase_add_test(tc, test_reference_components_around_the_buffer_size);
+    tcase_add_test(tc, test_odd_attribute_references);
+    tcase_add_test(tc, test_huge_keys_and_many_kinds);
+    tcase_add_test(tc, test_contexts_are_read_by_many_threads_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,7 +5,10 @@
  * compiling with allocations failing. lib/eval_ops.c is compiled into this
  * program (Makefile.am, tests/internal_alloc.c).
  */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
 #include <math.h>
+#include <pcre2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +259,65 @@ START_TEST(test_matches_gives_up_on_catastrophic_backtracking_without_matching)
     json_decref(u);
     json_decref(values);
     ld__clause_values_free(cv);
+}
+END_TEST
+
+/* The operator checks subjects itself (then skips PCRE2's check): it must
+ * refuse exactly what PCRE2 refuses. Every string of 1 or 2 bytes, of 3
+ * bytes from bytes around every boundary, and of 4 such bytes starting with
+ * a 4-byte lead (or an invalid one), against PCRE2's check. */
+START_TEST(test_matches_checks_utf8_as_pcre2_does)
+{
+    json_t *values = parse("[\"\"]"); /* matches every valid subject */
+    struct ld__clause_values *cv = compile_ok("matches", values);
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR) "", 0, PCRE2_UTF, &err, &at, NULL);
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    ck_assert_ptr_nonnull(code);
+    ck_assert_ptr_nonnull(md);
+    static const unsigned char edge[] = {0x00, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf,
+                                         0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee,
+                                         0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xf8, 0xfe, 0xff};
+    const size_t ne = sizeof(edge);
+    unsigned char buf[16];
+    long checked = 0, refused = 0;
+    for (size_t len = 1; len <= 4; len++) {
+        size_t total = 1;
+        for (size_t k = 0; k < len; k++)
+            total *= len <= 2 ? 256 : ne;
+        for (size_t n = 0; n < total; n++) {
+            size_t x = n;
+            for (size_t k = 0; k < len; k++) {
+                size_t base = len <= 2 ? 256 : ne;
+                buf[k] = len <= 2 ? (unsigned char)(x % base) : edge[x % base];
+                x /= base;
+            }
+            if (len == 4 && buf[0] < 0xf0)
+                continue;
+            /* also after 8 ASCII bytes (the word-at-a-time path) */
+            for (int pad = 0; pad <= 8; pad += 8) {
+                unsigned char s[32];
+                memset(s, 'a', (size_t)pad);
+                memcpy(s + pad, buf, len);
+                size_t slen = (size_t)pad + len;
+                bool pcre_ok = pcre2_match(code, s, slen, 0, 0, md, NULL) >= 0;
+                json_t *u = json_stringn_nocheck((const char *)s, slen);
+                bool ours = ld__clause_values_match(cv, u);
+                json_decref(u);
+                ck_assert_msg(ours == pcre_ok, "length %zu, first byte %02x: ours %d, PCRE2 %d",
+                              slen, s[pad], ours, pcre_ok);
+                checked++;
+                refused += !pcre_ok;
+            }
+        }
+    }
+    ck_assert_int_gt(refused, 1000);
+    ck_assert_int_gt(checked, refused);
+    pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    ld__clause_values_free(cv);
+    json_decref(values);
 }
 END_TEST
 
@@ -1075,6 +1137,7 @@ Suite *ld_suite_eval_ops(void)
     tcase_add_test(tc, test_bad_regexes_are_dropped_and_good_ones_still_match);
     tcase_add_test(tc, test_matches_refuses_invalid_utf8_subjects);
     tcase_add_test(tc, test_matches_gives_up_on_catastrophic_backtracking_without_matching);
+    tcase_add_test(tc, test_matches_checks_utf8_as_pcre2_does);
     tcase_add_test(tc, test_string_operators_follow_harness_vectors);
     tcase_add_test(tc, test_string_operators_compare_bytes_with_embedded_nul);
     tcase_add_test(tc, test_date_operators_follow_go_vectors);

@@ -37,12 +37,14 @@ typedef struct ld_context ld_context;
  *  - single-kind: {"kind": K, "key": "...", "name": "...", "anonymous": b,
  *    "<attribute>": any, ..., "_meta": {"privateAttributes": [ref, ...]}};
  *  - multi-kind: {"kind": "multi", "<kind>": {single-kind object without
- *    "kind"}, ...} (a "kind" inside a part is ignored: the property name is
- *    the kind). A multi-kind context of exactly one kind is that single-kind
- *    context (ld_context_is_multi() is false);
- *  - old-style user (no "kind"): {"key": "...", "name", "firstName",
- *    "lastName", "email", "country", "ip", "avatar" (strings or null),
- *    "anonymous", "custom": {...}, "privateAttributeNames": [name, ...]}; it
+ *    "kind"}, ...} (the property name is the kind: a "kind" inside a part
+ *    must be that same string, else the context is invalid, as is a nested
+ *    multi-kind context). A multi-kind context of exactly one kind is that
+ *    single-kind context (ld_context_is_multi() is false);
+ *  - old-style user (no "kind", or "kind": null): {"key": "...", "name",
+ *    "firstName", "lastName", "email", "country", "ip", "avatar" (strings or
+ *    null), "anonymous", "custom": {...}, "privateAttributeNames": [name,
+ *    ...]}; it
  *    becomes a context of kind "user" whose attributes are the built-in
  *    strings and the properties of "custom" ("kind", "key", "anonymous" and
  *    "_meta" in "custom" are ignored); "secondary" (string or null) is
@@ -50,7 +52,9 @@ typedef struct ld_context ld_context;
  *    top-level properties are ignored. Its private attribute names are
  *    literal names, not references.
  *  Attributes whose value is null are absent. "name" must be a string or
- *  null, "anonymous" a boolean or null (null is false).
+ *  null, "anonymous" a boolean or null (null is false). Private attribute
+ *  references and names must not contain NUL (they are handed out as C
+ *  strings).
  *  The context keeps no reference to `j` (values are copied).
  *  @param j any JSON value, or NULL (borrowed).
  *  @param why if not NULL, receives on failure a static message naming the
@@ -132,9 +136,14 @@ LD_EXPORT const char *ld_context_private(const ld_context *ctx, const char *kind
 /** The context as new-style JSON: {"kind": K, "key": ..., attributes...,
  *  "anonymous": true (only when anonymous), "_meta": {"privateAttributes":
  *  [...]} (only when there are some)}, or {"kind": "multi", "<kind>": {...
- *  without "kind"}, ...}. An old-style user comes out as kind "user".
+ *  without "kind"}, ...}. An old-style user comes out as kind "user",
+ *  except one with the empty key, which only the old-style form allows: it
+ *  comes out in that form, {"key": "", "custom": {attributes...},
+ *  "anonymous": true (only when anonymous), "privateAttributeNames": [...]
+ *  (only when there are some)}.
  *  ld_context_from_json() of the result is an equal context.
- *  @return a new reference, or NULL for NULL or when memory ran out.
+ *  @return a new value (one reference) that shares nothing with `ctx`: the
+ *  caller may change it. NULL for NULL or when memory ran out.
  *  @since 0.1.0 */
 LD_EXPORT json_t *ld_context_to_json(const ld_context *ctx);
 
@@ -183,11 +192,12 @@ LD_EXPORT void ld_context_builder_free(ld_context_builder *b);
 
 /** A multi-kind context of the individual contexts of `parts` (borrowed; a
  *  multi-kind part contributes each of its kinds, as LaunchDarkly's
- *  MultiBuilder does). Exactly one kind in all gives that single-kind
- *  context.
+ *  MultiBuilder does), with its own copy of their values. Exactly one kind
+ *  in all gives that single-kind context (a new reference to it).
  *  @return a new context (one reference), or NULL with *why (if `why` is not
  *  NULL) for `n` == 0 or no kind at all, a NULL part or `parts`, the same
- *  kind twice, or no memory. @since 0.1.0 */
+ *  kind twice, an empty key (an old-style user's) among two kinds or more,
+ *  or no memory. @since 0.1.0 */
 LD_EXPORT ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const char **why);
 
 LD_END_DECLS

@@ -24,12 +24,19 @@
  * detail holding the fallback value and an ERROR reason (FLAG_NOT_FOUND,
  * MALFORMED_FLAG, WRONG_TYPE, USER_NOT_SPECIFIED, EXCEPTION), as every
  * LaunchDarkly SDK does. Only programming errors (a NULL evaluator, key or
- * context) reject, with LD_EINVAL.
+ * context) reject, with LD_EINVAL. Prerequisite chains or segment nesting
+ * deeper than 64, and evaluations that would enter more than 100,000 flags
+ * and segments (nesting that names the same items over and over, which
+ * grows exponentially with the depth), are MALFORMED_FLAG.
  *
  * Thread rules: an evaluator belongs to the thread that runs the loop of its
  * store's base, like the store. A detail is immutable: once its future is
  * complete it may be read from any thread, and released on any thread once
- * libevent threading is on.
+ * libevent threading is on (ld_detail_value() is the store's JSON: read it,
+ * do not reference it there; ld_detail_to_json() makes a copy). An
+ * all-flags state shares JSON with the store and with other states: read it
+ * and release it on the loop thread, as jansson's reference counts are not
+ * free of data races between threads.
  */
 #ifndef LDASYNC_EVAL_H
 #define LDASYNC_EVAL_H
@@ -144,9 +151,11 @@ enum {
  *  LaunchDarkly's client-side SDKs bootstrap from. A flag whose evaluation
  *  fails is there with value null and its ERROR reason. When the store
  *  fails, the state is {"$flagsState": {}, "$valid": false}.
- *  @return a new reference to a future fulfilled with the object (a new
- *  object each time: ld_future_json(), which the caller may take with
- *  json_incref); rejected with LD_EINVAL if `ctx` is NULL or `options` has
+ *  @return a new reference to a future fulfilled with the object
+ *  (ld_future_json(), which the caller may take with json_incref): an
+ *  object of its own each time, but what is inside it (the flags' values,
+ *  which are the store's, and the $flagsState entries, which states share)
+ *  must not be modified; rejected with LD_EINVAL if `ctx` is NULL or `options` has
  *  unknown bits, LD_ENOMEM, LD_ECANCELED if the evaluator is freed first.
  *  NULL only if `ev` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options);
