@@ -1686,41 +1686,56 @@ START_TEST(test_big_segment_store_settings)
 }
 END_TEST
 
-/* Long chains: 50 prerequisites, 30 nested segments (no cycle). */
-START_TEST(test_long_chains)
+/* Data for long chains: flag f needs p1, which needs p2, ..., up to
+ * p(np-1), whose rule serves false to the members of s0; s0 has a rule
+ * with s1, ..., and s(ns-1) includes "u". Each prerequisite list and each
+ * segment rule names the next item `fan` times. */
+static json_t *chain_data(int np, int ns, int fan)
 {
-    enum { NP = 50, NS = 30 };
     json_t *flags = json_object(), *segments = json_object();
     char key[32], next[32];
-    for (int i = 0; i < NP; i++) {
+    for (int i = 0; i < np; i++) {
         snprintf(key, sizeof(key), i ? "p%d" : "f", i);
         snprintf(next, sizeof(next), "p%d", i + 1);
-        json_t *f = json_pack("{s:b,s:[b,b],s:i,s:{s:i}}", "on", 1, "variations", 1, 0,
-                              "offVariation", 1, "fallthrough", "variation", 0);
-        if (i + 1 < NP)
-            json_object_set_new(f, "prerequisites",
-                                json_pack("[{s:s,s:i}]", "key", next, "variation", 0));
-        else
+        json_t *f =
+            json_pack("{s:s,s:i,s:b,s:[b,b],s:i,s:{s:i}}", "key", key, "version", 1, "on", 1,
+                      "variations", 1, 0, "offVariation", 1, "fallthrough", "variation", 0);
+        json_t *prereqs = json_array();
+        for (int k = 0; i + 1 < np && k < fan; k++)
+            json_array_append_new(prereqs, json_pack("{s:s,s:i}", "key", next, "variation", 0));
+        json_object_set_new(f, "prerequisites", prereqs);
+        if (i + 1 == np)
             json_object_set_new(f, "rules",
                                 json_pack("[{s:s,s:i,s:[{s:s,s:s,s:[s]}]}]", "id", "r", "variation",
                                           1, "clauses", "attribute", "", "op", "segmentMatch",
                                           "values", "s0"));
         json_object_set_new(flags, key, f);
     }
-    for (int i = 0; i < NS; i++) {
+    for (int i = 0; i < ns; i++) {
         snprintf(key, sizeof(key), "s%d", i);
         snprintf(next, sizeof(next), "s%d", i + 1);
-        json_t *seg = i + 1 < NS ? json_pack("{s:[{s:[{s:s,s:s,s:[s]}]}]}", "rules", "clauses",
-                                             "attribute", "", "op", "segmentMatch", "values", next)
-                                 : json_pack("{s:[s]}", "included", "u");
+        json_t *seg = json_pack("{s:s,s:i}", "key", key, "version", 1);
+        if (i + 1 < ns) {
+            json_t *clauses = json_array();
+            for (int k = 0; k < fan; k++)
+                json_array_append_new(clauses, json_pack("{s:s,s:s,s:[s]}", "attribute", "", "op",
+                                                         "segmentMatch", "values", next));
+            json_object_set_new(seg, "rules", json_pack("[{s:o}]", "clauses", clauses));
+        } else {
+            json_object_set_new(seg, "included", json_pack("[s]", "u"));
+        }
         json_object_set_new(segments, key, seg);
     }
-    char *ft = json_dumps(flags, 0), *st = json_dumps(segments, 0);
-    json_decref(flags);
-    json_decref(segments);
-    json_t *data = data_of(ft, st);
-    free(ft);
-    free(st);
+    json_t *data = json_pack("{s:o,s:o}", "features", flags, "segments", segments);
+    ck_assert_ptr_nonnull(data);
+    return data;
+}
+
+/* Long chains: 50 prerequisites, 30 nested segments (no cycle). */
+START_TEST(test_long_chains)
+{
+    enum { NP = 50, NS = 30 };
+    json_t *data = chain_data(NP, NS, 1);
     struct later *l = NULL;
     for (int later = 0; later < 2; later++) {
         ld_store *s = later ? later_new(data, &l) : memory_with(data);
@@ -1746,6 +1761,49 @@ START_TEST(test_long_chains)
         done_with(ev, s);
     }
     json_decref(data);
+}
+END_TEST
+
+/* eval.h: prerequisite chains or segment nesting deeper than 64, and
+ * evaluations that would enter more than 100,000 flags and segments, are
+ * MALFORMED_FLAG. (The exact bounds are left alone: 60 is fine, 70 is
+ * not.) */
+START_TEST(test_depth_and_size_limits)
+{
+    static const struct {
+        int np, ns, fan;
+        const char *ctx;
+        bool malformed;
+    } cases[] = {
+        {60, 1, 1, USER("v"), false}, /* 60 flags deep */
+        {70, 1, 1, USER("v"), true},  /* 70 flags deep */
+        {1, 60, 1, USER("v"), false}, /* 60 segments deep */
+        {1, 70, 1, USER("v"), true},  /* 70 segments deep */
+        {1, 70, 1, USER("u"), true},
+        {20, 1, 2, USER("v"), true}, /* each flag needs the next twice: 2^20 flags */
+        {1, 20, 2, USER("u"), true}, /* each segment rule names the next twice: 2^20 segments */
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        json_t *data = chain_data(cases[i].np, cases[i].ns, cases[i].fan);
+        ld_store *s = memory_with(data);
+        json_decref(data);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_context *ctx = ctx_of(cases[i].ctx);
+        json_t *got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+        char what[64];
+        snprintf(what, sizeof(what), "case %zu (%d, %d, %d)", i, cases[i].np, cases[i].ns,
+                 cases[i].fan);
+        bool in_s0 = strcmp(cases[i].ctx, USER("u")) == 0;
+        expect_json(what, got,
+                    cases[i].malformed
+                        ? "{'value':false,'reason':{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}}"
+                    : in_s0 ? "{'value':false,'variationIndex':1,'reason':{'kind':'RULE_MATCH',"
+                              "'ruleIndex':0,'ruleId':'r'}}"
+                            : FT("true", 0));
+        json_decref(got);
+        ld_context_unref(ctx);
+        done_with(ev, s);
+    }
 }
 END_TEST
 
@@ -2530,6 +2588,7 @@ Suite *ld_suite_eval(void)
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);
     tcase_add_test(tc, test_long_chains);
+    tcase_add_test(tc, test_depth_and_size_limits);
     tc = tcase(s, "operators");
     tcase_add_loop_test(tc, test_operators, 0, (int)N_OF(op_cases));
     tc = tcase(s, "segments");
