@@ -142,23 +142,30 @@ if (!jsonOut) {
                                              import.meta.url), 'utf8'));
   console.log(`node ${process.version}, @launchdarkly/node-server-sdk ${sdk.version}, ${runs} runs`);
   console.log(`${'workload'.padEnd(20)} ${'ops'.padStart(8)} ${'ns/op'.padStart(12)} ` +
-              `${'min'.padStart(12)} ${'max'.padStart(12)} ${'peak_kb'.padStart(10)}`);
+              `${'min'.padStart(12)} ${'max'.padStart(12)} ${'peak_kb'.padStart(10)} ${'cpu%'.padStart(5)}`);
 }
 for (const w of workloads) {
   if (!selected(w.name)) continue;
   await w.fn(w.ops); // warm-up
   const v = [];
+  // cpu%: the process's CPU time (every thread, GC helpers too) over the
+  // wall time of the timed runs; well under 100 means the machine took the
+  // CPU away and the wall figures are inflated.
+  const c0 = process.cpuUsage();
+  const w0 = process.hrtime.bigint();
   for (let r = 0; r < runs; r++) v.push(await w.fn(w.ops));
+  const c1 = process.cpuUsage(c0);
+  const cpuPct = ((c1.user + c1.system) * 1e5) / Number(process.hrtime.bigint() - w0);
   v.sort((a, b) => a - b);
   const median = v[Math.floor(runs / 2)];
   const peakKb = process.resourceUsage().maxRSS;
   if (jsonOut) {
     console.log(JSON.stringify({ name: w.name, ops: w.ops, ns_per_op: median, min: v[0], max: v[runs - 1],
-                                 runs: v, peak_kb: peakKb }));
+                                 runs: v, peak_kb: peakKb, cpu_pct: cpuPct }));
   } else {
     const f = (x) => x.toFixed(1).padStart(12);
     let line = `${w.name.padEnd(20)} ${String(w.ops).padStart(8)} ${f(median)} ${f(v[0])} ${f(v[runs - 1])} ` +
-               `${String(peakKb).padStart(10)}`;
+               `${String(peakKb).padStart(10)} ${cpuPct.toFixed(0).padStart(5)}`;
     if (w.name === 'eval.all_flags') line += `   (${(median / 1e6).toFixed(2)} ms)`;
     console.log(line);
   }
