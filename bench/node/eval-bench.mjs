@@ -114,6 +114,11 @@ const workloads = [
 function selected(name) {
   return !names.length || names.some((n) => name === n || name.startsWith(`${n}.`));
 }
+if (!workloads.some((w) => selected(w.name))) {
+  console.error(`no such workload: ${names.join(' ')} (there are ${workloads.map((w) => w.name).join(', ')})`);
+  client.close();
+  process.exit(2);
+}
 
 // What the SDK serves, once, before any clock: the values the ldasync bench
 // expects, and the reasons (printed, so a reader sees the same path was taken).
