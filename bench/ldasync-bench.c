@@ -4,6 +4,7 @@
  * timed runs after a warm-up run.
  *
  *   ldasync-bench [--json] [--runs N] [GROUP|NAME ...]
+ *   ldasync-bench --dump-eval-data
  *
  * GROUP is the part of a name before the first dot ("future"); with no
  * argument every workload runs. The "alt" group measures the designs that
@@ -13,6 +14,9 @@
  * *_bytes workloads: bytes per item; *_kb workloads: KiB), peak RSS of the
  * process in KiB.
  * --json prints one object per line with the same fields.
+ * --dump-eval-data prints the data of the eval group (eval_data_text) as
+ * one line of JSON text on stdout and exits, so that another SDK can be
+ * measured on the same flags and segments (bench/node/).
  */
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -1480,7 +1484,9 @@ static void run_workload(const struct workload *w)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: ldasync-bench [--json] [--runs N] [GROUP|NAME ...]\nworkloads:\n");
+    fprintf(stderr, "usage: ldasync-bench [--json] [--runs N] [GROUP|NAME ...]\n"
+                    "       ldasync-bench --dump-eval-data  (the eval group's data as JSON)\n"
+                    "workloads:\n");
     for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
         fprintf(stderr, "  %s\n", workloads[i].name);
 }
@@ -1495,6 +1501,11 @@ int main(int argc, char **argv)
             runs = atoi(argv[++first]);
             if (runs < 1)
                 runs = 1;
+        } else if (strcmp(argv[first], "--dump-eval-data") == 0) {
+            char *text = eval_data_text();
+            puts(text);
+            free(text);
+            return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
         } else {
             usage();
             return strcmp(argv[first], "--help") == 0 ? 0 : 2;

@@ -75,8 +75,8 @@ struct ld__vor {
 #define LD__VOR_MALFORMED (-2) /* neither, or an empty rollout */
 
 struct ld__target {
-    struct ld__str kind;             /* "user" for the old `targets` */
-    struct ld__clause_values *keys;  /* an `in` set of the keys */
+    struct ld__str kind;            /* "user" for the old `targets` */
+    struct ld__clause_values *keys; /* an `in` set of the keys */
     int variation;
 };
 
@@ -142,7 +142,7 @@ struct ld__segment_rule {
 
 struct ld__segment {
     struct ld__item h;
-    struct ld__clause_values *included, *excluded; /* user keys, or NULL */
+    struct ld__clause_values *included, *excluded;  /* user keys, or NULL */
     struct ld__target *included_ctx, *excluded_ctx; /* variation unused */
     size_t nincluded_ctx, nexcluded_ctx;
     struct ld__segment_rule *rules;

@@ -50,6 +50,30 @@
 
 /* ---- The cache of compiled items ----------------------------------------- */
 
+/* The flags of the last flags snapshot an all-flags state was made of, in
+ * its order: a store that answers all with the same snapshot while nothing
+ * changed (the memory store) is then walked without a lookup per flag. */
+struct plan_entry {
+    const char *key; /* the snapshot's */
+    size_t len;
+    struct ld__flag *f; /* referenced */
+};
+
+struct plan {
+    json_t *snapshot; /* referenced, or NULL */
+    struct plan_entry *e;
+    size_t n;
+};
+
+static void plan_free(struct plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        ld__item_unref(&p->e[i].f->h);
+    ld__free(p->e);
+    json_decref(p->snapshot);
+    memset(p, 0, sizeof *p);
+}
+
 struct centry {
     const json_t *json;
     struct ld__item *item;
@@ -61,6 +85,7 @@ struct cache {
     size_t n;
     size_t bytes; /* of the items */
     size_t nflags, nsegments;
+    struct plan plan; /* dropped with the stale entries */
 };
 
 static size_t hash_ptr(const void *p)
@@ -127,6 +152,8 @@ static bool cache_stale(const struct cache *c, const struct ld__item *it)
  * four times what is left (at least 64). @return 0 or LD_ENOMEM. */
 static int cache_grow(struct cache *c)
 {
+    if (c->plan.snapshot && __atomic_load_n(&c->plan.snapshot->refcount, __ATOMIC_ACQUIRE) == 1)
+        plan_free(&c->plan); /* the store let go of that snapshot */
     size_t live = 0;
     for (size_t i = 0; c->t && i <= c->mask; i++)
         live += c->t[i].json && !cache_stale(c, c->t[i].item);
@@ -177,6 +204,7 @@ static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json
 
 static void cache_free(struct cache *c)
 {
+    plan_free(&c->plan);
     for (size_t i = 0; c->t && i <= c->mask; i++)
         ld__item_unref(c->t[i].item);
     ld__free(c->t);
@@ -199,8 +227,8 @@ struct ld_evaluator {
 /* ---- Details ------------------------------------------------------------- */
 
 struct ld_detail {
-    struct ld__item *flag; /* referenced, or NULL */
-    json_t *value;         /* borrowed from flag, or owned (owns_value) */
+    struct ld__item *flag;          /* referenced, or NULL */
+    json_t *value;                  /* borrowed from flag, or owned (owns_value) */
     struct ld__str rule_id, prereq; /* borrowed from flag */
     int index;
     int rule;
@@ -245,7 +273,7 @@ struct es {
     int nflags, nsegments;
     long visits; /* flags and segments entered, up to MAX_VISITS */
     int big;     /* the worst big segments status met, or -1 */
-    int error; /* enum ld_eval_error after E_FAIL */
+    int error;   /* enum ld_eval_error after E_FAIL */
 };
 
 struct res {
@@ -726,8 +754,7 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
 /* evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
  * out; fallback stolen), or E_NEED (fallback not taken). */
 static int evaluate(const ld_context *ctx, const struct resolver *rv, void *arg,
-                    const struct ld__item *f, ld_value_type type, json_t *fallback,
-                    ld_detail **out)
+                    const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out)
 {
     ld_detail tmp;
     *out = NULL;
@@ -1172,8 +1199,8 @@ static int job_issue(struct job *j)
     if (any && j->metadata_state == S_WANTED) {
         j->metadata_state = S_ASKED;
         j->outstanding++;
-        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->ev->bss), metadata_done, j) !=
-            0) {
+        if (ld_future_on_complete(ld_big_segment_store_get_metadata(j->ev->bss), metadata_done,
+                                  j) != 0) {
             j->outstanding--;
             j->metadata_state = S_DONE;
             j->metadata_error = LD_ENOMEM;
@@ -1322,7 +1349,9 @@ int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)
         return LD_EINVAL;
     out->flags = ev->cache.nflags;
     out->segments = ev->cache.nsegments;
-    out->bytes = ev->cache.bytes + (ev->cache.t ? (ev->cache.mask + 1) * sizeof(struct centry) : 0);
+    out->bytes = ev->cache.bytes +
+                 (ev->cache.t ? (ev->cache.mask + 1) * sizeof(struct centry) : 0) +
+                 ev->cache.plan.n * sizeof(struct plan_entry);
     return 0;
 }
 
@@ -1426,8 +1455,9 @@ const char *ld_reason_kind_name(enum ld_reason_kind kind)
 
 const char *ld_eval_error_name(enum ld_eval_error error)
 {
-    static const char *const names[] = {"NONE",       "FLAG_NOT_FOUND", "MALFORMED_FLAG",
-                                        "USER_NOT_SPECIFIED", "WRONG_TYPE", "EXCEPTION"};
+    static const char *const names[] = {"NONE",           "FLAG_NOT_FOUND",
+                                        "MALFORMED_FLAG", "USER_NOT_SPECIFIED",
+                                        "WRONG_TYPE",     "EXCEPTION"};
     return (unsigned)error < sizeof names / sizeof *names ? names[error] : "UNKNOWN";
 }
 
@@ -1486,9 +1516,9 @@ json_t *ld_detail_to_json(const ld_detail *d)
         goto fail;
     /* A copy of a value of the flag: the detail may be read on another
      * thread than the one counting references to that value. */
-    json_t *v = !d->value ? json_null() : d->owns_value || immortal(d->value)
-                                              ? json_incref(d->value)
-                                              : json_deep_copy(d->value);
+    json_t *v = !d->value                             ? json_null()
+                : d->owns_value || immortal(d->value) ? json_incref(d->value)
+                                                      : json_deep_copy(d->value);
     int rc = json_object_set_new(o, "value", v);
     if (d->index >= 0)
         rc |= set_new(o, "variationIndex", json_integer(d->index));
@@ -1561,8 +1591,8 @@ static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t k
                         (d.kind == LD_REASON_RULE_MATCH && d.rule >= 0 &&
                          (size_t)d.rule < f->nrules && f->rules[d.rule].track_events) ||
                         (d.kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
-    bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) ||
-                   f->track_events || track_reason || f->has_debug;
+    bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) || f->track_events ||
+                   track_reason || f->has_debug;
     bool reason = (details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason;
     json_t *m;
     int e = 0;
@@ -1606,6 +1636,41 @@ static json_t *invalid_state(void)
     return o;
 }
 
+/* Makes `ev`'s plan that of `flags` (a snapshot). @return 0 or LD_ENOMEM
+ * (the plan is then empty). */
+static int plan_make(ld_evaluator *ev, json_t *flags)
+{
+    plan_free(&ev->cache.plan);
+    size_t n = json_object_size(flags);
+    struct plan_entry *e = n ? ld__calloc(n, sizeof *e) : NULL;
+    if (n && !e)
+        return LD_ENOMEM;
+    size_t k = 0;
+    const char *key;
+    size_t klen;
+    json_t *v;
+    json_object_keylen_foreach(flags, key, klen, v)
+    {
+        struct ld__item *it = cache_get(&ev->cache, LD__FLAG, v);
+        if (!it) {
+            ev->cache.plan.e = e;
+            ev->cache.plan.n = k;
+            plan_free(&ev->cache.plan);
+            return LD_ENOMEM;
+        }
+        if (it->deleted)
+            continue;
+        e[k].key = key;
+        e[k].len = klen;
+        e[k].f = (struct ld__flag *)ld__item_ref(it);
+        k++;
+    }
+    ev->cache.plan.snapshot = json_incref(flags);
+    ev->cache.plan.e = e;
+    ev->cache.plan.n = k;
+    return 0;
+}
+
 /* The all-flags state of the job's snapshots; NULL when memory ran out or
  * *rc is E_NEED (memberships to read). */
 static json_t *all_flags_state(struct job *j, int *rc)
@@ -1616,18 +1681,17 @@ static json_t *all_flags_state(struct job *j, int *rc)
     json_t *st = json_object(), *meta = json_object();
     if (!st || !meta)
         goto fail;
-    const char *key;
-    size_t klen;
-    json_t *v;
-    json_object_keylen_foreach(j->flags, key, klen, v)
-    {
-        struct ld__item *it = cache_get(&j->ev->cache, LD__FLAG, v);
-        if (!it)
-            goto fail;
-        struct ld__flag *f = (struct ld__flag *)it;
-        if (it->deleted || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
+    if (j->ev->cache.plan.snapshot != j->flags && plan_make(j->ev, j->flags) != 0)
+        goto fail;
+    const struct plan *p = &j->ev->cache.plan;
+    for (size_t i = 0; i < p->n; i++) {
+        /* The flags are cold at 10,000: ask for the ones ahead. */
+        if (i + 8 < p->n)
+            __builtin_prefetch(p->e[i + 8].f);
+        struct ld__flag *f = p->e[i].f;
+        if ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side)
             continue;
-        *rc = add_flag(j, f, key, klen, st, meta);
+        *rc = add_flag(j, f, p->e[i].key, p->e[i].len, st, meta);
         if (*rc != 0)
             goto fail;
     }
@@ -1654,9 +1718,8 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
     if (!ev)
         return NULL;
     if (!ctx || (options & ~7u))
-        return ld__future_rejected_static(ev->base, LD_EINVAL,
-                                          !ctx ? "ctx must not be NULL"
-                                               : "options has unknown bits");
+        return ld__future_rejected_static(
+            ev->base, LD_EINVAL, !ctx ? "ctx must not be NULL" : "options has unknown bits");
     struct job *j = job_new(ev, ctx);
     if (!j)
         return ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);

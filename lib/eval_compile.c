@@ -381,8 +381,8 @@ static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
     f->track_events = get_bool(j, "trackEvents");
     f->track_fallthrough = get_bool(j, "trackEventsFallthrough");
     const json_t *csa = json_object_get(j, "clientSideAvailability");
-    f->client_side = json_is_object(csa) ? get_bool(csa, "usingEnvironmentId")
-                                         : get_bool(j, "clientSide");
+    f->client_side =
+        json_is_object(csa) ? get_bool(csa, "usingEnvironmentId") : get_bool(j, "clientSide");
     f->has_debug = get_int(j, "debugEventsUntilDate", INT64_MIN, INT64_MAX, &f->debug_until) > 0;
 
     const json_t *vars = get_array(j, "variations", &bad);

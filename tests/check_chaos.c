@@ -1199,17 +1199,21 @@ CHAOS_TEST(test_chaos_contexts,
 
 static const char EVAL_DATA[] =
     "{\"features\": {"
-    " \"f-bool\": {\"key\": \"f-bool\", \"version\": 1, \"on\": true, \"variations\": [true, false],"
+    " \"f-bool\": {\"key\": \"f-bool\", \"version\": 1, \"on\": true, \"variations\": [true, "
+    "false],"
     "  \"fallthrough\": {\"variation\": 0}},"
-    " \"f-rich\": {\"key\": \"f-rich\", \"version\": 2, \"on\": true, \"variations\": [\"a\", \"b\", \"c\"],"
+    " \"f-rich\": {\"key\": \"f-rich\", \"version\": 2, \"on\": true, \"variations\": [\"a\", "
+    "\"b\", \"c\"],"
     "  \"salt\": \"s\", \"targets\": [{\"values\": [\"t1\", \"t2\"], \"variation\": 0}],"
     "  \"rules\": [{\"id\": \"r1\", \"variation\": 1, \"clauses\": ["
     "    {\"attribute\": \"email\", \"op\": \"matches\", \"values\": [\"^x.*@corp\"]},"
     "    {\"attribute\": \"version\", \"op\": \"semVerGreaterThan\", \"values\": [\"2.0.0\"]}]},"
     "   {\"id\": \"r2\", \"variation\": 2, \"clauses\": ["
-    "    {\"attribute\": \"country\", \"op\": \"in\", \"values\": [\"a\", \"b\", \"c\", \"d\", \"e\","
+    "    {\"attribute\": \"country\", \"op\": \"in\", \"values\": [\"a\", \"b\", \"c\", \"d\", "
+    "\"e\","
     "      \"f\", \"g\", \"h\", \"i\", \"j\", \"k\", \"l\", \"us\"]},"
-    "    {\"contextKind\": \"user\", \"attribute\": \"/obj/a~1b\", \"op\": \"endsWith\", \"values\": [\"z\"]}]}],"
+    "    {\"contextKind\": \"user\", \"attribute\": \"/obj/a~1b\", \"op\": \"endsWith\", "
+    "\"values\": [\"z\"]}]}],"
     "  \"fallthrough\": {\"rollout\": {\"kind\": \"experiment\", \"seed\": 7, \"variations\": ["
     "    {\"variation\": 0, \"weight\": 50000}, {\"variation\": 1, \"weight\": 50000}]}}},"
     " \"f-pre\": {\"key\": \"f-pre\", \"version\": 3, \"on\": true, \"variations\": [1, 2],"
@@ -1217,13 +1221,15 @@ static const char EVAL_DATA[] =
     "  \"rules\": [{\"id\": \"in-seg\", \"variation\": 0, \"clauses\": ["
     "    {\"attribute\": \"\", \"op\": \"segmentMatch\", \"values\": [\"s-seg\"]}]}],"
     "  \"fallthrough\": {\"variation\": 1}},"
-    " \"f-big\": {\"key\": \"f-big\", \"version\": 4, \"on\": true, \"variations\": [\"in\", \"out\"],"
+    " \"f-big\": {\"key\": \"f-big\", \"version\": 4, \"on\": true, \"variations\": [\"in\", "
+    "\"out\"],"
     "  \"rules\": [{\"id\": \"big\", \"variation\": 0, \"clauses\": ["
     "    {\"attribute\": \"\", \"op\": \"segmentMatch\", \"values\": [\"s-big\"]}]}],"
     "  \"fallthrough\": {\"variation\": 1}}},"
     " \"segments\": {"
     " \"s-seg\": {\"key\": \"s-seg\", \"version\": 1, \"included\": [\"nobody\"], \"salt\": \"x\","
-    "  \"rules\": [{\"clauses\": [{\"attribute\": \"country\", \"op\": \"startsWith\", \"values\": [\"u\"]}],"
+    "  \"rules\": [{\"clauses\": [{\"attribute\": \"country\", \"op\": \"startsWith\", \"values\": "
+    "[\"u\"]}],"
     "   \"weight\": 100000}]},"
     " \"s-big\": {\"key\": \"s-big\", \"version\": 1, \"unbounded\": true, \"generation\": 1}}}";
 
@@ -1281,9 +1287,10 @@ static void eval_setup(void)
     ck_assert(ld_future_is_fulfilled(f));
     ld_future_unref(f);
     json_decref(data);
-    json_t *cj = json_loads("{\"kind\": \"user\", \"key\": \"userkey\", \"email\": \"xy@corp.com\","
-                            " \"version\": \"2.1\", \"country\": \"us\", \"obj\": {\"a/b\": \"z\"}}",
-                            0, NULL);
+    json_t *cj =
+        json_loads("{\"kind\": \"user\", \"key\": \"userkey\", \"email\": \"xy@corp.com\","
+                   " \"version\": \"2.1\", \"country\": \"us\", \"obj\": {\"a/b\": \"z\"}}",
+                   0, NULL);
     g_ectx = ld_context_from_json(cj, NULL);
     json_decref(cj);
     ck_assert_ptr_nonnull(g_ectx);
@@ -1330,9 +1337,10 @@ static void act_evaluate(void)
             json_t *r = eval_case(ev, i);
             if (r) {
                 OFF();
-                char *got = json_dumps(r, JSON_SORT_KEYS), *want = json_dumps(g_expect[i], JSON_SORT_KEYS);
-                ck_assert_msg(json_equal(r, g_expect[i]), "case %d: %s, not %s (%s, N=%ld)", i,
-                              got, want, g_path, g_fail_at);
+                char *got = json_dumps(r, JSON_SORT_KEYS),
+                     *want = json_dumps(g_expect[i], JSON_SORT_KEYS);
+                ck_assert_msg(json_equal(r, g_expect[i]), "case %d: %s, not %s (%s, N=%ld)", i, got,
+                              want, g_path, g_fail_at);
                 free(got);
                 free(want);
                 json_decref(r);

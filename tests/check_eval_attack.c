@@ -37,7 +37,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-
 /* True under a sanitizer or valgrind (make check-valgrind sets
  * LDASYNC_VALGRIND=1): timings are then only reported, and loops shorter. */
 static bool slow_tool(void)
@@ -1602,6 +1601,19 @@ START_TEST(test_replaced_items_are_evaluated_anew)
                 snprintf(what, sizeof what, "step %zu, %s store", i, which ? "later" : "memory");
                 expect_json(what, got, steps[i].want);
                 json_decref(got);
+                /* the all-flags state sees the change too (the evaluator
+                 * walks the flags of the last snapshot it saw while the
+                 * store hands out the same one) */
+                ld_future *af = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+                json_t *want = J(steps[i].want);
+                json_t *fv = json_object_get(ld_future_json(af), "f");
+                if (steps[i].op == 'd')
+                    ck_assert_msg(!fv, "%s: a deleted flag in the all-flags state", what);
+                else
+                    ck_assert_msg(json_equal(fv, json_object_get(want, "value")),
+                                  "%s: the all-flags state has another value", what);
+                json_decref(want);
+                ld_future_unref(af);
             }
         }
         done_with(ev, s);
