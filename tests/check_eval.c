@@ -2377,6 +2377,18 @@ START_TEST(test_writes_are_seen)
     got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
     expect_json("init 2, same version", got, FT("'B'", 1));
     json_decref(got);
+    all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+    expect_json("all flags after the init", ld_future_json(all),
+                "{'f':'B','$flagsState':{'f':{'variation':1,'version':1}},'$valid':true}");
+    ld_future_unref(all);
+    flag = J("{'key':'g','version':1,'on':false,'variations':[7],'offVariation':0}");
+    ck_assert(ld_test_await_bool(ld_store_upsert(s, ld_kind_features(), flag)));
+    json_decref(flag);
+    all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+    expect_json("all flags after an upsert", ld_future_json(all),
+                "{'f':'B','g':7,'$flagsState':{'f':{'variation':1,'version':1},"
+                "'g':{'variation':0,'version':1}},'$valid':true}");
+    ld_future_unref(all);
     ld_context_unref(ctx);
     done_with(ev, s);
 }
