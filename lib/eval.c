@@ -239,13 +239,15 @@ struct ld_detail {
     bool owns_value;
 };
 
+_Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
+
 static void detail_free(void *p)
 {
     ld_detail *d = p;
     if (d->owns_value)
         json_decref(d->value);
     ld__item_unref(d->flag);
-    ld__free(d);
+    ld__line_free(d);
 }
 
 /* ---- One evaluation ------------------------------------------------------ */
@@ -733,7 +735,7 @@ static bool immortal(const json_t *v)
  * counting is not free of data races. NULL when memory ran out. */
 static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, json_t *fallback)
 {
-    ld_detail *d = ld__malloc(sizeof *d);
+    ld_detail *d = ld__line_alloc();
     if (!d) {
         json_decref(fallback);
         return NULL;
@@ -1248,8 +1250,9 @@ static void job_step(struct job *j)
     ld_detail *d = NULL;
     if (rc == E_FAIL) {
         /* The flag could not be read. */
-        d = ld__calloc(1, sizeof *d);
+        d = ld__line_alloc();
         if (d) {
+            memset(d, 0, sizeof *d);
             d->index = d->rule = d->big = -1;
             d->kind = LD_REASON_ERROR;
             d->error = LD_EVAL_ERROR_EXCEPTION;

@@ -46,6 +46,15 @@ ld_future *ld__future_later_rejected(struct event_base *base, int code, const ch
  * free_fn(v) called. */
 ld_future *ld__future_later_ptr(struct event_base *base, void *v, ld_free_fn free_fn);
 
+/* A block of LD__LINE_SIZE bytes, aligned to it, from the futures' memory
+ * (their per-thread free lists: cheaper than malloc for small objects made
+ * and released as often as futures, such as the evaluator's details), or
+ * NULL when memory ran out; ld__line_free() (NULL-safe) gives it back, on
+ * any thread. */
+#define LD__LINE_SIZE 64
+void *ld__line_alloc(void);
+void ld__line_free(void *p);
+
 /* Turns `f`, a pending future of ld_future_new() (K_PLAIN) whose producer
  * is the caller, into one completed later with the outcome of `src`
  * (complete, stolen). Its callbacks stay; a cancel handler someone set on

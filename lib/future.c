@@ -1669,3 +1669,16 @@ ld_free_fn ld__future_ptr_free_fn(const ld_future *f)
         f = f->b.f; /* the owner: fulfilled with V_PTR */
     return fulfilled_with(f, V_PTR) ? f->b.free : NULL;
 }
+
+/* ---- Lines of the futures' memory for other modules (future-internal.h) -- */
+
+void *ld__line_alloc(void)
+{
+    return future_mem();
+}
+
+void ld__line_free(void *p)
+{
+    if (p)
+        future_mem_free(p);
+}

@@ -1928,7 +1928,7 @@ START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
         bool all = path == 2 || path == 3 || path == 5;
         bool later = path == 1 || path == 3;
         json_t *want = NULL;
-        long enomem = 0, fulfilled = 0;
+        long enomem = 0, fulfilled = 0, allocs = 0;
         for (long n = 0; n < 200000; n++) {
             ld_store *s = later ? later_new(data, NULL) : memory_with(data);
             ld_big_segment_store *bss =
@@ -1966,6 +1966,7 @@ START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
             if (n == 0) {
                 ck_assert_ptr_nonnull(got);
                 want = got;
+                allocs = atomic_load(&g_calls); /* with nothing failing */
                 continue;
             }
             if (got) {
@@ -1980,7 +1981,10 @@ START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
         }
         fprintf(stderr, "allocation failures, path %d: %ld LD_ENOMEM, %ld details\n", path, enomem,
                 fulfilled);
-        ck_assert_int_gt(enomem, 0);
+        /* every allocation of the path failed once (a failure the path
+         * recovers from, e.g. a compile retried by the job, serves the
+         * detail all the same) */
+        ck_assert_int_ge(enomem + fulfilled - 2, allocs);
         json_decref(want);
     }
     json_decref(fb);
