@@ -860,7 +860,8 @@ struct job {
     int64_t metadata;
     int metadata_error;
     int outstanding;
-    int store_error; /* a store read failed: EXCEPTION */
+    int store_error;    /* a store read failed: EXCEPTION */
+    bool uninitialized; /* all flags: the store was never initialized */
     unsigned options;
     uint8_t type;
     uint8_t metadata_state;
@@ -1036,6 +1037,21 @@ static void all_done(ld_future *f, void *arg)
     } else {
         j->store_error = ld_future_error(f);
     }
+    if (j->outstanding == 0)
+        job_step(j);
+}
+
+static void initialized_done(ld_future *f, void *arg)
+{
+    struct job *j = arg;
+    if (job_gone(j))
+        return;
+    if (ld_future_is_fulfilled(f))
+        j->uninitialized = !ld_future_bool(f);
+    else if (ld_future_error(f) == LD_ENOMEM)
+        j->nomem = true;
+    else
+        j->store_error = ld_future_error(f);
     if (j->outstanding == 0)
         job_step(j);
 }
@@ -1679,7 +1695,7 @@ static int plan_make(ld_evaluator *ev, json_t *flags)
 static json_t *all_flags_state(struct job *j, int *rc)
 {
     *rc = 0;
-    if (j->store_error)
+    if (j->store_error || j->uninitialized)
         return invalid_state();
     json_t *st = json_object(), *meta = json_object();
     if (!st || !meta)
@@ -1729,7 +1745,9 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
     j->all = true;
     j->options = options;
     json_t *flags = NULL, *segments = NULL;
-    if (ld__store_all_now(ev->store, ld_kind_features(), &flags) == 0 &&
+    int init = ld__store_initialized_now(ev->store);
+    j->uninitialized = init == 0;
+    if (init >= 0 && ld__store_all_now(ev->store, ld_kind_features(), &flags) == 0 &&
         ld__store_all_now(ev->store, ld_kind_segments(), &segments) == 0) {
         j->flags = flags;
         j->segments = segments;
@@ -1750,7 +1768,17 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
         return job_start(j); /* memberships to read */
     }
     json_decref(flags);
-    /* Ask for both snapshots; the flags come back first. */
+    /* Ask whether it is initialized (unless it said already) and for both
+     * snapshots; the flags come back before the segments. */
+    int e0 = 0;
+    j->uninitialized = false;
+    if (init < 0) {
+        j->outstanding++;
+        e0 = ld_future_on_complete(ld_store_initialized(ev->store), initialized_done, j);
+        j->outstanding -= e0 != 0;
+    } else {
+        j->uninitialized = init == 0;
+    }
     ld_future *ff = ld_store_all(ev->store, ld_kind_features());
     ld_future *fs = ld_store_all(ev->store, ld_kind_segments());
     j->outstanding += 2;
@@ -1758,7 +1786,7 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
     int e2 = ld_future_on_complete(fs, all_done, j);
     j->outstanding -= (e1 != 0) + (e2 != 0);
     ld_future *r = ld_future_ref(j->out);
-    if (e1 || e2) {
+    if (e0 || e1 || e2) {
         j->nomem = true;
         if (j->outstanding == 0)
             job_step(j);

@@ -20,4 +20,9 @@ int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t 
 /* The same for all_now. */
 int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
 
+/* The store's `initialized` when its implementation answers within the
+ * call (as the memory store does) and nothing of the store waits: 1 or 0;
+ * otherwise LD_EBUSY; LD_ENOMEM; or the implementation's error. */
+int ld__store_initialized_now(ld_store *s);
+
 #endif /* LDASYNC_STORE_INTERNAL_H */

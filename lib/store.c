@@ -14,9 +14,9 @@
 
 #include "alloc-internal.h"
 #include "front-internal.h"
-#include "store-internal.h"
 #include "future-internal.h"
 #include "kind-internal.h"
+#include "store-internal.h"
 
 /* The view is a member of the store: ld_store_read_only() gives its
  * address, and the view's functions find the store from it. */
@@ -423,4 +423,19 @@ int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all)
     if (!now(s, s->ops.all_now, NULL))
         return LD_EBUSY;
     return s->ops.all_now(s->c.impl, kind, all);
+}
+
+int ld__store_initialized_now(ld_store *s)
+{
+    if (!now(s, true, NULL))
+        return LD_EBUSY;
+    ld_future *f = ld_future_new(base_of(s));
+    if (!f)
+        return LD_ENOMEM;
+    s->ops.initialized(s->c.impl, ld_future_ref(f));
+    int rc = ld_future_is_pending(f)     ? LD_EBUSY /* it answers later: nobody reads it */
+             : ld_future_is_fulfilled(f) ? ld_future_bool(f)
+                                         : ld_future_error(f);
+    ld_future_unref(f);
+    return rc;
 }

@@ -1708,6 +1708,22 @@ START_TEST(test_all_flags_edges)
         ld_test_expect_error(ld_evaluator_all_flags(ev, ctx, ~0u), LD_EINVAL, NULL);
         done_with(ev, s);
     }
+    /* A store never initialized gives an invalid state, on a store that
+     * answers at once and on one that answers later (the mock), until its
+     * first init. */
+    for (int which = 0; which < 2; which++) {
+        ld_store *s = which == 0 ? ld_memory_store_new(B) : ld_mock_store_new(B);
+        ck_assert_ptr_nonnull(s);
+        ld_evaluator *ev = evaluator_of(s);
+        ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+        expect_json("never initialized", ld_future_json(f), "{'$flagsState':{},'$valid':false}");
+        ld_future_unref(f);
+        ld_test_await_ok(ld_store_init(s, empty));
+        f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+        expect_json("initialized", ld_future_json(f), "{'$flagsState':{},'$valid':true}");
+        ld_future_unref(f);
+        done_with(ev, s);
+    }
     json_decref(empty);
 
     /* a store that fails: the later store, and the mock store told to fail */

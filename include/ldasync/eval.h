@@ -150,7 +150,8 @@ enum {
  *  "debugEventsUntilDate": ms}, ...}, "$valid": true}, the JSON that
  *  LaunchDarkly's client-side SDKs bootstrap from. A flag whose evaluation
  *  fails is there with value null and its ERROR reason. When the store
- *  fails, the state is {"$flagsState": {}, "$valid": false}.
+ *  fails, or was never initialized (ld_store_initialized()), the state is
+ *  {"$flagsState": {}, "$valid": false}, as LaunchDarkly's SDKs answer.
  *  @return a new reference to a future fulfilled with the object
  *  (ld_future_json(), which the caller may take with json_incref): an
  *  object of its own each time, but what is inside it (the flags' values,
