@@ -33,6 +33,15 @@
 #include "check_suites.h"
 #include "check_util.h"
 
+/* The evaluation helpers of check_util.h, under the short names the
+ * tables use. */
+#define J ld_test_j
+#define data_of ld_test_data_of
+#define memory_with ld_test_memory_with
+#define ctx_of ld_test_ctx_of
+#define evaluator_of ld_test_evaluator_of
+#define done_with ld_test_done_with
+
 #define B ld_test_base
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -53,21 +62,6 @@ static bool skipped(const char *name)
         if (strcmp(known_failing[i], name) == 0)
             return true;
     return false;
-}
-
-/* JSON text with ' for " (any JSON value); aborts the test if invalid. */
-static json_t *J(const char *text)
-{
-    size_t n = strlen(text);
-    char *s = malloc(n + 1);
-    ck_assert_ptr_nonnull(s);
-    for (size_t i = 0; i <= n; i++)
-        s[i] = text[i] == '\'' ? '"' : text[i];
-    json_error_t err;
-    json_t *j = json_loads(s, JSON_DECODE_ANY, &err);
-    free(s);
-    ck_assert_msg(j != NULL, "bad JSON in the test (%s): %s", err.text, text);
-    return j;
 }
 
 /* Compact JSON with sorted keys, in a static buffer (for messages). */
@@ -98,65 +92,12 @@ static void expect_json(const char *what, const json_t *got, const char *want)
     json_decref(w);
 }
 
-/* Fills in "key" (the property name) and "version" 1 of every item of an
- * object of items, in place. */
-static void complete_items(json_t *items)
-{
-    const char *key;
-    json_t *item;
-    json_object_foreach(items, key, item)
-    {
-        if (!json_object_get(item, "key"))
-            json_object_set_new(item, "key", json_string(key));
-        if (!json_object_get(item, "version"))
-            json_object_set_new(item, "version", json_integer(1));
-    }
-}
-
-/* {"features": flags, "segments": segments} from the texts (NULL: {}). */
-static json_t *data_of(const char *flags, const char *segments)
-{
-    json_t *f = J(flags ? flags : "{}");
-    json_t *s = J(segments ? segments : "{}");
-    complete_items(f);
-    complete_items(s);
-    json_t *data = json_pack("{s:o,s:o}", "features", f, "segments", s);
-    ck_assert_ptr_nonnull(data);
-    return data;
-}
-
-/* A memory store on the test base holding `data` (borrowed). */
-static ld_store *memory_with(const json_t *data)
-{
-    ld_store *s = ld_memory_store_new(B);
-    ck_assert_ptr_nonnull(s);
-    ld_test_await_ok(ld_store_init(s, data));
-    return s;
-}
-
 static ld_store *store_with(const char *flags, const char *segments)
 {
     json_t *data = data_of(flags, segments);
     ld_store *s = memory_with(data);
     json_decref(data);
     return s;
-}
-
-static ld_context *ctx_of(const char *text)
-{
-    json_t *j = J(text);
-    const char *why = NULL;
-    ld_context *c = ld_context_from_json(j, &why);
-    json_decref(j);
-    ck_assert_msg(c != NULL, "bad context in the test (%s): %s", why ? why : "?", text);
-    return c;
-}
-
-static ld_evaluator *evaluator_of(ld_store *s)
-{
-    ld_evaluator *ev = ld_evaluator_new(s);
-    ck_assert_ptr_nonnull(ev);
-    return ev;
 }
 
 /* The fulfilled future of an evaluation (the caller releases it). */
@@ -182,15 +123,6 @@ static json_t *detail_json(ld_evaluator *ev, const char *key, ld_context *ctx, l
     ck_assert_ptr_nonnull(j);
     ld_future_unref(f);
     return j;
-}
-
-/* Frees the evaluator, lets the loop run, frees the store. */
-static void done_with(ld_evaluator *ev, ld_store *s)
-{
-    ld_evaluator_free(ev);
-    ld_test_flush();
-    ld_store_free(s);
-    ld_test_flush();
 }
 
 /* One case of a table: evaluate the first flag of `flags` (or "f" when

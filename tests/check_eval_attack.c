@@ -32,6 +32,15 @@
 #include "check_suites.h"
 #include "check_util.h"
 
+/* The evaluation helpers of check_util.h, under the short names the
+ * tables use. */
+#define J ld_test_j
+#define data_of ld_test_data_of
+#define memory_with ld_test_memory_with
+#define ctx_of ld_test_ctx_of
+#define evaluator_of ld_test_evaluator_of
+#define done_with ld_test_done_with
+
 #define B ld_test_base
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -64,21 +73,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* JSON text with ' for " (any JSON value). */
-static json_t *J(const char *text)
-{
-    size_t n = strlen(text);
-    char *s = malloc(n + 1);
-    ck_assert_ptr_nonnull(s);
-    for (size_t i = 0; i <= n; i++)
-        s[i] = text[i] == '\'' ? '"' : text[i];
-    json_error_t err;
-    json_t *j = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
-    free(s);
-    ck_assert_msg(j != NULL, "bad JSON in the test (%s): %s", err.text, text);
-    return j;
-}
-
 static char *dumps(const json_t *j)
 {
     char *s = j ? json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -93,56 +87,6 @@ static void expect_json(const char *what, const json_t *got, const char *want)
         ck_abort_msg("%s:\n  got  %s\n  want %s", what, g, x);
     }
     json_decref(w);
-}
-
-/* Fills in "key" and "version" 1 of each item of `items` (in place). */
-static void complete_items(json_t *items)
-{
-    const char *key;
-    json_t *item;
-    json_object_foreach(items, key, item)
-    {
-        if (json_is_object(item) && !json_object_get(item, "key"))
-            json_object_set_new(item, "key", json_string(key));
-        if (json_is_object(item) && !json_object_get(item, "version"))
-            json_object_set_new(item, "version", json_integer(1));
-    }
-}
-
-static json_t *data_of(const char *flags, const char *segments)
-{
-    json_t *f = J(flags ? flags : "{}");
-    json_t *s = J(segments ? segments : "{}");
-    complete_items(f);
-    complete_items(s);
-    json_t *data = json_pack("{s:o,s:o}", "features", f, "segments", s);
-    ck_assert_ptr_nonnull(data);
-    return data;
-}
-
-static ld_store *memory_with(const json_t *data)
-{
-    ld_store *s = ld_memory_store_new(B);
-    ck_assert_ptr_nonnull(s);
-    ld_test_await_ok(ld_store_init(s, data));
-    return s;
-}
-
-static ld_context *ctx_of(const char *text)
-{
-    json_t *j = J(text);
-    const char *why = NULL;
-    ld_context *c = ld_context_from_json(j, &why);
-    json_decref(j);
-    ck_assert_msg(c != NULL, "bad context in the test (%s): %s", why ? why : "?", text);
-    return c;
-}
-
-static ld_evaluator *evaluator_of(ld_store *s)
-{
-    ld_evaluator *ev = ld_evaluator_new(s);
-    ck_assert_ptr_nonnull(ev);
-    return ev;
 }
 
 static const ld_detail *D(ld_future *f)
@@ -161,14 +105,6 @@ static json_t *detail_json(ld_evaluator *ev, const char *key, ld_context *ctx, l
     ck_assert_ptr_nonnull(j);
     ld_future_unref(f);
     return j;
-}
-
-static void done_with(ld_evaluator *ev, ld_store *s)
-{
-    ld_evaluator_free(ev);
-    ld_test_flush();
-    ld_store_free(s);
-    ld_test_flush();
 }
 
 /* ---- a version 1 store that answers later ------------------------------------ */

@@ -401,3 +401,76 @@ json_t *ld_test_feature(const char *key, int version)
                      "version", version, "on", 1, "variations", 1, 0, "offVariation", "fallthrough",
                      "prerequisites", "targets", "contextTargets", "rules", "salt", "abc");
 }
+
+/* ---- evaluation tests ------------------------------------------------------ */
+
+json_t *ld_test_j(const char *text)
+{
+    size_t n = strlen(text);
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i <= n; i++)
+        s[i] = text[i] == '\'' ? '"' : text[i];
+    json_error_t err;
+    json_t *j = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    free(s);
+    ck_assert_msg(j != NULL, "bad JSON in the test (%s): %s", err.text, text);
+    return j;
+}
+
+static void complete_items(json_t *items)
+{
+    const char *key;
+    json_t *item;
+    json_object_foreach(items, key, item)
+    {
+        if (json_is_object(item) && !json_object_get(item, "key"))
+            json_object_set_new(item, "key", json_string(key));
+        if (json_is_object(item) && !json_object_get(item, "version"))
+            json_object_set_new(item, "version", json_integer(1));
+    }
+}
+
+json_t *ld_test_data_of(const char *flags, const char *segments)
+{
+    json_t *f = ld_test_j(flags ? flags : "{}");
+    json_t *s = ld_test_j(segments ? segments : "{}");
+    complete_items(f);
+    complete_items(s);
+    json_t *data = json_pack("{s:o,s:o}", "features", f, "segments", s);
+    ck_assert_ptr_nonnull(data);
+    return data;
+}
+
+ld_store *ld_test_memory_with(const json_t *data)
+{
+    ld_store *s = ld_memory_store_new(ld_test_base);
+    ck_assert_ptr_nonnull(s);
+    ld_test_await_ok(ld_store_init(s, data));
+    return s;
+}
+
+ld_context *ld_test_ctx_of(const char *text)
+{
+    json_t *j = ld_test_j(text);
+    const char *why = NULL;
+    ld_context *c = ld_context_from_json(j, &why);
+    json_decref(j);
+    ck_assert_msg(c != NULL, "bad context in the test (%s): %s", why ? why : "?", text);
+    return c;
+}
+
+ld_evaluator *ld_test_evaluator_of(ld_store *s)
+{
+    ld_evaluator *ev = ld_evaluator_new(s);
+    ck_assert_ptr_nonnull(ev);
+    return ev;
+}
+
+void ld_test_done_with(ld_evaluator *ev, ld_store *s)
+{
+    ld_evaluator_free(ev);
+    ld_test_flush();
+    ld_store_free(s);
+    ld_test_flush();
+}

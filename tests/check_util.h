@@ -163,4 +163,19 @@ extern const struct ld_initializer_ops ld_test_script_initializer_ops;
         ck_assert_ptr_null(name_fn((type)-1));                    \
     } while (0)
 
+/* Evaluation tests (check_eval.c, check_eval_attack.c). */
+/* JSON text with ' for " (JSON_DECODE_ANY, NUL allowed in strings). */
+json_t *ld_test_j(const char *text);
+/* {"features": flags, "segments": segments} from such texts (NULL: {}),
+ * each item given "key" (its property name) and "version" 1 if it has
+ * none. */
+json_t *ld_test_data_of(const char *flags, const char *segments);
+/* A memory store on ld_test_base holding `data` (borrowed). */
+ld_store *ld_test_memory_with(const json_t *data);
+/* A context from such a text (the test fails if it is invalid). */
+ld_context *ld_test_ctx_of(const char *text);
+ld_evaluator *ld_test_evaluator_of(ld_store *s);
+/* Frees the evaluator, then the store, with the loop run after each. */
+void ld_test_done_with(ld_evaluator *ev, ld_store *s);
+
 #endif
