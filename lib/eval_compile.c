@@ -7,7 +7,6 @@
  * point where LaunchDarkly's SDKs would fail.
  */
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -58,10 +57,13 @@ static int get_int(const json_t *o, const char *name, int64_t lo, int64_t hi, in
     if (json_is_integer(v)) {
         i = json_integer_value(v);
     } else if (json_is_real(v)) {
+        /* within int64_t (2^63 itself is not), then with no fraction */
         double d = json_real_value(v);
-        if (!(d >= (double)lo && d <= (double)hi) || d != floor(d))
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
             return -1;
         i = (int64_t)d;
+        if ((double)i != d)
+            return -1;
     } else {
         return -1;
     }
