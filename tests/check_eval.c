@@ -156,174 +156,6 @@ static void run_ecase(const struct ecase *c)
     done_with(ev, s);
 }
 
-/* ---- the "later" store: v1 ops, gets answered from the loop in batches ---- */
-
-/* Gets issued before the loop runs the store's pending answer join one
- * batch: the number of batches is the number of round trips. */
-struct later {
-    struct event_base *base;
-    json_t *data;            /* {"features": {...}, "segments": {...}} */
-    ld_future *outs[256];    /* the batch waiting for its answer */
-    json_t *answers[256];    /* (new references) */
-    const char *errors[256]; /* non-NULL: reject with LD_ESTORE */
-    int n;
-    bool scheduled;
-    bool hold;            /* do not answer until later_release() */
-    const char *fail_key; /* a get of it rejects with LD_ESTORE; "*": all */
-    bool fail_all;        /* `all` rejects with LD_ESTORE */
-    int batches, gets;
-    int batch_sizes[128];
-};
-
-static void later_answer(evutil_socket_t fd, short what, void *arg)
-{
-    struct later *l = arg;
-    (void)fd;
-    (void)what;
-    int n = l->n;
-    ld_future *outs[256];
-    json_t *answers[256];
-    const char *errors[256];
-    memcpy(outs, l->outs, sizeof(outs[0]) * (size_t)n);
-    memcpy(answers, l->answers, sizeof(answers[0]) * (size_t)n);
-    memcpy(errors, l->errors, sizeof(errors[0]) * (size_t)n);
-    l->n = 0; /* gets issued from here on are the next batch */
-    l->scheduled = false;
-    for (int i = 0; i < n; i++) {
-        if (errors[i])
-            ld_future_reject(outs[i], LD_ESTORE, "no %s", errors[i]);
-        else
-            ld_future_fulfill_json(outs[i], answers[i]);
-        ld_future_unref(outs[i]);
-    }
-}
-
-static void later_schedule(struct later *l)
-{
-    static const struct timeval zero = {0, 0};
-    if (l->scheduled || l->hold || l->n == 0)
-        return;
-    l->scheduled = true;
-    ck_assert_int_eq(event_base_once(l->base, -1, EV_TIMEOUT, later_answer, l, &zero), 0);
-}
-
-static void later_release(struct later *l)
-{
-    l->hold = false;
-    later_schedule(l);
-}
-
-static void later_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
-{
-    struct later *l = impl;
-    ck_assert_int_lt(l->n, 256);
-    if (l->n == 0) {
-        ck_assert_int_lt(l->batches, 128);
-        l->batch_sizes[l->batches++] = 0;
-    }
-    l->batch_sizes[l->batches - 1]++;
-    l->gets++;
-    json_t *item = json_object_get(json_object_get(l->data, ld_kind_namespace(kind)), key);
-    if (item && json_is_true(json_object_get(item, "deleted")))
-        item = NULL;
-    bool fail = l->fail_key && (strcmp(l->fail_key, "*") == 0 || strcmp(l->fail_key, key) == 0);
-    l->outs[l->n] = out;
-    l->answers[l->n] = fail ? NULL : json_incref(item);
-    l->errors[l->n] = fail ? "luck" : NULL;
-    l->n++;
-    later_schedule(l);
-}
-
-static void later_all(void *impl, const ld_kind *kind, ld_future *out)
-{
-    struct later *l = impl;
-    if (l->fail_all) {
-        ld_future_reject(out, LD_ESTORE, "no luck");
-        ld_future_unref(out);
-        return;
-    }
-    json_t *all = json_object();
-    const char *key;
-    json_t *item;
-    json_object_foreach(json_object_get(l->data, ld_kind_namespace(kind)), key, item)
-    {
-        if (!json_is_true(json_object_get(item, "deleted")))
-            json_object_set(all, key, item);
-    }
-    ld_future_fulfill_json(out, all);
-    ld_future_unref(out);
-}
-
-static void later_init(void *impl, const json_t *all_data, ld_future *out)
-{
-    struct later *l = impl;
-    json_decref(l->data);
-    l->data = json_deep_copy(all_data);
-    ld_future_fulfill(out);
-    ld_future_unref(out);
-}
-
-static void later_upsert(void *impl, const ld_kind *kind, const json_t *item,
-                         const struct ld_item_info *info, ld_future *out)
-{
-    (void)impl;
-    (void)kind;
-    (void)item;
-    (void)info;
-    ld_future_reject(out, LD_ESTORE, "read-only");
-    ld_future_unref(out);
-}
-
-static void later_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
-                      ld_future *out)
-{
-    (void)impl;
-    (void)kind;
-    (void)key;
-    (void)version;
-    ld_future_reject(out, LD_ESTORE, "read-only");
-    ld_future_unref(out);
-}
-
-static void later_initialized(void *impl, ld_future *out)
-{
-    (void)impl;
-    ld_future_fulfill_bool(out, true);
-    ld_future_unref(out);
-}
-
-static void later_free(void *impl)
-{
-    struct later *l = impl;
-    ck_assert_int_eq(l->n, 0); /* the tests let every batch be answered */
-    json_decref(l->data);
-    free(l);
-}
-
-static const struct ld_store_ops later_ops = {
-    .version = 1,
-    .get = later_get,
-    .all = later_all,
-    .init = later_init,
-    .upsert = later_upsert,
-    .del = later_del,
-    .initialized = later_initialized,
-    .free = later_free,
-};
-
-/* A store that answers later, holding a copy of `data` (borrowed). */
-static ld_store *later_new(const json_t *data, struct later **out)
-{
-    struct later *l = calloc(1, sizeof(*l));
-    ck_assert_ptr_nonnull(l);
-    l->base = B;
-    l->data = json_deep_copy(data);
-    ld_store *s = ld_store_new(B, &later_ops, l);
-    ck_assert_ptr_nonnull(s);
-    *out = l;
-    return s;
-}
-
 /* ---- reasons ---------------------------------------------------------------- */
 
 #define USER(k) "{'key':'" k "'}"
@@ -1517,8 +1349,8 @@ static const struct ld_big_segment_store_ops holding_bss_ops = {
 START_TEST(test_big_segment_store_replaced_while_pending)
 {
     json_t *data = data_of(SEG_FLAG("'big'"), BIG(""));
-    struct later *l;
-    ld_store *s = later_new(data, &l);
+    struct ld_test_later *l;
+    ld_store *s = ld_test_later_new(data, &l);
     json_decref(data);
     ld_evaluator *ev = evaluator_of(s);
     ld_context *ctx = ctx_of(USER("userkey"));
@@ -1533,7 +1365,7 @@ START_TEST(test_big_segment_store_replaced_while_pending)
     l->hold = true;
     ld_future *f = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_BOOL, json_false());
     ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, now, 0), 0);
-    later_release(l);
+    ld_test_later_release(l);
     ld_test_fulfilled(f);
     json_t *got = ld_detail_to_json(D(f));
     expect_json("the store set meanwhile", got, YES_BS("HEALTHY"));
@@ -1667,9 +1499,9 @@ START_TEST(test_long_chains)
 {
     enum { NP = 50, NS = 30 };
     json_t *data = chain_data(NP, NS, 1);
-    struct later *l = NULL;
+    struct ld_test_later *l = NULL;
     for (int later = 0; later < 2; later++) {
-        ld_store *s = later ? later_new(data, &l) : memory_with(data);
+        ld_store *s = later ? ld_test_later_new(data, &l) : memory_with(data);
         ld_evaluator *ev = evaluator_of(s);
         ld_context *ctx = ctx_of(USER("u"));
         json_t *got = detail_json(ev, "f", ctx, LD_VALUE_BOOL, json_false());
@@ -2033,10 +1865,10 @@ START_TEST(test_fallback_is_stolen_on_every_path)
     ck_assert_ptr_null(ld_evaluator_detail(NULL, "f", ctx, LD_VALUE_ANY, json_incref(fb)));
     ck_assert_int_eq((int)fb->refcount, 1);
     /* the store fails */
-    struct later *l;
+    struct ld_test_later *l;
     json_t *data =
         data_of("{'f':{'on':true,'variations':[1],'fallthrough':{'variation':0}}}", NULL);
-    ld_store *ls = later_new(data, &l);
+    ld_store *ls = ld_test_later_new(data, &l);
     json_decref(data);
     l->fail_key = "*";
     ld_evaluator *lev = evaluator_of(ls);
@@ -2052,7 +1884,7 @@ START_TEST(test_fallback_is_stolen_on_every_path)
     f = ld_evaluator_detail(lev, "f", ctx, LD_VALUE_ANY, json_incref(fb));
     ld_evaluator_free(lev);
     ld_test_expect_error(f, LD_ECANCELED, NULL);
-    later_release(l);
+    ld_test_later_release(l);
     ld_test_flush();
     ck_assert_int_eq((int)fb->refcount, 1);
     ld_store_free(ls);
@@ -2067,10 +1899,10 @@ END_TEST
  * LD_ECANCELED (from the loop); the context is referenced while pending. */
 START_TEST(test_free_with_evaluations_pending)
 {
-    struct later *l;
+    struct ld_test_later *l;
     json_t *data =
         data_of("{'f':{'on':true,'variations':[1],'fallthrough':{'variation':0}}}", NULL);
-    ld_store *s = later_new(data, &l);
+    ld_store *s = ld_test_later_new(data, &l);
     json_decref(data);
     l->hold = true;
     ld_evaluator *ev = evaluator_of(s);
@@ -2084,7 +1916,7 @@ START_TEST(test_free_with_evaluations_pending)
     ld_test_expect_error(d1, LD_ECANCELED, NULL);
     ld_test_expect_error(d2, LD_ECANCELED, NULL);
     ld_test_expect_error(all, LD_ECANCELED, NULL);
-    later_release(l);
+    ld_test_later_release(l);
     ld_test_flush();
     ld_store_free(s);
 }
@@ -2093,11 +1925,11 @@ END_TEST
 /* The context may be released while the evaluation waits for the store. */
 START_TEST(test_context_is_held_while_pending)
 {
-    struct later *l;
+    struct ld_test_later *l;
     json_t *data = data_of("{'f':{'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
                            "'targets':[{'variation':1,'values':['u']}]}}",
                            NULL);
-    ld_store *s = later_new(data, &l);
+    ld_store *s = ld_test_later_new(data, &l);
     json_decref(data);
     ld_evaluator *ev = evaluator_of(s);
     ld_context *ctx = ctx_of(USER("u"));
@@ -2133,7 +1965,7 @@ START_TEST(test_free_from_inside_a_callback)
     ld_test_flush();
 
     /* a store that answers later: another evaluation is still waiting */
-    struct later *l;
+    struct ld_test_later *l;
     json_t *data = data_of("{'a':{'on':true,'variations':[1],'fallthrough':{'variation':0}},"
                            "'f':{'on':true,'variations':[1],'fallthrough':{'variation':0},"
                            "'prerequisites':[{'key':'p','variation':0}]},"
@@ -2141,7 +1973,7 @@ START_TEST(test_free_from_inside_a_callback)
                            "'prerequisites':[{'key':'q','variation':0}]},"
                            "'q':{'on':true,'variations':[1],'fallthrough':{'variation':0}}}",
                            NULL);
-    s = later_new(data, &l);
+    s = ld_test_later_new(data, &l);
     json_decref(data);
     ev = evaluator_of(s);
     ld_future *a = ld_evaluator_detail(ev, "a", ctx, LD_VALUE_ANY, NULL);
@@ -2420,8 +2252,8 @@ START_TEST(test_later_store_same_details_in_one_round_trip_per_level)
     json_t *data = data_of(DEEP_FLAGS, DEEP_SEGMENTS);
     ld_store *mem = memory_with(data);
     ld_evaluator *mev = evaluator_of(mem);
-    struct later *l;
-    ld_store *ls = later_new(data, &l);
+    struct ld_test_later *l;
+    ld_store *ls = ld_test_later_new(data, &l);
     ld_evaluator *lev = evaluator_of(ls);
     for (size_t i = 0; i < N_OF(cases); i++) {
         ld_context *ctx = ctx_of(cases[i].ctx);
@@ -2485,8 +2317,8 @@ START_TEST(test_store_failure_is_exception)
     json_t *data = data_of(DEEP_FLAGS, DEEP_SEGMENTS);
     ld_context *ctx = ctx_of(USER("u-in"));
     for (size_t i = 0; i < N_OF(fail); i++) {
-        struct later *l;
-        ld_store *s = later_new(data, &l);
+        struct ld_test_later *l;
+        ld_store *s = ld_test_later_new(data, &l);
         l->fail_key = fail[i];
         ld_evaluator *ev = evaluator_of(s);
         json_t *got = detail_json(ev, "f", ctx, LD_VALUE_STRING, json_string("fb"));
@@ -2496,8 +2328,8 @@ START_TEST(test_store_failure_is_exception)
         done_with(ev, s);
     }
     /* all flags: a store that cannot list */
-    struct later *l;
-    ld_store *s = later_new(data, &l);
+    struct ld_test_later *l;
+    ld_store *s = ld_test_later_new(data, &l);
     l->fail_all = true;
     ld_evaluator *ev = evaluator_of(s);
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));

@@ -107,167 +107,6 @@ static json_t *detail_json(ld_evaluator *ev, const char *key, ld_context *ctx, l
     return j;
 }
 
-/* ---- a version 1 store that answers later ------------------------------------ */
-
-/* Answers get and all from the loop (event_base_once), a batch at a time;
- * `hold` keeps the answers until later_release(); `fail` rejects every read
- * with LD_ESTORE. Writes go to its JSON. */
-struct later {
-    struct event_base *base;
-    json_t *data;
-    ld_future *outs[4096];
-    json_t *answers[4096];
-    int n;
-    int gets;
-    bool scheduled, hold, fail;
-};
-
-static void later_answer(evutil_socket_t fd, short what, void *arg)
-{
-    struct later *l = arg;
-    (void)fd;
-    (void)what;
-    int n = l->n;
-    static ld_future *outs[4096];
-    static json_t *answers[4096];
-    memcpy(outs, l->outs, sizeof(outs[0]) * (size_t)n);
-    memcpy(answers, l->answers, sizeof(answers[0]) * (size_t)n);
-    l->n = 0;
-    l->scheduled = false;
-    for (int i = 0; i < n; i++) {
-        if (l->fail) {
-            json_decref(answers[i]);
-            ld_future_reject(outs[i], LD_ESTORE, "no luck");
-        } else {
-            ld_future_fulfill_json(outs[i], answers[i]);
-        }
-        ld_future_unref(outs[i]);
-    }
-}
-
-static void later_schedule(struct later *l)
-{
-    static const struct timeval zero = {0, 0};
-    if (l->scheduled || l->hold || l->n == 0)
-        return;
-    l->scheduled = true;
-    ck_assert_int_eq(event_base_once(l->base, -1, EV_TIMEOUT, later_answer, l, &zero), 0);
-}
-
-static void later_release(struct later *l)
-{
-    l->hold = false;
-    later_schedule(l);
-}
-
-static void later_push(struct later *l, ld_future *out, json_t *answer)
-{
-    ck_assert_int_lt(l->n, 4096);
-    l->outs[l->n] = out;
-    l->answers[l->n] = answer;
-    l->n++;
-    later_schedule(l);
-}
-
-static void later_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
-{
-    struct later *l = impl;
-    l->gets++;
-    json_t *item = json_object_get(json_object_get(l->data, ld_kind_namespace(kind)), key);
-    if (item && json_is_true(json_object_get(item, "deleted")))
-        item = NULL;
-    later_push(l, out, json_incref(item));
-}
-
-static void later_all(void *impl, const ld_kind *kind, ld_future *out)
-{
-    struct later *l = impl;
-    json_t *all = json_object();
-    const char *key;
-    json_t *item;
-    json_object_foreach(json_object_get(l->data, ld_kind_namespace(kind)), key, item)
-    {
-        if (!json_is_true(json_object_get(item, "deleted")))
-            json_object_set(all, key, item);
-    }
-    later_push(l, out, all);
-}
-
-static void later_init(void *impl, const json_t *all_data, ld_future *out)
-{
-    struct later *l = impl;
-    json_decref(l->data);
-    l->data = json_deep_copy(all_data);
-    ld_future_fulfill(out);
-    ld_future_unref(out);
-}
-
-static void later_upsert(void *impl, const ld_kind *kind, const json_t *item,
-                         const struct ld_item_info *info, ld_future *out)
-{
-    struct later *l = impl;
-    json_t *ns = json_object_get(l->data, ld_kind_namespace(kind));
-    json_object_set_new(ns, info->key, json_deep_copy(item));
-    ld_future_fulfill_bool(out, true);
-    ld_future_unref(out);
-}
-
-static void later_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
-                      ld_future *out)
-{
-    struct later *l = impl;
-    json_t *ns = json_object_get(l->data, ld_kind_namespace(kind));
-    json_object_set_new(
-        ns, key,
-        json_pack("{s:s,s:I,s:b}", "key", key, "version", (json_int_t)version, "deleted", 1));
-    ld_future_fulfill_bool(out, true);
-    ld_future_unref(out);
-}
-
-static void later_initialized(void *impl, ld_future *out)
-{
-    (void)impl;
-    ld_future_fulfill_bool(out, true);
-    ld_future_unref(out);
-}
-
-static void later_free(void *impl)
-{
-    struct later *l = impl;
-    for (int i = 0; i < l->n; i++) {
-        json_decref(l->answers[i]);
-        ld_future_reject(l->outs[i], LD_ECANCELED, NULL);
-        ld_future_unref(l->outs[i]);
-    }
-    json_decref(l->data);
-    free(l);
-}
-
-static const struct ld_store_ops later_ops = {
-    .version = 1,
-    .get = later_get,
-    .all = later_all,
-    .init = later_init,
-    .upsert = later_upsert,
-    .del = later_del,
-    .initialized = later_initialized,
-    .free = later_free,
-};
-
-static ld_store *later_new(const json_t *data, struct later **out)
-{
-    struct later *l = calloc(1, sizeof(*l));
-    ck_assert_ptr_nonnull(l);
-    l->base = B;
-    l->data = json_deep_copy(data);
-    ck_assert_ptr_nonnull(l->data);
-    ld_store *s = ld_store_new(B, &later_ops, l);
-    ck_assert_ptr_nonnull(s);
-    if (out)
-        *out = l;
-    return s;
-}
-
 /* The detail JSON of flag `key` from `data` for `ctx`, on a memory store and
  * on a store that answers later, which must agree; twice each (the second
  * from the compiled cache), which must agree too. A new reference. */
@@ -276,7 +115,7 @@ static json_t *eval_both(const json_t *data, const char *key, ld_context *ctx, l
 {
     json_t *first = NULL;
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         for (int again = 0; again < 2; again++) {
             json_t *got = detail_json(ev, key, ctx, type, fallback ? J(fallback) : NULL);
@@ -637,7 +476,7 @@ START_TEST(test_one_json_item_as_flag_and_segment_evaluates)
     ck_assert_ptr_nonnull(data);
     ld_context *ctx = ctx_of(USER("u"));
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         /* the flag first, then the segment through f; and the other order */
         for (int order = 0; order < 2; order++) {
@@ -1191,7 +1030,7 @@ START_TEST(test_big_segment_store_states)
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         for (int which = 0; which < 2; which++) {
-            ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+            ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
             ld_evaluator *ev = evaluator_of(s);
             ld_big_segment_store *bss =
                 cases[i].preset < 0 ? NULL : mock_bss(cases[i].preset, cases[i].member);
@@ -1230,7 +1069,7 @@ START_TEST(test_big_segment_store_swapped_and_freed_while_pending)
     json_t *data = data_of(BIG_FLAG, BIG_SEG);
     ld_context *ctx = ctx_of(USER("u"));
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         struct ld_test_script impl = {0};
         ld_big_segment_store *old = ld_test_script_new(LD_TEST_BIG_SEGMENT_STORE, &impl);
@@ -1340,7 +1179,7 @@ START_TEST(test_free_right_after_starting_evaluations)
     ld_context *ctx = ctx_of(USER("u"));
     json_t *fb = json_string("fb");
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         ld_future *d1 = ld_evaluator_detail(ev, "f", ctx, LD_VALUE_STRING, json_incref(fb));
         ld_future *d2 = ld_evaluator_detail(ev, "missing", ctx, LD_VALUE_STRING, json_incref(fb));
@@ -1387,7 +1226,7 @@ START_TEST(test_details_outlive_evaluator_and_store)
         NULL);
     ld_context *ctx = ctx_of(USER("u"));
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         ld_future *r = ld_test_fulfilled(ld_evaluator_detail(ev, "r", ctx, LD_VALUE_ANY, NULL));
         ld_future *p = ld_test_fulfilled(ld_evaluator_detail(ev, "p", ctx, LD_VALUE_ANY, NULL));
@@ -1448,7 +1287,7 @@ START_TEST(test_free_from_callbacks_of_every_kind)
     ld_context *ctx = ctx_of(USER("u"));
     for (int first = 0; first < 3; first++) {
         for (int which = 0; which < 2; which++) {
-            ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+            ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
             ld_evaluator *ev = evaluator_of(s);
             cb_frees = 0;
             ld_future *fs[4];
@@ -1515,7 +1354,7 @@ START_TEST(test_replaced_items_are_evaluated_anew)
             "'prerequisites':[{'key':'p','variation':0}],'offVariation':2},"
             "'p':{'on':true,'variations':[0],'fallthrough':{'variation':0}}}",
             "{'s':{'included':['u']}}");
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         json_decref(data);
         ld_evaluator *ev = evaluator_of(s);
         for (size_t i = 0; i < N_OF(steps); i++) {
@@ -1633,7 +1472,7 @@ START_TEST(test_all_flags_edges)
     ld_context *ctx = ctx_of(USER("u"));
     json_t *empty = data_of("{}", NULL);
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(empty) : later_new(empty, NULL);
+        ld_store *s = which == 0 ? memory_with(empty) : ld_test_later_new(empty, NULL);
         ld_evaluator *ev = evaluator_of(s);
         for (unsigned o = 0; o < 8; o++) {
             ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, o));
@@ -1665,8 +1504,8 @@ START_TEST(test_all_flags_edges)
     /* a store that fails: the later store, and the mock store told to fail */
     json_t *data =
         data_of("{'f':{'on':true,'variations':['a'],'fallthrough':{'variation':0}}}", NULL);
-    struct later *l;
-    ld_store *s = later_new(data, &l);
+    struct ld_test_later *l;
+    ld_store *s = ld_test_later_new(data, &l);
     l->fail = true;
     ld_evaluator *ev = evaluator_of(s);
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 7));
@@ -1718,8 +1557,8 @@ START_TEST(test_store_answering_garbage_items)
 {
     json_t *data =
         data_of("{'ok':{'on':true,'variations':['x'],'fallthrough':{'variation':0}}}", NULL);
-    struct later *l;
-    ld_store *s = later_new(data, &l);
+    struct ld_test_later *l;
+    ld_store *s = ld_test_later_new(data, &l);
     json_t *fs = json_object_get(l->data, "features");
     json_object_set_new(fs, "five", json_integer(5));
     json_object_set_new(fs, "str", json_string("flag"));
@@ -1778,8 +1617,8 @@ START_TEST(test_fallback_released_on_every_path)
     static const ld_value_type types[] = {LD_VALUE_ANY, LD_VALUE_BOOL, LD_VALUE_STRING, 99};
     json_t *fb = json_string("fb");
     for (int which = 0; which < 3; which++) {
-        struct later *l = NULL;
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, &l);
+        struct ld_test_later *l = NULL;
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, &l);
         if (which == 2)
             l->fail = true;
         ld_evaluator *ev = evaluator_of(s);
@@ -1811,7 +1650,7 @@ START_TEST(test_fallback_released_on_every_path)
             ld_future *f = ld_evaluator_detail(ev, "ok", ctx, LD_VALUE_ANY, json_incref(fb));
             ld_evaluator_free(ev);
             ld_test_expect_error(f, LD_ECANCELED, NULL);
-            later_release(l);
+            ld_test_later_release(l);
             ld_test_flush();
             ev = NULL;
         }
@@ -1882,7 +1721,7 @@ START_TEST(test_allocation_failures_reject_or_serve_on_every_path)
         json_t *want = NULL;
         long enomem = 0, fulfilled = 0, allocs = 0;
         for (long n = 0; n < 200000; n++) {
-            ld_store *s = later ? later_new(data, NULL) : memory_with(data);
+            ld_store *s = later ? ld_test_later_new(data, NULL) : memory_with(data);
             ld_big_segment_store *bss =
                 path >= 4 ? mock_bss(LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, true) : NULL;
             ld_evaluator *ev = evaluator_of(s);
@@ -2123,7 +1962,7 @@ START_TEST(test_detail_copies_the_key_it_needs)
                 NULL);
     ld_context *ctx = ctx_of(USER("u"));
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         char *key = strdup("flag-one");
         ld_future *f = ld_evaluator_detail(ev, key, ctx, LD_VALUE_ANY, NULL);
@@ -2313,7 +2152,7 @@ START_TEST(test_details_released_on_another_thread)
 {
     json_t *data = data_of("{}", "{'s':{'included':['u']}}");
     for (int which = 0; which < 2; which++) {
-        ld_store *s = which == 0 ? memory_with(data) : later_new(data, NULL);
+        ld_store *s = which == 0 ? memory_with(data) : ld_test_later_new(data, NULL);
         ld_evaluator *ev = evaluator_of(s);
         ld_context *ctx = ctx_of(USER("u"));
         struct handoff *h = calloc(1, sizeof(*h));

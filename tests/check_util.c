@@ -474,3 +474,163 @@ void ld_test_done_with(ld_evaluator *ev, ld_store *s)
     ld_store_free(s);
     ld_test_flush();
 }
+
+/* ---- a version 1 store that answers later ---------------------------------- */
+
+static void later_answer(evutil_socket_t fd, short what, void *arg)
+{
+    struct ld_test_later *l = arg;
+    (void)fd;
+    (void)what;
+    int n = l->n;
+    static ld_future *outs[LD_TEST_LATER_MAX];
+    static json_t *answers[LD_TEST_LATER_MAX];
+    static bool failing[LD_TEST_LATER_MAX];
+    memcpy(outs, l->outs, sizeof(outs[0]) * (size_t)n);
+    memcpy(answers, l->answers, sizeof(answers[0]) * (size_t)n);
+    memcpy(failing, l->failing, sizeof(failing[0]) * (size_t)n);
+    l->n = 0; /* reads issued from here on are the next batch */
+    l->scheduled = false;
+    for (int i = 0; i < n; i++) {
+        if (failing[i]) {
+            json_decref(answers[i]);
+            ld_future_reject(outs[i], LD_ESTORE, "no luck");
+        } else {
+            ld_future_fulfill_json(outs[i], answers[i]);
+        }
+        ld_future_unref(outs[i]);
+    }
+}
+
+static void later_schedule(struct ld_test_later *l)
+{
+    static const struct timeval zero = {0, 0};
+    if (l->scheduled || l->hold || l->n == 0)
+        return;
+    l->scheduled = true;
+    ck_assert_int_eq(event_base_once(l->base, -1, EV_TIMEOUT, later_answer, l, &zero), 0);
+}
+
+void ld_test_later_release(struct ld_test_later *l)
+{
+    l->hold = false;
+    later_schedule(l);
+}
+
+static void later_push(struct ld_test_later *l, ld_future *out, json_t *answer, bool fail)
+{
+    ck_assert_int_lt(l->n, LD_TEST_LATER_MAX);
+    if (l->n == 0) {
+        if (l->batches < 128)
+            l->batch_sizes[l->batches] = 0;
+        l->batches++;
+    }
+    if (l->batches <= 128)
+        l->batch_sizes[l->batches - 1]++;
+    l->outs[l->n] = out;
+    l->answers[l->n] = answer;
+    l->failing[l->n] = fail;
+    l->n++;
+    later_schedule(l);
+}
+
+static void later_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    struct ld_test_later *l = impl;
+    l->gets++;
+    json_t *item = json_object_get(json_object_get(l->data, ld_kind_namespace(kind)), key);
+    if (item && json_is_true(json_object_get(item, "deleted")))
+        item = NULL;
+    bool fail = l->fail ||
+                (l->fail_key && (strcmp(l->fail_key, "*") == 0 || strcmp(l->fail_key, key) == 0));
+    later_push(l, out, json_incref(item), fail);
+}
+
+static void later_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    struct ld_test_later *l = impl;
+    json_t *all = json_object();
+    const char *key;
+    json_t *item;
+    json_object_foreach(json_object_get(l->data, ld_kind_namespace(kind)), key, item)
+    {
+        if (!json_is_true(json_object_get(item, "deleted")))
+            json_object_set(all, key, item);
+    }
+    later_push(l, out, all, l->fail || l->fail_all);
+}
+
+static void later_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    struct ld_test_later *l = impl;
+    json_decref(l->data);
+    l->data = json_deep_copy(all_data);
+    ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
+static void later_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                         const struct ld_item_info *info, ld_future *out)
+{
+    struct ld_test_later *l = impl;
+    json_t *ns = json_object_get(l->data, ld_kind_namespace(kind));
+    json_object_set_new(ns, info->key, json_deep_copy(item));
+    ld_future_fulfill_bool(out, true);
+    ld_future_unref(out);
+}
+
+static void later_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                      ld_future *out)
+{
+    struct ld_test_later *l = impl;
+    json_t *ns = json_object_get(l->data, ld_kind_namespace(kind));
+    json_object_set_new(
+        ns, key,
+        json_pack("{s:s,s:I,s:b}", "key", key, "version", (json_int_t)version, "deleted", 1));
+    ld_future_fulfill_bool(out, true);
+    ld_future_unref(out);
+}
+
+static void later_initialized(void *impl, ld_future *out)
+{
+    (void)impl;
+    ld_future_fulfill_bool(out, true);
+    ld_future_unref(out);
+}
+
+static void later_free(void *impl)
+{
+    struct ld_test_later *l = impl;
+    for (int i = 0; i < l->n; i++) {
+        json_decref(l->answers[i]);
+        ld_future_reject(l->outs[i], LD_ECANCELED, NULL);
+        ld_future_unref(l->outs[i]);
+    }
+    json_decref(l->data);
+    free(l);
+}
+
+static const struct ld_store_ops later_ops = {
+    .version = 1,
+    .get = later_get,
+    .all = later_all,
+    .init = later_init,
+    .upsert = later_upsert,
+    .del = later_del,
+    .initialized = later_initialized,
+    .free = later_free,
+};
+
+ld_store *ld_test_later_new(const json_t *data, struct ld_test_later **out)
+{
+    struct ld_test_later *l = calloc(1, sizeof(*l));
+    ck_assert_ptr_nonnull(l);
+    l->base = ld_test_base;
+    l->data = json_deep_copy(data);
+    ck_assert_ptr_nonnull(l->data);
+    ld_store *s = ld_store_new(ld_test_base, &later_ops, l);
+    ck_assert_ptr_nonnull(s);
+    if (out)
+        *out = l;
+    return s;
+}

@@ -178,4 +178,30 @@ ld_evaluator *ld_test_evaluator_of(ld_store *s);
 /* Frees the evaluator, then the store, with the loop run after each. */
 void ld_test_done_with(ld_evaluator *ev, ld_store *s);
 
+/* A version 1 store that answers later: get, all and initialized from the
+ * loop (event_base_once), a batch at a time. Reads issued before the loop
+ * runs the pending batch join it, so `batches` counts round trips (and
+ * batch_sizes[] holds the first 128). `hold` keeps the answers until
+ * ld_test_later_release(). `fail` rejects every read with LD_ESTORE,
+ * `fail_key` the gets of that key ("*": all gets), `fail_all` every all.
+ * Writes go to its JSON. Freeing it rejects what is pending. */
+#define LD_TEST_LATER_MAX 4096
+struct ld_test_later {
+    struct event_base *base;
+    json_t *data; /* {"features": {...}, "segments": {...}} */
+    ld_future *outs[LD_TEST_LATER_MAX];
+    json_t *answers[LD_TEST_LATER_MAX]; /* new references */
+    bool failing[LD_TEST_LATER_MAX];
+    int n;
+    bool scheduled, hold, fail, fail_all;
+    const char *fail_key;
+    int batches, gets;
+    int batch_sizes[128];
+};
+
+/* Such a store on ld_test_base with a copy of `data` (borrowed); *out (if
+ * not NULL) receives its state. */
+ld_store *ld_test_later_new(const json_t *data, struct ld_test_later **out);
+void ld_test_later_release(struct ld_test_later *l);
+
 #endif
