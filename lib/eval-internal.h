@@ -129,6 +129,13 @@ struct ld__flag {
     bool track_events;
     bool track_fallthrough;
     bool client_side;
+    /* A flag whose result depends on no context and no other item (off;
+     * or on with no prerequisite, target or rule and a fixed fallthrough
+     * variation): its reason kind and variation index (-1: none), known
+     * when compiled. */
+    bool simple;
+    uint8_t simple_kind;
+    int simple_index;
 };
 
 struct ld__segment_rule {

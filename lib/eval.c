@@ -240,6 +240,7 @@ struct ld_detail {
 };
 
 _Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
+_Static_assert(LD_REASON_OFF == 0 && LD_REASON_FALLTHROUGH == 1, "eval_compile.c's simple_kind");
 
 static void detail_free(void *p)
 {
@@ -684,6 +685,13 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     int rc;
     if (!f || f->deleted) {
         rc = fail(&es, LD_EVAL_ERROR_FLAG_NOT_FOUND);
+    } else if (((const struct ld__flag *)f)->simple) { /* known when compiled */
+        const struct ld__flag *fl = (const struct ld__flag *)f;
+        memset(&r, 0, sizeof r);
+        r.kind = fl->simple_kind;
+        r.index = fl->simple_index;
+        r.rule = -1;
+        rc = 0;
     } else {
         rc = eval_flag(&es, (const struct ld__flag *)f, &r);
         if (rc == E_NEED)

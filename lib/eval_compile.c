@@ -434,6 +434,21 @@ static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
     f->nprereqs = f->prereqs ? n : 0;
     if (bad)
         f->h.bad = true;
+    /* What eval.c's eval_flag() would answer, when it reads nothing else
+     * (the kinds are enum ld_reason_kind's: 0 OFF, 1 FALLTHROUGH). */
+    if (f->h.bad) {
+        f->simple = false;
+    } else if (!f->on) {
+        f->simple = f->off == -1 || (f->off >= 0 && (size_t)f->off < f->nvars);
+        f->simple_kind = 0;
+        f->simple_index = f->off;
+    } else {
+        int v = f->fallthrough.variation;
+        f->simple = f->nprereqs == 0 && f->ntargets == 0 && f->nrules == 0 && v >= 0 &&
+                    (size_t)v < f->nvars;
+        f->simple_kind = 1;
+        f->simple_index = v;
+    }
 }
 
 static void free_flag(struct ld__flag *f)
