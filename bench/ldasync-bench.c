@@ -1133,17 +1133,16 @@ static char *eval_data_text(void)
                   "{s:s, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[s]}], s:i},"
                   "{s:s, s:[{s:s, s:s, s:[b]}, {s:s, s:s, s:[s]}], s:i}],"
                   "s:{s:{s:[{s:i, s:i}, {s:i, s:i}, {s:i, s:i}]}}, s:s}",
-                  "key", "rich", "version", 1, "on", 1, "variations", "a", "b", "c",
-                  "offVariation", 0, "targets", "values", targets, "variation", 2, "rules", "id",
-                  "r1", "clauses", "attribute", "country", "op", "in", "values", "fr", "de", "it",
-                  "attribute", "email", "op", "endsWith", "values", "@example.com", "variation", 0,
-                  "id", "r2", "clauses", "attribute", "age", "op", "greaterThan", "values", 65,
-                  "attribute", "version", "op", "semVerGreaterThan", "values", "2.0.0",
-                  "variation", 1, "id", "r3", "clauses", "attribute", "beta", "op", "in",
-                  "values", 1, "attribute", "email", "op", "endsWith", "values", "@corp.com",
-                  "variation", 2, "fallthrough", "rollout", "variations", "variation", 0, "weight",
-                  30000, "variation", 1, "weight", 30000, "variation", 2, "weight", 40000, "salt",
-                  "rich-salt"));
+                  "key", "rich", "version", 1, "on", 1, "variations", "a", "b", "c", "offVariation",
+                  0, "targets", "values", targets, "variation", 2, "rules", "id", "r1", "clauses",
+                  "attribute", "country", "op", "in", "values", "fr", "de", "it", "attribute",
+                  "email", "op", "endsWith", "values", "@example.com", "variation", 0, "id", "r2",
+                  "clauses", "attribute", "age", "op", "greaterThan", "values", 65, "attribute",
+                  "version", "op", "semVerGreaterThan", "values", "2.0.0", "variation", 1, "id",
+                  "r3", "clauses", "attribute", "beta", "op", "in", "values", 1, "attribute",
+                  "email", "op", "endsWith", "values", "@corp.com", "variation", 2, "fallthrough",
+                  "rollout", "variations", "variation", 0, "weight", 30000, "variation", 1,
+                  "weight", 30000, "variation", 2, "weight", 40000, "salt", "rich-salt"));
     json_object_set_new(features, "seg",
                         json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:[{s:s, s:[{s:s, s:s, s:[s]}],"
                                   " s:i}], s:{s:i}, s:s}",
@@ -1188,9 +1187,9 @@ static ld_context *eval_context(const char *key)
 struct evaluator_run {
     ld_evaluator *ev;
     ld_context *ctx;
-    const char *flag;   /* or NULL: random flags of the FLAGS */
+    const char *flag; /* or NULL: random flags of the FLAGS */
     char (*keys)[32];
-    json_t *expect;     /* the value every evaluation must serve */
+    json_t *expect; /* the value every evaluation must serve */
     long left, wrong;
 };
 
@@ -1214,8 +1213,8 @@ static double eval_sequential(struct event_base *base, long ops, const char *fla
                               const char *ctx_key, json_t *expect)
 {
     ld_store *st = eval_store(base);
-    struct evaluator_run r = {ld_evaluator_new(st), eval_context(ctx_key), flag, NULL, expect,
-                              ops, 0};
+    struct evaluator_run r = {
+        ld_evaluator_new(st), eval_context(ctx_key), flag, NULL, expect, ops, 0};
     if (!flag) {
         r.keys = malloc(FLAGS * sizeof(*r.keys));
         if (!r.keys)

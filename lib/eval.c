@@ -227,8 +227,8 @@ struct ld_evaluator {
 /* ---- Details ------------------------------------------------------------- */
 
 struct ld_detail {
-    struct ld__item *flag;          /* referenced, or NULL */
-    json_t *value;                  /* borrowed from flag, or owned (owns_value) */
+    struct ld__item *flag; /* referenced, or NULL */
+    json_t *value; /* a variation, borrowed from flag; the fallback, owned, when index < 0 */
     struct ld__str rule_id, prereq; /* borrowed from flag */
     int index;
     int rule;
@@ -236,7 +236,6 @@ struct ld_detail {
     uint8_t error; /* enum ld_eval_error */
     int8_t big;    /* enum ld_big_segments_status, or -1 */
     bool in_experiment;
-    bool owns_value;
 };
 
 _Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
@@ -245,7 +244,7 @@ _Static_assert(LD_REASON_OFF == 0 && LD_REASON_FALLTHROUGH == 1, "eval_compile.c
 static void detail_free(void *p)
 {
     ld_detail *d = p;
-    if (d->owns_value)
+    if (d->index < 0)
         json_decref(d->value);
     ld__item_unref(d->flag);
     ld__line_free(d);
@@ -751,13 +750,10 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
     *d = *tmp;
     if (d->rule_id.s || d->prereq.s || (d->index >= 0 && !immortal(d->value)))
         d->flag = ld__item_ref((struct ld__item *)f);
-    if (d->index >= 0) {
-        d->owns_value = false;
+    if (d->index >= 0)
         json_decref(fallback);
-    } else {
+    else
         d->value = fallback;
-        d->owns_value = true;
-    }
     return d;
 }
 
@@ -1281,7 +1277,6 @@ static void job_step(struct job *j)
             d->kind = LD_REASON_ERROR;
             d->error = LD_EVAL_ERROR_EXCEPTION;
             d->value = j->fallback;
-            d->owns_value = true;
             j->fallback = NULL;
         }
     } else if (rc == 0) {
@@ -1543,9 +1538,9 @@ json_t *ld_detail_to_json(const ld_detail *d)
         goto fail;
     /* A copy of a value of the flag: the detail may be read on another
      * thread than the one counting references to that value. */
-    json_t *v = !d->value                             ? json_null()
-                : d->owns_value || immortal(d->value) ? json_incref(d->value)
-                                                      : json_deep_copy(d->value);
+    json_t *v = !d->value                            ? json_null()
+                : d->index < 0 || immortal(d->value) ? json_incref(d->value)
+                                                     : json_deep_copy(d->value);
     int rc = json_object_set_new(o, "value", v);
     if (d->index >= 0)
         rc |= set_new(o, "variationIndex", json_integer(d->index));
@@ -1561,15 +1556,6 @@ fail:
 }
 
 /* ---- All flags ----------------------------------------------------------- */
-
-/* The resolver of the all-flags state: items from the snapshots. */
-static int all_item(void *arg, enum ld__item_type type, const struct ld__str *key,
-                    const struct ld__item **out)
-{
-    return job_item(arg, type, key, out);
-}
-
-static const struct resolver ALL = {all_item, job_membership};
 
 /* The $flagsState entry of `f` when it serves variation `index` with no
  * reason: {"variation", "version" (with details), "trackEvents",
@@ -1612,7 +1598,7 @@ static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t k
                     json_t *meta)
 {
     ld_detail d;
-    if (evaluate_into(j->ctx, &ALL, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
+    if (evaluate_into(j->ctx, &JOB, j, &f->h, LD_VALUE_ANY, NULL, &d) == E_NEED)
         return E_NEED;
     bool track_reason = d.in_experiment ||
                         (d.kind == LD_REASON_RULE_MATCH && d.rule >= 0 &&

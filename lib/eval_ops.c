@@ -14,9 +14,9 @@
 
 #include <pcre2.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <stdalign.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ldasync/error.h>
@@ -1055,7 +1055,6 @@ static bool utf8_valid(const unsigned char *s, size_t len)
     return true;
 }
 
-#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
 /* The heap the interpreter may take for one match: a group repeated over
  * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
  * for 10,000 characters, 480 MB for a million). */
@@ -1080,7 +1079,6 @@ static int match_interpreted(const pcre2_code *code, PCRE2_SPTR s, size_t len, u
     pcre2_general_context_free(gc);
     return rc;
 }
-#endif
 
 /* The subject is checked once here (a subject that is not UTF-8 never
  * matches, as PCRE2's own check would have it), so that JIT-compiled
@@ -1099,10 +1097,8 @@ static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
         int rc = re->jit ? pcre2_jit_match(re->code, s, len, 0, 0, cv->u.re.md, cv->u.re.mc)
                          : pcre2_match(re->code, s, len, 0, PCRE2_NO_UTF_CHECK, cv->u.re.md,
                                        cv->u.re.mc);
-#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 30)
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
             rc = match_interpreted(re->code, s, len, PCRE2_NO_UTF_CHECK);
-#endif
         if (rc >= 0)
             return true; /* 0: matched, the ovector was too small for the groups */
         /* PCRE2_ERROR_MATCHLIMIT (and any other failure): no match. */

@@ -11,8 +11,8 @@
 #include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
-#include <ldasync/eval.h>
 #include <ldasync/error.h>
+#include <ldasync/eval.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
