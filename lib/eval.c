@@ -79,6 +79,27 @@ struct centry {
     struct ld__item *item;
 };
 
+/* The $flagsState entries without a reason, one per distinct content
+ * (variation, version when given, trackEvents, debugEventsUntilDate) and
+ * shared by every flag with that content: the entries of 10,000 flags are
+ * then a few hot objects, not 10,000 cold ones that each state references
+ * when made and again when released (they were 40% of a state's time). */
+struct mentry {
+    int64_t version;
+    int64_t debug;
+    int index;
+    bool with_version;
+    bool with_debug;
+    bool track;
+    json_t *obj; /* referenced; NULL: a free slot */
+};
+
+struct metas {
+    struct mentry *t;
+    size_t mask; /* capacity - 1; capacity a power of two, or 0 */
+    size_t n;
+};
+
 struct cache {
     struct centry *t;
     size_t mask; /* capacity - 1; capacity a power of two, or 0 */
@@ -86,6 +107,7 @@ struct cache {
     size_t bytes; /* of the items */
     size_t nflags, nsegments;
     struct plan plan; /* dropped with the stale entries */
+    struct metas metas;
 };
 
 static size_t hash_ptr(const void *p)
@@ -205,6 +227,9 @@ static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json
 static void cache_free(struct cache *c)
 {
     plan_free(&c->plan);
+    for (size_t i = 0; c->metas.t && i <= c->metas.mask; i++)
+        json_decref(c->metas.t[i].obj);
+    ld__free(c->metas.t);
     for (size_t i = 0; c->t && i <= c->mask; i++)
         ld__item_unref(c->t[i].item);
     ld__free(c->t);
@@ -1373,7 +1398,8 @@ int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)
     out->segments = ev->cache.nsegments;
     out->bytes = ev->cache.bytes +
                  (ev->cache.t ? (ev->cache.mask + 1) * sizeof(struct centry) : 0) +
-                 ev->cache.plan.n * sizeof(struct plan_entry);
+                 ev->cache.plan.n * sizeof(struct plan_entry) +
+                 (ev->cache.metas.t ? (ev->cache.metas.mask + 1) * sizeof(struct mentry) : 0);
     return 0;
 }
 
@@ -1557,10 +1583,94 @@ fail:
 
 /* ---- All flags ----------------------------------------------------------- */
 
+static size_t mentry_hash(const struct mentry *e)
+{
+    uint64_t x = (uint64_t)e->version * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)e->debug ^
+                 ((uint64_t)(unsigned)e->index << 3 | (uint64_t)e->with_version << 2 |
+                  (uint64_t)e->with_debug << 1 | e->track);
+    return hash_ptr((const void *)(uintptr_t)x);
+}
+
+static bool mentry_same(const struct mentry *a, const struct mentry *b)
+{
+    return a->version == b->version && a->debug == b->debug && a->index == b->index &&
+           a->with_version == b->with_version && a->with_debug == b->with_debug &&
+           a->track == b->track;
+}
+
+static void metas_put(struct metas *m, const struct mentry *e)
+{
+    size_t i = mentry_hash(e) & m->mask;
+    while (m->t[i].obj)
+        i = (i + 1) & m->mask;
+    m->t[i] = *e;
+    m->n++;
+}
+
+/* Makes room for one more entry: drops the entries that only the table
+ * holds (no flag and no state uses them), then resizes to four times what
+ * is left (at least 64). @return 0 or LD_ENOMEM. */
+static int metas_grow(struct metas *m)
+{
+    size_t live = 0;
+    for (size_t i = 0; m->t && i <= m->mask; i++)
+        live += m->t[i].obj && __atomic_load_n(&m->t[i].obj->refcount, __ATOMIC_ACQUIRE) > 1;
+    size_t cap = 64;
+    while (cap < 4 * (live + 1))
+        cap *= 2;
+    struct mentry *t = ld__calloc(cap, sizeof *t);
+    if (!t)
+        return LD_ENOMEM;
+    struct metas old = *m;
+    m->t = t;
+    m->mask = cap - 1;
+    m->n = 0;
+    for (size_t i = 0; old.t && i <= old.mask; i++) {
+        if (!old.t[i].obj)
+            continue;
+        if (__atomic_load_n(&old.t[i].obj->refcount, __ATOMIC_ACQUIRE) > 1)
+            metas_put(m, &old.t[i]);
+        else
+            json_decref(old.t[i].obj);
+    }
+    ld__free(old.t);
+    return 0;
+}
+
+/* The shared entry with content `e`, found or made. @return a new
+ * reference, or NULL when memory ran out. */
+static json_t *metas_get(struct metas *m, struct mentry *e)
+{
+    for (size_t i = m->t ? mentry_hash(e) & m->mask : 0; m->t; i = (i + 1) & m->mask) {
+        if (!m->t[i].obj)
+            break;
+        if (mentry_same(&m->t[i], e))
+            return json_incref(m->t[i].obj);
+    }
+    if ((m->n + 1) * 2 > (m->t ? m->mask + 1 : 0) && metas_grow(m) != 0)
+        return NULL;
+    json_t *o = json_object();
+    int rc = o ? set_new(o, "variation", json_integer(e->index)) : -1;
+    if (e->with_version)
+        rc |= set_new(o, "version", json_integer(e->version));
+    if (e->track)
+        rc |= set_new(o, "trackEvents", json_true());
+    if (e->with_debug)
+        rc |= set_new(o, "debugEventsUntilDate", json_integer(e->debug));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    e->obj = o;
+    metas_put(m, e);
+    return json_incref(o);
+}
+
 /* The $flagsState entry of `f` when it serves variation `index` with no
  * reason: {"variation", "version" (with details), "trackEvents",
- * "debugEventsUntilDate"}, made once per flag and variation and shared by
- * every state (a new reference; NULL when memory ran out). */
+ * "debugEventsUntilDate"}, shared (see struct mentry) and remembered by
+ * the flag per variation. @return a new reference, or NULL when memory
+ * ran out. */
 static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool details)
 {
     if (!f->meta) {
@@ -1573,19 +1683,16 @@ static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool
     }
     json_t **slot = &f->meta[(size_t)details * f->nvars + (size_t)index];
     if (!*slot) {
-        json_t *m = json_object();
-        int e = m ? set_new(m, "variation", json_integer(index)) : -1;
-        if (details)
-            e |= set_new(m, "version", json_integer(f->h.version));
-        if (f->track_events)
-            e |= set_new(m, "trackEvents", json_true());
-        if (f->has_debug)
-            e |= set_new(m, "debugEventsUntilDate", json_integer(f->debug_until));
-        if (e) {
-            json_decref(m);
+        struct mentry e = {details ? f->h.version : 0,
+                           f->has_debug ? f->debug_until : 0,
+                           index,
+                           details,
+                           f->has_debug,
+                           f->track_events,
+                           NULL};
+        *slot = metas_get(&ev->cache.metas, &e);
+        if (!*slot)
             return NULL;
-        }
-        *slot = m;
     }
     return json_incref(*slot);
 }

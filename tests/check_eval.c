@@ -1774,6 +1774,72 @@ START_TEST(test_store_not_initialized)
 }
 END_TEST
 
+/* $flagsState entries without a reason are shared by the flags whose
+ * entries have the same content, and only by them; the evaluator lets go of
+ * the entries no flag uses any more, so versions that keep changing do not
+ * grow what it holds. */
+START_TEST(test_all_flags_shared_entries)
+{
+    ld_store *s =
+        store_with("{'a':{'version':5,'on':true,'variations':[1,2],'fallthrough':{'variation':0}},"
+                   "'b':{'version':5,'on':true,'variations':[3,4],'fallthrough':{'variation':0}},"
+                   "'c':{'version':6,'on':true,'variations':[1,2],'fallthrough':{'variation':0}},"
+                   "'d':{'version':5,'on':true,'variations':[1,2],'fallthrough':{'variation':1}},"
+                   "'e':{'version':5,'trackEvents':true,'on':true,'variations':[1,2],"
+                   "'fallthrough':{'variation':0}},"
+                   "'f':{'version':5,'debugEventsUntilDate':-1,'on':true,'variations':[1,2],"
+                   "'fallthrough':{'variation':0}},"
+                   "'g':{'version':5,'debugEventsUntilDate':0,'on':true,'variations':[1,2],"
+                   "'fallthrough':{'variation':0}}}",
+                   NULL);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_future *all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+    expect_json("entries", ld_future_json(all),
+                "{'a':1,'b':3,'c':1,'d':2,'e':1,'f':1,'g':1,'$flagsState':{"
+                "'a':{'variation':0,'version':5},'b':{'variation':0,'version':5},"
+                "'c':{'variation':0,'version':6},'d':{'variation':1,'version':5},"
+                "'e':{'variation':0,'version':5,'trackEvents':true},"
+                "'f':{'variation':0,'version':5,'debugEventsUntilDate':-1},"
+                "'g':{'variation':0,'version':5,'debugEventsUntilDate':0}},'$valid':true}");
+    json_t *fs = json_object_get(ld_future_json(all), "$flagsState");
+    ck_assert_ptr_eq(json_object_get(fs, "a"), json_object_get(fs, "b"));
+    const char *others[] = {"c", "d", "e", "f", "g"};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        ck_assert_ptr_ne(json_object_get(fs, "a"), json_object_get(fs, others[i]));
+        for (size_t k = i + 1; k < sizeof others / sizeof *others; k++)
+            ck_assert_ptr_ne(json_object_get(fs, others[i]), json_object_get(fs, others[k]));
+    }
+    ld_future_unref(all);
+    /* without details, a's entry has no version: another entry */
+    all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 6));
+    fs = json_object_get(ld_future_json(all), "$flagsState");
+    expect_json("a without details", json_object_get(fs, "a"), "{'variation':0}");
+    ck_assert_ptr_eq(json_object_get(fs, "a"), json_object_get(fs, "c"));
+    ld_future_unref(all);
+
+    /* 3,000 versions of a flag, each in a state that is then released */
+    struct ld_evaluator_stats early = {0}, late = {0};
+    for (int v = 10; v < 3010; v++) {
+        json_t *flag = json_pack("{s:s, s:i, s:b, s:[i,i], s:{s:i}}", "key", "a", "version", v,
+                                 "on", 1, "variations", 1, 2, "fallthrough", "variation", 0);
+        ck_assert(ld_test_await_bool(ld_store_upsert(s, ld_kind_features(), flag)));
+        json_decref(flag);
+        all = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+        fs = json_object_get(ld_future_json(all), "$flagsState");
+        ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(fs, "a"), "version")),
+                         v);
+        ld_future_unref(all);
+        if (v == 100)
+            ck_assert_int_eq(ld_evaluator_stats(ev, &early), 0);
+    }
+    ck_assert_int_eq(ld_evaluator_stats(ev, &late), 0);
+    ck_assert_uint_le(late.bytes, 2 * early.bytes + 8192);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 START_TEST(test_all_flags_arguments)
 {
     ld_store *s = store_with(JAVA_FLAGS, NULL);
@@ -2380,6 +2446,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_track_reason);
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
     tcase_add_test(tc, test_all_flags_arguments);
+    tcase_add_test(tc, test_all_flags_shared_entries);
     tcase_add_test(tc, test_store_not_initialized);
     tc = tcase(s, "api");
     tcase_add_test(tc, test_null_arguments);

@@ -167,7 +167,7 @@ LD_EXPORT ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, u
 struct ld_evaluator_stats {
     size_t flags;    /* compiled flags held */
     size_t segments; /* compiled segments held */
-    size_t bytes;    /* their heap bytes, plus the evaluator's table */
+    size_t bytes;    /* their heap bytes, plus the evaluator's tables */
 };
 
 /** Fills `out`. @return 0; LD_EINVAL if `ev` or `out` is NULL.
