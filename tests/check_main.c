@@ -25,6 +25,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_big_segments());
     srunner_add_suite(runner, ld_suite_bucket());
     srunner_add_suite(runner, ld_suite_fdv2());
+    srunner_add_suite(runner, ld_suite_file_source());
     srunner_add_suite(runner, ld_suite_processor());
     srunner_add_suite(runner, ld_suite_fronts());
     srunner_add_suite(runner, ld_suite_contract());

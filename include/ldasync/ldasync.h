@@ -14,6 +14,7 @@
 #include <ldasync/error.h>
 #include <ldasync/eval.h>
 #include <ldasync/fdv2.h>
+#include <ldasync/file_source.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
 #include <ldasync/processor.h>
