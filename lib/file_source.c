@@ -293,6 +293,18 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
         struct reader rd = {fd, 0, false, job, buf, 0, 0};
         json_error_t jerr;
         json_t *j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &jerr);
+        if (!j && !rd.err && !rd.cancelled && json_error_code(&jerr) != json_error_out_of_memory &&
+            lseek(fd, 0, SEEK_SET) == 0) {
+            /* jansson reports some allocation failures as syntax errors:
+             * a syntax error is real when a second parse finds it at the
+             * same place; a second parse that succeeds is taken */
+            json_error_t again;
+            rd.len = rd.pos = 0;
+            j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &again);
+            if (!j && (again.position != jerr.position || strcmp(again.text, jerr.text) != 0))
+                again.text[0] = '\0'; /* not the same: memory ran out in one of them */
+            jerr = again;
+        }
         bool stable = fstat(fd, &after_fd) == 0 && stat(path, &after_path) == 0 &&
                       stat_eq(&before, &after_fd) && stat_eq(&before, &after_path);
         close(fd);
@@ -318,7 +330,7 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
             break;
         }
         if (!j) {
-            if (json_error_code(&jerr) == json_error_out_of_memory)
+            if (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0])
                 code = oom(r);
             else
                 code = fail(r, LD_EPARSE, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
@@ -958,17 +970,6 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void maybe_load(struct fsync *y)
-{
-    if (y->stopped || y->loading || !y->dirty || !y->whead)
-        return;
-    struct job *job = submit(&y->s, NULL);
-    if (!job)
-        return; /* no memory: tried again at the next next() or change */
-    y->dirty = false;
-    y->loading = true;
-}
-
 /* A change was seen: read once the files have been quiet for a while. */
 static void arm_quiet(struct fsync *y)
 {
@@ -983,6 +984,19 @@ static void arm_quiet(struct fsync *y)
     int64_t wait = left < LD_FILE_QUIET_MS ? (left > 0 ? left : 0) : LD_FILE_QUIET_MS;
     struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
     event_add(y->quiet_ev, &tv);
+}
+
+static void maybe_load(struct fsync *y)
+{
+    if (y->stopped || y->loading || !y->dirty || !y->whead)
+        return;
+    if (!submit(&y->s, NULL)) { /* no memory: try again after a quiet time */
+        y->named = true;
+        arm_quiet(y);
+        return;
+    }
+    y->dirty = false;
+    y->loading = true;
 }
 
 /* The quiet time is over (or a read that ran meanwhile ended): read if the

@@ -15,8 +15,10 @@
 #include <check.h>
 #include <event2/event.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
@@ -945,6 +947,117 @@ CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teard
            PATH(NULL, act_mock_update_processor, NULL), PATH(NULL, act_mock_big_segments, NULL),
            PATH(NULL, act_mock_synchronizer, NULL), PATH(NULL, act_mock_initializer, NULL))
 
+/* ---- the file data source ------------------------------------------------ */
+/* No libevent threading in this program: the files are read on the loop,
+ * so the Nth allocation is the same one in every run. */
+
+static char g_file_dir[64];
+static char g_file_path[3][128];
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void file_setup(void)
+{
+    strcpy(g_file_dir, "/tmp/ldasync-chaos-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_file_dir));
+    for (int i = 0; i < 3; i++)
+        snprintf(g_file_path[i], sizeof(g_file_path[i]), "%s/%d.json", g_file_dir, i);
+    write_file(g_file_path[0],
+               "{\"flags\": {\"a\": {\"on\": true, \"variations\": [1, 2]}, \"b\": {\"key\": \"b\", "
+               "\"version\": 3}}, \"flagValues\": {\"v\": \"x\"}, \"segments\": {\"s\": "
+               "{\"included\": [\"u\"]}}}");
+    write_file(g_file_path[1], "{\"flagValues\": {\"w\": [1, {\"z\": null}]}}");
+    write_file(g_file_path[2], "{\"flags\": {\"c\": {}},\n \"segments\": {\"t\": [}}");
+}
+
+static void file_teardown(void)
+{
+    for (int i = 0; i < 3; i++)
+        unlink(g_file_path[i]);
+    rmdir(g_file_dir);
+}
+
+static void act_file_fetch(void)
+{
+    const char *paths[] = {g_file_path[0], g_file_path[1]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 2);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    if (!failed_with_enomem(f)) {
+        ck_assert_msg(ld_future_is_fulfilled(f), "%s (N=%ld)", ld_future_error_message(f),
+                      g_fail_at);
+        const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
+        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 5);
+        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 1)), 3);
+    }
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+static void act_file_fetch_error(void)
+{
+    const char *paths[] = {g_file_path[1], g_file_path[2]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 2);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    settle(f);
+    if (ld_future_error(f) != LD_ENOMEM) {
+        ck_assert_msg(ld_future_error(f) == LD_EPARSE, "%s: %s (N=%ld)",
+                      ld_err_name(ld_future_error(f)), ld_future_error_message(f), g_fail_at);
+        /* the message, or the bare strerror text when it could not be made */
+        const char *msg = ld_future_error_message(f);
+        ck_assert_msg(strstr(msg, ":2:") || strcmp(msg, ld_strerror(LD_EPARSE)) == 0, "%s", msg);
+    }
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+static void act_file_free_pending(void)
+{
+    const char *paths[] = {g_file_path[0]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    ld_initializer_free(in);
+    settle(f);
+    ck_assert(ld_future_error(f) == LD_ECANCELED || ld_future_error(f) == LD_ENOMEM);
+    ld_future_unref(f);
+}
+
+/* A synchronizer's first update: without memory it reads again after a
+ * quiet time, so this waits (the loop blocks for that time) instead of
+ * spinning. */
+static void act_file_sync_first(void)
+{
+    const char *paths[] = {g_file_path[0], g_file_path[1]};
+    ld_synchronizer *sy = ld_file_synchronizer_new(B, paths, 2, 10);
+    if (!sy)
+        return;
+    ld_future *f = ld_synchronizer_next(sy);
+    ck_assert_int_eq(ld_future_wait(f), 0);
+    if (!failed_with_enomem(f)) {
+        const ld_fdv2_update *u = ld_fdv2_future_update(f);
+        ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_VALID);
+        ck_assert_uint_eq(ld_fdv2_change_set_count(ld_fdv2_update_change_set(u)), 5);
+    }
+    ld_future_unref(f);
+    ld_synchronizer_free(sy);
+}
+
+CHAOS_TEST(test_chaos_file_source, PATH(file_setup, act_file_fetch, file_teardown),
+           PATH(file_setup, act_file_fetch_error, file_teardown),
+           PATH(file_setup, act_file_free_pending, file_teardown),
+           PATH(file_setup, act_file_sync_first, file_teardown))
+
 /* ---- the hooks themselves ------------------------------------------------ */
 
 START_TEST(test_set_alloc_funcs_all_or_none)
@@ -1400,6 +1513,7 @@ static Suite *chaos_suite(void)
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
+    add_case(s, "file_source", chaos_setup, test_chaos_file_source);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;
