@@ -429,8 +429,11 @@ START_TEST(test_initializer_fetches_complete_in_order)
     write_text(p, "{'flagValues': {'x': 1}}");
     const char *paths[] = {p};
     ld_initializer *in = ld_file_initializer_new(B, paths, 1);
-    for (int i = 0; i < 5; i++)
-        ld_test_watch(ld_initializer_fetch(in), i);
+    for (int i = 0; i < 5; i++) {
+        ld_future *f = ld_initializer_fetch(in);
+        ld_test_watch(f, i);
+        ld_future_unref(f);
+    }
     ld_future *last = ld_test_done(ld_initializer_fetch(in));
     ck_assert(ld_future_is_fulfilled(last));
     ld_future_unref(last);
