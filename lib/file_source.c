@@ -660,6 +660,8 @@ static void run_loop_jobs(evutil_socket_t fd, short what, void *arg)
         s->ltail = NULL;
     else
         event_active(s->run_ev, EV_TIMEOUT, 0); /* one read per pass of the loop */
+    if (job->out && !ld_future_is_pending(job->out)) /* cancelled; its handler comes later */
+        atomic_store(&job->cancelled, true);
     run_job(s, job);
 }
 
