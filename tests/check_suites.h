@@ -29,5 +29,6 @@ Suite *ld_suite_mocks2(void);       /* check_mocks2.c */
 Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
 Suite *ld_suite_eval(void);         /* check_eval.c */
 Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
+Suite *ld_suite_data_system(void);  /* check_data_system.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

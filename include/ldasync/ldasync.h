@@ -11,6 +11,7 @@
 #include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
+#include <ldasync/data_system.h>
 #include <ldasync/error.h>
 #include <ldasync/eval.h>
 #include <ldasync/fdv2.h>
