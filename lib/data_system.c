@@ -80,6 +80,7 @@ struct job {
     const ld_fdv2_update *update; /* NULL for a basis */
     uint64_t seq;
     bool full;
+    bool dropped;    /* closed or freed before its data was built */
     json_t *data;    /* full: what is handed to init (NULL: no memory) */
     json_t *by[2];   /* full: its objects by kind (borrowed) */
     size_t built;    /* full: the changes added to `data` */
@@ -471,7 +472,7 @@ static int job_error(const struct job *j, const char **msg)
 static void job_done(struct job *j)
 {
     ld_data_system *ds = j->ds;
-    if (ds->freed) {
+    if (ds->freed || j->dropped) {
         job_free(j);
         release(ds);
         return;
@@ -572,6 +573,15 @@ static void build(struct job *j)
     issue_full(j);
 }
 
+/* Gives up a job whose data is being built (closed or freed meanwhile):
+ * it ends once the snapshots it asked for are complete. */
+static void drop(struct job *j)
+{
+    j->dropped = true;
+    if (--j->left == 0)
+        job_done(j);
+}
+
 static void build_more(evutil_socket_t fd, short what, void *arg)
 {
     ld_data_system *ds = arg;
@@ -579,12 +589,10 @@ static void build_more(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ds->building = NULL;
-    if (ds->closing) { /* dropped, as a result not applied yet */
-        job_free(j);
-        release(ds);
-        return;
-    }
-    build(j);
+    if (ds->closing)
+        drop(j);
+    else
+        build(j);
 }
 
 /* Applies the change set `cs` that `holder` (stolen) brought: a basis
@@ -985,9 +993,9 @@ void ld_data_system_free(ld_data_system *ds)
     }
     if (ds->building) {
         event_del(ds->builder);
-        job_free(ds->building);
+        struct job *j = ds->building;
         ds->building = NULL;
-        ds->refs--;
+        drop(j);
     }
     for (size_t i = 0; i < ds->n_inits; i++) {
         if (!ds->closing)
