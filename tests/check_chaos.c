@@ -945,6 +945,144 @@ CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teard
            PATH(NULL, act_mock_update_processor, NULL), PATH(NULL, act_mock_big_segments, NULL),
            PATH(NULL, act_mock_synchronizer, NULL), PATH(NULL, act_mock_initializer, NULL))
 
+/* ---- the data system ----------------------------------------------------- */
+
+static ld_initializer *g_init;
+static ld_synchronizer *g_sync;
+static int g_changes;
+
+static void count_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                         const json_t *item, void *arg)
+{
+    (void)ds, (void)kind, (void)key, (void)version, (void)item, (void)arg;
+    g_changes++;
+}
+
+static void count_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+{
+    (void)ds, (void)st, (void)arg;
+    g_heard++;
+}
+
+/* A change set of `intent` with puts of foo and baz at `version`, and a
+ * delete of bar. */
+static ld_fdv2_change_set *ds_change_set(enum ld_fdv2_intent intent, int version)
+{
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, intent), 0);
+    const char *keys[] = {"foo", "baz"};
+    for (int i = 0; i < 2; i++) {
+        json_t *f = feature(keys[i], version);
+        ck_assert_int_eq(
+            ld_fdv2_change_set_builder_add_put(b, ld_kind_features(), keys[i], version, f), 0);
+        json_decref(f);
+    }
+    ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, ld_kind_features(), "bar", version),
+                     0);
+    ld_fdv2_change_set *cs = NULL;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
+    ld_fdv2_change_set_builder_free(b);
+    return cs;
+}
+
+/* The store holds foo and bar; a mock initializer with a full basis
+ * (version 20); a mock synchronizer with a full set (30) and changes (40). */
+static void ds_setup(void)
+{
+    g_make_store = ld_memory_store_new;
+    store_setup();
+    g_init = ld_mock_initializer_new(B, "i");
+    g_sync = ld_mock_synchronizer_new(B, "s");
+    ck_assert_ptr_nonnull(g_init);
+    ck_assert_ptr_nonnull(g_sync);
+    ld_fdv2_basis *basis =
+        ld_fdv2_basis_new(ds_change_set(LD_FDV2_INTENT_XFER_FULL, 20), true, NULL);
+    ck_assert_int_eq(ld_mock_initializer_set_basis(g_init, basis), 0);
+    ld_fdv2_update *u[] = {
+        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_FULL, 30), NULL,
+                           NULL),
+        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_CHANGES, 40), NULL,
+                           NULL)};
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(ld_mock_synchronizer_push_update(g_sync, u[i]), 0);
+    g_changes = g_heard = 0;
+}
+
+static void ds_teardown(void)
+{
+    ld_initializer_free(g_init); /* when the data system did not take them */
+    ld_synchronizer_free(g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    store_teardown();
+}
+
+/* The whole life: start, the basis, both updates, listeners, close, free.
+ * Whatever ran out of memory, ready completes (fulfilled, or rejected with
+ * LD_ENOMEM or LD_ECLOSED) and the close fulfils or runs out of memory. */
+static void act_data_system(void)
+{
+    ld_data_system *ds = ld_data_system_new(B, S, &g_init, 1, g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    if (!ds)
+        return;
+    int64_t id = ld_data_system_add_change_listener(ds, count_change, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    id = ld_data_system_add_status_listener(ds, count_status, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_future *ready = ld_data_system_ready(ds);
+    ck_assert_ptr_nonnull(ready);
+    flush();
+    flush();
+    ld_future *closed = ld_data_system_close(ds);
+    ck_assert_ptr_nonnull(closed);
+    settle(closed);
+    if (ld_future_is_rejected(closed))
+        ck_assert_int_eq(ld_future_error(closed), LD_ENOMEM);
+    settle(ready);
+    if (ld_future_is_rejected(ready))
+        ck_assert_msg(ld_future_error(ready) == LD_ENOMEM || ld_future_error(ready) == LD_ECLOSED,
+                      "ready rejected with %s (N=%ld)", ld_err_name(ld_future_error(ready)),
+                      g_fail_at);
+    flush();
+    ld_future_unref(closed);
+    ld_future_unref(ready);
+    ld_data_system_free(ds);
+    OFF();
+    if (g_calls < g_fail_at) { /* nothing failed: everything was applied and heard */
+        /* the basis: foo, baz, bar gone, segment s1 gone; the full set: foo, baz;
+         * the changes: foo, baz, bar */
+        ck_assert_int_eq(g_changes, 4 + 2 + 3);
+        json_t *now = contents();
+        json_t *foo = json_object_get(json_object_get(now, "features"), "foo");
+        ck_assert_int_eq(json_integer_value(json_object_get(foo, "version")), 40);
+        json_decref(now);
+    }
+    ON();
+}
+
+/* Freed with its work in flight, at every point of its life. */
+static void act_data_system_free_early(void)
+{
+    ld_data_system *ds = ld_data_system_new(B, S, &g_init, 1, g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    if (!ds)
+        return;
+    ld_data_system_add_change_listener(ds, count_change, NULL);
+    ld_future *ready = ld_data_system_ready(ds);
+    for (int i = 0; i < 3; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    ld_data_system_free(ds);
+    settle(ready);
+    ld_future_unref(ready);
+}
+
+CHAOS_TEST(test_chaos_data_system, PATH(ds_setup, act_data_system, ds_teardown),
+           PATH(ds_setup, act_data_system_free_early, ds_teardown))
+
 /* ---- the hooks themselves ------------------------------------------------ */
 
 START_TEST(test_set_alloc_funcs_all_or_none)
@@ -1400,6 +1538,7 @@ static Suite *chaos_suite(void)
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
+    add_case(s, "data_system", chaos_setup, test_chaos_data_system);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;
