@@ -1083,6 +1083,92 @@ static void act_data_system_free_early(void)
 CHAOS_TEST(test_chaos_data_system, PATH(ds_setup, act_data_system, ds_teardown),
            PATH(ds_setup, act_data_system_free_early, ds_teardown))
 
+/* ---- the client ----------------------------------------------------------- */
+
+static ld_client_options *g_opts;
+static ld_context *g_cctx;
+
+/* Options with the data system's sources (ds_setup) and the store of the
+ * client's own; a context. */
+static void client_setup(void)
+{
+    ds_setup();
+    g_opts = ld_client_options_new();
+    ck_assert_ptr_nonnull(g_opts);
+    ck_assert_int_eq(ld_client_options_add_initializer(g_opts, g_init), 0);
+    ck_assert_int_eq(ld_client_options_set_synchronizer(g_opts, g_sync), 0);
+    g_init = NULL;
+    g_sync = NULL;
+    json_t *cj = json_pack("{s:s, s:s}", "kind", "user", "key", "u");
+    g_cctx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(g_cctx);
+}
+
+static void client_teardown(void)
+{
+    ld_client_options_free(g_opts);
+    g_opts = NULL;
+    ld_context_unref(g_cctx);
+    g_cctx = NULL;
+    ds_teardown();
+}
+
+/* A future of the client is its value, or rejected with LD_ENOMEM, or
+ * (after close) LD_ECLOSED. */
+static void client_outcome(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    settle(f);
+    if (ld_future_is_rejected(f))
+        ck_assert_msg(ld_future_error(f) == LD_ENOMEM || ld_future_error(f) == LD_ECLOSED,
+                      "rejected with %s (N=%ld)", ld_err_name(ld_future_error(f)), g_fail_at);
+}
+
+static void count_client_status(ld_client *c, const ld_ds_status *st, void *arg)
+{
+    (void)c, (void)st, (void)arg;
+    g_heard++;
+}
+
+/* New, ready, a variation of each kind, the status, close, free. */
+static void act_client(void)
+{
+    ld_client *c = ld_client_new(B, g_opts);
+    if (!c)
+        return;
+    ld_future *ready = ld_client_ready(c);
+    client_outcome(ready);
+    bool was_ready = ld_future_is_fulfilled(ready);
+    ld_future_unref(ready);
+    OFF();
+    json_t *fallback = json_string("fb");
+    ON();
+    ld_future *fs[] = {ld_client_bool_variation(c, "foo", g_cctx, false),
+                       ld_client_int_variation(c, "foo", g_cctx, 5),
+                       ld_client_number_variation(c, "foo", g_cctx, 1.5),
+                       ld_client_string_variation(c, "foo", g_cctx, "x"),
+                       ld_client_json_variation(c, "foo", g_cctx, fallback),
+                       ld_client_variation_detail(c, "foo", g_cctx, LD_VALUE_BOOL, NULL),
+                       ld_client_all_flags(c, g_cctx, 0)};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        client_outcome(fs[i]);
+        if (i == 5 && was_ready && ld_future_is_fulfilled(fs[i])) /* foo's fallthrough is {} */
+            ck_assert_int_eq(ld_detail_error(ld_future_ptr(fs[i])), LD_EVAL_ERROR_MALFORMED_FLAG);
+        ld_future_unref(fs[i]);
+    }
+    ld_ds_status st;
+    ck_assert_int_eq(ld_client_data_source_status(c, &st), 0);
+    int64_t id = ld_client_add_status_listener(c, count_client_status, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_future *closed = ld_client_close(c);
+    client_outcome(closed);
+    ld_future_unref(closed);
+    ld_client_free(c);
+}
+
+CHAOS_TEST(test_chaos_client, PATH(client_setup, act_client, client_teardown))
+
 /* ---- the hooks themselves ------------------------------------------------ */
 
 START_TEST(test_set_alloc_funcs_all_or_none)
@@ -1539,6 +1625,7 @@ static Suite *chaos_suite(void)
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
     add_case(s, "data_system", chaos_setup, test_chaos_data_system);
+    add_case(s, "client", chaos_setup, test_chaos_client);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;

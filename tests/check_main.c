@@ -34,6 +34,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_eval());
     srunner_add_suite(runner, ld_suite_eval_attack());
     srunner_add_suite(runner, ld_suite_data_system());
+    srunner_add_suite(runner, ld_suite_client());
 
     srunner_run_all(runner, CK_ENV);
     int failed = srunner_ntests_failed(runner);

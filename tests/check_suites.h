@@ -30,5 +30,6 @@ Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
 Suite *ld_suite_eval(void);         /* check_eval.c */
 Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
 Suite *ld_suite_data_system(void);  /* check_data_system.c */
+Suite *ld_suite_client(void);       /* check_client.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

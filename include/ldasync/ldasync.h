@@ -9,6 +9,7 @@
 
 #include <ldasync/alloc.h>
 #include <ldasync/big_segments.h>
+#include <ldasync/client.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
 #include <ldasync/data_system.h>
