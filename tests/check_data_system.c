@@ -851,6 +851,75 @@ START_TEST(test_listener_added_later_hears_only_later_changes)
 }
 END_TEST
 
+/* A model of the store rebuilt from what the listeners hear: kind -> key ->
+ * version. */
+static json_t *g_model;
+
+static void model(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                  const json_t *item, void *arg)
+{
+    (void)ds;
+    (void)arg;
+    json_t *by = json_object_get(g_model, ld_kind_namespace(kind));
+    if (item)
+        json_object_set_new(by, key, json_integer(version));
+    else
+        json_object_del(by, key);
+}
+
+/* Adds a random change to `b`: keys k0..k19 of either kind. */
+static void random_change(ld_fdv2_change_set_builder *b, unsigned *seed, int version)
+{
+    char spec[32];
+    int r = rand_r(seed);
+    snprintf(spec, sizeof spec, "%c%c:k%d:%d", r % 4 == 0 ? '-' : '+', r % 3 == 0 ? 's' : 'f',
+             (r / 16) % 20, version - (r / 7) % 3);
+    add_change(b, spec);
+}
+
+START_TEST(test_heard_changes_rebuild_what_the_store_holds)
+{
+    ld_synchronizer *sync = sync_new();
+    ld_data_system *ds = ds_with(NULL, sync);
+    g_model = json_pack("{s:{},s:{}}", "features", "segments");
+    ld_data_system_add_change_listener(ds, model, NULL);
+    unsigned seed = 7;
+    for (int u = 1; u <= 200; u++) {
+        ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+        bool full = u == 1 || rand_r(&seed) % 5 == 0;
+        ld_fdv2_change_set_builder_start(b, full ? LD_FDV2_INTENT_XFER_FULL
+                                                 : LD_FDV2_INTENT_XFER_CHANGES);
+        int n = rand_r(&seed) % (full ? 30 : 6);
+        for (int i = 0; i < n; i++)
+            random_change(b, &seed, 10 * u);
+        ld_fdv2_change_set *cs;
+        ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
+        ld_fdv2_change_set_builder_free(b);
+        ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, cs));
+    }
+    RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 201);
+    ld_test_flush();
+    const ld_kind *kinds[] = {ld_kind_features(), ld_kind_segments()};
+    for (int k = 0; k < 2; k++) {
+        ld_future *f = ld_test_fulfilled(ld_store_all(S, kinds[k]));
+        json_t *held = json_object(), *item;
+        const char *key;
+        json_object_foreach(ld_future_json(f), key, item)
+            json_object_set_new(held, key, json_incref(json_object_get(item, "version")));
+        json_t *heard_by = json_object_get(g_model, ld_kind_namespace(kinds[k]));
+        char *a = json_dumps(held, JSON_SORT_KEYS), *b = json_dumps(heard_by, JSON_SORT_KEYS);
+        ck_assert_msg(json_equal(held, heard_by), "the store holds %s, the listener heard %s", a,
+                      b);
+        free(a);
+        free(b);
+        json_decref(held);
+        ld_future_unref(f);
+    }
+    json_decref(g_model);
+    ld_data_system_free(ds);
+}
+END_TEST
+
 /* ---- close and free ------------------------------------------------------------- */
 
 START_TEST(test_close_stops_the_sources_rejects_ready_and_sets_off)
@@ -1234,6 +1303,7 @@ Suite *ld_suite_data_system(void)
     tcase_add_test(tc, test_listener_removed_inside_a_call_hears_nothing_more);
     tcase_add_test(tc, test_listener_added_inside_a_call_hears_only_later_changes);
     tcase_add_test(tc, test_listener_added_later_hears_only_later_changes);
+    tcase_add_test(tc, test_heard_changes_rebuild_what_the_store_holds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("close_free");
