@@ -44,10 +44,16 @@
  * This is what a streaming server needs to send `patch` and `delete`
  * events. The data replaced is read with ld_store_all() when the data
  * system starts applying the full change set (only while a change listener
- * exists); the data system is taken to be the store's only writer. Changes are heard a slice at a
- * time (about 1 ms of work per callback of the loop), so that a full set of 10,000 flags never
- * holds the loop for long. Changes the data system handed to the store
- * before ld_data_system_close() are still heard after it, once applied.
+ * exists): the data system is taken to be the store's only writer. A
+ * delete in a full change set is stored as a tombstone and heard at its
+ * own version when the store held the item.
+ *
+ * The loop is never held for long, also at 10,000 flags: the data of a
+ * full change set is built, and changes are heard, a slice of about 1 ms
+ * of work per callback of the loop; what remains in one piece is the
+ * store's own init (about 5 ms for 10,000 flags on the memory store).
+ * Changes the data system handed to the store before
+ * ld_data_system_close() are still heard after it, once applied.
  *
  * Ownership: the data system takes the initializers and the synchronizer
  * given to ld_data_system_new() on every path (they are freed with it, or
