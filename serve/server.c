@@ -856,8 +856,15 @@ static void stream_put_done(ld_future *f, void *arg)
     evhttp_add_header(h, "X-Accel-Buffering", "no");
     evhttp_add_header(h, "Connection", "close");
     evhttp_send_reply_start(s->req, 200, "OK");
-    /* streams live as long as the client wants: no timeout */
-    evhttp_connection_set_timeout(s->evcon, -1);
+    /* A stream lives as long as its client wants: no read timeout (libevent
+     * reads only to see the connection close, and keeps at most 64 KiB of
+     * whatever the client sends), but a write timeout: a client that reads
+     * nothing at all for timeout_s is dropped. (evhttp's own "no timeout",
+     * evhttp_connection_set_timeout(-1), is 50 s each way.) */
+    struct bufferevent *bev = s->conn->bev;
+    struct timeval wtv = {srv->o.timeout_s, 0};
+    bufferevent_set_timeouts(bev, NULL, &wtv);
+    bufferevent_setwatermark(bev, EV_READ, 0, 64 * 1024);
     s->started = true;
     log_answer(srv, s->req, 200, put->len);
     slog(srv, LD__LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);

@@ -17,6 +17,7 @@
 #include <event2/http.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "../serve/server.h"
 #include "check_suites.h"
@@ -858,6 +859,35 @@ START_TEST(test_stream_heartbeats)
 }
 END_TEST
 
+START_TEST(test_stream_outlives_the_request_timeout)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.heartbeat_ms = 60000; /* no writes that would restart a read timeout */
+    o.timeout_s = 1;        /* for reading requests: not for streams */
+    start_with(&x, &o, false);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put");
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    do {
+        struct timeval tick = {0, 100000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+    } while (!r.eof && (t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_usec - t0.tv_usec) < 2500000);
+    ck_assert_msg(!r.eof, "the stream was closed");
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams, 1);
+    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    raw_wait_for(&r, "/flags/late");
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_slow_stream_reader_is_dropped)
 {
     struct fix x;
@@ -1311,6 +1341,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_sends_put_then_patch_and_delete);
     tcase_add_test(tc, test_stream_gets_changes_made_before_its_put_after_it);
     tcase_add_test(tc, test_stream_heartbeats);
+    tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
