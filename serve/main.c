@@ -57,8 +57,8 @@ static void log_line(int level, const char *line, void *arg)
     gmtime_r(&tv.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(stderr, "%s.%03dZ %-5s %s\n", when, (int)(tv.tv_usec / 1000),
-            ld__log_level_name(level), line);
+    fprintf(stderr, "%s.%03dZ %-5s %s\n", when, (int)(tv.tv_usec / 1000), ld__log_level_name(level),
+            line);
 }
 
 LD_PRINTF(3, 4) static void logf_(struct app *app, int level, const char *fmt, ...)
@@ -259,8 +259,7 @@ int main(int argc, char **argv)
             break;
         case O_POLL:
             if (parse_int(optarg, 1, 86400000, &poll_ms) != 0) {
-                fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n",
-                        optarg);
+                fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n", optarg);
                 free(paths);
                 return 2;
             }
@@ -289,8 +288,9 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc || n_paths == 0) {
-        fprintf(stderr, optind < argc ? "ldasync-serve: unexpected argument: %s\n"
-                                      : "ldasync-serve: no --data file%s\n",
+        fprintf(stderr,
+                optind < argc ? "ldasync-serve: unexpected argument: %s\n"
+                              : "ldasync-serve: no --data file%s\n",
                 optind < argc ? argv[optind] : "");
         usage(stderr);
         free(paths);
@@ -347,10 +347,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n_paths; i++)
         logf_(&app, LD__LOG_INFO, "data file: %s", paths[i]);
     if (!key || !key[0])
-        logf_(&app, LD__LOG_WARN, "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
-                                  "endpoints answer anyone");
-    logf_(&app, LD__LOG_INFO, "try: curl%s%s%s http://%s:%d/sdk/latest-all", key && key[0] ? " -H 'Authorization: " : "",
-          key && key[0] ? key : "", key && key[0] ? "'" : "", bind, ld__server_port(app.srv));
+        logf_(&app, LD__LOG_WARN,
+              "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
+              "endpoints answer anyone");
+    logf_(&app, LD__LOG_INFO, "try: curl%s%s%s http://%s:%d/sdk/latest-all",
+          key && key[0] ? " -H 'Authorization: " : "", key && key[0] ? key : "",
+          key && key[0] ? "'" : "", bind, ld__server_port(app.srv));
     ld_future_on_complete(ld_data_system_ready(app.ds), on_ready, &app);
     app.sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
     app.sigterm = evsignal_new(app.base, SIGTERM, on_signal, &app);

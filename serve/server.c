@@ -57,10 +57,9 @@
 #include "server.h"
 
 /* The methods evhttp 2.1 knows; any other bit is its "unknown" type. */
-#define KNOWN_METHODS                                                                   \
-    (EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |              \
-     EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |   \
-     EVHTTP_REQ_PATCH)
+#define KNOWN_METHODS                                                                          \
+    (EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | \
+     EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH)
 
 /* ------------------------------------------------------------------------- */
 /* Small things                                                              */
@@ -467,21 +466,36 @@ enum { F_CORS = 1, F_CLOSE = 2 };
 static const char *reason_of(int code)
 {
     switch (code) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Error";
     }
 }
 
@@ -540,8 +554,7 @@ static void send_error(ld__server *srv, struct evhttp_request *req, int code, co
     struct blob *b = j ? blob_json(j) : NULL;
     json_decref(j);
     if (code >= 500)
-        slog(srv, LD__LOG_WARN, "%d %.200s: %s", code, evhttp_request_get_uri(req),
-             msg ? msg : "");
+        slog(srv, LD__LOG_WARN, "%d %.200s: %s", code, evhttp_request_get_uri(req), msg ? msg : "");
     send_blob(srv, req, code, b, NULL, flags);
     blob_unref(b);
 }
@@ -574,16 +587,7 @@ static void make_etag(char out[24], const char *p, size_t n)
 /* ------------------------------------------------------------------------- */
 /* Requests waiting for futures                                              */
 
-enum route {
-    R_ALL,
-    R_FLAGS,
-    R_SEGMENTS,
-    R_FLAG,
-    R_SEGMENT,
-    R_EVALX,
-    R_STATUS,
-    R_STREAM
-};
+enum route { R_ALL, R_FLAGS, R_SEGMENTS, R_FLAG, R_SEGMENT, R_EVALX, R_STATUS, R_STREAM };
 
 struct sreq {
     struct sreq *prev, *next;
@@ -691,8 +695,8 @@ static struct coll *coll_get(ld__server *srv, int which, json_t *a, json_t *b)
     struct blob *body;
     if (which == COLL_ALL) {
         struct blob *fa = blob_json(a), *sb = blob_json(b);
-        const char *parts[] = {"{\"flags\":", fa ? fa->data : "", ",\"segments\":",
-                               sb ? sb->data : "", "}"};
+        const char *parts[] = {"{\"flags\":", fa ? fa->data : "",
+                               ",\"segments\":", sb ? sb->data : "", "}"};
         size_t lens[] = {9, fa ? fa->len : 0, 12, sb ? sb->len : 0, 1};
         body = fa && sb ? blob_concat(parts, lens, 5) : NULL;
         blob_unref(fa);
@@ -992,7 +996,8 @@ static json_t *evalx_of_state(const json_t *state)
         return out;
     const char *key;
     json_t *m;
-    json_object_foreach (meta, key, m) {
+    json_object_foreach(meta, key, m)
+    {
         json_t *value = json_object_get(state, key);
         json_t *o = json_object();
         int rc = o ? 0 : -1;
@@ -1030,12 +1035,11 @@ static void answer_status(ld__server *srv, struct sreq *r, ld_future *f)
         json_object_set_new(ds, "stateSince", json_integer(st.since_ms));
         if (st.error) {
             const char *kind = ld_ds_error_kind_name(st.error->kind);
-            json_object_set_new(
-                ds, "lastError",
-                json_pack("{s:s,s:i,s:s,s:I}", "kind", kind ? kind : "unknown", "statusCode",
-                          st.error->status_code, "message",
-                          st.error->message ? st.error->message : "", "time",
-                          (json_int_t)st.error->time_ms));
+            json_object_set_new(ds, "lastError",
+                                json_pack("{s:s,s:i,s:s,s:I}", "kind", kind ? kind : "unknown",
+                                          "statusCode", st.error->status_code, "message",
+                                          st.error->message ? st.error->message : "", "time",
+                                          (json_int_t)st.error->time_ms));
         }
     }
     bool ok = ld_future_is_fulfilled(f);
@@ -1043,8 +1047,8 @@ static void answer_status(ld__server *srv, struct sreq *r, ld_future *f)
     json_t *segs = ok ? ld_future_json(ld_future_all_get(f, 1)) : NULL;
     bool inited = ok && ld_future_bool(ld_future_all_get(f, 2));
     json_object_set_new(j, "status",
-                        json_string(!ok ? "unhealthy"
-                                    : !inited ? "initializing"
+                        json_string(!ok                                       ? "unhealthy"
+                                    : !inited                                 ? "initializing"
                                     : (have && st.state != LD_DS_STATE_VALID) ? "degraded"
                                                                               : "healthy"));
     json_object_set_new(j, "dataSource", ds);
@@ -1055,7 +1059,8 @@ static void answer_status(ld__server *srv, struct sreq *r, ld_future *f)
         json_object_set_new(j, "storeError", json_string(ld_future_error_message(f)));
     json_object_set_new(j, "flags", json_integer((json_int_t)json_object_size(flags)));
     json_object_set_new(j, "segments", json_integer((json_int_t)json_object_size(segs)));
-    json_object_set_new(j, "uptimeMs", json_integer((json_int_t)((mono_s() - srv->started) * 1000)));
+    json_object_set_new(j, "uptimeMs",
+                        json_integer((json_int_t)((mono_s() - srv->started) * 1000)));
     json_object_set_new(j, "connections", json_integer((json_int_t)srv->st.connections));
     json_object_set_new(j, "streams", json_integer((json_int_t)srv->st.streams));
     json_object_set_new(j, "requests", json_integer((json_int_t)srv->st.requests));
@@ -1095,8 +1100,9 @@ static void sreq_done(ld_future *f, void *arg)
         case R_FLAGS:
         case R_SEGMENTS: {
             json_t *a, *b = NULL;
-            int which = r->route == R_ALL ? COLL_ALL : r->route == R_FLAGS ? COLL_FLAGS
-                                                                           : COLL_SEGMENTS;
+            int which = r->route == R_ALL     ? COLL_ALL
+                        : r->route == R_FLAGS ? COLL_FLAGS
+                                              : COLL_SEGMENTS;
             if (which == COLL_ALL) {
                 a = ld_future_json(ld_future_all_get(f, 0));
                 b = ld_future_json(ld_future_all_get(f, 1));
@@ -1114,8 +1120,8 @@ static void sreq_done(ld_future *f, void *arg)
         case R_SEGMENT: {
             json_t *item = ld_future_json(f);
             if (!item) {
-                send_error(srv, req, 404,
-                           r->route == R_FLAG ? "no such flag" : "no such segment", 0);
+                send_error(srv, req, 404, r->route == R_FLAG ? "no such flag" : "no such segment",
+                           0);
                 break;
             }
             struct blob *b = blob_json(item);
@@ -1557,10 +1563,10 @@ static void handle(struct evhttp_request *req, void *arg)
         else if (seg[2][0] == '\0')
             send_error(srv, req, 404, "not found", 0);
         else
-            wait_for(srv, req,
-                     ld_store_get(srv->store, flags ? ld_kind_features() : ld_kind_segments(),
-                                  seg[2]),
-                     flags ? R_FLAG : R_SEGMENT, 0);
+            wait_for(
+                srv, req,
+                ld_store_get(srv->store, flags ? ld_kind_features() : ld_kind_segments(), seg[2]),
+                flags ? R_FLAG : R_SEGMENT, 0);
     } else if (evalx && n == 5 && IS(3, "contexts") && seg[2][0]) {
         if (options)
             send_blob(srv, req, 200, NULL, NULL, F_CORS);
@@ -1581,13 +1587,13 @@ static void handle(struct evhttp_request *req, void *arg)
             else if (!ctx)
                 send_error(srv, req, 400, why ? why : "invalid context", F_CORS);
             else
-                wait_for(srv, req,
-                         ld_evaluator_all_flags(srv->ev, ctx,
-                                                LD_ALL_FLAGS_CLIENT_SIDE_ONLY |
-                                                    (query_flag(query, "withReasons")
-                                                         ? LD_ALL_FLAGS_WITH_REASONS
-                                                         : 0)),
-                         R_EVALX, F_CORS);
+                wait_for(
+                    srv, req,
+                    ld_evaluator_all_flags(
+                        srv->ev, ctx,
+                        LD_ALL_FLAGS_CLIENT_SIDE_ONLY |
+                            (query_flag(query, "withReasons") ? LD_ALL_FLAGS_WITH_REASONS : 0)),
+                    R_EVALX, F_CORS);
             ld_context_unref(ctx);
             json_decref(j);
             ld__free(text);
@@ -1660,8 +1666,8 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
     srv->beat = blob_new(2);
     if (srv->beat)
         memcpy(srv->beat->data, ":\n", 2);
-    if (!srv->beat || !srv->bind_address || (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) || !srv->http ||
-        !srv->scratch || !srv->heartbeat) {
+    if (!srv->beat || !srv->bind_address || (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) ||
+        !srv->http || !srv->scratch || !srv->heartbeat) {
         slog(srv, LD__LOG_ERROR, "server: out of memory");
         ld__server_free(srv);
         return NULL;
@@ -1672,8 +1678,8 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
     evhttp_set_max_headers_size(srv->http, (ev_ssize_t)(4 * (srv->o.max_uri + srv->o.max_headers)));
     evhttp_set_max_body_size(srv->http, (ev_ssize_t)(4 * srv->o.max_body));
     evhttp_set_timeout(srv->http, srv->o.timeout_s);
-    srv->sock = evhttp_bind_socket_with_handle(srv->http, srv->o.bind_address,
-                                               (ev_uint16_t)srv->o.port);
+    srv->sock =
+        evhttp_bind_socket_with_handle(srv->http, srv->o.bind_address, (ev_uint16_t)srv->o.port);
     if (!srv->sock) {
         slog(srv, LD__LOG_ERROR, "cannot listen on %s port %d: %s", srv->o.bind_address,
              srv->o.port, strerror(errno));

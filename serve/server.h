@@ -43,12 +43,7 @@
 struct event_base;
 
 /* Log levels: a message is logged when its level is <= the option's. */
-enum ld__log_level {
-    LD__LOG_ERROR = 0,
-    LD__LOG_WARN = 1,
-    LD__LOG_INFO = 2,
-    LD__LOG_DEBUG = 3
-};
+enum ld__log_level { LD__LOG_ERROR = 0, LD__LOG_WARN = 1, LD__LOG_INFO = 2, LD__LOG_DEBUG = 3 };
 
 /* "error", "warn", "info", "debug"; NULL for another value. */
 const char *ld__log_level_name(int level);
@@ -102,12 +97,12 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
 
 /* Statistics, for tests and /status. */
 struct ld__server_stats {
-    uint64_t requests;       /* requests answered (streams included) */
-    uint64_t connections;    /* open connections */
-    uint64_t streams;        /* open streams */
+    uint64_t requests;        /* requests answered (streams included) */
+    uint64_t connections;     /* open connections */
+    uint64_t streams;         /* open streams */
     uint64_t streams_dropped; /* slow readers dropped */
-    uint64_t pending;        /* requests waiting for their futures */
-    uint64_t serializations; /* collection bodies serialized (cache misses) */
+    uint64_t pending;         /* requests waiting for their futures */
+    uint64_t serializations;  /* collection bodies serialized (cache misses) */
 };
 void ld__server_stats(const ld__server *srv, struct ld__server_stats *out);
 

@@ -493,8 +493,9 @@ START_TEST(test_server_side_endpoints_need_the_sdk_key)
 {
     struct fix x;
     start(&x);
-    const char *paths[] = {"/sdk/latest-all", "/sdk/latest-flags", "/sdk/latest-flags/f1",
-                           "/sdk/latest-segments", "/sdk/latest-segments/s1", "/all"};
+    const char *paths[] = {"/sdk/latest-all",         "/sdk/latest-flags",
+                           "/sdk/latest-flags/f1",    "/sdk/latest-segments",
+                           "/sdk/latest-segments/s1", "/all"};
     const char *bad[] = {NULL, "", "sdk-test-ke", "sdk-test-key2", "api_key wrong", "Bearer x"};
     for (size_t i = 0; i < 6; i++)
         for (size_t b = 0; b < 6; b++) {
@@ -556,8 +557,15 @@ START_TEST(test_unknown_paths_and_methods)
 {
     struct fix x;
     start(&x);
-    const char *missing[] = {"/", "/nope", "/sdk", "/sdk/latest-all/x", "/sdk/latest-flags/a/b",
-                             "/sdk/evalx/env", "/sdk/evalx/env/contexts", "/all/x", "/a/b/c/d/e/f/g/h",
+    const char *missing[] = {"/",
+                             "/nope",
+                             "/sdk",
+                             "/sdk/latest-all/x",
+                             "/sdk/latest-flags/a/b",
+                             "/sdk/evalx/env",
+                             "/sdk/evalx/env/contexts",
+                             "/all/x",
+                             "/a/b/c/d/e/f/g/h",
                              "/sdk/evalx//contexts/eyJrZXkiOiJ1MSJ9"};
     for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
         struct resp r;
@@ -606,11 +614,11 @@ START_TEST(test_bad_encodings_are_400)
         "/sdk/latest-flags/a%",
         "/sdk/latest-flags/a%00b",
         "/sdk/latest-all?x=%g1",
-        "/sdk/evalx/env/contexts/!!!!",     /* not base64 */
-        "/sdk/evalx/env/contexts/a",        /* a length base64 cannot have */
-        "/sdk/evalx/env/contexts/bm90IGpzb24", /* "not json" */
-        "/sdk/evalx/env/contexts/eyJraW5kIjoidXNlciJ9", /* {"kind":"user"}: no key */
-        "/sdk/evalx/env/contexts/WzEsMl0",              /* [1,2] */
+        "/sdk/evalx/env/contexts/!!!!",                            /* not base64 */
+        "/sdk/evalx/env/contexts/a",                               /* a length base64 cannot have */
+        "/sdk/evalx/env/contexts/bm90IGpzb24",                     /* "not json" */
+        "/sdk/evalx/env/contexts/eyJraW5kIjoidXNlciJ9",            /* {"kind":"user"}: no key */
+        "/sdk/evalx/env/contexts/WzEsMl0",                         /* [1,2] */
         "/sdk/evalx/env/contexts/eyJrZXkiOiJ1MSIsImtleSI6InUyIn0", /* duplicate key */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -942,8 +950,7 @@ END_TEST
 
 static char *b64url(const char *s)
 {
-    static const char abc[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     size_t n = strlen(s);
     char *out = malloc(n * 4 / 3 + 4);
     ck_assert_ptr_nonnull(out);
@@ -978,7 +985,8 @@ static void expect_evalx(struct fix *x, const char *ctx_text, bool reasons, json
     ck_assert_ptr_null(json_object_get(got, "f3")); /* not for client-side SDKs */
     const char *key;
     json_t *m;
-    json_object_foreach (meta, key, m) {
+    json_object_foreach(meta, key, m)
+    {
         json_t *g = json_object_get(got, key);
         ck_assert_msg(g != NULL, "%s missing", key);
         ck_assert_msg(json_equal(json_object_get(g, "value"), json_object_get(state, key)),
@@ -1196,8 +1204,8 @@ START_TEST(test_close_with_streams_and_requests_pending)
     }
     /* a client that gives up while its request waits */
     struct raw gone;
-    static const char req[] = "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
-                              "\r\n\r\n";
+    static const char req[] =
+        "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     raw_open(&gone, x.port);
     raw_send(&gone, req, sizeof req - 1);
     struct ld__server_stats st;
@@ -1278,8 +1286,8 @@ START_TEST(test_free_with_requests_pending_and_no_close)
     start_with(&x, NULL, true);
     x.later->hold = true;
     struct raw a, s;
-    static const char req[] = "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
-                              "\r\n\r\n";
+    static const char req[] =
+        "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     raw_open(&a, x.port);
     raw_send(&a, req, sizeof req - 1);
     stream_open(&x, &s);
