@@ -304,6 +304,20 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    /* and never accept more connections than there are descriptors (an
+     * accept failing with EMFILE is retried by libevent at once, forever):
+     * keep 64 for the files, the listener and libevent */
+    long max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                       ? (long)rl.rlim_cur - 64
+                       : 1000000;
+    if (max_fds < 1)
+        max_fds = 1;
+    long want = maxconn ? maxconn : 10240;
+    if (want > max_fds) {
+        logf_(&app, LD__LOG_WARN, "--max-connections %ld: only %ld file descriptors: serving %ld",
+              want, max_fds + 64, max_fds);
+        maxconn = max_fds;
+    }
     /* threads: the file data source parses on a worker thread */
     if (evthread_use_pthreads() != 0)
         logf_(&app, LD__LOG_WARN, "no libevent threading: files are parsed on the loop");
@@ -350,9 +364,10 @@ int main(int argc, char **argv)
         logf_(&app, LD__LOG_WARN,
               "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
               "endpoints answer anyone");
-    logf_(&app, LD__LOG_INFO, "try: curl%s%s%s http://%s:%d/sdk/latest-all",
-          key && key[0] ? " -H 'Authorization: " : "", key && key[0] ? key : "",
-          key && key[0] ? "'" : "", bind, ld__server_port(app.srv));
+    /* (the key itself stays out of the log) */
+    logf_(&app, LD__LOG_INFO, "try: curl%s http://%s:%d/sdk/latest-all",
+          key && key[0] ? " -H \"Authorization: $LDASYNC_SDK_KEY\"" : "", bind,
+          ld__server_port(app.srv));
     ld_future_on_complete(ld_data_system_ready(app.ds), on_ready, &app);
     app.sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
     app.sigterm = evsignal_new(app.base, SIGTERM, on_signal, &app);
