@@ -745,6 +745,7 @@ struct stream {
     ld_future *fut;          /* the data of the put, while it is fetched */
     bool started;
     bool dropping;
+    bool overflow; /* events were lost before the put: refused */
     struct conn *conn;
 };
 
@@ -842,10 +843,12 @@ static void stream_put_done(ld_future *f, void *arg)
         c = coll_get(srv, COLL_ALL, ld_future_json(ld_future_all_get(f, 0)),
                      ld_future_json(ld_future_all_get(f, 1)));
     struct blob *put = c ? coll_put(c) : NULL;
-    if (!put) {
+    if (!put || s->overflow) {
         stream_unlink(srv, s);
         s->conn->stream = NULL;
-        if (ld_future_error(f) == LD_ECANCELED || srv->closing)
+        if (put)
+            send_error(srv, s->req, 503, "too many changes while connecting: try again", F_CLOSE);
+        else if (ld_future_error(f) == LD_ECANCELED || srv->closing)
             send_error(srv, s->req, 503, "server closing", F_CLOSE);
         else
             send_error(srv, s->req, 500,
@@ -928,10 +931,13 @@ static void broadcast(ld__server *srv, struct blob *b)
         if (s->started) {
             stream_send(s, b);
         } else {
+            /* a change lost would go unseen: past the bound (or without
+             * memory) the stream is refused once its put is ready */
             if (!s->queued)
                 s->queued = evbuffer_new();
-            if (s->queued && evbuffer_get_length(s->queued) + b->len <= srv->o.max_stream_buffer)
-                blob_add(s->queued, b);
+            if (!s->queued || evbuffer_get_length(s->queued) + b->len > srv->o.max_stream_buffer ||
+                blob_add(s->queued, b) != 0)
+                s->overflow = true;
         }
     }
 }

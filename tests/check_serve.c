@@ -852,6 +852,35 @@ START_TEST(test_stream_gets_changes_made_before_its_put_after_it)
 }
 END_TEST
 
+START_TEST(test_stream_losing_changes_before_its_put_is_refused)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 4096;
+    start_with(&x, &o, true);
+    x.later->hold = true;
+    struct raw r;
+    stream_open(&x, &r);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams == 0);
+    char key[32];
+    for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
+        snprintf(key, sizeof key, "k%d", i);
+        ld__server_changed(x.srv, ld_kind_features(), key, 2, NULL);
+    }
+    ld_test_later_release(x.later);
+    x.later->hold = false;
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 503);
+    ck_assert_ptr_null(strstr(raw_text(&r), "event: put"));
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_stream_heartbeats)
 {
     struct fix x;
@@ -1348,6 +1377,7 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_stream_sends_put_then_patch_and_delete);
     tcase_add_test(tc, test_stream_gets_changes_made_before_its_put_after_it);
+    tcase_add_test(tc, test_stream_losing_changes_before_its_put_is_refused);
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
