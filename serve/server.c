@@ -184,6 +184,17 @@ struct coll {
 };
 enum { COLL_ALL, COLL_FLAGS, COLL_SEGMENTS, N_COLL };
 
+/* The serialized bodies of single items, by the item's JSON object (a
+ * reference held, so that its address cannot be reused): a direct-mapped
+ * cache, so it holds at most ICACHE_SLOTS items that the store may have
+ * let go of already. */
+#define ICACHE_SLOTS 1024
+struct icache {
+    json_t *item;
+    struct blob *body;
+    char etag[24];
+};
+
 struct ld__server {
     struct event_base *base;
     ld_store *store;
@@ -204,6 +215,7 @@ struct ld__server {
     struct sreq *pending; /* requests waiting for a future */
     struct stream *streams;
     struct coll coll[N_COLL];
+    struct icache items[ICACHE_SLOTS];
     double started;
     bool closing;
     ld_future *close_fut;
@@ -713,6 +725,33 @@ static struct coll *coll_get(ld__server *srv, int which, json_t *a, json_t *b)
     return c;
 }
 
+static void icache_clear(struct icache *ic)
+{
+    json_decref(ic->item);
+    blob_unref(ic->body);
+    ic->item = NULL;
+    ic->body = NULL;
+}
+
+/* The cache entry of `item`, made if needed; NULL when memory ran out. */
+static struct icache *icache_get(ld__server *srv, json_t *item)
+{
+    uintptr_t v = (uintptr_t)item;
+    v ^= v >> 17;
+    v *= 0x9e3779b97f4a7c15ULL;
+    struct icache *ic = &srv->items[(v >> 32) % ICACHE_SLOTS];
+    if (ic->item == item)
+        return ic;
+    icache_clear(ic);
+    struct blob *b = blob_json(item);
+    if (!b)
+        return NULL;
+    ic->item = json_incref(item);
+    ic->body = b;
+    make_etag(ic->etag, b->data, b->len);
+    return ic;
+}
+
 /* The stream's put event of the COLL_ALL cache entry. */
 static struct blob *coll_put(struct coll *c)
 {
@@ -1130,15 +1169,12 @@ static void sreq_done(ld_future *f, void *arg)
                            0);
                 break;
             }
-            struct blob *b = blob_json(item);
-            if (!b) {
+            struct icache *ic = icache_get(srv, item);
+            if (!ic) {
                 send_error(srv, req, 500, "out of memory", 0);
                 break;
             }
-            char etag[24];
-            make_etag(etag, b->data, b->len);
-            send_cacheable(srv, req, b, etag);
-            blob_unref(b);
+            send_cacheable(srv, req, ic->body, ic->etag);
             break;
         }
         case R_EVALX: {
@@ -1806,6 +1842,8 @@ void ld__server_free(ld__server *srv)
     blob_unref(srv->beat);
     for (int i = 0; i < N_COLL; i++)
         coll_clear(&srv->coll[i]);
+    for (int i = 0; i < ICACHE_SLOTS; i++)
+        icache_clear(&srv->items[i]);
     if (srv->close_fut) {
         if (ld_future_is_pending(srv->close_fut))
             ld_future_fulfill(srv->close_fut);
