@@ -15,8 +15,10 @@
 #include <check.h>
 #include <event2/event.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
@@ -945,6 +947,340 @@ CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teard
            PATH(NULL, act_mock_update_processor, NULL), PATH(NULL, act_mock_big_segments, NULL),
            PATH(NULL, act_mock_synchronizer, NULL), PATH(NULL, act_mock_initializer, NULL))
 
+/* ---- the file data source ------------------------------------------------ */
+/* No libevent threading in this program: the files are read on the loop,
+ * so the Nth allocation is the same one in every run. */
+
+static char g_file_dir[64];
+static char g_file_path[3][128];
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void file_setup(void)
+{
+    strcpy(g_file_dir, "/tmp/ldasync-chaos-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_file_dir));
+    for (int i = 0; i < 3; i++)
+        snprintf(g_file_path[i], sizeof(g_file_path[i]), "%s/%d.json", g_file_dir, i);
+    write_file(g_file_path[0],
+               "{\"flags\": {\"a\": {\"on\": true, \"variations\": [1, 2]}, \"b\": {\"key\": \"b\", "
+               "\"version\": 3}}, \"flagValues\": {\"v\": \"x\"}, \"segments\": {\"s\": "
+               "{\"included\": [\"u\"]}}}");
+    write_file(g_file_path[1], "{\"flagValues\": {\"w\": [1, {\"z\": null}]}}");
+    write_file(g_file_path[2], "{\"flags\": {\"c\": {}},\n \"segments\": {\"t\": [}}");
+}
+
+static void file_teardown(void)
+{
+    for (int i = 0; i < 3; i++)
+        unlink(g_file_path[i]);
+    rmdir(g_file_dir);
+}
+
+static void act_file_fetch(void)
+{
+    const char *paths[] = {g_file_path[0], g_file_path[1]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 2);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    if (!failed_with_enomem(f)) {
+        ck_assert_msg(ld_future_is_fulfilled(f), "%s (N=%ld)", ld_future_error_message(f),
+                      g_fail_at);
+        const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
+        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 5);
+        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 1)), 3);
+    }
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+static void act_file_fetch_error(void)
+{
+    const char *paths[] = {g_file_path[1], g_file_path[2]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 2);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    settle(f);
+    if (ld_future_error(f) != LD_ENOMEM) {
+        ck_assert_msg(ld_future_error(f) == LD_EPARSE, "%s: %s (N=%ld)",
+                      ld_err_name(ld_future_error(f)), ld_future_error_message(f), g_fail_at);
+        /* the message, or the bare strerror text when it could not be made */
+        const char *msg = ld_future_error_message(f);
+        ck_assert_msg(strstr(msg, ":2:") || strcmp(msg, ld_strerror(LD_EPARSE)) == 0, "%s", msg);
+    }
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+static void act_file_free_pending(void)
+{
+    const char *paths[] = {g_file_path[0]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    ld_initializer_free(in);
+    settle(f);
+    ck_assert(ld_future_error(f) == LD_ECANCELED || ld_future_error(f) == LD_ENOMEM);
+    ld_future_unref(f);
+}
+
+/* A synchronizer's first update: without memory it reads again after a
+ * quiet time, so this waits (the loop blocks for that time) instead of
+ * spinning. */
+static void act_file_sync_first(void)
+{
+    const char *paths[] = {g_file_path[0], g_file_path[1]};
+    ld_synchronizer *sy = ld_file_synchronizer_new(B, paths, 2, 10);
+    if (!sy)
+        return;
+    ld_future *f = ld_synchronizer_next(sy);
+    ck_assert_int_eq(ld_future_wait(f), 0);
+    if (!failed_with_enomem(f)) {
+        const ld_fdv2_update *u = ld_fdv2_future_update(f);
+        ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_VALID);
+        ck_assert_uint_eq(ld_fdv2_change_set_count(ld_fdv2_update_change_set(u)), 5);
+    }
+    ld_future_unref(f);
+    ld_synchronizer_free(sy);
+}
+
+CHAOS_TEST(test_chaos_file_source, PATH(file_setup, act_file_fetch, file_teardown),
+           PATH(file_setup, act_file_fetch_error, file_teardown),
+           PATH(file_setup, act_file_free_pending, file_teardown),
+           PATH(file_setup, act_file_sync_first, file_teardown))
+/* ---- the data system ----------------------------------------------------- */
+
+static ld_initializer *g_init;
+static ld_synchronizer *g_sync;
+static int g_changes;
+
+static void count_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                         const json_t *item, void *arg)
+{
+    (void)ds, (void)kind, (void)key, (void)version, (void)item, (void)arg;
+    g_changes++;
+}
+
+static void count_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+{
+    (void)ds, (void)st, (void)arg;
+    g_heard++;
+}
+
+/* A change set of `intent` with puts of foo and baz at `version`, and a
+ * delete of bar. */
+static ld_fdv2_change_set *ds_change_set(enum ld_fdv2_intent intent, int version)
+{
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, intent), 0);
+    const char *keys[] = {"foo", "baz"};
+    for (int i = 0; i < 2; i++) {
+        json_t *f = feature(keys[i], version);
+        ck_assert_int_eq(
+            ld_fdv2_change_set_builder_add_put(b, ld_kind_features(), keys[i], version, f), 0);
+        json_decref(f);
+    }
+    ck_assert_int_eq(ld_fdv2_change_set_builder_add_delete(b, ld_kind_features(), "bar", version),
+                     0);
+    ld_fdv2_change_set *cs = NULL;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
+    ld_fdv2_change_set_builder_free(b);
+    return cs;
+}
+
+/* The store holds foo and bar; a mock initializer with a full basis
+ * (version 20); a mock synchronizer with a full set (30) and changes (40). */
+static void ds_setup(void)
+{
+    g_make_store = ld_memory_store_new;
+    store_setup();
+    g_init = ld_mock_initializer_new(B, "i");
+    g_sync = ld_mock_synchronizer_new(B, "s");
+    ck_assert_ptr_nonnull(g_init);
+    ck_assert_ptr_nonnull(g_sync);
+    ld_fdv2_basis *basis =
+        ld_fdv2_basis_new(ds_change_set(LD_FDV2_INTENT_XFER_FULL, 20), true, NULL);
+    ck_assert_int_eq(ld_mock_initializer_set_basis(g_init, basis), 0);
+    ld_fdv2_update *u[] = {
+        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_FULL, 30), NULL,
+                           NULL),
+        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_CHANGES, 40), NULL,
+                           NULL)};
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(ld_mock_synchronizer_push_update(g_sync, u[i]), 0);
+    g_changes = g_heard = 0;
+}
+
+static void ds_teardown(void)
+{
+    ld_initializer_free(g_init); /* when the data system did not take them */
+    ld_synchronizer_free(g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    store_teardown();
+}
+
+/* The whole life: start, the basis, both updates, listeners, close, free.
+ * Whatever ran out of memory, ready completes (fulfilled, or rejected with
+ * LD_ENOMEM or LD_ECLOSED) and the close fulfils or runs out of memory. */
+static void act_data_system(void)
+{
+    ld_data_system *ds = ld_data_system_new(B, S, &g_init, 1, g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    if (!ds)
+        return;
+    int64_t id = ld_data_system_add_change_listener(ds, count_change, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    id = ld_data_system_add_status_listener(ds, count_status, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_future *ready = ld_data_system_ready(ds);
+    ck_assert_ptr_nonnull(ready);
+    flush();
+    flush();
+    ld_future *closed = ld_data_system_close(ds);
+    ck_assert_ptr_nonnull(closed);
+    settle(closed);
+    if (ld_future_is_rejected(closed))
+        ck_assert_int_eq(ld_future_error(closed), LD_ENOMEM);
+    settle(ready);
+    if (ld_future_is_rejected(ready))
+        ck_assert_msg(ld_future_error(ready) == LD_ENOMEM || ld_future_error(ready) == LD_ECLOSED,
+                      "ready rejected with %s (N=%ld)", ld_err_name(ld_future_error(ready)),
+                      g_fail_at);
+    flush();
+    ld_future_unref(closed);
+    ld_future_unref(ready);
+    ld_data_system_free(ds);
+    OFF();
+    if (g_calls < g_fail_at) { /* nothing failed: everything was applied and heard */
+        /* the basis: foo, baz, bar gone, segment s1 gone; the full set: foo, baz;
+         * the changes: foo, baz, bar */
+        ck_assert_int_eq(g_changes, 4 + 2 + 3);
+        json_t *now = contents();
+        json_t *foo = json_object_get(json_object_get(now, "features"), "foo");
+        ck_assert_int_eq(json_integer_value(json_object_get(foo, "version")), 40);
+        json_decref(now);
+    }
+    ON();
+}
+
+/* Freed with its work in flight, at every point of its life. */
+static void act_data_system_free_early(void)
+{
+    ld_data_system *ds = ld_data_system_new(B, S, &g_init, 1, g_sync);
+    g_init = NULL;
+    g_sync = NULL;
+    if (!ds)
+        return;
+    ld_data_system_add_change_listener(ds, count_change, NULL);
+    ld_future *ready = ld_data_system_ready(ds);
+    for (int i = 0; i < 3; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    ld_data_system_free(ds);
+    settle(ready);
+    ld_future_unref(ready);
+}
+
+CHAOS_TEST(test_chaos_data_system, PATH(ds_setup, act_data_system, ds_teardown),
+           PATH(ds_setup, act_data_system_free_early, ds_teardown))
+
+/* ---- the client ----------------------------------------------------------- */
+
+static ld_client_options *g_opts;
+static ld_context *g_cctx;
+
+/* Options with the data system's sources (ds_setup) and the store of the
+ * client's own; a context. */
+static void client_setup(void)
+{
+    ds_setup();
+    g_opts = ld_client_options_new();
+    ck_assert_ptr_nonnull(g_opts);
+    ck_assert_int_eq(ld_client_options_add_initializer(g_opts, g_init), 0);
+    ck_assert_int_eq(ld_client_options_set_synchronizer(g_opts, g_sync), 0);
+    g_init = NULL;
+    g_sync = NULL;
+    json_t *cj = json_pack("{s:s, s:s}", "kind", "user", "key", "u");
+    g_cctx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(g_cctx);
+}
+
+static void client_teardown(void)
+{
+    ld_client_options_free(g_opts);
+    g_opts = NULL;
+    ld_context_unref(g_cctx);
+    g_cctx = NULL;
+    ds_teardown();
+}
+
+/* A future of the client is its value, or rejected with LD_ENOMEM, or
+ * (after close) LD_ECLOSED. */
+static void client_outcome(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    settle(f);
+    if (ld_future_is_rejected(f))
+        ck_assert_msg(ld_future_error(f) == LD_ENOMEM || ld_future_error(f) == LD_ECLOSED,
+                      "rejected with %s (N=%ld)", ld_err_name(ld_future_error(f)), g_fail_at);
+}
+
+static void count_client_status(ld_client *c, const ld_ds_status *st, void *arg)
+{
+    (void)c, (void)st, (void)arg;
+    g_heard++;
+}
+
+/* New, ready, a variation of each kind, the status, close, free. */
+static void act_client(void)
+{
+    ld_client *c = ld_client_new(B, g_opts);
+    if (!c)
+        return;
+    ld_future *ready = ld_client_ready(c);
+    client_outcome(ready);
+    bool was_ready = ld_future_is_fulfilled(ready);
+    ld_future_unref(ready);
+    OFF();
+    json_t *fallback = json_string("fb");
+    ON();
+    ld_future *fs[] = {ld_client_bool_variation(c, "foo", g_cctx, false),
+                       ld_client_int_variation(c, "foo", g_cctx, 5),
+                       ld_client_number_variation(c, "foo", g_cctx, 1.5),
+                       ld_client_string_variation(c, "foo", g_cctx, "x"),
+                       ld_client_json_variation(c, "foo", g_cctx, fallback),
+                       ld_client_variation_detail(c, "foo", g_cctx, LD_VALUE_BOOL, NULL),
+                       ld_client_all_flags(c, g_cctx, 0)};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        client_outcome(fs[i]);
+        if (i == 5 && was_ready && ld_future_is_fulfilled(fs[i])) /* foo's fallthrough is {} */
+            ck_assert_int_eq(ld_detail_error(ld_future_ptr(fs[i])), LD_EVAL_ERROR_MALFORMED_FLAG);
+        ld_future_unref(fs[i]);
+    }
+    ld_ds_status st;
+    ck_assert_int_eq(ld_client_data_source_status(c, &st), 0);
+    int64_t id = ld_client_add_status_listener(c, count_client_status, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_future *closed = ld_client_close(c);
+    client_outcome(closed);
+    ld_future_unref(closed);
+    ld_client_free(c);
+}
+
+CHAOS_TEST(test_chaos_client, PATH(client_setup, act_client, client_teardown))
+
 /* ---- the hooks themselves ------------------------------------------------ */
 
 START_TEST(test_set_alloc_funcs_all_or_none)
@@ -1400,6 +1736,9 @@ static Suite *chaos_suite(void)
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
+    add_case(s, "file_source", chaos_setup, test_chaos_file_source);
+    add_case(s, "data_system", chaos_setup, test_chaos_data_system);
+    add_case(s, "client", chaos_setup, test_chaos_client);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;

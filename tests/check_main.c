@@ -25,6 +25,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_big_segments());
     srunner_add_suite(runner, ld_suite_bucket());
     srunner_add_suite(runner, ld_suite_fdv2());
+    srunner_add_suite(runner, ld_suite_file_source());
     srunner_add_suite(runner, ld_suite_processor());
     srunner_add_suite(runner, ld_suite_fronts());
     srunner_add_suite(runner, ld_suite_contract());
@@ -33,6 +34,9 @@ int main(void)
     srunner_add_suite(runner, ld_suite_eval_ops());
     srunner_add_suite(runner, ld_suite_eval());
     srunner_add_suite(runner, ld_suite_eval_attack());
+    srunner_add_suite(runner, ld_suite_serve());
+    srunner_add_suite(runner, ld_suite_data_system());
+    srunner_add_suite(runner, ld_suite_client());
 
     srunner_run_all(runner, CK_ENV);
     int failed = srunner_ntests_failed(runner);

@@ -21,6 +21,7 @@ Suite *ld_suite_sink(void);         /* check_sink.c */
 Suite *ld_suite_big_segments(void); /* check_big_segments.c */
 Suite *ld_suite_bucket(void);       /* check_bucket.c */
 Suite *ld_suite_fdv2(void);         /* check_fdv2.c */
+Suite *ld_suite_file_source(void);  /* check_file_source.c */
 Suite *ld_suite_processor(void);    /* check_processor.c */
 Suite *ld_suite_fronts(void);       /* check_fronts.c */
 Suite *ld_suite_contract(void);     /* check_contract.c */
@@ -29,5 +30,8 @@ Suite *ld_suite_mocks2(void);       /* check_mocks2.c */
 Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
 Suite *ld_suite_eval(void);         /* check_eval.c */
 Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
+Suite *ld_suite_serve(void);        /* check_serve.c */
+Suite *ld_suite_data_system(void);  /* check_data_system.c */
+Suite *ld_suite_client(void);       /* check_client.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -9,11 +9,14 @@
 
 #include <ldasync/alloc.h>
 #include <ldasync/big_segments.h>
+#include <ldasync/client.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
+#include <ldasync/data_system.h>
 #include <ldasync/error.h>
 #include <ldasync/eval.h>
 #include <ldasync/fdv2.h>
+#include <ldasync/file_source.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
 #include <ldasync/processor.h>

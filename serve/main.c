@@ -1,0 +1,402 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync-serve: serves LaunchDarkly flag data files to LaunchDarkly SDKs.
+ *
+ * The files (--data, LaunchDarkly's flag data file format) are read by the
+ * file data source into an in-memory store through the data system, and
+ * watched: every change reaches the store, and the streams as patch and
+ * delete events. serve/server.c answers the requests.
+ *
+ *   memory store <- data system (file initializer, file synchronizer)
+ *                        | change listener -> ld__server_changed()
+ *                        | status          -> /status
+ *   evaluator (on the store) -> evalx
+ *
+ * SIGINT or SIGTERM: the server closes (streams ended, waiting requests
+ * answered), then the data system, then the store; everything is freed.
+ * A second signal stops at once (still freeing everything).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <ldasync/ldasync.h>
+
+#include "server.h"
+
+struct app {
+    struct event_base *base;
+    ld_store *store;
+    ld_data_system *ds;
+    ld_evaluator *ev;
+    ld__server *srv;
+    struct event *sigint, *sigterm;
+    int log_level;
+    int signals;
+    int exit_code;
+};
+
+static void log_line(int level, const char *line, void *arg)
+{
+    struct app *app = arg;
+    if (level > app->log_level)
+        return;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03dZ %-5s %s\n", when, (int)(tv.tv_usec / 1000), ld__log_level_name(level),
+            line);
+}
+
+LD_PRINTF(3, 4) static void logf_(struct app *app, int level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log_line(level, line, app);
+}
+
+static void usage(FILE *to)
+{
+    fputs("Usage: ldasync-serve --data FILE [--data FILE ...] [OPTION...]\n"
+          "Serves LaunchDarkly flag data files to LaunchDarkly SDKs: server-side polling\n"
+          "(/sdk/latest-all, /sdk/latest-flags[/KEY], /sdk/latest-segments[/KEY]),\n"
+          "streaming (/all), client-side evaluation (/sdk/evalx/ENV/contexts/CONTEXT and\n"
+          "REPORT /sdk/evalx/ENV/context) and /status. The files are watched: changes are\n"
+          "served at once and streamed as patch and delete events.\n"
+          "\n"
+          "  --data FILE            a flag data file (JSON: \"flags\", \"flagValues\",\n"
+          "                         \"segments\"); repeatable, the files merge\n"
+          "  --port N               the TCP port (default 8030; 0: any free port)\n"
+          "  --bind ADDRESS         the address to listen on (default 127.0.0.1)\n"
+          "  --sdk-key KEY          the SDK key server-side requests must send in\n"
+          "                         Authorization (default: $LDASYNC_SDK_KEY; none: no key\n"
+          "                         is asked for)\n"
+          "  --max-connections N    connections served at once (default 10240)\n"
+          "  --heartbeat SECONDS    a comment on every stream this often (default 60)\n"
+          "  --poll-interval MS     how often to look at the files where they cannot be\n"
+          "                         watched (default 1000)\n"
+          "  --log-level LEVEL      error, warn, info (default) or debug (one line per\n"
+          "                         request)\n"
+          "  --help                 this text\n"
+          "  --version              the version\n",
+          to);
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                      const json_t *item, void *arg)
+{
+    (void)ds;
+    struct app *app = arg;
+    if (app->srv)
+        ld__server_changed(app->srv, kind, key, version, item);
+}
+
+static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+{
+    (void)ds;
+    struct app *app = arg;
+    const char *state = ld_ds_state_name(st->state);
+    if (st->error && st->state != LD_DS_STATE_VALID)
+        logf_(app, LD__LOG_WARN, "data source %s: %s: %s", state ? state : "?",
+              ld_ds_error_kind_name(st->error->kind), st->error->message);
+    else
+        logf_(app, LD__LOG_INFO, "data source %s", state ? state : "?");
+}
+
+static int status_of(ld_ds_status *out, void *arg)
+{
+    struct app *app = arg;
+    return app->ds ? ld_data_system_status(app->ds, out) : LD_EINVAL;
+}
+
+static void on_ready(ld_future *f, void *arg)
+{
+    struct app *app = arg;
+    if (ld_future_is_fulfilled(f))
+        logf_(app, LD__LOG_INFO, "flag data loaded");
+    else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
+        logf_(app, LD__LOG_ERROR, "no flag data: %s (serving an empty store)",
+              ld_future_error_message(f));
+}
+
+/* Shutdown, one step after the other: server, data system, store. */
+static void store_closed(ld_future *f, void *arg)
+{
+    (void)f;
+    struct app *app = arg;
+    logf_(app, LD__LOG_INFO, "stopped");
+    event_base_loopexit(app->base, NULL);
+}
+
+static void ds_closed(ld_future *f, void *arg)
+{
+    (void)f;
+    struct app *app = arg;
+    ld_future_on_complete(ld_store_close(app->store), store_closed, app);
+}
+
+static void server_closed(ld_future *f, void *arg)
+{
+    (void)f;
+    struct app *app = arg;
+    ld_future_on_complete(ld_data_system_close(app->ds), ds_closed, app);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct app *app = arg;
+    if (app->signals++ > 0) {
+        logf_(app, LD__LOG_WARN, "signal %d again: stopping now", (int)sig);
+        event_base_loopbreak(app->base);
+        return;
+    }
+    logf_(app, LD__LOG_INFO, "signal %d: shutting down", (int)sig);
+    ld_future_on_complete(ld__server_close(app->srv), server_closed, app);
+}
+
+/* Runs what is queued (future.h's lifetime rule) without blocking. */
+static void drain(struct event_base *base)
+{
+    for (int i = 0; i < 1000; i++)
+        if (event_base_loop(base, EVLOOP_NONBLOCK) == 1)
+            break;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        O_DATA = 1,
+        O_PORT,
+        O_BIND,
+        O_KEY,
+        O_MAXCONN,
+        O_HEARTBEAT,
+        O_POLL,
+        O_LOG,
+        O_HELP,
+        O_VERSION
+    };
+    static const struct option opts[] = {{"data", required_argument, NULL, O_DATA},
+                                         {"port", required_argument, NULL, O_PORT},
+                                         {"bind", required_argument, NULL, O_BIND},
+                                         {"sdk-key", required_argument, NULL, O_KEY},
+                                         {"max-connections", required_argument, NULL, O_MAXCONN},
+                                         {"heartbeat", required_argument, NULL, O_HEARTBEAT},
+                                         {"poll-interval", required_argument, NULL, O_POLL},
+                                         {"log-level", required_argument, NULL, O_LOG},
+                                         {"help", no_argument, NULL, O_HELP},
+                                         {"version", no_argument, NULL, O_VERSION},
+                                         {NULL, 0, NULL, 0}};
+    struct app app = {0};
+    app.log_level = LD__LOG_INFO;
+    const char **paths = calloc((size_t)argc, sizeof *paths);
+    size_t n_paths = 0;
+    long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000;
+    const char *bind = "127.0.0.1";
+    const char *key = getenv("LDASYNC_SDK_KEY");
+    if (!paths)
+        return 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DATA:
+            paths[n_paths++] = optarg;
+            break;
+        case O_PORT:
+            if (parse_int(optarg, 0, 65535, &port) != 0) {
+                fprintf(stderr, "ldasync-serve: --port: not a port: %s\n", optarg);
+                free(paths);
+                return 2;
+            }
+            break;
+        case O_BIND:
+            bind = optarg;
+            break;
+        case O_KEY:
+            key = optarg;
+            break;
+        case O_MAXCONN:
+            if (parse_int(optarg, 1, 1000000, &maxconn) != 0) {
+                fprintf(stderr, "ldasync-serve: --max-connections: 1 to 1000000: %s\n", optarg);
+                free(paths);
+                return 2;
+            }
+            break;
+        case O_HEARTBEAT:
+            if (parse_int(optarg, 1, 86400, &heartbeat) != 0) {
+                fprintf(stderr, "ldasync-serve: --heartbeat: 1 to 86400 seconds: %s\n", optarg);
+                free(paths);
+                return 2;
+            }
+            break;
+        case O_POLL:
+            if (parse_int(optarg, 1, 86400000, &poll_ms) != 0) {
+                fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n", optarg);
+                free(paths);
+                return 2;
+            }
+            break;
+        case O_LOG:
+            app.log_level = ld__log_level_parse(optarg);
+            if (app.log_level < 0) {
+                fprintf(stderr, "ldasync-serve: --log-level: error, warn, info or debug: %s\n",
+                        optarg);
+                free(paths);
+                return 2;
+            }
+            break;
+        case O_HELP:
+            usage(stdout);
+            free(paths);
+            return 0;
+        case O_VERSION:
+            printf("ldasync-serve (ldasync) %s\n", ld_version_string());
+            free(paths);
+            return 0;
+        default:
+            usage(stderr);
+            free(paths);
+            return 2;
+        }
+    }
+    if (optind < argc || n_paths == 0) {
+        fprintf(stderr,
+                optind < argc ? "ldasync-serve: unexpected argument: %s\n"
+                              : "ldasync-serve: no --data file%s\n",
+                optind < argc ? argv[optind] : "");
+        usage(stderr);
+        free(paths);
+        return 2;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    /* one file descriptor per connection: take what the hard limit allows */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* and never accept more connections than there are descriptors (an
+     * accept failing with EMFILE is retried by libevent at once, forever):
+     * keep 64 for the files, the listener and libevent */
+    long max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                       ? (long)rl.rlim_cur - 64
+                       : 1000000;
+    if (max_fds < 1)
+        max_fds = 1;
+    long want = maxconn ? maxconn : 10240;
+    if (want > max_fds) {
+        logf_(&app, LD__LOG_WARN, "--max-connections %ld: only %ld file descriptors: serving %ld",
+              want, max_fds + 64, max_fds);
+        maxconn = max_fds;
+    }
+    /* threads: the file data source parses on a worker thread */
+    if (evthread_use_pthreads() != 0)
+        logf_(&app, LD__LOG_WARN, "no libevent threading: files are parsed on the loop");
+    app.base = event_base_new();
+    app.store = app.base ? ld_memory_store_new(app.base) : NULL;
+    ld_initializer *init = app.store ? ld_file_initializer_new(app.base, paths, n_paths) : NULL;
+    ld_synchronizer *sync =
+        init ? ld_file_synchronizer_new(app.base, paths, n_paths, (int64_t)poll_ms) : NULL;
+    if (!init || !sync) {
+        logf_(&app, LD__LOG_ERROR, "cannot start (out of memory?)");
+        ld_initializer_free(init);
+        ld_synchronizer_free(sync);
+        app.exit_code = 1;
+        goto out;
+    }
+    app.ds = ld_data_system_new(app.base, app.store, &init, 1, sync);
+    app.ev = ld_evaluator_new(app.store);
+    if (!app.ds || !app.ev || ld_data_system_add_change_listener(app.ds, on_change, &app) <= 0 ||
+        ld_data_system_add_status_listener(app.ds, on_status, &app) <= 0) {
+        logf_(&app, LD__LOG_ERROR, "cannot start (out of memory?)");
+        app.exit_code = 1;
+        goto out;
+    }
+    struct ld__server_options o = {0};
+    o.bind_address = bind;
+    o.port = (int)port;
+    o.sdk_key = key;
+    o.max_connections = (int)maxconn;
+    o.heartbeat_ms = (int)heartbeat * 1000;
+    o.log_level = app.log_level;
+    o.log_level_set = 1;
+    o.log = log_line;
+    o.log_arg = &app;
+    o.status = status_of;
+    o.status_arg = &app;
+    app.srv = ld__server_new(app.base, app.store, app.ev, &o);
+    if (!app.srv) {
+        app.exit_code = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < n_paths; i++)
+        logf_(&app, LD__LOG_INFO, "data file: %s", paths[i]);
+    if (!key || !key[0])
+        logf_(&app, LD__LOG_WARN,
+              "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
+              "endpoints answer anyone");
+    /* (the key itself stays out of the log) */
+    logf_(&app, LD__LOG_INFO, "try: curl%s http://%s:%d/sdk/latest-all",
+          key && key[0] ? " -H \"Authorization: $LDASYNC_SDK_KEY\"" : "", bind,
+          ld__server_port(app.srv));
+    ld_future_on_complete(ld_data_system_ready(app.ds), on_ready, &app);
+    app.sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
+    app.sigterm = evsignal_new(app.base, SIGTERM, on_signal, &app);
+    if (!app.sigint || !app.sigterm || event_add(app.sigint, NULL) != 0 ||
+        event_add(app.sigterm, NULL) != 0) {
+        logf_(&app, LD__LOG_ERROR, "cannot catch signals");
+        app.exit_code = 1;
+        goto out;
+    }
+    event_base_dispatch(app.base);
+
+out:
+    if (app.sigint)
+        event_free(app.sigint);
+    if (app.sigterm)
+        event_free(app.sigterm);
+    ld__server_free(app.srv);
+    app.srv = NULL;
+    ld_data_system_free(app.ds);
+    app.ds = NULL;
+    ld_evaluator_free(app.ev);
+    if (app.base)
+        drain(app.base);
+    ld_store_free(app.store);
+    if (app.base) {
+        drain(app.base);
+        event_base_free(app.base);
+    }
+    libevent_global_shutdown();
+    free(paths);
+    return app.exit_code;
+}

@@ -1,0 +1,122 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * serve/server.h: the HTTP server of ldasync-serve (internal, not installed).
+ *
+ * An evhttp server that serves the data of an ld_store over LaunchDarkly's
+ * protocols, so that LaunchDarkly SDKs can use it as their data source, and
+ * evaluates flags for client-side SDKs with an ld_evaluator:
+ *
+ *   GET /sdk/latest-all              {"flags": {..}, "segments": {..}}     (SDK key)
+ *   GET /sdk/latest-flags            {key: flag, ...}                      (SDK key)
+ *   GET /sdk/latest-flags/{key}      the flag, 404 when absent             (SDK key)
+ *   GET /sdk/latest-segments         {key: segment, ...}                   (SDK key)
+ *   GET /sdk/latest-segments/{key}   the segment, 404 when absent          (SDK key)
+ *   GET /all                         Server-Sent Events: put, patch, delete (SDK key)
+ *   GET /sdk/evalx/{env}/contexts/{base64url context}   client-side evaluation
+ *   REPORT /sdk/evalx/{env}/context  the same, the context as the JSON body
+ *   OPTIONS on the evalx paths       CORS preflight
+ *   GET /status                      data-source status, counts, uptime (no key)
+ *
+ * Polling answers carry an ETag: a 64-bit FNV-1a hash of the body, so it is
+ * right whatever the store does; the serialized bodies of the three
+ * collections are kept while the store answers `all` with the same snapshot
+ * objects (the memory store does while nothing changed), so an unchanged
+ * collection is neither serialized nor hashed again. If-None-Match with that
+ * ETag (or "*") answers 304.
+ *
+ * The server does not know the data system: the program tells it of every
+ * change applied to the store with ld__server_changed(), which streams send
+ * as `patch` and `delete` events, and hands it a status function for
+ * /status.
+ *
+ * Everything runs on the loop of `base`; nothing blocks: each request is a
+ * chain of store or evaluator futures.
+ */
+#ifndef LDASYNC_SERVE_SERVER_H
+#define LDASYNC_SERVE_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ldasync/ldasync.h>
+
+struct event_base;
+
+/* Log levels: a message is logged when its level is <= the option's. */
+enum ld__log_level { LD__LOG_ERROR = 0, LD__LOG_WARN = 1, LD__LOG_INFO = 2, LD__LOG_DEBUG = 3 };
+
+/* "error", "warn", "info", "debug"; NULL for another value. */
+const char *ld__log_level_name(int level);
+/* The level named `name` (as above), or -1. */
+int ld__log_level_parse(const char *name);
+
+/* Receives one log line (no newline), of `level`. */
+typedef void (*ld__log_fn)(int level, const char *line, void *arg);
+
+/* Fills *out with the data-source status (as ld_data_system_status());
+ * returns 0, or a negative code when there is none. */
+typedef int (*ld__status_fn)(ld_ds_status *out, void *arg);
+
+/* Options; zero (or NULL) means the default given. Strings are copied. */
+struct ld__server_options {
+    const char *bind_address; /* "127.0.0.1" */
+    int port;                 /* 0: an ephemeral port (ld__server_port() tells it) */
+    const char *sdk_key;      /* NULL or "": server-side endpoints need no key */
+    int max_connections;      /* 10240; connections beyond get 503 and are closed */
+    size_t max_uri;           /* 8192 bytes: longer request targets get 414 */
+    size_t max_headers;       /* 16384 bytes of header lines: beyond, 431 */
+    size_t max_body;          /* 65536 bytes: larger bodies get 413 */
+    size_t max_stream_buffer; /* 1 MiB unsent on a stream: the reader is dropped */
+    int heartbeat_ms;         /* 60000: a ":" comment line on every stream */
+    int timeout_s;            /* 60: reading a request, writing a response */
+    int log_level;            /* LD__LOG_INFO unless log_level_set */
+    int log_level_set;        /* nonzero: log_level is meant (ERROR is 0) */
+    ld__log_fn log;           /* NULL: no logging */
+    void *log_arg;
+    ld__status_fn status; /* NULL: /status says the state is unknown */
+    void *status_arg;
+};
+
+typedef struct ld__server ld__server;
+
+/* Starts a server on `base` that reads `store` and evaluates with
+ * `evaluator` (both borrowed: free the server first). Binds and listens
+ * within the call. @return the server, or NULL (with a line logged) if an
+ * argument is NULL, the address cannot be bound or memory ran out. */
+ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
+                           const struct ld__server_options *options);
+
+/* The bound port (in host order). */
+int ld__server_port(const ld__server *srv);
+
+/* A change applied to the store: `item` is the item (borrowed) for a put,
+ * NULL for a delete at `version`. Streams get a `patch` or `delete` event;
+ * a stream still waiting for its `put` gets it after the put. */
+void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, int64_t version,
+                        const json_t *item);
+
+/* Statistics, for tests and /status. */
+struct ld__server_stats {
+    uint64_t requests;        /* requests answered (streams included) */
+    uint64_t connections;     /* open connections */
+    uint64_t streams;         /* open streams */
+    uint64_t streams_dropped; /* slow readers dropped */
+    uint64_t pending;         /* requests waiting for their futures */
+    uint64_t serializations;  /* collection bodies serialized (cache misses) */
+};
+void ld__server_stats(const ld__server *srv, struct ld__server_stats *out);
+
+/* Closes the server: stops listening, ends every stream, and answers the
+ * requests still waiting for their futures with 503 (their futures
+ * cancelled). Later requests on open connections get 503. @return a new
+ * reference, fulfilled from the loop once that is done; NULL if `srv` is
+ * NULL. Closing twice fulfils again. */
+ld_future *ld__server_close(ld__server *srv);
+
+/* Frees the server: closes every connection (also one whose future is
+ * pending: that future is cancelled and its result ignored). Safe right
+ * after ld__server_close(), with its future pending. NULL-safe. Let the
+ * loop run afterwards (future.h's lifetime rule) before freeing the base. */
+void ld__server_free(ld__server *srv);
+
+#endif /* LDASYNC_SERVE_SERVER_H */

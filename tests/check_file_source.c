@@ -1,0 +1,1080 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/* The file data source (file_source.h): initializer and synchronizer, on
+ * files in a mkdtemp directory. */
+#include <dirent.h>
+#include <errno.h>
+#include <event2/thread.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+#define B ld_test_base
+
+static char g_dir[64];
+static char g_path[8][512];
+
+static void make_dir(void)
+{
+    strcpy(g_dir, "/tmp/ldasync-files-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+
+static void threaded_setup(void)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0); /* before event_base_new() */
+    ld_test_setup();
+    make_dir();
+}
+
+static void unthreaded_setup(void)
+{
+    ld_test_setup();
+    make_dir();
+}
+
+static void remove_dir(void)
+{
+    DIR *d = opendir(g_dir);
+    if (d) {
+        struct dirent *e;
+        char p[600];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof(p), "%s/%s", g_dir, e->d_name);
+                unlink(p);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(g_dir);
+}
+
+static void file_teardown(void)
+{
+    ld_test_teardown();
+    remove_dir();
+}
+
+/* The path of `name` in the directory (kept in slot `slot`). */
+static const char *path_of(int slot, const char *name)
+{
+    snprintf(g_path[slot], sizeof(g_path[slot]), "%s/%s", g_dir, name);
+    return g_path[slot];
+}
+
+/* Writes `text` (with ' for ") to `path`, in place. */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (const char *p = text; *p; p++)
+        fputc(*p == '\'' ? '"' : *p, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Writes `text` to a temporary file and renames it onto `path`. */
+static void write_renamed(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.tmp~", path);
+    write_text(tmp, text);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs the loop for `ms` milliseconds. */
+static void run_for(long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_base_loopexit(B, &tv);
+    event_base_dispatch(B);
+}
+
+/* ---- reading results ----------------------------------------------------- */
+
+/* The item `key` of kind `kind` in change set `cs`, or NULL. */
+static json_t *item_in(const ld_fdv2_change_set *cs, const ld_kind *kind, const char *key)
+{
+    for (size_t i = 0; i < ld_fdv2_change_set_count(cs); i++) {
+        const ld_fdv2_change *c = ld_fdv2_change_set_get(cs, i);
+        if (ld_fdv2_change_kind(c) == kind && strcmp(ld_fdv2_change_key(c), key) == 0) {
+            ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_PUT);
+            ck_assert_int_eq(ld_fdv2_change_version(c),
+                             json_integer_value(json_object_get(ld_fdv2_change_object(c), "version")));
+            return ld_fdv2_change_object(c);
+        }
+    }
+    return NULL;
+}
+
+static json_t *flag_in(const ld_fdv2_change_set *cs, const char *key)
+{
+    return item_in(cs, ld_kind_features(), key);
+}
+
+static json_t *segment_in(const ld_fdv2_change_set *cs, const char *key)
+{
+    return item_in(cs, ld_kind_segments(), key);
+}
+
+static int64_t version_in(const ld_fdv2_change_set *cs, const char *key)
+{
+    json_t *f = flag_in(cs, key);
+    ck_assert_msg(f != NULL, "flag %s missing", key);
+    return json_integer_value(json_object_get(f, "version"));
+}
+
+/* Asserts that `got` equals the JSON of `text` (with ' for "). */
+static void assert_json(json_t *got, const char *text)
+{
+    json_t *want = ld_test_j(text);
+    char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+    ck_assert_msg(json_equal(got, want), "got %s, want %s", g ? g : "(null)", text);
+    free(g);
+    json_decref(want);
+}
+
+/* A fetch of a new initializer on `paths`, waited for; the initializer is
+ * freed (after the fetch completed). */
+static ld_future *fetch_paths(const char *const *paths, size_t n)
+{
+    ld_initializer *in = ld_file_initializer_new(B, paths, n);
+    ck_assert_ptr_nonnull(in);
+    ld_future *f = ld_test_done(ld_initializer_fetch(in));
+    ld_initializer_free(in);
+    ld_test_flush();
+    return f;
+}
+
+static ld_future *fetch_one(const char *path)
+{
+    const char *paths[] = {path};
+    return fetch_paths(paths, 1);
+}
+
+static const ld_fdv2_change_set *basis_cs(ld_future *f)
+{
+    ck_assert_msg(ld_future_is_fulfilled(f), "fetch failed: %s", ld_future_error_message(f));
+    const ld_fdv2_basis *b = ld_fdv2_future_basis(f);
+    ck_assert_ptr_nonnull(b);
+    ck_assert(!ld_fdv2_basis_persist(b));
+    ck_assert_ptr_null(ld_fdv2_basis_environment_id(b));
+    const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(b);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert(!ld_fdv2_selector_is_defined(ld_fdv2_change_set_selector(cs)));
+    return cs;
+}
+
+/* Asserts that the fetch of `path` rejects with `code` and a message
+ * containing `in1` and `in2` (either may be NULL). */
+static void expect_fetch_error(const char *path, int code, const char *in1, const char *in2)
+{
+    ld_future *f = fetch_one(path);
+    ck_assert_msg(ld_future_is_rejected(f), "fetch of %s did not fail", path);
+    const char *msg = ld_future_error_message(f);
+    ck_assert_msg(ld_future_error(f) == code, "%s instead of %s: %s",
+                  ld_err_name(ld_future_error(f)), ld_err_name(code), msg);
+    ck_assert_msg(!in1 || strstr(msg, in1), "\"%s\" not in \"%s\"", in1, msg);
+    ck_assert_msg(!in2 || strstr(msg, in2), "\"%s\" not in \"%s\"", in2, msg);
+    ld_future_unref(f);
+}
+
+/* ---- initializer: the files ---------------------------------------------- */
+
+START_TEST(test_initializer_reads_flags_with_their_keys_and_versions)
+{
+    const char *p = path_of(0, "flags.json");
+    write_text(p, "{'flags': {'a': {'key': 'a', 'version': 7, 'on': true, 'variations': [1, 2]},"
+                  "           'b': {'on': false}}}");
+    ld_future *f = fetch_one(p);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 2);
+    assert_json(flag_in(cs, "a"), "{'key': 'a', 'version': 7, 'on': true, 'variations': [1, 2]}");
+    /* without key and version: the key it is filed under, version 1 */
+    assert_json(flag_in(cs, "b"), "{'key': 'b', 'version': 1, 'on': false}");
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_flag_values_are_on_flags_serving_the_value)
+{
+    const char *p = path_of(0, "values.json");
+    write_text(p, "{'flagValues': {'s': 'hello', 'o': {'x': [1]}, 'n': null}}");
+    ld_future *f = fetch_one(p);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 3);
+    assert_json(flag_in(cs, "s"), "{'key': 's', 'version': 1, 'on': true, "
+                                  "'fallthrough': {'variation': 0}, 'variations': ['hello']}");
+    assert_json(flag_in(cs, "o"), "{'key': 'o', 'version': 1, 'on': true, "
+                                  "'fallthrough': {'variation': 0}, 'variations': [{'x': [1]}]}");
+    assert_json(flag_in(cs, "n"), "{'key': 'n', 'version': 1, 'on': true, "
+                                  "'fallthrough': {'variation': 0}, 'variations': [null]}");
+    ld_future_unref(f);
+}
+END_TEST
+
+/* The flag of a flagValues entry serves its value through the evaluator. */
+START_TEST(test_initializer_flag_value_evaluates_to_the_value)
+{
+    const char *p = path_of(0, "values.json");
+    write_text(p, "{'flagValues': {'s': 'hello'}}");
+    ld_future *f = fetch_one(p);
+    json_t *data = json_pack("{s:{s:O}, s:{}}", "features", "s", flag_in(basis_cs(f), "s"),
+                             "segments");
+    ld_store *store = ld_test_memory_with(data);
+    ld_evaluator *ev = ld_test_evaluator_of(store);
+    ld_context *ctx = ld_test_ctx_of("{'kind': 'user', 'key': 'u'}");
+    ld_future *d = ld_test_fulfilled(
+        ld_evaluator_detail(ev, "s", ctx, LD_VALUE_STRING, json_string("fallback")));
+    const ld_detail *det = ld_future_ptr(d);
+    ck_assert_str_eq(json_string_value(ld_detail_value(det)), "hello");
+    ck_assert_int_eq(ld_detail_variation_index(det), 0);
+    ld_future_unref(d);
+    ld_context_unref(ctx);
+    ld_test_done_with(ev, store);
+    json_decref(data);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_reads_segments)
+{
+    const char *p = path_of(0, "segs.json");
+    write_text(p, "{'segments': {'s1': {'included': ['u1'], 'version': 3}, 's2': {}}}");
+    ld_future *f = fetch_one(p);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 2);
+    assert_json(segment_in(cs, "s1"), "{'key': 's1', 'version': 3, 'included': ['u1']}");
+    assert_json(segment_in(cs, "s2"), "{'key': 's2', 'version': 1}");
+    ck_assert_ptr_null(flag_in(cs, "s1"));
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_merges_files_in_order)
+{
+    const char *paths[] = {path_of(0, "one.json"), path_of(1, "two.json"), path_of(2, "three.json")};
+    write_text(paths[0], "{'flags': {'f1': {'on': true}}, 'segments': {'s1': {}}}");
+    write_text(paths[1], "{'flagValues': {'f2': 2}, 'other': 'ignored'}");
+    write_text(paths[2], "{'flags': {'f3': {}}, 'flagValues': {'f4': true}, 'segments': {'s2': {}}}");
+    ld_future *f = fetch_paths(paths, 3);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 6);
+    const char *order[] = {"f1", "f2", "f3", "f4", "s1", "s2"};
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_str_eq(ld_fdv2_change_key(ld_fdv2_change_set_get(cs, i)), order[i]);
+    ck_assert_ptr_nonnull(segment_in(cs, "s2"));
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_key_defined_in_two_files_is_an_error)
+{
+    const char *paths[] = {path_of(0, "one.json"), path_of(1, "two.json")};
+    write_text(paths[0], "{'flags': {'dup': {}}}");
+    write_text(paths[1], "{'flagValues': {'dup': 1}}");
+    ld_future *f = fetch_paths(paths, 2);
+    ck_assert_int_eq(ld_future_error(f), LD_EPARSE);
+    const char *msg = ld_future_error_message(f);
+    ck_assert_msg(strstr(msg, "flag \"dup\" is defined twice"), "%s", msg);
+    ck_assert_msg(strstr(msg, paths[0]) && strstr(msg, paths[1]), "%s", msg);
+    ld_future_unref(f);
+    /* segments too */
+    write_text(paths[0], "{'segments': {'s': {}}}");
+    write_text(paths[1], "{'segments': {'s': {}}}");
+    f = fetch_paths(paths, 2);
+    ck_assert_int_eq(ld_future_error(f), LD_EPARSE);
+    ck_assert_msg(strstr(ld_future_error_message(f), "segment \"s\" is defined twice"), "%s",
+                  ld_future_error_message(f));
+    ld_future_unref(f);
+    /* a flag and a segment may share a key */
+    write_text(paths[1], "{'flags': {'s': {}}}");
+    f = fetch_paths(paths, 2);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(basis_cs(f)), 2);
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_key_in_flags_and_flag_values_is_an_error)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flags': {'k': {}}, 'flagValues': {'k': 1}}");
+    expect_fetch_error(p, LD_EPARSE, p, "flag \"k\" is defined twice (in \"flags\" and \"flagValues\")");
+    /* twice in one object: jansson rejects the duplicate with a position */
+    write_text(p, "{'flagValues': {'k': 1,\n 'k': 2}}");
+    expect_fetch_error(p, LD_EPARSE, p, "duplicate object key");
+}
+END_TEST
+
+START_TEST(test_initializer_parse_error_names_file_line_and_column)
+{
+    const char *p = path_of(0, "broken.json");
+    write_text(p, "{\n  'flags': {\n    'a': {,}\n  }\n}\n");
+    char want[600];
+    snprintf(want, sizeof(want), "%s:3:11: ", p);
+    expect_fetch_error(p, LD_EPARSE, want, NULL);
+    /* truncated */
+    write_text(p, "{'flagValues'");
+    snprintf(want, sizeof(want), "%s:1:", p);
+    expect_fetch_error(p, LD_EPARSE, want, NULL);
+    /* empty */
+    write_text(p, "");
+    expect_fetch_error(p, LD_EPARSE, want, NULL);
+}
+END_TEST
+
+START_TEST(test_initializer_missing_file_is_eio_with_path_and_reason)
+{
+    const char *p = path_of(0, "missing.json");
+    expect_fetch_error(p, LD_EIO, p, strerror(ENOENT));
+    /* a directory cannot be read either */
+    expect_fetch_error(g_dir, LD_EIO, g_dir, strerror(EISDIR));
+    /* the error of one of several files */
+    const char *paths[] = {path_of(1, "ok.json"), p};
+    write_text(paths[0], "{}");
+    ld_future *f = fetch_paths(paths, 2);
+    ck_assert_int_eq(ld_future_error(f), LD_EIO);
+    ck_assert_ptr_nonnull(strstr(ld_future_error_message(f), p));
+    ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_wrong_shapes_name_file_and_key)
+{
+    const char *p = path_of(0, "shape.json");
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"[1, 2]", "the top level is not a JSON object"},
+        {"{'flags': []}", "\"flags\" is not an object"},
+        {"{'flagValues': 3}", "\"flagValues\" is not an object"},
+        {"{'segments': null}", "\"segments\" is not an object"},
+        {"{'flags': {'a': 1}}", "flag \"a\" is not an object"},
+        {"{'segments': {'s': []}}", "segment \"s\" is not an object"},
+        {"{'flags': {'a': {'version': -1}}}", "flag \"a\": \"version\" is not an integer >= 0"},
+        {"{'flags': {'a': {'version': '2'}}}", "flag \"a\": \"version\" is not an integer >= 0"},
+        {"{'flags': {'a': {'version': 1.5}}}", "flag \"a\": \"version\" is not an integer >= 0"},
+        {"{'segments': {'s': {'version': null}}}", "segment \"s\": \"version\" is not"},
+        {"{'flags': {'a': {'key': 'b'}}}", "flag \"a\": \"key\" is not \"a\""},
+        {"{'flags': {'a': {'key': 5}}}", "flag \"a\": \"key\" is not \"a\""},
+        {"{'flags': {'a': {'deleted': 1}}}", "flag \"a\": \"deleted\" is not a boolean"},
+        {"{'flags': {'': {}}}", "a flag key is empty"},
+        {"{'flagValues': {'': 1}}", "a flag key is empty"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        write_text(p, cases[i].text);
+        expect_fetch_error(p, LD_EPARSE, p, cases[i].want);
+    }
+}
+END_TEST
+
+START_TEST(test_initializer_new_refuses_bad_arguments)
+{
+    const char *good[] = {"/x"};
+    const char *null_path[] = {NULL};
+    const char *empty_path[] = {""};
+    ck_assert_ptr_null(ld_file_initializer_new(NULL, good, 1));
+    ck_assert_ptr_null(ld_file_initializer_new(B, NULL, 1));
+    ck_assert_ptr_null(ld_file_initializer_new(B, good, 0));
+    ck_assert_ptr_null(ld_file_initializer_new(B, null_path, 1));
+    ck_assert_ptr_null(ld_file_initializer_new(B, empty_path, 1));
+    ck_assert_ptr_null(ld_file_synchronizer_new(NULL, good, 1, 10));
+    ck_assert_ptr_null(ld_file_synchronizer_new(B, NULL, 1, 10));
+    ck_assert_ptr_null(ld_file_synchronizer_new(B, good, 0, 10));
+    ck_assert_ptr_null(ld_file_synchronizer_new(B, empty_path, 1, 10));
+    ck_assert_ptr_null(ld_file_synchronizer_new(B, good, 1, -1));
+    ck_assert_ptr_null(ld_file_synchronizer_new(B, good, 1, 86400001));
+    ld_initializer *in = ld_file_initializer_new(B, good, 1);
+    ck_assert_str_eq(ld_initializer_name(in), "file");
+    ld_initializer_free(in);
+}
+END_TEST
+
+START_TEST(test_initializer_copies_the_paths)
+{
+    char name[600];
+    snprintf(name, sizeof(name), "%s", path_of(0, "a.json"));
+    write_text(name, "{'flagValues': {'x': 1}}");
+    const char *paths[] = {name};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    memset(name, 'z', strlen(name)); /* the caller's string changes */
+    ld_future *f = ld_test_done(ld_initializer_fetch(in));
+    ck_assert_ptr_nonnull(flag_in(basis_cs(f), "x"));
+    ld_future_unref(f);
+    /* each fetch reads the files again */
+    write_text(g_path[0], "{'flagValues': {'y': 1}}");
+    f = ld_test_done(ld_initializer_fetch(in));
+    ck_assert_ptr_nonnull(flag_in(basis_cs(f), "y"));
+    ck_assert_ptr_null(flag_in(basis_cs(f), "x"));
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+END_TEST
+
+START_TEST(test_initializer_fetches_complete_in_order)
+{
+    const char *p = path_of(0, "a.json");
+    write_text(p, "{'flagValues': {'x': 1}}");
+    const char *paths[] = {p};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    for (int i = 0; i < 5; i++) {
+        ld_future *f = ld_initializer_fetch(in);
+        ld_test_watch(f, i);
+        ld_future_unref(f);
+    }
+    ld_future *last = ld_test_done(ld_initializer_fetch(in));
+    ck_assert(ld_future_is_fulfilled(last));
+    ld_future_unref(last);
+    ld_test_flush();
+    ck_assert_int_eq(ld_test_n_order, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(ld_test_order[i], i);
+    ld_initializer_free(in);
+}
+END_TEST
+
+/* ---- initializer: stopping and freeing with a fetch pending -------------- */
+
+/* A file of `n` flags at `path`. */
+static void write_many(const char *path, int n)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"flags\": {", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "%s\"flag-%d\": {\"key\": \"flag-%d\", \"version\": %d, \"on\": true, "
+                "\"variations\": [true, false], \"offVariation\": 1, \"fallthrough\": "
+                "{\"variation\": 0}, \"prerequisites\": [], \"targets\": [], \"rules\": [], "
+                "\"salt\": \"abc\"}",
+                i ? ", " : "", i, i, i + 1);
+    fputs("}}", f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_initializer_stop_rejects_a_pending_fetch)
+{
+    const char *p = path_of(0, "big.json");
+    write_many(p, 20000);
+    const char *paths[] = {p};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    ld_future *f = ld_initializer_fetch(in);
+    ld_future *s = ld_initializer_stop(in);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_await_ok(s);
+    ld_test_expect_error(ld_initializer_fetch(in), LD_ECLOSED, NULL);
+    ld_initializer_free(in);
+    ld_test_flush();
+}
+END_TEST
+
+START_TEST(test_initializer_free_cancels_a_pending_fetch)
+{
+    const char *p = path_of(0, "big.json");
+    write_many(p, 20000);
+    const char *paths[] = {p};
+    for (int delay = 0; delay < 40; delay += 4) {
+        ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+        ld_future *f = ld_initializer_fetch(in);
+        sleep_ms(delay); /* the worker at different points of its read */
+        ld_initializer_free(in);
+        ld_test_expect_error(f, LD_ECANCELED, NULL);
+        ld_test_flush();
+    }
+}
+END_TEST
+
+START_TEST(test_initializer_free_right_after_stop)
+{
+    const char *p = path_of(0, "big.json");
+    write_many(p, 20000);
+    const char *paths[] = {p};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    ld_future *f = ld_initializer_fetch(in);
+    ld_future *s = ld_initializer_stop(in);
+    ld_initializer_free(in);
+    ld_test_expect_error(f, LD_ECLOSED, NULL);
+    ld_test_done(s);
+    ld_future_unref(s);
+    ld_test_flush();
+}
+END_TEST
+
+struct in_cb {
+    ld_initializer *in;
+    ld_future *second;
+    int how; /* 0: free, 1: stop then free, 2: fetch again then free */
+    int ran;
+};
+
+static void act_in_callback(ld_future *f, void *arg)
+{
+    struct in_cb *c = arg;
+    (void)f;
+    c->ran++;
+    if (c->how == 1)
+        ld_future_unref(ld_initializer_stop(c->in));
+    if (c->how == 2)
+        c->second = ld_initializer_fetch(c->in);
+    ld_initializer_free(c->in);
+    c->in = NULL;
+}
+
+START_TEST(test_initializer_stop_and_free_from_inside_callbacks)
+{
+    const char *p = path_of(0, "a.json");
+    write_text(p, "{'flagValues': {'x': 1}}");
+    const char *paths[] = {p};
+    for (int how = 0; how < 3; how++) {
+        struct in_cb c = {ld_file_initializer_new(B, paths, 1), NULL, how, 0};
+        ld_future *f = ld_initializer_fetch(c.in);
+        ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), act_in_callback, &c), 0);
+        ld_test_wait(f);
+        ck_assert(ld_future_is_fulfilled(f));
+        ld_future_unref(f);
+        ld_test_flush();
+        ck_assert_int_eq(c.ran, 1);
+        if (how == 2)
+            ld_test_expect_error(c.second, LD_ECANCELED, NULL);
+        ld_test_flush();
+    }
+}
+END_TEST
+
+/* Without libevent threading the files are read on the loop: same results,
+ * no thread. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+#ifdef HAVE_EVTHREAD_GET_LOCK_CALLBACKS
+struct evthread_lock_callbacks *evthread_get_lock_callbacks(void);
+static bool threading_on(void)
+{
+    struct evthread_lock_callbacks *cb = evthread_get_lock_callbacks();
+    return cb && cb->alloc;
+}
+#else
+static bool threading_on(void)
+{
+    return true; /* unknown: do not count threads */
+}
+#endif
+
+static void check_threads(bool want_worker)
+{
+    const char *p = path_of(0, "a.json");
+    write_text(p, "{'flagValues': {'x': 1}, 'segments': {'s': {}}}");
+    const char *paths[] = {p};
+    int before = thread_count();
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    ld_future *f = ld_test_done(ld_initializer_fetch(in));
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_ptr_nonnull(flag_in(cs, "x"));
+    ck_assert_ptr_nonnull(segment_in(cs, "s"));
+    /* under CK_FORK=no an earlier suite may have turned threading on */
+    bool worker = want_worker || threading_on();
+    int during = thread_count();
+    if (before > 0 && worker) /* (a sanitizer may add a thread of its own) */
+        ck_assert_int_ge(during, before + 1);
+    if (before > 0 && !worker)
+        ck_assert_int_eq(during, before);
+    ld_future_unref(f);
+    ld_initializer_free(in);
+    ld_test_flush();
+    if (before > 0)
+        ck_assert_int_eq(thread_count(), during - (worker ? 1 : 0)); /* joined */
+}
+
+START_TEST(test_initializer_reads_on_a_worker_thread_when_threading_is_on)
+{
+    check_threads(true);
+}
+END_TEST
+
+START_TEST(test_initializer_reads_on_the_loop_without_threading)
+{
+    check_threads(false);
+}
+END_TEST
+
+/* ---- synchronizer -------------------------------------------------------- */
+
+static ld_synchronizer *g_sync;
+
+/* The next update of g_sync, waited for (at most the guard's time). */
+static ld_future *next_update(void)
+{
+    ld_future *f = ld_test_fulfilled(ld_synchronizer_next(g_sync));
+    ck_assert_ptr_nonnull(ld_fdv2_future_update(f));
+    return f;
+}
+
+static const ld_fdv2_change_set *valid_cs(ld_future *f)
+{
+    const ld_fdv2_update *u = ld_fdv2_future_update(f);
+    const ld_ds_error_info *e = ld_fdv2_update_error(u);
+    ck_assert_msg(ld_fdv2_update_state(u) == LD_DS_STATE_VALID, "state %s (%s)",
+                  ld_ds_state_name(ld_fdv2_update_state(u)), e ? e->message : "");
+    ck_assert_ptr_null(e);
+    const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(u);
+    ck_assert_ptr_nonnull(cs);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
+    return cs;
+}
+
+static const char *interrupted_message(ld_future *f)
+{
+    const ld_fdv2_update *u = ld_fdv2_future_update(f);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_INTERRUPTED);
+    ck_assert_ptr_null(ld_fdv2_update_change_set(u));
+    const ld_ds_error_info *e = ld_fdv2_update_error(u);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->kind, LD_DS_ERROR_KIND_INVALID_DATA);
+    ck_assert_int_eq(e->status_code, 0);
+    ck_assert(e->time_ms > 0);
+    return e->message;
+}
+
+static void sync_on(const char *const *paths, size_t n, int64_t interval)
+{
+    g_sync = ld_file_synchronizer_new(B, paths, n, interval);
+    ck_assert_ptr_nonnull(g_sync);
+    ck_assert_str_eq(ld_synchronizer_name(g_sync), "file");
+}
+
+static void sync_done(void)
+{
+    ld_test_await_ok(ld_synchronizer_stop(g_sync));
+    ld_synchronizer_free(g_sync);
+    g_sync = NULL;
+    ld_test_flush();
+}
+
+static void poll_setup(void)
+{
+    setenv("LDASYNC_FILE_POLL", "1", 1);
+    threaded_setup();
+}
+
+static void poll_teardown(void)
+{
+    unsetenv("LDASYNC_FILE_POLL");
+    file_teardown();
+}
+
+START_TEST(test_sync_first_next_yields_the_data)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flags': {'a': {'version': 4}}, 'flagValues': {'b': 1}, 'segments': {'s': {}}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    const ld_fdv2_change_set *cs = valid_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 3);
+    ck_assert_int_eq(version_in(cs, "a"), 4);
+    ck_assert_int_eq(version_in(cs, "b"), 1);
+    ck_assert_ptr_nonnull(segment_in(cs, "s"));
+    ld_future_unref(f);
+    /* nothing changed: the next waits */
+    ld_future *n = ld_synchronizer_next(g_sync);
+    run_for(200);
+    ck_assert(ld_future_is_pending(n));
+    ld_future_unref(n);
+    sync_done();
+}
+END_TEST
+
+/* A change yields a full update; an item whose JSON changed without a
+ * higher version gets the version yielded last + 1; one that did not
+ * change keeps its version (and object); a higher version in the file is
+ * taken as it is. */
+static void check_versions_kept_monotonic(bool renamed)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flags': {'a': {'version': 5, 'on': true}, 'b': {'version': 2}},"
+                  " 'flagValues': {'v': 'x'}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f1 = next_update();
+    const ld_fdv2_change_set *cs1 = valid_cs(f1);
+    ck_assert_int_eq(version_in(cs1, "a"), 5);
+    const char *text2 = "{'flags': {'a': {'version': 5, 'on': false}, 'b': {'version': 2}},"
+                        " 'flagValues': {'v': 'y'}}";
+    if (renamed)
+        write_renamed(p, text2);
+    else
+        write_text(p, text2);
+    ld_future *f2 = next_update();
+    const ld_fdv2_change_set *cs2 = valid_cs(f2);
+    ck_assert_int_eq(version_in(cs2, "a"), 6);
+    ck_assert_int_eq(version_in(cs2, "b"), 2);
+    ck_assert(flag_in(cs2, "b") == flag_in(cs1, "b")); /* the same object */
+    ck_assert_int_eq(version_in(cs2, "v"), 2);
+    assert_json(flag_in(cs2, "a"), "{'key': 'a', 'version': 6, 'on': false}");
+    /* a version raised in the file above the one yielded: taken as it is;
+     * another edit without a raise: + 1 again */
+    write_text(p, "{'flags': {'a': {'version': 9, 'on': true}, 'b': {'version': 2, 'x': 1}},"
+                  " 'flagValues': {'v': 'y'}}");
+    ld_future *f3 = next_update();
+    const ld_fdv2_change_set *cs3 = valid_cs(f3);
+    ck_assert_int_eq(version_in(cs3, "a"), 9);
+    ck_assert_int_eq(version_in(cs3, "b"), 3);
+    ck_assert_int_eq(version_in(cs3, "v"), 2);
+    ld_future_unref(f1);
+    ld_future_unref(f2);
+    ld_future_unref(f3);
+    sync_done();
+}
+
+START_TEST(test_sync_change_yields_update_with_versions_kept_monotonic)
+{
+    check_versions_kept_monotonic(false);
+}
+END_TEST
+
+START_TEST(test_sync_rename_into_place_is_seen)
+{
+    check_versions_kept_monotonic(true);
+}
+END_TEST
+
+START_TEST(test_sync_removed_item_comes_back_with_a_higher_version)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flags': {'a': {'version': 3}, 'b': {}}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    ck_assert_int_eq(version_in(valid_cs(f), "a"), 3);
+    ld_future_unref(f);
+    write_text(p, "{'flags': {'b': {}}}");
+    f = next_update();
+    ck_assert_ptr_null(flag_in(valid_cs(f), "a"));
+    ld_future_unref(f);
+    write_text(p, "{'flags': {'a': {'version': 3}, 'b': {}}}");
+    f = next_update();
+    ck_assert_int_eq(version_in(valid_cs(f), "a"), 4);
+    ck_assert_int_eq(version_in(valid_cs(f), "b"), 1);
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+START_TEST(test_sync_broken_file_interrupts_then_recovers)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    valid_cs(f);
+    ld_future_unref(f);
+    write_text(p, "{'flagValues': {'a': }}");
+    f = next_update();
+    const char *msg = interrupted_message(f);
+    char want[600];
+    snprintf(want, sizeof(want), "%s:1:22: ", p);
+    ck_assert_msg(strstr(msg, want) == msg, "%s", msg);
+    ld_future_unref(f);
+    /* a missing file is invalid data too */
+    ck_assert_int_eq(unlink(p), 0);
+    f = next_update();
+    ck_assert_ptr_nonnull(strstr(interrupted_message(f), strerror(ENOENT)));
+    ld_future_unref(f);
+    write_text(p, "{'flagValues': {'a': 2}}");
+    f = next_update();
+    const ld_fdv2_change_set *cs = valid_cs(f);
+    ck_assert_int_eq(json_integer_value(json_array_get(
+                         json_object_get(flag_in(cs, "a"), "variations"), 0)),
+                     2);
+    ck_assert_int_eq(version_in(cs, "a"), 2);
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+START_TEST(test_sync_broken_at_start_is_interrupted)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flags': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    ck_assert_ptr_nonnull(strstr(interrupted_message(f), "flag \"a\" is not an object"));
+    ld_future_unref(f);
+    write_renamed(p, "{'flags': {'a': {}}}");
+    f = next_update();
+    ck_assert_int_eq(version_in(valid_cs(f), "a"), 1);
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+/* Writes a file in two halves with a pause between them. */
+struct halves {
+    const char *path;
+    const char *text;
+    long before_ms, pause_ms;
+};
+
+static void *write_halves(void *arg)
+{
+    struct halves *h = arg;
+    sleep_ms(h->before_ms);
+    FILE *f = fopen(h->path, "w");
+    size_t len = strlen(h->text);
+    fwrite(h->text, 1, len / 2, f);
+    fflush(f);
+    sleep_ms(h->pause_ms);
+    fwrite(h->text + len / 2, 1, len - len / 2, f);
+    fclose(f);
+    return NULL;
+}
+
+static void check_half_never_yielded(void)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 10);
+    ld_future *f = next_update();
+    valid_cs(f);
+    ld_future_unref(f);
+    for (int round = 0; round < 3; round++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"flagValues\": {\"a\": %d, \"b\": \"a longer value, so that the half is "
+                 "long\"}}",
+                 round + 2);
+        struct halves h = {p, text, 30, LD_FILE_QUIET_MS / 2};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, write_halves, &h), 0);
+        f = next_update(); /* an update with the half would be interrupted */
+        const ld_fdv2_change_set *cs = valid_cs(f);
+        ck_assert_int_eq(json_integer_value(json_array_get(
+                             json_object_get(flag_in(cs, "a"), "variations"), 0)),
+                         round + 2);
+        ld_future_unref(f);
+        pthread_join(t, NULL);
+    }
+    sync_done();
+}
+
+START_TEST(test_sync_half_written_file_is_never_yielded)
+{
+    check_half_never_yielded();
+}
+END_TEST
+
+START_TEST(test_sync_changes_while_no_next_waits_are_not_lost)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    valid_cs(f);
+    ld_future_unref(f);
+    write_text(p, "{'flagValues': {'a': 1, 'b': 2}}");
+    run_for(LD_FILE_QUIET_MS * 4); /* seen and settled, nobody asks */
+    f = next_update();
+    ck_assert_ptr_nonnull(flag_in(valid_cs(f), "b"));
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+START_TEST(test_sync_watches_several_files)
+{
+    const char *paths[] = {path_of(0, "one.json"), path_of(1, "two.json")};
+    write_text(paths[0], "{'flagValues': {'a': 1}}");
+    write_text(paths[1], "{'segments': {'s': {}}}");
+    sync_on(paths, 2, 20);
+    ld_future *f = next_update();
+    ck_assert_uint_eq(ld_fdv2_change_set_count(valid_cs(f)), 2);
+    ld_future_unref(f);
+    write_renamed(paths[1], "{'segments': {'s': {}, 't': {}}}");
+    f = next_update();
+    ck_assert_uint_eq(ld_fdv2_change_set_count(valid_cs(f)), 3);
+    ld_future_unref(f);
+    /* a duplicate across them interrupts */
+    write_text(paths[1], "{'flagValues': {'a': 1}}");
+    f = next_update();
+    ck_assert_ptr_nonnull(strstr(interrupted_message(f), "defined twice"));
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+START_TEST(test_sync_stop_rejects_a_pending_next)
+{
+    const char *p = path_of(0, "f.json");
+    write_many(p, 20000);
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *n1 = ld_synchronizer_next(g_sync); /* reading */
+    ld_future *s = ld_synchronizer_stop(g_sync);
+    ld_test_expect_error(n1, LD_ECLOSED, NULL);
+    ld_test_await_ok(s);
+    ld_test_expect_error(ld_synchronizer_next(g_sync), LD_ECLOSED, NULL);
+    ld_synchronizer_free(g_sync);
+    g_sync = NULL;
+    ld_test_flush();
+}
+END_TEST
+
+START_TEST(test_sync_free_with_a_read_running_or_a_next_waiting)
+{
+    const char *p = path_of(0, "f.json");
+    write_many(p, 20000);
+    const char *paths[] = {p};
+    for (int delay = 0; delay < 40; delay += 8) {
+        sync_on(paths, 1, 20);
+        ld_future *n1 = ld_synchronizer_next(g_sync);
+        sleep_ms(delay);
+        ld_synchronizer_free(g_sync);
+        ld_test_expect_error(n1, LD_ECANCELED, NULL);
+        ld_test_flush();
+    }
+    /* a next waiting for a change */
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    ld_future_unref(f);
+    ld_future *n2 = ld_synchronizer_next(g_sync);
+    run_for(10);
+    ld_synchronizer_free(g_sync);
+    g_sync = NULL;
+    ld_test_expect_error(n2, LD_ECANCELED, NULL);
+    ld_test_flush();
+}
+END_TEST
+
+static void free_sync_in_callback(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    ld_synchronizer_free(g_sync);
+    g_sync = NULL;
+}
+
+START_TEST(test_sync_free_from_inside_a_next_callback)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = ld_synchronizer_next(g_sync);
+    ld_future *n2 = ld_synchronizer_next(g_sync);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), free_sync_in_callback, NULL), 0);
+    ld_test_wait(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    ld_test_expect_error(n2, LD_ECANCELED, NULL);
+    ck_assert_ptr_null(g_sync);
+    ld_test_flush();
+}
+END_TEST
+
+START_TEST(test_sync_polling_sees_changes_and_renames)
+{
+    check_versions_kept_monotonic(false);
+    check_versions_kept_monotonic(true);
+}
+END_TEST
+
+START_TEST(test_sync_polling_never_yields_a_half_written_file)
+{
+    check_half_never_yielded();
+}
+END_TEST
+
+Suite *ld_suite_file_source(void)
+{
+    Suite *s = suite_create("file_source");
+    TCase *tc = tcase_create("initializer");
+    tcase_add_checked_fixture(tc, threaded_setup, file_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_initializer_reads_flags_with_their_keys_and_versions);
+    tcase_add_test(tc, test_initializer_flag_values_are_on_flags_serving_the_value);
+    tcase_add_test(tc, test_initializer_flag_value_evaluates_to_the_value);
+    tcase_add_test(tc, test_initializer_reads_segments);
+    tcase_add_test(tc, test_initializer_merges_files_in_order);
+    tcase_add_test(tc, test_initializer_key_defined_in_two_files_is_an_error);
+    tcase_add_test(tc, test_initializer_key_in_flags_and_flag_values_is_an_error);
+    tcase_add_test(tc, test_initializer_parse_error_names_file_line_and_column);
+    tcase_add_test(tc, test_initializer_missing_file_is_eio_with_path_and_reason);
+    tcase_add_test(tc, test_initializer_wrong_shapes_name_file_and_key);
+    tcase_add_test(tc, test_initializer_new_refuses_bad_arguments);
+    tcase_add_test(tc, test_initializer_copies_the_paths);
+    tcase_add_test(tc, test_initializer_fetches_complete_in_order);
+    tcase_add_test(tc, test_initializer_reads_on_a_worker_thread_when_threading_is_on);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("initializer_pending");
+    tcase_add_checked_fixture(tc, threaded_setup, file_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_initializer_stop_rejects_a_pending_fetch);
+    tcase_add_test(tc, test_initializer_free_cancels_a_pending_fetch);
+    tcase_add_test(tc, test_initializer_free_right_after_stop);
+    tcase_add_test(tc, test_initializer_stop_and_free_from_inside_callbacks);
+    suite_add_tcase(s, tc);
+
+    /* Not threaded: in forked tests (the default), libevent threading is
+     * really off; under CK_FORK=no an earlier suite may have turned it on. */
+    tc = tcase_create("unthreaded");
+    tcase_add_checked_fixture(tc, unthreaded_setup, file_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_initializer_reads_on_the_loop_without_threading);
+    tcase_add_test(tc, test_initializer_merges_files_in_order);
+    tcase_add_test(tc, test_initializer_free_cancels_a_pending_fetch);
+    tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("synchronizer");
+    tcase_add_checked_fixture(tc, threaded_setup, file_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_sync_first_next_yields_the_data);
+    tcase_add_test(tc, test_sync_change_yields_update_with_versions_kept_monotonic);
+    tcase_add_test(tc, test_sync_rename_into_place_is_seen);
+    tcase_add_test(tc, test_sync_removed_item_comes_back_with_a_higher_version);
+    tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
+    tcase_add_test(tc, test_sync_broken_at_start_is_interrupted);
+    tcase_add_test(tc, test_sync_half_written_file_is_never_yielded);
+    tcase_add_test(tc, test_sync_changes_while_no_next_waits_are_not_lost);
+    tcase_add_test(tc, test_sync_watches_several_files);
+    tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
+    tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
+    tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("polling");
+    tcase_add_checked_fixture(tc, poll_setup, poll_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_sync_polling_sees_changes_and_renames);
+    tcase_add_test(tc, test_sync_polling_never_yields_a_half_written_file);
+    tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
+    suite_add_tcase(s, tc);
+    return s;
+}

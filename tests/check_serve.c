@@ -1,0 +1,1400 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * check_serve.c: the HTTP server of ldasync-serve (serve/server.c), started
+ * in this process on a free loopback port and driven with libevent's HTTP
+ * client and with raw sockets for what that client will not send.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "../serve/server.h"
+#include "check_suites.h"
+#include "check_util.h"
+
+#define KEY "sdk-test-key"
+
+/* Flags: f1 and f2 and f4 are for client-side SDKs, f3 is not. */
+static const char *const FLAGS =
+    "{'f1': {'on': true, 'variations': [true, false], 'fallthrough': {'variation': 0},"
+    "        'offVariation': 1, 'targets': [{'values': ['u1'], 'variation': 1}],"
+    "        'clientSideAvailability': {'usingEnvironmentId': true}, 'salt': 's'},"
+    " 'f2': {'on': true, 'variations': ['a', 'b'], 'fallthrough': {'variation': 0},"
+    "        'rules': [{'id': 'r1', 'variation': 1, 'trackEvents': true, 'clauses':"
+    "          [{'attribute': 'key', 'op': 'in', 'values': ['u2']}]}],"
+    "        'trackEvents': true, 'clientSide': true, 'salt': 's', 'version': 7},"
+    " 'f3': {'on': false, 'variations': [1, 2], 'offVariation': 0, 'salt': 's'},"
+    " 'f4': {'on': true, 'variations': [10, 20], 'salt': 'x',"
+    "        'fallthrough': {'rollout': {'variations': [{'variation': 0, 'weight': 50000},"
+    "                                                    {'variation': 1, 'weight': 50000}]}},"
+    "        'prerequisites': [{'key': 'f1', 'variation': 0}],"
+    "        'clientSideAvailability': {'usingEnvironmentId': true}}}";
+static const char *const SEGMENTS = "{'s1': {'included': ['u1'], 'salt': 's'}}";
+
+struct fix {
+    ld_store *store;
+    ld_evaluator *ev;
+    ld__server *srv;
+    int port;
+    struct evhttp_connection *conn;
+    json_t *data;
+    struct ld_test_later *later; /* when the store is one that answers later */
+    char log[4096];
+    int logs;
+};
+
+static int status_fn(ld_ds_status *out, void *arg)
+{
+    (void)arg;
+    static const ld_ds_error_info err = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 1700000000000,
+                                         "bad file"};
+    out->state = LD_DS_STATE_INTERRUPTED;
+    out->since_ms = 1700000000000;
+    out->error = &err;
+    return 0;
+}
+
+static void log_fn(int level, const char *line, void *arg)
+{
+    struct fix *x = arg;
+    x->logs++;
+    snprintf(x->log + strlen(x->log), sizeof x->log - strlen(x->log), "[%s] %s\n",
+             ld__log_level_name(level), line);
+}
+
+static void start_with(struct fix *x, struct ld__server_options *o, bool later)
+{
+    signal(SIGPIPE, SIG_IGN);
+    memset(x, 0, sizeof *x);
+    x->data = ld_test_data_of(FLAGS, SEGMENTS);
+    x->store = later ? ld_test_later_new(x->data, &x->later) : ld_test_memory_with(x->data);
+    if (later)
+        ld_test_await_ok(ld_store_init(x->store, x->data));
+    x->ev = ld_test_evaluator_of(x->store);
+    struct ld__server_options def = {0};
+    if (!o)
+        o = &def;
+    o->bind_address = "127.0.0.1";
+    o->port = 0;
+    if (!o->sdk_key)
+        o->sdk_key = KEY;
+    o->log = log_fn;
+    o->log_arg = x;
+    o->log_level = LD__LOG_DEBUG;
+    o->log_level_set = 1;
+    o->status = status_fn;
+    x->srv = ld__server_new(ld_test_base, x->store, x->ev, o);
+    ck_assert_ptr_nonnull(x->srv);
+    x->port = ld__server_port(x->srv);
+    ck_assert_int_gt(x->port, 0);
+}
+
+static void start(struct fix *x)
+{
+    start_with(x, NULL, false);
+}
+
+static void loop_once(void)
+{
+    event_base_loop(ld_test_base, EVLOOP_ONCE);
+}
+
+static void stop(struct fix *x)
+{
+    if (x->conn)
+        evhttp_connection_free(x->conn);
+    x->conn = NULL;
+    if (x->srv) {
+        ld_future *f = ld__server_close(x->srv);
+        ck_assert_ptr_nonnull(f);
+        ld_test_await_ok(f);
+        ld__server_free(x->srv);
+        x->srv = NULL;
+    }
+    ld_test_flush();
+    ld_test_done_with(x->ev, x->store);
+    json_decref(x->data);
+}
+
+/* ---- the HTTP client --------------------------------------------------------------- */
+
+struct resp {
+    bool done;
+    int code;
+    char *body;
+    size_t len;
+    char etag[64];
+    char cors[64];
+    char allow[64];
+    char ctype[64];
+};
+
+static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
+    snprintf(out, n, "%s", v ? v : "");
+}
+
+static void resp_cb(struct evhttp_request *req, void *arg)
+{
+    struct resp *r = arg;
+    r->done = true;
+    if (!req)
+        return;
+    r->code = evhttp_request_get_response_code(req);
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    r->len = evbuffer_get_length(b);
+    r->body = malloc(r->len + 1);
+    ck_assert_ptr_nonnull(r->body);
+    evbuffer_remove(b, r->body, r->len);
+    r->body[r->len] = '\0';
+    copy_header(req, "ETag", r->etag, sizeof r->etag);
+    copy_header(req, "Access-Control-Allow-Origin", r->cors, sizeof r->cors);
+    copy_header(req, "Allow", r->allow, sizeof r->allow);
+    copy_header(req, "Content-Type", r->ctype, sizeof r->ctype);
+}
+
+static struct evhttp_connection *conn_of(struct fix *x)
+{
+    if (!x->conn) {
+        x->conn = evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x->port);
+        ck_assert_ptr_nonnull(x->conn);
+    }
+    return x->conn;
+}
+
+/* Sends a request and returns at once; the answer lands in *r. */
+static void http_send(struct evhttp_connection *c, enum evhttp_cmd_type m, const char *path,
+                      const char *auth, const char *inm, struct resp *r)
+{
+    memset(r, 0, sizeof *r);
+    struct evhttp_request *req = evhttp_request_new(resp_cb, r);
+    ck_assert_ptr_nonnull(req);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Host", "localhost");
+    if (auth)
+        evhttp_add_header(h, "Authorization", auth);
+    if (inm)
+        evhttp_add_header(h, "If-None-Match", inm);
+    ck_assert_int_eq(evhttp_make_request(c, req, m, path), 0);
+}
+
+static void wait_resp(struct resp *r)
+{
+    while (!r->done)
+        loop_once();
+}
+
+static void http(struct fix *x, enum evhttp_cmd_type m, const char *path, const char *auth,
+                 const char *inm, struct resp *r)
+{
+    http_send(conn_of(x), m, path, auth, inm, r);
+    wait_resp(r);
+}
+
+static void get(struct fix *x, const char *path, struct resp *r)
+{
+    http(x, EVHTTP_REQ_GET, path, KEY, NULL, r);
+}
+
+static void resp_free(struct resp *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+static json_t *body_json(const struct resp *r)
+{
+    json_error_t e;
+    json_t *j = json_loads(r->body ? r->body : "", 0, &e);
+    ck_assert_msg(j != NULL, "body is not JSON (%s): %.300s", e.text, r->body ? r->body : "");
+    return j;
+}
+
+/* Asserts the JSON error answer {"error": "..."} with status `code`. */
+static void expect_error(const struct resp *r, int code)
+{
+    ck_assert_msg(r->code == code, "status %d, expected %d: %.300s", r->code, code,
+                  r->body ? r->body : "");
+    json_t *j = body_json(r);
+    ck_assert_msg(json_is_string(json_object_get(j, "error")), "no error: %s", r->body);
+    json_decref(j);
+}
+
+/* ---- raw sockets ------------------------------------------------------------------- */
+
+struct raw {
+    struct bufferevent *bev;
+    struct evbuffer *got;
+    bool eof;
+};
+
+static void raw_read(struct bufferevent *bev, void *arg)
+{
+    struct raw *r = arg;
+    evbuffer_add_buffer(r->got, bufferevent_get_input(bev));
+}
+
+static void raw_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct raw *r = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        r->eof = true;
+}
+
+static void raw_open(struct raw *r, int port)
+{
+    memset(r, 0, sizeof *r);
+    r->got = evbuffer_new();
+    r->bev = bufferevent_socket_new(ld_test_base, -1, BEV_OPT_CLOSE_ON_FREE);
+    ck_assert_ptr_nonnull(r->bev);
+    bufferevent_setcb(r->bev, raw_read, NULL, raw_event, r);
+    bufferevent_enable(r->bev, EV_READ | EV_WRITE);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bufferevent_socket_connect(r->bev, (struct sockaddr *)&sin, sizeof sin), 0);
+}
+
+static void raw_send(struct raw *r, const char *data, size_t len)
+{
+    bufferevent_write(r->bev, data, len);
+}
+
+static void raw_close(struct raw *r)
+{
+    if (r->bev)
+        bufferevent_free(r->bev);
+    r->bev = NULL;
+    if (r->got)
+        evbuffer_free(r->got);
+    r->got = NULL;
+}
+
+static const char *raw_text(struct raw *r)
+{
+    evbuffer_add(r->got, "", 1);
+    const char *t = (const char *)evbuffer_pullup(r->got, -1);
+    evbuffer_drain(r->got, 0);
+    /* drop the NUL again: it stays at the end, harmless for strstr */
+    return t;
+}
+
+static bool raw_has(struct raw *r, const char *needle)
+{
+    size_t n = evbuffer_get_length(r->got);
+    if (n == 0)
+        return false;
+    struct evbuffer_ptr p = evbuffer_search(r->got, needle, strlen(needle), NULL);
+    return p.pos >= 0;
+}
+
+static void raw_wait_for(struct raw *r, const char *needle)
+{
+    while (!raw_has(r, needle) && !r->eof)
+        loop_once();
+    ck_assert_msg(raw_has(r, needle), "\"%s\" never came; got: %.400s", needle, raw_text(r));
+}
+
+static void raw_wait_eof(struct raw *r)
+{
+    while (!r->eof)
+        loop_once();
+}
+
+/* The status of the first answer, or 0. */
+static int raw_status(struct raw *r)
+{
+    const char *t = raw_text(r);
+    int code = 0;
+    if (sscanf(t, "HTTP/1.%*d %d", &code) != 1)
+        return 0;
+    return code;
+}
+
+/* Sends `req` on a new connection that the server closes, and returns the
+ * status of the answer (0: none). */
+static int raw_exchange(struct fix *x, const char *req, size_t len, struct raw *keep)
+{
+    struct raw r;
+    raw_open(&r, x->port);
+    raw_send(&r, req, len);
+    raw_wait_eof(&r);
+    int code = raw_status(&r);
+    if (keep)
+        *keep = r;
+    else
+        raw_close(&r);
+    return code;
+}
+
+/* ---- polling ----------------------------------------------------------------------- */
+
+/* The store's collection of `kind`, as a new reference. */
+static json_t *store_all(struct fix *x, const ld_kind *kind)
+{
+    ld_future *f = ld_test_fulfilled(ld_store_all(x->store, kind));
+    json_t *j = json_incref(ld_future_json(f));
+    ld_future_unref(f);
+    return j;
+}
+
+START_TEST(test_polling_endpoints_serve_the_store)
+{
+    struct fix x;
+    start(&x);
+    /* a deleted flag is in no answer */
+    ld_test_await_bool(ld_store_delete(x.store, ld_kind_features(), "f3", 5));
+    json_t *flags = store_all(&x, ld_kind_features());
+    json_t *segs = store_all(&x, ld_kind_segments());
+    ck_assert_ptr_null(json_object_get(flags, "f3"));
+
+    struct resp r;
+    get(&x, "/sdk/latest-all", &r);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_str_eq(r.ctype, "application/json");
+    json_t *j = body_json(&r);
+    ck_assert(json_equal(json_object_get(j, "flags"), flags));
+    ck_assert(json_equal(json_object_get(j, "segments"), segs));
+    ck_assert_int_eq(json_object_size(j), 2);
+    json_decref(j);
+    resp_free(&r);
+
+    get(&x, "/sdk/latest-flags", &r);
+    ck_assert_int_eq(r.code, 200);
+    j = body_json(&r);
+    ck_assert(json_equal(j, flags));
+    json_decref(j);
+    resp_free(&r);
+
+    get(&x, "/sdk/latest-segments", &r);
+    ck_assert_int_eq(r.code, 200);
+    j = body_json(&r);
+    ck_assert(json_equal(j, segs));
+    json_decref(j);
+    resp_free(&r);
+
+    get(&x, "/sdk/latest-flags/f2", &r);
+    ck_assert_int_eq(r.code, 200);
+    j = body_json(&r);
+    ck_assert(json_equal(j, json_object_get(flags, "f2")));
+    json_decref(j);
+    resp_free(&r);
+
+    get(&x, "/sdk/latest-segments/s1", &r);
+    ck_assert_int_eq(r.code, 200);
+    j = body_json(&r);
+    ck_assert(json_equal(j, json_object_get(segs, "s1")));
+    json_decref(j);
+    resp_free(&r);
+
+    const char *absent[] = {"/sdk/latest-flags/nope", "/sdk/latest-flags/f3",
+                            "/sdk/latest-segments/nope", "/sdk/latest-flags/s1"};
+    for (size_t i = 0; i < 4; i++) {
+        get(&x, absent[i], &r);
+        expect_error(&r, 404);
+        resp_free(&r);
+    }
+    /* HEAD: the status without the body */
+    http(&x, EVHTTP_REQ_HEAD, "/sdk/latest-flags/f1", KEY, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_uint_eq(r.len, 0);
+    resp_free(&r);
+    json_decref(flags);
+    json_decref(segs);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_percent_encoded_keys_are_decoded)
+{
+    struct fix x;
+    start(&x);
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i}", "key", "a b/c", "version", 3, "on", 0,
+                             "variations", 1, 0, "offVariation", 0);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), item)));
+    struct resp r;
+    get(&x, "/sdk/latest-flags/a%20b%2Fc", &r);
+    ck_assert_int_eq(r.code, 200);
+    json_t *j = body_json(&r);
+    ck_assert(json_equal(j, item));
+    json_decref(j);
+    resp_free(&r);
+    json_decref(item);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_etag_answers_304_until_the_data_changes)
+{
+    struct fix x;
+    start(&x);
+    const char *paths[] = {"/sdk/latest-all", "/sdk/latest-flags", "/sdk/latest-flags/f1",
+                           "/sdk/latest-segments", "/sdk/latest-segments/s1"};
+    char etags[5][64];
+    for (size_t i = 0; i < 5; i++) {
+        struct resp r;
+        get(&x, paths[i], &r);
+        ck_assert_int_eq(r.code, 200);
+        ck_assert_msg(r.etag[0] == '"', "%s: no ETag", paths[i]);
+        snprintf(etags[i], sizeof etags[i], "%s", r.etag);
+        resp_free(&r);
+        http(&x, EVHTTP_REQ_GET, paths[i], KEY, etags[i], &r);
+        ck_assert_msg(r.code == 304, "%s: %d", paths[i], r.code);
+        ck_assert_uint_eq(r.len, 0);
+        ck_assert_str_eq(r.etag, etags[i]);
+        resp_free(&r);
+        http(&x, EVHTTP_REQ_GET, paths[i], KEY, "\"0000000000000000\"", &r);
+        ck_assert_int_eq(r.code, 200);
+        resp_free(&r);
+    }
+    /* the cache served the second time: no serialization */
+    struct ld__server_stats st1, st2;
+    ld__server_stats(x.srv, &st1);
+    struct resp r;
+    get(&x, "/sdk/latest-all", &r);
+    resp_free(&r);
+    ld__server_stats(x.srv, &st2);
+    ck_assert_uint_eq(st1.serializations, st2.serializations);
+
+    /* f1 changes: the flag collections and f1 get new tags, segments keep theirs */
+    json_t *f1 = ld_test_feature("f1", 50);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), f1)));
+    json_decref(f1);
+    for (size_t i = 0; i < 5; i++) {
+        http(&x, EVHTTP_REQ_GET, paths[i], KEY, etags[i], &r);
+        bool changes = strstr(paths[i], "segments") == NULL;
+        ck_assert_msg(r.code == (changes ? 200 : 304), "%s: %d", paths[i], r.code);
+        if (changes)
+            ck_assert_str_ne(r.etag, etags[i]);
+        resp_free(&r);
+    }
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-all", KEY, "*", &r);
+    ck_assert_int_eq(r.code, 304);
+    resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_server_side_endpoints_need_the_sdk_key)
+{
+    struct fix x;
+    start(&x);
+    const char *paths[] = {"/sdk/latest-all",         "/sdk/latest-flags",
+                           "/sdk/latest-flags/f1",    "/sdk/latest-segments",
+                           "/sdk/latest-segments/s1", "/all"};
+    const char *bad[] = {NULL, "", "sdk-test-ke", "sdk-test-key2", "api_key wrong", "Bearer x"};
+    for (size_t i = 0; i < 6; i++)
+        for (size_t b = 0; b < 6; b++) {
+            struct resp r;
+            http(&x, EVHTTP_REQ_GET, paths[i], bad[b], NULL, &r);
+            ck_assert_msg(r.code == 401, "%s with %s: %d", paths[i], bad[b] ? bad[b] : "(none)",
+                          r.code);
+            expect_error(&r, 401);
+            resp_free(&r);
+        }
+    struct resp r;
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", "api_key " KEY, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    /* /status and client-side evaluation need none */
+    http(&x, EVHTTP_REQ_GET, "/status", NULL, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    http(&x, EVHTTP_REQ_GET, "/sdk/evalx/env/contexts/eyJrZXkiOiJ1MSJ9", NULL, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_status_reports_source_store_and_counts)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    http(&x, EVHTTP_REQ_GET, "/status", NULL, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    json_t *j = body_json(&r);
+    json_t *ds = json_object_get(j, "dataSource");
+    ck_assert_str_eq(json_string_value(json_object_get(ds, "state")), "interrupted");
+    ck_assert_int_eq(json_integer_value(json_object_get(ds, "stateSince")), 1700000000000);
+    json_t *err = json_object_get(ds, "lastError");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "kind")), "invalid_data");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "message")), "bad file");
+    json_t *store = json_object_get(j, "store");
+    ck_assert_str_eq(json_string_value(json_object_get(store, "description")), "memory");
+    ck_assert(json_is_true(json_object_get(store, "initialized")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "flags")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "segments")), 1);
+    ck_assert(json_is_integer(json_object_get(j, "uptimeMs")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "degraded");
+    /* no flag data */
+    ck_assert_ptr_null(strstr(r.body, "variations"));
+    ck_assert_ptr_null(strstr(r.body, "\"f1\""));
+    json_decref(j);
+    resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+/* ---- hostile input ----------------------------------------------------------------- */
+
+START_TEST(test_unknown_paths_and_methods)
+{
+    struct fix x;
+    start(&x);
+    const char *missing[] = {"/",
+                             "/nope",
+                             "/sdk",
+                             "/sdk/latest-all/x",
+                             "/sdk/latest-flags/a/b",
+                             "/sdk/evalx/env",
+                             "/sdk/evalx/env/contexts",
+                             "/all/x",
+                             "/a/b/c/d/e/f/g/h",
+                             "/sdk/evalx//contexts/eyJrZXkiOiJ1MSJ9"};
+    for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+        struct resp r;
+        get(&x, missing[i], &r);
+        ck_assert_msg(r.code == 404, "%s: %d", missing[i], r.code);
+        expect_error(&r, 404);
+        resp_free(&r);
+    }
+    struct {
+        enum evhttp_cmd_type m;
+        const char *path;
+    } wrong[] = {{EVHTTP_REQ_POST, "/sdk/latest-all"},
+                 {EVHTTP_REQ_DELETE, "/sdk/latest-flags/f1"},
+                 {EVHTTP_REQ_PUT, "/status"},
+                 {EVHTTP_REQ_HEAD, "/all"},
+                 {EVHTTP_REQ_POST, "/sdk/evalx/env/context"},
+                 {EVHTTP_REQ_GET, "/sdk/evalx/env/context"},
+                 {EVHTTP_REQ_POST, "/sdk/evalx/env/contexts/eyJrZXkiOiJ1MSJ9"}};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        struct resp r;
+        /* a connection each: libevent's client gets lost after a HEAD */
+        evhttp_connection_free(conn_of(&x));
+        x.conn = NULL;
+        http(&x, wrong[i].m, wrong[i].path, KEY, NULL, &r);
+        ck_assert_msg(r.code == 405, "%s: %d", wrong[i].path, r.code);
+        ck_assert_msg(r.allow[0] != '\0', "%s: no Allow", wrong[i].path);
+        if (wrong[i].m != EVHTTP_REQ_HEAD)
+            expect_error(&r, 405);
+        resp_free(&r);
+    }
+    /* an unknown method elsewhere than the REPORT path */
+    static const char foo[] = "FOO /sdk/latest-all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                              "Authorization: " KEY "\r\n\r\n";
+    ck_assert_int_eq(raw_exchange(&x, foo, sizeof foo - 1, NULL), 405);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_bad_encodings_are_400)
+{
+    struct fix x;
+    start(&x);
+    const char *bad[] = {
+        "/sdk/latest-flags/%zz",
+        "/sdk/latest-flags/%4",
+        "/sdk/latest-flags/a%",
+        "/sdk/latest-flags/a%00b",
+        "/sdk/latest-all?x=%g1",
+        "/sdk/evalx/env/contexts/!!!!",                            /* not base64 */
+        "/sdk/evalx/env/contexts/a",                               /* a length base64 cannot have */
+        "/sdk/evalx/env/contexts/bm90IGpzb24",                     /* "not json" */
+        "/sdk/evalx/env/contexts/eyJraW5kIjoidXNlciJ9",            /* {"kind":"user"}: no key */
+        "/sdk/evalx/env/contexts/WzEsMl0",                         /* [1,2] */
+        "/sdk/evalx/env/contexts/eyJrZXkiOiJ1MSIsImtleSI6InUyIn0", /* duplicate key */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct resp r;
+        get(&x, bad[i], &r);
+        ck_assert_msg(r.code == 400, "%s: %d %s", bad[i], r.code, r.body);
+        expect_error(&r, 400);
+        resp_free(&r);
+    }
+    stop(&x);
+}
+END_TEST
+
+static char *big(size_t n, char c)
+{
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+START_TEST(test_oversized_requests_are_refused)
+{
+    struct fix x;
+    start(&x); /* limits: URI 8192, headers 16384, body 65536 */
+    char *req = malloc(1 << 20);
+    ck_assert_ptr_nonnull(req);
+    struct raw r;
+
+    /* a request target above the limit: 414 (JSON) */
+    char *path = big(10000, 'a');
+    int n = snprintf(req, 1 << 20, "GET /sdk/latest-flags/%s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 414);
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "{\"error\":"));
+    raw_close(&r);
+
+    /* header lines above the limit: 431 (JSON) */
+    char *val = big(20000, 'h');
+    n = snprintf(req, 1 << 20, "GET /status HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", val);
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 431);
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "{\"error\":"));
+    raw_close(&r);
+
+    /* a body above the limit: 413 (JSON) */
+    char *body = big(100000, ' ');
+    n = snprintf(req, 1 << 20,
+                 "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(body), body);
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 413);
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "{\"error\":"));
+    raw_close(&r);
+
+    /* beyond 4 times the limits libevent refuses by itself (its own 400 or
+     * 413 page) and closes */
+    free(val);
+    val = big(200000, 'h');
+    n = snprintf(req, 1 << 20, "GET /status HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", val);
+    int code = raw_exchange(&x, req, (size_t)n, NULL);
+    ck_assert_msg(code == 400 || code == 413, "%d", code);
+    n = snprintf(req, 1 << 20,
+                 "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                 "999999999\r\n\r\n");
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, NULL), 413);
+    /* an endless request line is cut off too */
+    free(path);
+    path = big(300000, 'a');
+    n = snprintf(req, 1 << 20, "GET /%s", path);
+    code = raw_exchange(&x, req, (size_t)n, NULL);
+    ck_assert_msg(code == 400 || code == 413, "%d", code);
+
+    /* still serving */
+    struct resp ok;
+    get(&x, "/sdk/latest-flags/f1", &ok);
+    ck_assert_int_eq(ok.code, 200);
+    resp_free(&ok);
+    free(path);
+    free(val);
+    free(body);
+    free(req);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_garbage_closes_the_connection)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1; /* what never ends a line waits for the timeout */
+    start_with(&x, &o, false);
+    static const char *const garbage[] = {
+        "\x00\x01\x02\x03\r\n\r\n",
+        "GET\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET /status HTTP/1.1\r\nno colon here\r\n\r\n",
+        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", /* TLS hello */
+        "GET /status HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        "GET /status HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    };
+    for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+        size_t len = i == 0 ? 8 : i == 4 ? 11 : strlen(garbage[i]);
+        struct raw r;
+        int code = raw_exchange(&x, garbage[i], len, &r);
+        ck_assert_msg(code == 0 || (code >= 400 && code < 500), "garbage %zu: %d", i, code);
+        ck_assert(r.eof);
+        raw_close(&r);
+    }
+    struct resp r;
+    get(&x, "/status", &r);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_connections_beyond_the_limit_get_503)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_connections = 2;
+    start_with(&x, &o, false);
+    struct raw a, b, c;
+    static const char req[] = "GET /status HTTP/1.1\r\nHost: x\r\n\r\n";
+    raw_open(&a, x.port);
+    raw_send(&a, req, sizeof req - 1);
+    raw_wait_for(&a, "\"uptimeMs\"");
+    raw_open(&b, x.port);
+    raw_send(&b, req, sizeof req - 1);
+    raw_wait_for(&b, "\"uptimeMs\"");
+    /* the third is refused: closed at once, unanswered (or 503 if its
+     * request came first) */
+    raw_open(&c, x.port);
+    raw_send(&c, req, sizeof req - 1);
+    raw_wait_eof(&c);
+    int code = raw_status(&c);
+    ck_assert_msg(code == 0 || code == 503, "%d", code);
+    raw_close(&c);
+    /* once one goes, a new one is served */
+    raw_close(&a);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.connections > 1);
+    raw_open(&c, x.port);
+    raw_send(&c, req, sizeof req - 1);
+    raw_wait_for(&c, "\"uptimeMs\"");
+    raw_close(&c);
+    raw_close(&b);
+    stop(&x);
+}
+END_TEST
+
+/* ---- streaming --------------------------------------------------------------------- */
+
+static void stream_open(struct fix *x, struct raw *r)
+{
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                              "Authorization: " KEY "\r\n\r\n";
+    raw_open(r, x->port);
+    raw_send(r, req, sizeof req - 1);
+}
+
+START_TEST(test_stream_sends_put_then_patch_and_delete)
+{
+    struct fix x;
+    start(&x);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{");
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "text/event-stream"));
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "\"segments\":{\"s1\":{"));
+    /* the put holds the store's data */
+    const char *t = strstr(raw_text(&r), "data: ");
+    const char *end = strstr(t, "\n\n");
+    json_error_t e;
+    json_t *put = json_loadb(t + 6, (size_t)(end - t - 6), 0, &e);
+    ck_assert_ptr_nonnull(put);
+    json_t *flags = store_all(&x, ld_kind_features());
+    ck_assert(json_equal(json_object_get(json_object_get(put, "data"), "flags"), flags));
+    json_decref(flags);
+    json_decref(put);
+
+    json_t *f1 = ld_test_feature("f1", 2);
+    ld__server_changed(x.srv, ld_kind_features(), "f1", 2, f1);
+    raw_wait_for(&r, "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\","
+                     "\"version\":2,");
+    json_decref(f1);
+    ld__server_changed(x.srv, ld_kind_features(), "f2", 9, NULL);
+    raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/flags/f2\",\"version\":9}\n\n");
+    json_t *s1 = json_pack("{s:s,s:i}", "key", "s1", "version", 4);
+    ld__server_changed(x.srv, ld_kind_segments(), "s1", 4, s1);
+    raw_wait_for(&r, "event: patch\ndata: {\"path\":\"/segments/s1\",\"data\":{\"key\":\"s1\"");
+    json_decref(s1);
+    ld__server_changed(x.srv, ld_kind_segments(), "s1", 5, NULL);
+    raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/segments/s1\",\"version\":5}");
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams, 1);
+    /* the client goes: the stream is let go of */
+    raw_close(&r);
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams > 0);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_stream_gets_changes_made_before_its_put_after_it)
+{
+    struct fix x;
+    start_with(&x, NULL, true); /* a store that answers later */
+    x.later->hold = true;
+    struct raw r;
+    stream_open(&x, &r);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams == 0);
+    ld__server_changed(x.srv, ld_kind_features(), "gone", 3, NULL);
+    ld_test_later_release(x.later);
+    raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/flags/gone\",\"version\":3}");
+    const char *t = raw_text(&r);
+    ck_assert(strstr(t, "event: put") < strstr(t, "event: delete"));
+    x.later->hold = false;
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_stream_losing_changes_before_its_put_is_refused)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 4096;
+    start_with(&x, &o, true);
+    x.later->hold = true;
+    struct raw r;
+    stream_open(&x, &r);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams == 0);
+    char key[32];
+    for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
+        snprintf(key, sizeof key, "k%d", i);
+        ld__server_changed(x.srv, ld_kind_features(), key, 2, NULL);
+    }
+    ld_test_later_release(x.later);
+    x.later->hold = false;
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 503);
+    ck_assert_ptr_null(strstr(raw_text(&r), "event: put"));
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_stream_heartbeats)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.heartbeat_ms = 20;
+    start_with(&x, &o, false);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put");
+    raw_wait_for(&r, "\r\n:\n\r\n");
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_stream_outlives_the_request_timeout)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.heartbeat_ms = 60000; /* no writes that would restart a read timeout */
+    o.timeout_s = 1;        /* for reading requests: not for streams */
+    start_with(&x, &o, false);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put");
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    do {
+        struct timeval tick = {0, 100000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+    } while (!r.eof && (t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_usec - t0.tv_usec) < 2500000);
+    ck_assert_msg(!r.eof, "the stream was closed");
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams, 1);
+    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    raw_wait_for(&r, "/flags/late");
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_slow_stream_reader_is_dropped)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 256 * 1024;
+    start_with(&x, &o, false);
+    /* a client that never reads, with a small receive buffer */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x.port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    /* and one that reads */
+    struct raw good;
+    stream_open(&x, &good);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams < 2);
+    raw_wait_for(&good, "event: put");
+    char *filler = big(32 * 1024, 'z');
+    json_t *item = json_pack("{s:s,s:i,s:s}", "key", "big", "version", 1, "filler", filler);
+    for (int i = 0; i < 400 && st.streams_dropped == 0; i++) {
+        ld__server_changed(x.srv, ld_kind_features(), "big", i + 1, item);
+        for (int k = 0; k < 4; k++)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        ld__server_stats(x.srv, &st);
+        evbuffer_drain(good.got, evbuffer_get_length(good.got));
+    }
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    ck_assert_uint_eq(st.streams, 1);
+    ck_assert_ptr_nonnull(strstr(x.log, "stream dropped"));
+    /* the reader is still served */
+    ld__server_changed(x.srv, ld_kind_features(), "after", 1, NULL);
+    raw_wait_for(&good, "/flags/after");
+    json_decref(item);
+    free(filler);
+    close(fd);
+    raw_close(&good);
+    stop(&x);
+}
+END_TEST
+
+/* ---- client-side evaluation -------------------------------------------------------- */
+
+static char *b64url(const char *s)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = strlen(s);
+    char *out = malloc(n * 4 / 3 + 4);
+    ck_assert_ptr_nonnull(out);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)s[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)(unsigned char)s[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (unsigned char)s[i + 2];
+        out[o++] = abc[(v >> 18) & 63];
+        out[o++] = abc[(v >> 12) & 63];
+        if (i + 1 < n)
+            out[o++] = abc[(v >> 6) & 63];
+        if (i + 2 < n)
+            out[o++] = abc[v & 63];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Asserts that `got` (an evalx answer) is the evaluator's all-flags state for
+ * `ctx_text` in LaunchDarkly's client-side shape. */
+static void expect_evalx(struct fix *x, const char *ctx_text, bool reasons, json_t *got)
+{
+    ld_context *ctx = ld_test_ctx_of(ctx_text);
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(
+        x->ev, ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY | (reasons ? LD_ALL_FLAGS_WITH_REASONS : 0)));
+    json_t *state = ld_future_json(f);
+    json_t *meta = json_object_get(state, "$flagsState");
+    ck_assert_int_eq(json_object_size(got), json_object_size(meta));
+    ck_assert_ptr_null(json_object_get(got, "f3")); /* not for client-side SDKs */
+    const char *key;
+    json_t *m;
+    json_object_foreach(meta, key, m)
+    {
+        json_t *g = json_object_get(got, key);
+        ck_assert_msg(g != NULL, "%s missing", key);
+        ck_assert_msg(json_equal(json_object_get(g, "value"), json_object_get(state, key)),
+                      "%s: value", key);
+        json_t *var = json_object_get(m, "variation");
+        ck_assert(json_equal(json_object_get(g, "variation"), var ? var : json_null()));
+        ck_assert(json_equal(json_object_get(g, "version"), json_object_get(m, "version")));
+        ck_assert(json_is_integer(json_object_get(g, "version")));
+        json_t *reason = json_object_get(m, "reason");
+        if (reasons)
+            ck_assert_ptr_nonnull(reason);
+        ck_assert(reason ? json_equal(json_object_get(g, "reason"), reason)
+                         : json_object_get(g, "reason") == NULL);
+        json_t *te = json_object_get(m, "trackEvents");
+        ck_assert(te ? json_is_true(json_object_get(g, "trackEvents"))
+                     : json_object_get(g, "trackEvents") == NULL);
+    }
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+}
+
+START_TEST(test_evalx_answers_the_evaluators_results)
+{
+    struct fix x;
+    start(&x);
+    const char *ctxs[] = {"{'key': 'u1'}", "{'kind': 'user', 'key': 'u2', 'name': 'Ü'}",
+                          "{'kind': 'multi', 'user': {'key': 'u3'}, 'org': {'key': 'o'}}"};
+    for (size_t i = 0; i < 3; i++)
+        for (int reasons = 0; reasons < 2; reasons++) {
+            json_t *cj = ld_test_j(ctxs[i]);
+            char *text = json_dumps(cj, JSON_COMPACT);
+            json_decref(cj);
+            char *enc = b64url(text);
+            char path[512];
+            snprintf(path, sizeof path, "/sdk/evalx/my-env/contexts/%s%s", enc,
+                     reasons ? "?withReasons=true" : "");
+            struct resp r;
+            http(&x, EVHTTP_REQ_GET, path, NULL, NULL, &r);
+            ck_assert_msg(r.code == 200, "%s: %d %s", path, r.code, r.body);
+            ck_assert_str_eq(r.cors, "*");
+            json_t *got = body_json(&r);
+            expect_evalx(&x, ctxs[i], reasons, got);
+            json_decref(got);
+            resp_free(&r);
+
+            /* the same with REPORT */
+            char req[2048];
+            int n = snprintf(req, sizeof req,
+                             "REPORT /sdk/evalx/my-env/context%s HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                             "Connection: close\r\n\r\n%s",
+                             reasons ? "?withReasons=true" : "", strlen(text), text);
+            struct raw raw;
+            ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &raw), 200);
+            const char *t = raw_text(&raw);
+            ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Origin: *"));
+            const char *b = strstr(t, "\r\n\r\n");
+            ck_assert_ptr_nonnull(b);
+            json_error_t e;
+            got = json_loads(b + 4, 0, &e);
+            ck_assert_msg(got != NULL, "REPORT body: %s", b + 4);
+            expect_evalx(&x, ctxs[i], reasons, got);
+            json_decref(got);
+            raw_close(&raw);
+            free(enc);
+            free(text);
+        }
+    /* the shape, spelled out: u2 matches f2's tracked rule */
+    struct resp r;
+    char *enc = b64url("{\"key\":\"u2\"}");
+    char path[256];
+    snprintf(path, sizeof path, "/sdk/evalx/e/contexts/%s", enc);
+    http(&x, EVHTTP_REQ_GET, path, NULL, NULL, &r);
+    json_t *got = body_json(&r);
+    json_t *want = ld_test_j("{'value': 'b', 'variation': 1, 'version': 7, 'trackEvents': true,"
+                             " 'trackReason': true, 'reason': {'kind': 'RULE_MATCH',"
+                             " 'ruleIndex': 0, 'ruleId': 'r1'}}");
+    ck_assert_msg(json_equal(json_object_get(got, "f2"), want), "%s", r.body);
+    json_decref(want);
+    json_decref(got);
+    resp_free(&r);
+    free(enc);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_evalx_cors_and_preflight)
+{
+    struct fix x;
+    start(&x);
+    const char *paths[] = {"/sdk/evalx/e/context", "/sdk/evalx/e/contexts/eyJrZXkiOiJ1MSJ9"};
+    for (size_t i = 0; i < 2; i++) {
+        struct raw r;
+        char req[512];
+        int n = snprintf(req, sizeof req,
+                         "OPTIONS %s HTTP/1.1\r\nHost: x\r\nOrigin: http://example.com\r\n"
+                         "Access-Control-Request-Method: REPORT\r\nConnection: close\r\n\r\n",
+                         paths[i]);
+        ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 200);
+        const char *t = raw_text(&r);
+        ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Origin: *"));
+        ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Methods: GET, REPORT, OPTIONS"));
+        ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Headers: Content-Type"));
+        raw_close(&r);
+    }
+    /* errors carry CORS headers too */
+    struct resp r;
+    http(&x, EVHTTP_REQ_GET, "/sdk/evalx/e/contexts/!!", NULL, NULL, &r);
+    expect_error(&r, 400);
+    ck_assert_str_eq(r.cors, "*");
+    resp_free(&r);
+    /* REPORT with another content type, or a body that is no context */
+    static const char xml[] = "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "text/xml\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    ck_assert_int_eq(raw_exchange(&x, xml, sizeof xml - 1, NULL), 415);
+    static const char bad[] = "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                              "{\"a\":";
+    ck_assert_int_eq(raw_exchange(&x, bad, sizeof bad - 1, NULL), 400);
+    static const char nokey[] = "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                "application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+                                "{}";
+    ck_assert_int_eq(raw_exchange(&x, nokey, sizeof nokey - 1, NULL), 400);
+    stop(&x);
+}
+END_TEST
+
+/* ---- load and lifetime ------------------------------------------------------------- */
+
+#define N_CONNS 32
+#define N_REQUESTS 2000
+
+struct loader {
+    struct fix *x;
+    struct evhttp_connection *c[N_CONNS];
+    struct resp r[N_CONNS];
+    int issued, answered, ok;
+};
+
+static void loader_next(struct loader *l, int i);
+
+static struct loader *the_loader;
+
+static void loader_done(struct evhttp_request *req, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    struct loader *l = the_loader;
+    l->answered++;
+    if (req && evhttp_request_get_response_code(req) == 200)
+        l->ok++;
+    loader_next(l, i);
+}
+
+static void loader_next(struct loader *l, int i)
+{
+    if (l->issued >= N_REQUESTS)
+        return;
+    static const char *const paths[] = {"/sdk/latest-flags/f1", "/sdk/latest-all",
+                                        "/sdk/evalx/e/contexts/eyJrZXkiOiJ1MSJ9", "/status",
+                                        "/sdk/latest-segments/s1"};
+    struct evhttp_request *req = evhttp_request_new(loader_done, (void *)(intptr_t)i);
+    ck_assert_ptr_nonnull(req);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization", KEY);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "x");
+    const char *path = paths[l->issued % 5];
+    l->issued++;
+    ck_assert_int_eq(evhttp_make_request(l->c[i], req, EVHTTP_REQ_GET, path), 0);
+}
+
+START_TEST(test_many_requests_all_answered)
+{
+    struct fix x;
+    start(&x);
+    struct loader l = {.x = &x};
+    the_loader = &l;
+    for (int i = 0; i < N_CONNS; i++) {
+        l.c[i] = evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
+        ck_assert_ptr_nonnull(l.c[i]);
+        loader_next(&l, i);
+    }
+    while (l.answered < N_REQUESTS)
+        loop_once();
+    ck_assert_int_eq(l.ok, N_REQUESTS);
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_ge(st.requests, N_REQUESTS);
+    ck_assert_uint_eq(st.pending, 0);
+    ck_assert_uint_le(st.connections, N_CONNS);
+    for (int i = 0; i < N_CONNS; i++)
+        evhttp_connection_free(l.c[i]);
+    the_loader = NULL;
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_close_with_streams_and_requests_pending)
+{
+    struct fix x;
+    start_with(&x, NULL, true);
+    /* one stream running */
+    struct raw s1;
+    stream_open(&x, &s1);
+    raw_wait_for(&s1, "event: put");
+    /* then the store holds its answers: a stream waiting for its put and
+     * requests waiting for their futures */
+    x.later->hold = true;
+    struct raw s2;
+    stream_open(&x, &s2);
+    struct resp r[3];
+    struct evhttp_connection *c[3];
+    const char *paths[] = {"/sdk/latest-all", "/sdk/latest-flags/f1", "/status"};
+    for (int i = 0; i < 3; i++) {
+        c[i] = evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
+        http_send(c[i], EVHTTP_REQ_GET, paths[i], KEY, NULL, &r[i]);
+    }
+    /* a client that gives up while its request waits */
+    struct raw gone;
+    static const char req[] =
+        "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    raw_open(&gone, x.port);
+    raw_send(&gone, req, sizeof req - 1);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.pending < 4 || st.streams < 2);
+    raw_close(&gone);
+    for (int i = 0; i < 20; i++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+
+    ld_future *closed = ld__server_close(x.srv);
+    ck_assert_ptr_nonnull(closed);
+    ld_test_await_ok(closed);
+    for (int i = 0; i < 3; i++) {
+        wait_resp(&r[i]);
+        ck_assert_msg(r[i].code == 503, "%s: %d", paths[i], r[i].code);
+        resp_free(&r[i]);
+        evhttp_connection_free(c[i]);
+    }
+    raw_wait_eof(&s1);
+    raw_wait_eof(&s2);
+    ck_assert_int_eq(raw_status(&s2), 503);
+    raw_close(&s1);
+    raw_close(&s2);
+    /* closed: nothing listens */
+    struct raw late;
+    raw_open(&late, x.port);
+    raw_wait_eof(&late);
+    raw_close(&late);
+    ld__server_free(x.srv);
+    x.srv = NULL;
+    ld_test_later_release(x.later);
+    x.later->hold = false;
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_free_right_after_close_with_work_pending)
+{
+    struct fix x;
+    start_with(&x, NULL, true);
+    struct raw s1;
+    stream_open(&x, &s1);
+    raw_wait_for(&s1, "event: put");
+    x.later->hold = true;
+    struct raw s2;
+    stream_open(&x, &s2);
+    struct resp r;
+    struct evhttp_connection *c =
+        evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
+    http_send(c, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", KEY, NULL, &r);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.pending < 1 || st.streams < 2);
+    ld_future *closed = ld__server_close(x.srv);
+    ld__server_free(x.srv); /* before the loop ran */
+    x.srv = NULL;
+    ld_test_await_ok(closed);
+    ld_test_later_release(x.later);
+    x.later->hold = false;
+    wait_resp(&r);
+    raw_wait_eof(&s1);
+    raw_wait_eof(&s2);
+    resp_free(&r);
+    evhttp_connection_free(c);
+    raw_close(&s1);
+    raw_close(&s2);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_free_with_requests_pending_and_no_close)
+{
+    struct fix x;
+    start_with(&x, NULL, true);
+    x.later->hold = true;
+    struct raw a, s;
+    static const char req[] =
+        "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    raw_open(&a, x.port);
+    raw_send(&a, req, sizeof req - 1);
+    stream_open(&x, &s);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.pending < 1 || st.streams < 1);
+    ld__server_free(x.srv);
+    x.srv = NULL;
+    raw_wait_eof(&a);
+    raw_wait_eof(&s);
+    ld_test_later_release(x.later);
+    x.later->hold = false;
+    ld_test_flush();
+    raw_close(&a);
+    raw_close(&s);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_bind_failure_is_reported)
+{
+    struct fix x;
+    start(&x);
+    struct ld__server_options o = {0};
+    o.port = x.port; /* taken */
+    o.log = log_fn;
+    o.log_arg = &x;
+    ld__server *two = ld__server_new(ld_test_base, x.store, x.ev, &o);
+    ck_assert_ptr_null(two);
+    ck_assert_ptr_nonnull(strstr(x.log, "cannot listen"));
+    ck_assert_ptr_null(ld__server_new(ld_test_base, NULL, x.ev, &o));
+    stop(&x);
+}
+END_TEST
+
+Suite *ld_suite_serve(void)
+{
+    Suite *s = suite_create("serve");
+    TCase *tc = tcase_create("polling");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_polling_endpoints_serve_the_store);
+    tcase_add_test(tc, test_percent_encoded_keys_are_decoded);
+    tcase_add_test(tc, test_etag_answers_304_until_the_data_changes);
+    tcase_add_test(tc, test_server_side_endpoints_need_the_sdk_key);
+    tcase_add_test(tc, test_status_reports_source_store_and_counts);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_unknown_paths_and_methods);
+    tcase_add_test(tc, test_bad_encodings_are_400);
+    tcase_add_test(tc, test_oversized_requests_are_refused);
+    tcase_add_test(tc, test_garbage_closes_the_connection);
+    tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("streaming");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_stream_sends_put_then_patch_and_delete);
+    tcase_add_test(tc, test_stream_gets_changes_made_before_its_put_after_it);
+    tcase_add_test(tc, test_stream_losing_changes_before_its_put_is_refused);
+    tcase_add_test(tc, test_stream_heartbeats);
+    tcase_add_test(tc, test_stream_outlives_the_request_timeout);
+    tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("evalx");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
+    tcase_add_test(tc, test_evalx_cors_and_preflight);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lifetime");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_many_requests_all_answered);
+    tcase_add_test(tc, test_close_with_streams_and_requests_pending);
+    tcase_add_test(tc, test_free_right_after_close_with_work_pending);
+    tcase_add_test(tc, test_free_with_requests_pending_and_no_close);
+    tcase_add_test(tc, test_bind_failure_is_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}
