@@ -1022,8 +1022,12 @@ static void quiet_cb(evutil_socket_t fd, short what, void *arg)
         stat_all(y, y->now);
         if (!sigs_eq(y, y->now, y->polled)) { /* still changing */
             memcpy(y->polled, y->now, y->s.n * sizeof(struct sig));
-            arm_quiet(y);
-            return;
+            if (mono_ms() - y->burst_ms < QUIET_MAX_MS) {
+                arm_quiet(y);
+                return;
+            }
+            /* changing for too long: read now (a read during which a file
+             * changes is done again) */
         }
     }
     y->quiet_armed = false;
