@@ -513,6 +513,59 @@ START_TEST(test_initializer_free_right_after_stop)
 }
 END_TEST
 
+/* Writes `text` to `path` in place, 8 KiB at a time, 1 ms apart. */
+struct slow_write {
+    const char *path;
+    const char *text;
+    atomic_int started;
+};
+
+static void *slow_write_main(void *arg)
+{
+    struct slow_write *w = arg;
+    FILE *f = fopen(w->path, "w");
+    size_t len = strlen(w->text);
+    for (size_t at = 0; f && at < len; at += 8192) {
+        fwrite(w->text + at, 1, len - at < 8192 ? len - at : 8192, f);
+        fflush(f);
+        atomic_store(&w->started, 1);
+        sleep_ms(1);
+    }
+    if (f)
+        fclose(f);
+    atomic_store(&w->started, 1);
+    return NULL;
+}
+
+/* A file being written while it is read is read again once its status
+ * stays the same from open to end: the fetch gets the whole file, never a
+ * parse error on the part written so far. */
+START_TEST(test_initializer_rereads_a_file_written_while_read)
+{
+    const char *p = path_of(0, "slow.json");
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text + len, cap - len, "{\"flagValues\": {");
+    int n = 0;
+    while (len < 600000)
+        len += (size_t)snprintf(text + len, cap - len, "%s\"flag-%d\": \"a value of flag %d\"",
+                                n ? ", " : "", n, n), n++;
+    snprintf(text + len, cap - len, "}}");
+    write_text(p, "");
+    struct slow_write w = {p, text, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, slow_write_main, &w), 0);
+    while (!atomic_load(&w.started))
+        sleep_ms(1);
+    ld_future *f = fetch_one(p);
+    pthread_join(t, NULL);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), (size_t)n);
+    ld_future_unref(f);
+    free(text);
+}
+END_TEST
+
 struct in_cb {
     ld_initializer *in;
     ld_future *second;
@@ -1105,6 +1158,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_initializer_free_cancels_a_pending_fetch);
     tcase_add_test(tc, test_initializer_free_right_after_stop);
     tcase_add_test(tc, test_initializer_stop_and_free_from_inside_callbacks);
+    tcase_add_test(tc, test_initializer_rereads_a_file_written_while_read);
     suite_add_tcase(s, tc);
 
     /* Not threaded: in forked tests (the default), libevent threading is
