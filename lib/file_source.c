@@ -141,6 +141,7 @@ struct job {
     struct src *src;
     ld_future *done; /* the reader's reference, released by the reader */
     ld_future *out;  /* initializer: the fetch's future (a reference) */
+    bool on_loop;    /* read on the loop: never sleeps */
 };
 
 struct src {
@@ -263,10 +264,25 @@ static size_t read_cb(void *buffer, size_t size, void *arg)
     return k;
 }
 
-static void nap(void)
+static void nap(long ns)
 {
-    struct timespec ts = {0, READ_RETRY_NS};
+    struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
+}
+
+/* How long, in ns, until the file whose status is `st` has gone unmodified
+ * for LD_FILE_QUIET_MS (0: it has). */
+static long quiet_left_ns(const struct stat *st)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double age_ms = (double)(now.tv_sec - st->st_mtim.tv_sec) * 1e3 +
+                    (double)(now.tv_nsec - st->st_mtim.tv_nsec) / 1e6;
+    if (age_ms >= LD_FILE_QUIET_MS)
+        return 0;
+    if (age_ms < 0) /* a clock set back: wait the whole time */
+        age_ms = 0;
+    return (long)((LD_FILE_QUIET_MS - age_ms) * 1e6) + 1000000L;
 }
 
 /* Reads and parses `path` into *doc; its status goes to *sig. 0 or the
@@ -291,14 +307,16 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
             break;
         }
         struct reader rd = {fd, 0, false, job, buf, 0, 0};
-        json_error_t jerr;
+        json_error_t jerr, again; /* jansson leaves them as they are when an
+                                     allocation fails before it begins */
+        memset(&jerr, 0, sizeof(jerr));
+        memset(&again, 0, sizeof(again));
         json_t *j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &jerr);
         if (!j && !rd.err && !rd.cancelled && json_error_code(&jerr) != json_error_out_of_memory &&
             lseek(fd, 0, SEEK_SET) == 0) {
             /* jansson reports some allocation failures as syntax errors:
              * a syntax error is real when a second parse finds it at the
              * same place; a second parse that succeeds is taken */
-            json_error_t again;
             rd.len = rd.pos = 0;
             j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &again);
             if (!j && (again.position != jerr.position || strcmp(again.text, jerr.text) != 0))
@@ -321,13 +339,23 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
         }
         if (!stable) {
             json_decref(j);
-            if (attempt < READ_TRIES) {
-                nap();
+            if (attempt < READ_TRIES && !job->on_loop) {
+                nap(READ_RETRY_NS);
                 continue;
             }
             r->unstable = true;
             code = fail(r, LD_EIO, "%s: the file kept changing while it was read", path);
             break;
+        }
+        long wait;
+        if (!j && jerr.text[0] && attempt < READ_TRIES && !job->on_loop &&
+            (wait = quiet_left_ns(&before)) > 0) {
+            /* a parse error in a file modified just now: perhaps one being
+             * written, with pauses longer than a read; read it again once
+             * it has been quiet for a while */
+            for (; wait > 0 && wanted(job); wait -= READ_RETRY_NS)
+                nap(wait < READ_RETRY_NS ? wait : READ_RETRY_NS);
+            continue;
         }
         if (!j) {
             if (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0])
@@ -711,6 +739,7 @@ static struct job *submit(struct src *s, ld_future *out)
         pthread_mutex_unlock(&s->mu);
         return job;
     }
+    job->on_loop = true;
     if (!s->run_ev)
         s->run_ev = ev_new(s->base, -1, 0, run_loop_jobs, s);
     if (!s->run_ev) {
@@ -1022,8 +1051,12 @@ static void quiet_cb(evutil_socket_t fd, short what, void *arg)
         stat_all(y, y->now);
         if (!sigs_eq(y, y->now, y->polled)) { /* still changing */
             memcpy(y->polled, y->now, y->s.n * sizeof(struct sig));
-            arm_quiet(y);
-            return;
+            if (mono_ms() - y->burst_ms < QUIET_MAX_MS) {
+                arm_quiet(y);
+                return;
+            }
+            /* changing for too long: read now (a read during which a file
+             * changes is done again) */
         }
     }
     y->quiet_armed = false;

@@ -24,9 +24,14 @@
  * invalid_data error):
  *   - LD_EIO: a file cannot be opened or read: "PATH: strerror text";
  *     also a file that kept changing while it was read ("PATH: the file
- *     kept changing while it was read");
+ *     kept changing while it was read"): a read during which a file's
+ *     status (device, inode, size, change and modification times) changed
+ *     is done again, up to 20 times 10 ms apart;
  *   - LD_EPARSE: malformed JSON: "PATH:LINE:COLUMN: what jansson says"
- *     (line and column of jansson's json_error_t, both from 1);
+ *     (line and column of jansson's json_error_t, both from 1); a file
+ *     that does not parse but was modified less than LD_FILE_QUIET_MS ago
+ *     (perhaps being written) is read again once it has been left alone
+ *     for that long, a few times, before the error is given;
  *     or the wrong shape, naming the file and the key: "PATH: the top
  *     level is not a JSON object", "PATH: \"flags\" is not an object",
  *     "PATH: flag \"K\" is not an object", "PATH: flag \"K\": \"version\"
@@ -45,7 +50,10 @@
  * threading is off, a read happens on the loop instead, from a loop
  * callback (never inside the call that asked for it): the results are the
  * same, but the loop is held for the time of the parse (about 80 ms for
- * 10,000 flags here). The allocator hooks (alloc.h, and jansson's
+ * 10,000 flags here), and a file that changes while it is read, or that
+ * does not parse just after it was modified, is not waited for (the
+ * error is given at once; a synchronizer tries again after its quiet
+ * time). The allocator hooks (alloc.h, and jansson's
  * json_set_alloc_funcs()) are called from the worker thread: they must be
  * thread-safe then, as for completing futures from other threads.
  *
@@ -101,7 +109,9 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
  *     interrupted, no change set, and an error of kind invalid_data whose
  *     message is the error message described at the top of this file: the
  *     data of the last good read stays where it is. When the files are good
- *     again, the next update is valid again, with the data.
+ *     again, the next update is valid again, with the data. (A read that
+ *     runs out of memory is done again after the quiet time below; a next
+ *     rejects with LD_ENOMEM only when its update cannot be made.)
  *
  * Watching. Where inotify exists (Linux), the directories that hold the
  * files (of the paths as given and, when a path is a symbolic link, of its
