@@ -1,0 +1,109 @@
+// Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
+//
+// LaunchDarkly's Node server SDK as a client of ldasync-serve.
+//
+//   node node-sdk.mjs BASE_URL SDK_KEY DATA_FILE
+//
+// Two clients of the same SDK evaluate the same contexts: one reads
+// DATA_FILE itself through the SDK's own file data source (the reference),
+// the other gets the data from ldasync-serve at BASE_URL, once by polling
+// and once by streaming. Their all-flags states must be equal. Then the
+// streaming client must see a change: the script rewrites DATA_FILE (a new
+// value for the first key of "flagValues") and waits for the SDK's update
+// event and the new value. Prints one line per check; exits 1 on the first
+// failure.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { basicLogger, init, integrations } from '@launchdarkly/node-server-sdk';
+
+const [baseUrl, sdkKey, dataFile] = process.argv.slice(2);
+if (!dataFile) {
+  console.error('usage: node node-sdk.mjs BASE_URL SDK_KEY DATA_FILE');
+  process.exit(2);
+}
+const logger = basicLogger({ level: 'warn' });
+const contexts = [
+  { kind: 'user', key: 'alice', email: 'alice@example.com', country: 'fr' },
+  { kind: 'user', key: 'bob', name: 'Bob', beta: true },
+  { kind: 'multi', user: { key: 'carol' }, organization: { key: 'acme', plan: 'enterprise' } },
+];
+
+function fail(what) {
+  console.error(`FAIL: ${what}`);
+  process.exit(1);
+}
+
+// JSON text with the keys of every object sorted: states are compared as
+// values (the order of keys in an all-flags state is not significant).
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+async function states(client) {
+  const out = [];
+  for (const c of contexts) {
+    out.push((await client.allFlagsState(c, { withReasons: true })).toJSON());
+  }
+  return out;
+}
+
+async function started(client, what) {
+  try {
+    await client.waitForInitialization({ timeout: 10 });
+  } catch (e) {
+    fail(`${what}: not initialized: ${e}`);
+  }
+}
+
+const reference = init('unused', {
+  updateProcessor: new integrations.FileDataSourceFactory({ paths: [dataFile] }).getFactory(),
+  sendEvents: false,
+  logger,
+});
+await started(reference, 'file data source');
+const want = await states(reference);
+reference.close();
+const nflags = Object.keys(want[0]).filter((k) => !k.startsWith('$')).length;
+if (nflags === 0) fail('the data file has no flags');
+
+for (const stream of [false, true]) {
+  const mode = stream ? 'streaming' : 'polling';
+  const client = init(sdkKey, {
+    baseUri: baseUrl,
+    streamUri: baseUrl,
+    eventsUri: baseUrl,
+    stream,
+    sendEvents: false,
+    logger,
+  });
+  await started(client, mode);
+  const got = await states(client);
+  if (canonical(got) !== canonical(want)) {
+    console.error(JSON.stringify({ want, got }, null, 1));
+    fail(`${mode}: the all-flags states differ from the file data source's`);
+  }
+  console.log(`ok: ${mode}: ${nflags} flags, ${contexts.length} contexts, states equal`);
+  if (!stream) {
+    client.close();
+    continue;
+  }
+  const data = JSON.parse(readFileSync(dataFile, 'utf8'));
+  const key = Object.keys(data.flagValues || {})[0];
+  if (!key) fail('the data file has no flagValues');
+  const value = `changed-${Date.now()}`;
+  const updated = new Promise((resolve) => client.on(`update:${key}`, resolve));
+  data.flagValues[key] = value;
+  const t0 = Date.now();
+  writeFileSync(dataFile, JSON.stringify(data, null, 2));
+  const timer = setTimeout(() => fail(`streaming: no update of ${key} within 5 s`), 5000);
+  await updated;
+  clearTimeout(timer);
+  const seen = await client.variation(key, contexts[0], null);
+  if (seen !== value) fail(`streaming: ${key} is ${JSON.stringify(seen)}, not ${value}`);
+  console.log(`ok: streaming: the change of ${key} arrived in ${Date.now() - t0} ms`);
+  client.close();
+}
+process.exit(0);

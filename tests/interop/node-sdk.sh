@@ -1,0 +1,45 @@
+#!/bin/sh
+# Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
+#
+# LaunchDarkly's Node server SDK (the version pinned in package.json) as a
+# client of ldasync-serve serving data/flags.json: by polling and by
+# streaming, its evaluations must equal those of the same SDK reading the
+# file itself, and a change of the file must reach the streaming client.
+# See node-sdk.mjs.
+#
+# usage, from the top of the tree: tests/interop/node-sdk.sh [BUILD_DIR]
+# Needs node (18 or later) and npm with the npm registry (`npm ci` runs
+# once, in tests/interop). Not part of `make check`.
+set -eu
+
+build=${1:-build}
+port=${PORT:-18091}
+key=sdk-interop-key
+here=$(cd "$(dirname "$0")" && pwd)
+serve=$build/serve/ldasync-serve
+[ -x "$serve" ] || { echo "node-sdk: build $serve first" >&2; exit 1; }
+[ -d "$here/node_modules/@launchdarkly/node-server-sdk" ] || (cd "$here" && npm ci --no-audit --no-fund)
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+cp data/flags.json "$tmp/flags.json"
+"$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" 2>"$tmp/serve.log" &
+pid=$!
+i=0
+until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && { echo "node-sdk: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
+    sleep 0.1
+done
+status=0
+node "$here/node-sdk.mjs" "http://127.0.0.1:$port" "$key" "$tmp/flags.json" || status=$?
+if [ $status -ne 0 ]; then
+    echo "---- ldasync-serve's log ----" >&2
+    cat "$tmp/serve.log" >&2
+fi
+exit $status
