@@ -261,6 +261,10 @@ struct ld_detail {
     uint8_t error; /* enum ld_eval_error */
     int8_t big;    /* enum ld_big_segments_status, or -1 */
     bool in_experiment;
+    /* The flag's first nprereqs prerequisites were evaluated (found in the
+     * store and entered, whatever their result): the all-flags state lists
+     * their keys. Saturates at UINT16_MAX. */
+    uint16_t nprereqs;
 };
 
 _Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
@@ -298,9 +302,10 @@ struct es {
     const struct ld__item *flags[MAX_DEPTH];
     const struct ld__item *segments[MAX_DEPTH];
     int nflags, nsegments;
-    long visits; /* flags and segments entered, up to MAX_VISITS */
-    int big;     /* the worst big segments status met, or -1 */
-    int error;   /* enum ld_eval_error after E_FAIL */
+    long visits;        /* flags and segments entered, up to MAX_VISITS */
+    int big;            /* the worst big segments status met, or -1 */
+    int error;          /* enum ld_eval_error after E_FAIL */
+    size_t top_prereqs; /* prerequisites of the evaluated flag entered */
 };
 
 struct res {
@@ -522,6 +527,8 @@ static int prerequisites(struct es *es, const struct ld__flag *f, struct res *r)
             const struct ld__flag *pf = (const struct ld__flag *)it;
             struct res pr;
             rc = eval_flag(es, pf, &pr);
+            if (es->nflags == 1 && rc != E_NEED) /* a prerequisite of the flag asked for */
+                es->top_prereqs++;
             if (rc < 0)
                 return rc;
             met = pf->on && pr.index >= 0 && pr.index == p->variation;
@@ -705,6 +712,7 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     es.visits = 0;
     es.big = -1;
     es.error = LD_EVAL_ERROR_NONE;
+    es.top_prereqs = 0;
     struct res r;
     int rc;
     if (!f || f->deleted) {
@@ -725,6 +733,7 @@ static int evaluate_into(const ld_context *ctx, const struct resolver *rv, void 
     d->big = (int8_t)es.big;
     d->index = -1;
     d->rule = -1;
+    d->nprereqs = (uint16_t)(es.top_prereqs < UINT16_MAX ? es.top_prereqs : UINT16_MAX);
     if (rc != 0) {
         d->kind = LD_REASON_ERROR;
         d->error = es.error != LD_EVAL_ERROR_NONE ? (uint8_t)es.error : LD_EVAL_ERROR_EXCEPTION;
@@ -1697,6 +1706,22 @@ static json_t *shared_meta(ld_evaluator *ev, struct ld__flag *f, int index, bool
     return json_incref(*slot);
 }
 
+/* The keys of the first `n` prerequisites of `f`, those its evaluation
+ * entered, in order, as LaunchDarkly's SDKs list them in the state (each
+ * was found in the store, so it is valid UTF-8). @return a new array, or
+ * NULL when memory ran out. */
+static json_t *prerequisite_keys(const struct ld__flag *f, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n && i < f->nprereqs; i++) {
+        if (json_array_append_new(a, json_stringn(f->prereqs[i].key.s, f->prereqs[i].key.len))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 /* Adds flag `f`'s result to the state `st` (its values) and `meta`
  * ($flagsState) under `key` (`klen` bytes): the key the store filed it
  * under, which a store implementation may answer with an item whose own
@@ -1716,7 +1741,7 @@ static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t k
     bool reason = (details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason;
     json_t *m;
     int e = 0;
-    if (!reason && d.index >= 0) {
+    if (!reason && d.index >= 0 && d.nprereqs == 0) {
         m = shared_meta(j->ev, f, d.index, details);
         e = m ? 0 : -1;
     } else {
@@ -1736,6 +1761,8 @@ static int add_flag(struct job *j, struct ld__flag *f, const char *key, size_t k
             e |= set_new(m, "trackReason", json_true());
         if (m && f->has_debug)
             e |= set_new(m, "debugEventsUntilDate", json_integer(f->debug_until));
+        if (m && d.nprereqs > 0)
+            e |= set_new(m, "prerequisites", prerequisite_keys(f, d.nprereqs));
     }
     if (e) {
         json_decref(m);

@@ -1032,7 +1032,8 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
  * LaunchDarkly's service answer it), from the evaluator's all-flags state:
  * {"<flag>": {"value": v, "variation": n | null, "version": flag version,
  * "trackEvents": true (when), "trackReason": true (when), "reason": {...}
- * (when asked for or tracked), "debugEventsUntilDate": ms (when)}, ...}. */
+ * (when asked for or tracked), "debugEventsUntilDate": ms (when),
+ * "prerequisites": [keys] (when the flag's evaluation entered any)}, ...}. */
 static json_t *evalx_of_state(const json_t *state)
 {
     json_t *meta = json_object_get(state, "$flagsState");
@@ -1049,8 +1050,8 @@ static json_t *evalx_of_state(const json_t *state)
         rc |= json_object_set(o, "value", value ? value : json_null());
         json_t *var = json_object_get(m, "variation");
         rc |= json_object_set(o, "variation", var ? var : json_null());
-        static const char *const copy[] = {"version", "trackEvents", "trackReason", "reason",
-                                           "debugEventsUntilDate"};
+        static const char *const copy[] = {"version", "trackEvents",   "trackReason",
+                                           "reason",  "prerequisites", "debugEventsUntilDate"};
         for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++) {
             json_t *v = json_object_get(m, copy[i]);
             if (v)

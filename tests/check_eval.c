@@ -1840,6 +1840,51 @@ START_TEST(test_all_flags_shared_entries)
 }
 END_TEST
 
+/* The $flagsState entry of a flag lists the keys of the prerequisites its
+ * evaluation entered, in order, as LaunchDarkly's SDKs do: each one found
+ * in the store, up to and including the first that is not met (one that is
+ * missing ends the list without being in it); none for a flag that is off;
+ * only direct prerequisites; also with an error and without details. */
+START_TEST(test_all_flags_lists_the_prerequisites_entered)
+{
+    ld_store *s = store_with(
+        "{'on1':{'version':1,'on':true,'variations':[true,false],'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'deep','variation':0}]},"
+        "'on2':{'version':1,'on':true,'variations':[true,false],'fallthrough':{'variation':0}},"
+        "'deep':{'version':1,'on':true,'variations':[true,false],'fallthrough':{'variation':0}},"
+        "'off1':{'version':1,'on':false,'offVariation':1,'variations':[true,false]},"
+        "'all':{'version':2,'on':true,'variations':['a','b'],'offVariation':1,"
+        "'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'on1','variation':0},{'key':'on2','variation':0}]},"
+        "'fails':{'version':3,'on':true,'variations':['a','b'],'offVariation':1,"
+        "'fallthrough':{'variation':0},'prerequisites':[{'key':'on1','variation':0},"
+        "{'key':'off1','variation':0},{'key':'on2','variation':0}]},"
+        "'missing':{'version':4,'on':true,'variations':['a','b'],'offVariation':1,"
+        "'fallthrough':{'variation':0},'prerequisites':[{'key':'on2','variation':0},"
+        "{'key':'nope','variation':0},{'key':'on1','variation':0}]},"
+        "'isoff':{'version':5,'on':false,'variations':['a','b'],'offVariation':1,"
+        "'prerequisites':[{'key':'on1','variation':0}]},"
+        "'cyc1':{'version':6,'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'cyc2','variation':0}]},"
+        "'cyc2':{'version':7,'on':true,'variations':['a','b'],'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'cyc1','variation':0}]}}",
+        NULL);
+    expect_all_flags(
+        "prerequisites", s, USER("u"), LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS,
+        "{'on1':true,'on2':true,'deep':true,'off1':false,'all':'a','fails':'b','missing':'b',"
+        "'isoff':'b','cyc1':null,'cyc2':null,'$flagsState':{"
+        "'on1':{'variation':0,'prerequisites':['deep']},'on2':{'variation':0},"
+        "'deep':{'variation':0},'off1':{'variation':1},"
+        "'all':{'variation':0,'prerequisites':['on1','on2']},"
+        "'fails':{'variation':1,'prerequisites':['on1','off1']},"
+        "'missing':{'variation':1,'prerequisites':['on2']},"
+        "'isoff':{'variation':1},"
+        "'cyc1':{'prerequisites':['cyc2']},'cyc2':{'prerequisites':['cyc1']}},"
+        "'$valid':true}");
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_all_flags_arguments)
 {
     ld_store *s = store_with(JAVA_FLAGS, NULL);
@@ -2364,8 +2409,10 @@ START_TEST(test_later_store_same_details_in_one_round_trip_per_level)
     expect_json(
         "all flags", ld_future_json(fa),
         "{'f':'yes','p1':true,'p2':true,'$flagsState':{"
-        "'f':{'variation':1,'version':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'}},"
-        "'p1':{'variation':0,'version':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0}},"
+        "'f':{'variation':1,'version':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'},"
+        "'prerequisites':['p1']},"
+        "'p1':{'variation':0,'version':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0},"
+        "'prerequisites':['p2']},"
         "'p2':{'variation':0,'version':1,'reason':{'kind':'FALLTHROUGH'}}},'$valid':true}");
     ld_future_unref(fm);
     ld_future_unref(fa);
@@ -2447,6 +2494,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
     tcase_add_test(tc, test_all_flags_arguments);
     tcase_add_test(tc, test_all_flags_shared_entries);
+    tcase_add_test(tc, test_all_flags_lists_the_prerequisites_entered);
     tcase_add_test(tc, test_store_not_initialized);
     tc = tcase(s, "api");
     tcase_add_test(tc, test_null_arguments);

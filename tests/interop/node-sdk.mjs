@@ -65,6 +65,26 @@ const reference = init('unused', {
 });
 await started(reference, 'file data source');
 const want = await states(reference);
+
+// ldasync's own evaluator, through the evalx endpoint, against the SDK's
+// client-side all-flags state: each flag's entry in LaunchDarkly's evalx
+// format is the state's value and $flagsState entry.
+for (const c of contexts) {
+  const state = (await reference.allFlagsState(c, { withReasons: true, clientSideOnly: true })).toJSON();
+  const expected = {};
+  for (const [key, meta] of Object.entries(state.$flagsState)) {
+    expected[key] = { value: state[key], ...meta };
+  }
+  const b64 = Buffer.from(JSON.stringify(c)).toString('base64url');
+  const res = await fetch(`${baseUrl}/sdk/evalx/interop-env/contexts/${b64}?withReasons=true`);
+  if (res.status !== 200) fail(`evalx: status ${res.status} for ${JSON.stringify(c)}`);
+  const got = await res.json();
+  if (canonical(got) !== canonical(expected)) {
+    console.error(JSON.stringify({ context: c, want: expected, got }, null, 1));
+    fail('evalx: ldasync\'s evaluations differ from the SDK\'s');
+  }
+}
+console.log(`ok: evalx: ldasync's evaluator equals the SDK's for ${contexts.length} contexts`);
 reference.close();
 const nflags = Object.keys(want[0]).filter((k) => !k.startsWith('$')).length;
 if (nflags === 0) fail('the data file has no flags');
