@@ -147,8 +147,10 @@ enum {
  *  pending) into LaunchDarkly's all-flags state:
  *  {"<flag>": value, ..., "$flagsState": {"<flag>": {"variation": n,
  *  "version": v, "reason": {...}, "trackEvents": true, "trackReason": true,
- *  "debugEventsUntilDate": ms}, ...}, "$valid": true}, the JSON that
- *  LaunchDarkly's client-side SDKs bootstrap from. A flag whose evaluation
+ *  "debugEventsUntilDate": ms, "prerequisites": [keys]}, ...},
+ *  "$valid": true}, the JSON that LaunchDarkly's client-side SDKs bootstrap
+ *  from ("prerequisites": the flag's prerequisites its evaluation entered,
+ *  in order, when there are any). A flag whose evaluation
  *  fails is there with value null and its ERROR reason. When the store
  *  fails, or was never initialized (ld_store_initialized()), the state is
  *  {"$flagsState": {}, "$valid": false}, as LaunchDarkly's SDKs answer.
