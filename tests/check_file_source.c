@@ -1116,6 +1116,39 @@ START_TEST(test_sync_reads_files_that_never_stay_quiet)
 }
 END_TEST
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Closing an inotify instance waits for the kernel (an RCU grace period,
+ * ~10-15 ms): stop does not hold the loop for it. */
+START_TEST(test_sync_stop_does_not_wait_for_the_kernel)
+{
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* timing */
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    double best = 1e9;
+    for (int i = 0; i < 5; i++) {
+        sync_on(paths, 1, 20);
+        ld_future_unref(next_update());
+        double t0 = now_ms();
+        ld_future *s = ld_synchronizer_stop(g_sync);
+        double t = now_ms() - t0;
+        best = t < best ? t : best;
+        ld_test_await_ok(s);
+        ld_synchronizer_free(g_sync);
+        g_sync = NULL;
+        ld_test_flush();
+    }
+    ck_assert_msg(best < 5, "stop held the loop for %.2f ms", best);
+}
+END_TEST
+
 START_TEST(test_sync_polling_sees_changes_and_renames)
 {
     check_versions_kept_monotonic(false);
@@ -1187,6 +1220,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
     tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
     tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);
+    tcase_add_test(tc, test_sync_stop_does_not_wait_for_the_kernel);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
     suite_add_tcase(s, tc);
 

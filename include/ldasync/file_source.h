@@ -120,7 +120,10 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
  * Without inotify, or when a directory cannot be watched, the files' status
  * (device, inode, size, change and modification times) is polled every
  * `interval_ms` instead. The environment variable LDASYNC_FILE_POLL=1, read
- * when the synchronizer is made, forces polling (for tests).
+ * when the synchronizer is made, forces polling (for tests). Stopping the
+ * watch closes the inotify instance from a short-lived detached thread,
+ * because that close waits for the kernel (10-15 ms here) and would hold
+ * the loop.
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for
