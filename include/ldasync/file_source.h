@@ -90,8 +90,8 @@ struct event_base;
  *  @return a new initializer, to free with ld_initializer_free(); NULL if
  *  `base` or `paths` is NULL, `n` is 0, a path is NULL or empty, or memory
  *  ran out. @since 0.1.0 */
-LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
-                                                  const char *const *paths, size_t n);
+LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const char *const *paths,
+                                                  size_t n);
 
 /** The quiet time, in milliseconds, a synchronizer waits for after the last
  *  change it sees before it reads the files. @since 0.1.0 */
