@@ -43,11 +43,11 @@
 #include "alloc-internal.h"
 #include "lease-internal.h"
 
-#define READ_BLOCK 65536     /* input read (and checked for cancellation) at a time */
-#define READ_TRIES 20        /* reads of a file that keeps changing, ... */
+#define READ_BLOCK 65536        /* input read (and checked for cancellation) at a time */
+#define READ_TRIES 20           /* reads of a file that keeps changing, ... */
 #define READ_RETRY_NS 10000000L /* ... 10 ms apart */
-#define QUIET_MAX_MS 1000    /* the longest a burst of changes delays a read */
-#define KINDS 2              /* 0: flags, 1: segments */
+#define QUIET_MAX_MS 1000       /* the longest a burst of changes delays a read */
+#define KINDS 2                 /* 0: flags, 1: segments */
 
 static const char *const KIND_WORD[KINDS] = {"flag", "segment"};
 
@@ -114,9 +114,9 @@ static bool stat_eq(const struct stat *a, const struct stat *b)
 
 /* What a read produces. */
 struct result {
-    int code;       /* 0, LD_EIO, LD_EPARSE, LD_ENOMEM */
-    bool unstable;  /* a file kept changing while it was read */
-    char *msg;      /* the error message (code != 0), NULL if memory ran out */
+    int code;               /* 0, LD_EIO, LD_EPARSE, LD_ENOMEM */
+    bool unstable;          /* a file kept changing while it was read */
+    char *msg;              /* the error message (code != 0), NULL if memory ran out */
     ld_fdv2_change_set *cs; /* code == 0 */
     struct sig *sigs;       /* the files' status as read, n of them (NULL: no memory) */
 };
@@ -159,9 +159,9 @@ struct src {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t thread;
-    bool started;             /* loop thread */
-    atomic_bool quit;         /* set on the loop, read by the worker */
-    struct job *head, *tail;  /* under mu */
+    bool started;            /* loop thread */
+    atomic_bool quit;        /* set on the loop, read by the worker */
+    struct job *head, *tail; /* under mu */
     /* reads on the loop (threading off) */
     struct event *run_ev;
     struct job *lhead, *ltail;
@@ -403,8 +403,9 @@ static int add_item(struct merge *mg, int k, const char *key, json_t *item, size
     if (json_object_get(mg->items[k], key)) {
         const char *path = mg->paths[f];
         if (defined_in(mg->docs[f], k, key, m) >= 0)
-            return fail(mg->r, LD_EPARSE, "%s: %s \"%s\" is defined twice (in \"flags\" and \"flagValues\")",
-                        path, KIND_WORD[k], key);
+            return fail(mg->r, LD_EPARSE,
+                        "%s: %s \"%s\" is defined twice (in \"flags\" and \"flagValues\")", path,
+                        KIND_WORD[k], key);
         for (size_t g = 0; g < f; g++)
             if (defined_in(mg->docs[g], k, key, -1) >= 0)
                 return fail(mg->r, LD_EPARSE, "%s: %s \"%s\" is defined twice (also in %s)", path,
@@ -466,7 +467,8 @@ static int merge_file(struct merge *mg, size_t f)
         int k = m == 2 ? 1 : 0;
         const char *key;
         json_t *v;
-        json_object_foreach (obj, key, v) {
+        json_object_foreach(obj, key, v)
+        {
             if (!wanted(mg->job))
                 return LD_ECANCELED;
             int code;
@@ -506,7 +508,8 @@ static bool same_but_version(json_t *a, json_t *b)
         return false;
     const char *key;
     json_t *va;
-    json_object_foreach (a, key, va) {
+    json_object_foreach(a, key, va)
+    {
         if (strcmp(key, "version") == 0)
             continue;
         json_t *vb = json_object_get(b, key);
@@ -526,7 +529,8 @@ static int keep_versions(struct src *s, struct merge *mg)
     for (int k = 0; k < KINDS && !code; k++) {
         const char *key;
         json_t *item;
-        json_object_foreach (mg->items[k], key, item) {
+        json_object_foreach(mg->items[k], key, item)
+        {
             json_t *prev = s->seen[k] ? json_object_get(s->seen[k], key) : NULL;
             json_t *emit = item;
             if (prev) {
@@ -551,13 +555,14 @@ static int keep_versions(struct src *s, struct merge *mg)
         if (code || !s->seen[k])
             continue;
         json_t *prev;
-        json_object_foreach (s->seen[k], key, item) {
+        json_object_foreach(s->seen[k], key, item)
+        {
             if (json_object_get(mg->items[k], key))
                 continue;
             /* gone: remembered by its version only */
-            prev = json_object_size(item) == 1 ? json_incref(item)
-                                               : json_pack("{s:I}", "version",
-                                                           (json_int_t)version_of(item));
+            prev = json_object_size(item) == 1
+                       ? json_incref(item)
+                       : json_pack("{s:I}", "version", (json_int_t)version_of(item));
             if (json_object_set_new(next[k], key, prev) != 0) {
                 code = oom(mg->r);
                 break;
@@ -584,7 +589,8 @@ static int build_change_set(struct merge *mg)
     for (int k = 0; k < KINDS && !code; k++) {
         const char *key;
         json_t *item;
-        json_object_foreach (mg->items[k], key, item) {
+        json_object_foreach(mg->items[k], key, item)
+        {
             if (!wanted(mg->job)) {
                 code = LD_ECANCELED;
                 break;
@@ -687,7 +693,7 @@ static void run_loop_jobs(evutil_socket_t fd, short what, void *arg)
     if (!s->lhead)
         s->ltail = NULL;
     else
-        event_active(s->run_ev, EV_TIMEOUT, 0); /* one read per pass of the loop */
+        event_active(s->run_ev, EV_TIMEOUT, 0);      /* one read per pass of the loop */
     if (job->out && !ld_future_is_pending(job->out)) /* cancelled; its handler comes later */
         atomic_store(&job->cancelled, true);
     run_job(s, job);
@@ -928,8 +934,7 @@ static const struct ld_initializer_ops INIT_OPS = {
     LD_INITIALIZER_OPS_VERSION, init_name, init_fetch, init_stop, init_free,
 };
 
-ld_initializer *ld_file_initializer_new(struct event_base *base, const char *const *paths,
-                                        size_t n)
+ld_initializer *ld_file_initializer_new(struct event_base *base, const char *const *paths, size_t n)
 {
     struct src *s = ld__calloc(1, sizeof(*s));
     if (!s)
@@ -954,20 +959,20 @@ struct waiter {
 };
 
 struct fsync {
-    struct src s; /* first */
+    struct src s;                 /* first */
     struct waiter *whead, *wtail; /* nexts waiting, in order */
     bool stopped;
-    bool dirty;     /* the files changed since the last read began (or: none yet) */
-    bool loading;   /* a read runs */
-    bool recheck;   /* the quiet time ended while a read ran */
-    bool named;     /* an event named one of the files */
+    bool dirty;   /* the files changed since the last read began (or: none yet) */
+    bool loading; /* a read runs */
+    bool recheck; /* the quiet time ended while a read ran */
+    bool named;   /* an event named one of the files */
     bool polling;
     bool quiet_armed;
     int64_t burst_ms; /* when the current burst of changes began */
     int64_t interval_ms;
-    struct sig *loaded;    /* the files' status at the last read */
-    struct sig *polled;    /* ... at the last poll */
-    struct sig *now;       /* scratch */
+    struct sig *loaded; /* the files' status at the last read */
+    struct sig *polled; /* ... at the last poll */
+    struct sig *now;    /* scratch */
     struct event *poll_ev, *quiet_ev, *ino_ev;
     int ino_fd;
     char **names; /* base names to match inotify events with */
@@ -1092,12 +1097,31 @@ static int start_polling(struct fsync *y)
 }
 
 #ifdef HAVE_SYS_INOTIFY_H
+static void *close_main(void *arg)
+{
+    close((int)(intptr_t)arg);
+    return NULL;
+}
+
 static void stop_inotify(struct fsync *y)
 {
     ev_free(y->ino_ev);
     y->ino_ev = NULL;
-    if (y->ino_fd >= 0)
-        close(y->ino_fd);
+    if (y->ino_fd >= 0) {
+        /* Closing an inotify instance waits for an RCU grace period of the
+         * kernel (~10-15 ms here, no CPU): a thread of its own does it,
+         * off the loop; it touches nothing else. */
+        pthread_t t;
+        pthread_attr_t attr;
+        bool handed = false;
+        if (pthread_attr_init(&attr) == 0) {
+            handed = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+                     pthread_create(&t, &attr, close_main, (void *)(intptr_t)y->ino_fd) == 0;
+            pthread_attr_destroy(&attr);
+        }
+        if (!handed)
+            close(y->ino_fd);
+    }
     y->ino_fd = -1;
 }
 

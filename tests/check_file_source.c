@@ -112,8 +112,8 @@ static json_t *item_in(const ld_fdv2_change_set *cs, const ld_kind *kind, const 
         const ld_fdv2_change *c = ld_fdv2_change_set_get(cs, i);
         if (ld_fdv2_change_kind(c) == kind && strcmp(ld_fdv2_change_key(c), key) == 0) {
             ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_PUT);
-            ck_assert_int_eq(ld_fdv2_change_version(c),
-                             json_integer_value(json_object_get(ld_fdv2_change_object(c), "version")));
+            ck_assert_int_eq(ld_fdv2_change_version(c), json_integer_value(json_object_get(
+                                                            ld_fdv2_change_object(c), "version")));
             return ld_fdv2_change_object(c);
         }
     }
@@ -232,8 +232,8 @@ START_TEST(test_initializer_flag_value_evaluates_to_the_value)
     const char *p = path_of(0, "values.json");
     write_text(p, "{'flagValues': {'s': 'hello'}}");
     ld_future *f = fetch_one(p);
-    json_t *data = json_pack("{s:{s:O}, s:{}}", "features", "s", flag_in(basis_cs(f), "s"),
-                             "segments");
+    json_t *data =
+        json_pack("{s:{s:O}, s:{}}", "features", "s", flag_in(basis_cs(f), "s"), "segments");
     ld_store *store = ld_test_memory_with(data);
     ld_evaluator *ev = ld_test_evaluator_of(store);
     ld_context *ctx = ld_test_ctx_of("{'kind': 'user', 'key': 'u'}");
@@ -266,10 +266,12 @@ END_TEST
 
 START_TEST(test_initializer_merges_files_in_order)
 {
-    const char *paths[] = {path_of(0, "one.json"), path_of(1, "two.json"), path_of(2, "three.json")};
+    const char *paths[] = {path_of(0, "one.json"), path_of(1, "two.json"),
+                           path_of(2, "three.json")};
     write_text(paths[0], "{'flags': {'f1': {'on': true}}, 'segments': {'s1': {}}}");
     write_text(paths[1], "{'flagValues': {'f2': 2}, 'other': 'ignored'}");
-    write_text(paths[2], "{'flags': {'f3': {}}, 'flagValues': {'f4': true}, 'segments': {'s2': {}}}");
+    write_text(paths[2],
+               "{'flags': {'f3': {}}, 'flagValues': {'f4': true}, 'segments': {'s2': {}}}");
     ld_future *f = fetch_paths(paths, 3);
     const ld_fdv2_change_set *cs = basis_cs(f);
     ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 6);
@@ -312,7 +314,8 @@ START_TEST(test_initializer_key_in_flags_and_flag_values_is_an_error)
 {
     const char *p = path_of(0, "f.json");
     write_text(p, "{'flags': {'k': {}}, 'flagValues': {'k': 1}}");
-    expect_fetch_error(p, LD_EPARSE, p, "flag \"k\" is defined twice (in \"flags\" and \"flagValues\")");
+    expect_fetch_error(p, LD_EPARSE, p,
+                       "flag \"k\" is defined twice (in \"flags\" and \"flagValues\")");
     /* twice in one object: jansson rejects the duplicate with a position */
     write_text(p, "{'flagValues': {'k': 1,\n 'k': 2}}");
     expect_fetch_error(p, LD_EPARSE, p, "duplicate object key");
@@ -549,7 +552,8 @@ START_TEST(test_initializer_rereads_a_file_written_while_read)
     int n = 0;
     while (len < 600000)
         len += (size_t)snprintf(text + len, cap - len, "%s\"flag-%d\": \"a value of flag %d\"",
-                                n ? ", " : "", n, n), n++;
+                                n ? ", " : "", n, n),
+            n++;
     snprintf(text + len, cap - len, "}}");
     write_text(p, "");
     struct slow_write w = {p, text, 0};
@@ -741,7 +745,8 @@ static void poll_teardown(void)
 START_TEST(test_sync_first_next_yields_the_data)
 {
     const char *p = path_of(0, "f.json");
-    write_text(p, "{'flags': {'a': {'version': 4}}, 'flagValues': {'b': 1}, 'segments': {'s': {}}}");
+    write_text(p,
+               "{'flags': {'a': {'version': 4}}, 'flagValues': {'b': 1}, 'segments': {'s': {}}}");
     const char *paths[] = {p};
     sync_on(paths, 1, 20);
     ld_future *f = next_update();
@@ -860,9 +865,8 @@ START_TEST(test_sync_broken_file_interrupts_then_recovers)
     write_text(p, "{'flagValues': {'a': 2}}");
     f = next_update();
     const ld_fdv2_change_set *cs = valid_cs(f);
-    ck_assert_int_eq(json_integer_value(json_array_get(
-                         json_object_get(flag_in(cs, "a"), "variations"), 0)),
-                     2);
+    ck_assert_int_eq(
+        json_integer_value(json_array_get(json_object_get(flag_in(cs, "a"), "variations"), 0)), 2);
     ck_assert_int_eq(version_in(cs, "a"), 2);
     ld_future_unref(f);
     sync_done();
@@ -927,9 +931,9 @@ static void check_half_never_yielded(void)
         ck_assert_int_eq(pthread_create(&t, NULL, write_halves, &h), 0);
         f = next_update(); /* an update with the half would be interrupted */
         const ld_fdv2_change_set *cs = valid_cs(f);
-        ck_assert_int_eq(json_integer_value(json_array_get(
-                             json_object_get(flag_in(cs, "a"), "variations"), 0)),
-                         round + 2);
+        ck_assert_int_eq(
+            json_integer_value(json_array_get(json_object_get(flag_in(cs, "a"), "variations"), 0)),
+            round + 2);
         ld_future_unref(f);
         pthread_join(t, NULL);
     }
@@ -1116,6 +1120,39 @@ START_TEST(test_sync_reads_files_that_never_stay_quiet)
 }
 END_TEST
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Closing an inotify instance waits for the kernel (an RCU grace period,
+ * ~10-15 ms): stop does not hold the loop for it. */
+START_TEST(test_sync_stop_does_not_wait_for_the_kernel)
+{
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* timing */
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    double best = 1e9;
+    for (int i = 0; i < 5; i++) {
+        sync_on(paths, 1, 20);
+        ld_future_unref(next_update());
+        double t0 = now_ms();
+        ld_future *s = ld_synchronizer_stop(g_sync);
+        double t = now_ms() - t0;
+        best = t < best ? t : best;
+        ld_test_await_ok(s);
+        ld_synchronizer_free(g_sync);
+        g_sync = NULL;
+        ld_test_flush();
+    }
+    ck_assert_msg(best < 5, "stop held the loop for %.2f ms", best);
+}
+END_TEST
+
 START_TEST(test_sync_polling_sees_changes_and_renames)
 {
     check_versions_kept_monotonic(false);
@@ -1187,6 +1224,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
     tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
     tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);
+    tcase_add_test(tc, test_sync_stop_does_not_wait_for_the_kernel);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
     suite_add_tcase(s, tc);
 

@@ -90,8 +90,8 @@ struct event_base;
  *  @return a new initializer, to free with ld_initializer_free(); NULL if
  *  `base` or `paths` is NULL, `n` is 0, a path is NULL or empty, or memory
  *  ran out. @since 0.1.0 */
-LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
-                                                  const char *const *paths, size_t n);
+LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const char *const *paths,
+                                                  size_t n);
 
 /** The quiet time, in milliseconds, a synchronizer waits for after the last
  *  change it sees before it reads the files. @since 0.1.0 */
@@ -120,7 +120,10 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
  * Without inotify, or when a directory cannot be watched, the files' status
  * (device, inode, size, change and modification times) is polled every
  * `interval_ms` instead. The environment variable LDASYNC_FILE_POLL=1, read
- * when the synchronizer is made, forces polling (for tests).
+ * when the synchronizer is made, forces polling (for tests). Stopping the
+ * watch closes the inotify instance from a short-lived detached thread,
+ * because that close waits for the kernel (10-15 ms here) and would hold
+ * the loop.
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for
