@@ -13,6 +13,9 @@
  * round trip. On a store that answers later, the items an evaluation needs
  * are requested together, one round trip per level of prerequisites and
  * segments (the flag; then its prerequisites and segments; then theirs).
+ * Evaluations are independent of each other: on such a store one that
+ * needs fewer round trips may complete before one issued earlier (on a
+ * store that answers at once they complete in the order issued).
  *
  * Each flag and segment is compiled once per stored version into a compact
  * form (targets and large `in` lists as hash sets, regular expressions
