@@ -1885,6 +1885,57 @@ START_TEST(test_all_flags_lists_the_prerequisites_entered)
 }
 END_TEST
 
+static char completed[16];
+static int ncompleted;
+
+static void note_completion(ld_future *f, void *arg)
+{
+    (void)f;
+    if (ncompleted < (int)sizeof completed - 1)
+        completed[ncompleted++] = *(const char *)arg;
+}
+
+/* eval.h: on a store that answers at once, evaluations complete in the
+ * order issued, whatever each needs (a simple flag, prerequisites and a
+ * segment, a missing flag, an all-flags state, a wrong type); a call with
+ * a bad argument returns a future already rejected, which comes first. */
+START_TEST(test_evaluations_on_the_memory_store_complete_in_issue_order)
+{
+    ld_store *s = store_with(
+        "{'deep':{'version':1,'on':true,'variations':[1,2],'fallthrough':{'variation':0},"
+        "'prerequisites':[{'key':'simple','variation':0}],"
+        "'rules':[{'variation':1,'clauses':[{'attribute':'segmentMatch','op':'segmentMatch',"
+        "'values':['s']}]}]},"
+        "'simple':{'version':1,'on':true,'variations':[true],'fallthrough':{'variation':0}}}",
+        "{'s':{'version':1,'included':['u']}}");
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    static const char tags[] = "abcdefgh";
+    ld_future *f[8];
+    f[0] = ld_evaluator_detail(ev, "deep", ctx, LD_VALUE_ANY, NULL);
+    f[1] = ld_evaluator_detail(ev, "simple", ctx, LD_VALUE_ANY, NULL);
+    f[2] = ld_evaluator_all_flags(ev, ctx, 0);
+    f[3] = ld_evaluator_detail(ev, "missing", ctx, LD_VALUE_ANY, NULL);
+    f[4] = ld_evaluator_detail(ev, NULL, ctx, LD_VALUE_ANY, NULL);
+    f[5] = ld_evaluator_detail(ev, "simple", ctx, LD_VALUE_STRING, json_string("x"));
+    f[6] = ld_evaluator_all_flags(ev, ctx, 8);
+    f[7] = ld_evaluator_detail(ev, "deep", ctx, LD_VALUE_DOUBLE, json_integer(0));
+    ncompleted = 0;
+    memset(completed, 0, sizeof completed);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_ptr_nonnull(f[i]);
+        ck_assert(ld_future_is_pending(f[i]) == (i != 4 && i != 6));
+        ck_assert_int_eq(ld_future_on_complete(f[i], note_completion, (void *)&tags[i]), 0);
+    }
+    ld_test_flush();
+    ck_assert_str_eq(completed, "egabcdfh");
+    for (int i = 0; i < 8; i++)
+        ld_future_unref(f[i]);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 START_TEST(test_all_flags_arguments)
 {
     ld_store *s = store_with(JAVA_FLAGS, NULL);
@@ -2495,6 +2546,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_arguments);
     tcase_add_test(tc, test_all_flags_shared_entries);
     tcase_add_test(tc, test_all_flags_lists_the_prerequisites_entered);
+    tcase_add_test(tc, test_evaluations_on_the_memory_store_complete_in_issue_order);
     tcase_add_test(tc, test_store_not_initialized);
     tc = tcase(s, "api");
     tcase_add_test(tc, test_null_arguments);

@@ -14,8 +14,11 @@
  * are requested together, one round trip per level of prerequisites and
  * segments (the flag; then its prerequisites and segments; then theirs).
  * Evaluations are independent of each other: on such a store one that
- * needs fewer round trips may complete before one issued earlier (on a
- * store that answers at once they complete in the order issued).
+ * needs fewer round trips may complete before one issued earlier. On a
+ * store that answers at once they complete in the order issued. A call
+ * rejected for a bad argument (LD_EINVAL) or for lack of memory returns a
+ * future that is already complete (its callbacks still run from the loop),
+ * so it comes before evaluations issued earlier.
  *
  * Each flag and segment is compiled once per stored version into a compact
  * form (targets and large `in` lists as hash sets, regular expressions
