@@ -11,8 +11,8 @@
  * ld_future's dispatch was chosen against (lib/future.c), as batched round
  * trips: event_base_once() per callback, and an event inside each future. Text output: name, ops
  * per run, ns/op (for
- * *_bytes workloads: bytes per item; *_kb workloads: KiB), peak RSS of the
- * process in KiB.
+ * *_bytes workloads: bytes per item; *_kb workloads: KiB; *_ms workloads:
+ * milliseconds), peak RSS of the process in KiB.
  * --json prints one object per line with the same fields.
  * --dump-eval-data prints the data of the eval group (eval_data_text) as
  * one line of JSON text on stdout and exits, so that another SDK can be
@@ -1396,6 +1396,251 @@ static double bench_eval_bytes_per_flag(struct event_base *base, long ops)
     return (double)stats.bytes / (double)stats.flags;
 }
 
+/* ---- file data source workloads ------------------------------------------ */
+
+/* The eval group's data (FLAGS + 2 flags, one segment) as a LaunchDarkly
+ * flag file ({"flags": ..., "segments": ...}) in a new directory: its path
+ * in `path` (the directory is path's dirname). */
+static void file_write_eval_data(char *path, size_t len)
+{
+    char dir[] = "/tmp/ldasync-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(path, len, "%s/flags.json", dir);
+    char *text = eval_data_text();
+    json_t *data = json_loads(text, 0, NULL);
+    free(text);
+    json_t *file = json_pack("{s:O, s:O}", "flags", json_object_get(data, "features"),
+                             "segments", json_object_get(data, "segments"));
+    json_decref(data);
+    if (!file || json_dump_file(file, path, JSON_COMPACT) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    json_decref(file);
+}
+
+static void file_remove(const char *path)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Writes a copy of the file `arg` next to it and renames it onto it. */
+static void *file_rewrite(void *arg)
+{
+    const char *path = arg;
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%.250s.new", path);
+    FILE *in = fopen(path, "rb"), *out = fopen(tmp, "wb");
+    char buf[65536];
+    size_t k;
+    while (in && out && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, k, out);
+    if (!in || !out || fclose(out) != 0 || rename(tmp, path) != 0)
+        exit(1);
+    fclose(in);
+    return NULL;
+}
+
+/* A repeating 1 ms timer on the loop that records its greatest lateness. */
+static double stall_max_ns, stall_last_ns;
+
+static void stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    double now = now_ns();
+    if (stall_last_ns > 0 && now - stall_last_ns - 1e6 > stall_max_ns)
+        stall_max_ns = now - stall_last_ns - 1e6;
+    stall_last_ns = now;
+}
+
+/* The most CPU time the loop's thread spent in one pass of the loop (its
+ * callbacks: work that holds the loop, whatever the scheduler does). */
+static double busy_max_ns;
+
+static double thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static ld_future *loop_until_done(struct event_base *base, ld_future *f)
+{
+    while (ld_future_is_pending(f)) {
+        double t0 = thread_cpu_ns();
+        event_base_loop(base, EVLOOP_ONCE);
+        if (thread_cpu_ns() - t0 > busy_max_ns)
+            busy_max_ns = thread_cpu_ns() - t0;
+    }
+    if (!ld_future_is_fulfilled(f)) {
+        fprintf(stderr, "file: %s\n", ld_future_error_message(f));
+        exit(1);
+    }
+    return f;
+}
+
+/* The longest loop stall, in ms, while a file initializer fetches the
+ * eval group's data (10,000 flags) and a file synchronizer yields it, is
+ * told of a rewrite (renamed into place) and yields it again. The results
+ * are kept, as a data system keeps the items in its store, and released
+ * after the measure (file.basis_free_ms says what releasing the last
+ * reference to such data costs the loop); the store is not involved
+ * (file.store_init_ms). */
+/* A base whose timers use timerfd (EVENT_BASE_FLAG_PRECISE_TIMER): where
+ * epoll_wait() sleeps in whole jiffies (4 ms here), a 1 ms timer would be
+ * ~3 ms late on an idle loop. */
+static struct event_base *precise_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (!base)
+        exit(1);
+    return base;
+}
+
+static double file_load(struct event_base *base, long ops)
+{
+    char path[256];
+    file_write_eval_data(path, sizeof path);
+    const char *paths[] = {path};
+    struct event *tick = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+    struct timeval ms1 = {0, 1000};
+    ld_future **kept = calloc((size_t)ops * 3, sizeof(ld_future *));
+    event_add(tick, &ms1);
+    stall_max_ns = stall_last_ns = busy_max_ns = 0;
+    for (long i = 0; i < ops; i++) {
+        ld_initializer *in = ld_file_initializer_new(base, paths, 1);
+        ld_future *f = loop_until_done(base, ld_initializer_fetch(in));
+        if (ld_fdv2_change_set_count(ld_fdv2_basis_change_set(ld_fdv2_future_basis(f))) !=
+            FLAGS + 3) {
+            fprintf(stderr, "file: wrong count\n");
+            exit(1);
+        }
+        kept[3 * i] = f;
+        ld_initializer_free(in);
+        ld_synchronizer *sy = ld_file_synchronizer_new(base, paths, 1, 1000);
+        kept[3 * i + 1] = loop_until_done(base, ld_synchronizer_next(sy));
+        /* rewritten as an editor does (a new file renamed into place), by
+         * another thread: the loop is not held by the writing */
+        ld_future *n = ld_synchronizer_next(sy);
+        pthread_t writer;
+        if (pthread_create(&writer, NULL, file_rewrite, path) != 0)
+            exit(1);
+        kept[3 * i + 2] = loop_until_done(base, n);
+        pthread_join(writer, NULL);
+        ld_future_unref(loop_until_done(base, ld_synchronizer_stop(sy)));
+        ld_synchronizer_free(sy);
+    }
+    drain(base);
+    event_free(tick);
+    for (long i = 0; i < ops * 3; i++)
+        ld_future_unref(kept[i]);
+    free(kept);
+    drain(base);
+    file_remove(path);
+    return stall_max_ns / 1e6;
+}
+
+static double bench_file_load_stall(struct event_base *base, long ops)
+{
+    (void)base;
+    struct event_base *precise = precise_base();
+    double ms = file_load(precise, ops);
+    event_base_free(precise);
+    return ms;
+}
+
+/* The same work: the most CPU time the loop's thread spent in one pass of
+ * the loop, in ms (the stall the work itself causes, apart from the
+ * scheduling of a busy machine that file.idle_stall_ms shows). */
+static double bench_file_load_busy(struct event_base *base, long ops)
+{
+    file_load(base, ops);
+    return busy_max_ns / 1e6;
+}
+
+/* The same timer on an idle loop for 1 s per op: the lateness the system
+ * itself causes (scheduling, timer slack), for scale. */
+static double bench_file_idle_stall(struct event_base *base_, long ops)
+{
+    (void)base_;
+    struct event_base *base = precise_base();
+    struct event *tick = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+    struct timeval ms1 = {0, 1000}, end = {ops, 0};
+    event_add(tick, &ms1);
+    stall_max_ns = stall_last_ns = 0;
+    event_base_loopexit(base, &end);
+    event_base_dispatch(base);
+    event_free(tick);
+    event_base_free(base);
+    return stall_max_ns / 1e6;
+}
+
+/* The time, in ms, of releasing the last reference to a basis a file
+ * initializer fetched (10,000 flags that nothing else holds). */
+static double bench_file_basis_free(struct event_base *base, long ops)
+{
+    char path[256];
+    file_write_eval_data(path, sizeof path);
+    const char *paths[] = {path};
+    ld_initializer *in = ld_file_initializer_new(base, paths, 1);
+    double total = 0;
+    for (long i = 0; i < ops; i++) {
+        ld_future *f = loop_until_done(base, ld_initializer_fetch(in));
+        double t0 = now_ns();
+        ld_future_unref(f);
+        total += now_ns() - t0;
+    }
+    ld_initializer_free(in);
+    drain(base);
+    file_remove(path);
+    return total / (double)ops / 1e6;
+}
+
+/* The time, in ms, of ld_store_init() of a memory store with the change
+ * set a file initializer fetched (10,000 flags): the data object built
+ * from the changes, the init until its future completes. */
+static double bench_file_store_init(struct event_base *base, long ops)
+{
+    char path[256];
+    file_write_eval_data(path, sizeof path);
+    const char *paths[] = {path};
+    ld_initializer *in = ld_file_initializer_new(base, paths, 1);
+    ld_future *f = loop_until_done(base, ld_initializer_fetch(in));
+    const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
+    ld_store *st = ld_memory_store_new(base);
+    double total = 0;
+    for (long i = 0; i < ops; i++) {
+        double t0 = now_ns();
+        json_t *data = json_pack("{s:{}, s:{}}", "features", "segments");
+        for (size_t c = 0; c < ld_fdv2_change_set_count(cs); c++) {
+            const ld_fdv2_change *ch = ld_fdv2_change_set_get(cs, c);
+            json_object_set(json_object_get(data, ld_kind_namespace(ld_fdv2_change_kind(ch))),
+                            ld_fdv2_change_key(ch), ld_fdv2_change_object(ch));
+        }
+        ld_future_unref(loop_until_done(base, ld_store_init(st, data)));
+        total += now_ns() - t0;
+        json_decref(data);
+    }
+    ld_store_free(st);
+    ld_future_unref(f);
+    ld_initializer_free(in);
+    drain(base);
+    file_remove(path);
+    return total / (double)ops / 1e6;
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -1442,6 +1687,11 @@ static const struct workload workloads[] = {
     {"eval.allocs.bool", 100000, bench_eval_allocs_bool, 0},
     {"eval.allocs.rich", 100000, bench_eval_allocs_rich, 0},
     {"eval.bytes_per_flag", FLAGS, bench_eval_bytes_per_flag, 0},
+    {"file.load_stall_ms", 1, bench_file_load_stall, 1},
+    {"file.load_busy_ms", 1, bench_file_load_busy, 1},
+    {"file.idle_stall_ms", 1, bench_file_idle_stall, 1},
+    {"file.basis_free_ms", 1, bench_file_basis_free, 1},
+    {"file.store_init_ms", 1, bench_file_store_init, 1},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };

@@ -291,14 +291,16 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
             break;
         }
         struct reader rd = {fd, 0, false, job, buf, 0, 0};
-        json_error_t jerr;
+        json_error_t jerr, again; /* jansson leaves them as they are when an
+                                     allocation fails before it begins */
+        memset(&jerr, 0, sizeof(jerr));
+        memset(&again, 0, sizeof(again));
         json_t *j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &jerr);
         if (!j && !rd.err && !rd.cancelled && json_error_code(&jerr) != json_error_out_of_memory &&
             lseek(fd, 0, SEEK_SET) == 0) {
             /* jansson reports some allocation failures as syntax errors:
              * a syntax error is real when a second parse finds it at the
              * same place; a second parse that succeeds is taken */
-            json_error_t again;
             rd.len = rd.pos = 0;
             j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &again);
             if (!j && (again.position != jerr.position || strcmp(again.text, jerr.text) != 0))
@@ -1022,8 +1024,12 @@ static void quiet_cb(evutil_socket_t fd, short what, void *arg)
         stat_all(y, y->now);
         if (!sigs_eq(y, y->now, y->polled)) { /* still changing */
             memcpy(y->polled, y->now, y->s.n * sizeof(struct sig));
-            arm_quiet(y);
-            return;
+            if (mono_ms() - y->burst_ms < QUIET_MAX_MS) {
+                arm_quiet(y);
+                return;
+            }
+            /* changing for too long: read now (a read during which a file
+             * changes is done again) */
         }
     }
     y->quiet_armed = false;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <event2/thread.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -888,6 +889,65 @@ START_TEST(test_sync_half_written_file_is_never_yielded)
 }
 END_TEST
 
+/* Rewrites the file (renamed into place, always whole) every 5 ms until
+ * told to stop. */
+struct churn {
+    const char *path;
+    atomic_int stop;
+    int writes;
+};
+
+static void *churn_main(void *arg)
+{
+    struct churn *c = arg;
+    char text[128];
+    while (!atomic_load(&c->stop)) {
+        snprintf(text, sizeof(text), "{'flagValues': {'a': %d}}", ++c->writes + 100);
+        write_renamed(c->path, text);
+        sleep_ms(5);
+    }
+    return NULL;
+}
+
+/* Stops the churn after 5 s (the update should have come by then), or
+ * once it is stopped. */
+static void *stop_churn_later(void *arg)
+{
+    struct churn *c = arg;
+    for (int i = 0; i < 500 && !atomic_load(&c->stop); i++)
+        sleep_ms(10);
+    atomic_store(&c->stop, 1);
+    return NULL;
+}
+
+/* Files that never stay quiet are read anyway, at most about 1 s after the
+ * changes began. */
+static void check_read_without_quiet(void)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 10);
+    ld_future *f = next_update();
+    valid_cs(f);
+    ld_future_unref(f);
+    struct churn c = {p, 0, 0};
+    pthread_t t, dog;
+    ck_assert_int_eq(pthread_create(&t, NULL, churn_main, &c), 0);
+    ck_assert_int_eq(pthread_create(&dog, NULL, stop_churn_later, &c), 0);
+    f = next_update();
+    bool writing = !atomic_load(&c.stop);
+    atomic_store(&c.stop, 1);
+    pthread_join(t, NULL);
+    pthread_join(dog, NULL);
+    ck_assert(writing);
+    int64_t a = json_integer_value(
+        json_array_get(json_object_get(flag_in(valid_cs(f), "a"), "variations"), 0));
+    ck_assert_int_gt(a, 100);
+    ld_future_unref(f);
+    sync_done();
+}
+
 START_TEST(test_sync_changes_while_no_next_waits_are_not_lost)
 {
     const char *p = path_of(0, "f.json");
@@ -997,6 +1057,12 @@ START_TEST(test_sync_free_from_inside_a_next_callback)
 }
 END_TEST
 
+START_TEST(test_sync_reads_files_that_never_stay_quiet)
+{
+    check_read_without_quiet();
+}
+END_TEST
+
 START_TEST(test_sync_polling_sees_changes_and_renames)
 {
     check_versions_kept_monotonic(false);
@@ -1067,6 +1133,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
     tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
     tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);
+    tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("polling");
@@ -1075,6 +1142,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_polling_sees_changes_and_renames);
     tcase_add_test(tc, test_sync_polling_never_yields_a_half_written_file);
     tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
+    tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,7 +101,9 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base,
  *     interrupted, no change set, and an error of kind invalid_data whose
  *     message is the error message described at the top of this file: the
  *     data of the last good read stays where it is. When the files are good
- *     again, the next update is valid again, with the data.
+ *     again, the next update is valid again, with the data. (A read that
+ *     runs out of memory is done again after the quiet time below; a next
+ *     rejects with LD_ENOMEM only when its update cannot be made.)
  *
  * Watching. Where inotify exists (Linux), the directories that hold the
  * files (of the paths as given and, when a path is a symbolic link, of its
