@@ -24,7 +24,9 @@
  * invalid_data error):
  *   - LD_EIO: a file cannot be opened or read: "PATH: strerror text";
  *     also a file that kept changing while it was read ("PATH: the file
- *     kept changing while it was read");
+ *     kept changing while it was read"), and a path that is not a regular
+ *     file ("PATH: Is a directory"; a FIFO, a socket or a device: "PATH:
+ *     not a regular file", refused at once, never waited for or read);
  *   - LD_EPARSE: malformed JSON: "PATH:LINE:COLUMN: what jansson says"
  *     (line and column of jansson's json_error_t, both from 1);
  *     or the wrong shape, naming the file and the key: "PATH: the top
