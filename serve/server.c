@@ -20,6 +20,9 @@
  *     evhttp_set_allowed_methods(0xffff)), without its name. An unknown
  *     method on the REPORT path (/sdk/evalx/{env}/context) is taken for
  *     REPORT; elsewhere it is 405.
+ *   - HEAD: evhttp 2.1 sends the body it is given after a HEAD's headers
+ *     (without a Content-Length): send_blob() gives it none and says the
+ *     length itself.
  *   - A client that goes away while its request waits for a future: the
  *     connection's close callback (set while the request waits, cleared
  *     when it is answered) cancels the future and marks the request dead;
@@ -547,7 +550,14 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
         ((unsigned)evhttp_request_get_command(req) & KNOWN_METHODS) == 0)
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *out = NULL;
-    if (body) {
+    if (body && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* evhttp 2.1 sends a HEAD's body when given one (and no
+         * Content-Length): a keep-alive client would take the body for
+         * the next answer. The length, and no body. */
+        char len[24];
+        snprintf(len, sizeof len, "%zu", body->len);
+        evhttp_add_header(h, "Content-Length", len);
+    } else if (body) {
         out = srv->scratch;
         evbuffer_drain(out, evbuffer_get_length(out));
         if (blob_add(out, body) != 0)

@@ -604,6 +604,42 @@ START_TEST(test_unknown_paths_and_methods)
 }
 END_TEST
 
+START_TEST(test_head_answers_have_headers_but_no_body)
+{
+    struct fix x;
+    start(&x);
+    /* two HEADs (an item, a 404) then a GET, pipelined on one connection:
+     * a body after a HEAD's headers would be taken for the next answer */
+    static const char req[] = "HEAD /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\n\r\n"
+                              "HEAD /sdk/latest-flags/nope HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\n\r\n"
+                              "GET /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
+    struct raw r;
+    ck_assert_int_eq(raw_exchange(&x, req, sizeof req - 1, &r), 200);
+    const char *t = raw_text(&r);
+    const char *second = strstr(t, "\r\n\r\n");
+    ck_assert_ptr_nonnull(second);
+    second += 4;
+    ck_assert_msg(strncmp(second, "HTTP/1.1 404 ", 13) == 0, "after the first HEAD: %.200s",
+                  second);
+    const char *third = strstr(second, "\r\n\r\n");
+    ck_assert_ptr_nonnull(third);
+    third += 4;
+    ck_assert_msg(strncmp(third, "HTTP/1.1 200 ", 13) == 0, "after the second HEAD: %.200s", third);
+    /* the HEAD says how long the GET's body is */
+    const char *body = strstr(third, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    char want[64];
+    snprintf(want, sizeof want, "Content-Length: %zu\r\n", strlen(body + 4));
+    ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s",
+                  want, t);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_bad_encodings_are_400)
 {
     struct fix x;
@@ -1369,6 +1405,7 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_unknown_paths_and_methods);
     tcase_add_test(tc, test_bad_encodings_are_400);
+    tcase_add_test(tc, test_head_answers_have_headers_but_no_body);
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
