@@ -1311,6 +1311,32 @@ static char *b64_decode(const char *s, size_t n, size_t *len)
     return out;
 }
 
+/* True if `s` is valid UTF-8 (strict: no overlong forms, no surrogates,
+ * nothing above U+10FFFF), as every key of a store is. */
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                           : c >= 0xf0 && c <= 0xf4    ? 3
+                                                        : -1;
+        if (n < 0)
+            return false;
+        unsigned cp = n == 0 ? c : c & (0x3fu >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i] & 0x3fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
 static bool query_flag(const char *query, const char *name)
 {
     size_t nl = strlen(name);
@@ -1614,6 +1640,8 @@ static void handle(struct evhttp_request *req, void *arg)
                      flags ? R_FLAGS : R_SEGMENTS, 0);
         else if (seg[2][0] == '\0')
             send_error(srv, req, 404, "not found", 0);
+        else if (!utf8_valid(seg[2]))
+            send_error(srv, req, 400, "the key is not valid UTF-8", 0);
         else
             wait_for(
                 srv, req,

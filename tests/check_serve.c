@@ -668,6 +668,32 @@ START_TEST(test_bad_encodings_are_400)
 }
 END_TEST
 
+START_TEST(test_keys_that_are_not_utf8_are_400)
+{
+    struct fix x;
+    start(&x);
+    /* no key can be one (a store's keys are UTF-8): the client's error,
+     * not the server's */
+    const char *bad[] = {"/sdk/latest-flags/%ff%fe", "/sdk/latest-flags/a%80",
+                         "/sdk/latest-segments/%c0%af"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct resp r;
+        get(&x, bad[i], &r);
+        ck_assert_msg(r.code == 400, "%s: %d %s", bad[i], r.code, r.body);
+        expect_error(&r, 400);
+        resp_free(&r);
+    }
+    const char *absent[] = {"/sdk/latest-flags/%C3%A9", "/sdk/latest-flags/%F0%9F%98%80"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        struct resp r;
+        get(&x, absent[i], &r);
+        ck_assert_msg(r.code == 404, "%s: %d %s", absent[i], r.code, r.body);
+        resp_free(&r);
+    }
+    stop(&x);
+}
+END_TEST
+
 static char *big(size_t n, char c)
 {
     char *s = malloc(n + 1);
@@ -1406,6 +1432,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_unknown_paths_and_methods);
     tcase_add_test(tc, test_bad_encodings_are_400);
     tcase_add_test(tc, test_head_answers_have_headers_but_no_body);
+    tcase_add_test(tc, test_keys_that_are_not_utf8_are_400);
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
