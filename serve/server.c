@@ -20,6 +20,11 @@
  *     evhttp_set_allowed_methods(0xffff)), without its name. An unknown
  *     method on the REPORT path (/sdk/evalx/{env}/context) is taken for
  *     REPORT; elsewhere it is 405.
+ *   - Slow requests: evhttp's read timeout restarts at every byte, so a
+ *     client that sends a byte now and then (slowloris) holds its
+ *     connection for ever. Each connection has a deadline of its own: a
+ *     request must come whole (a REPORT's body included) within timeout_s
+ *     of the connection's start or of the previous answer.
  *   - HEAD: evhttp 2.1 sends the body it is given after a HEAD's headers
  *     (without a Content-Length): send_blob() gives it none and says the
  *     length itself.
@@ -264,6 +269,7 @@ struct conn {
     struct sreq *sreq;               /* the request waiting for a future */
     struct stream *stream;           /* the stream it carries */
     struct bodyw *bodyw;             /* a REPORT waiting for its body */
+    struct event *deadline;          /* for the request being read */
     bool over;                       /* beyond max_connections */
     bool setup;
     bool once; /* conn_setup_later() is still to run: it frees `c` */
@@ -370,8 +376,46 @@ static void conn_forget(struct conn *c)
         srv->st.connections--;
     }
     c->srv = NULL;
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
     if (!c->once)
         ld__free(c);
+}
+
+/* A request must come whole within timeout_s of the connection's start or
+ * of the previous answer: libevent's read timeout restarts at every byte,
+ * so a client sending one now and then (slowloris) would hold the
+ * connection, and what it sent, for ever. */
+static void conn_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (!c->srv || !c->evcon)
+        return;
+    slog(c->srv, LD__LOG_DEBUG, "connection closed: no whole request within %d s",
+         c->srv->o.timeout_s);
+    evhttp_connection_free(c->evcon); /* conn_closed forgets c */
+}
+
+/* Starts (or restarts) the time a request has to come whole. */
+static void conn_expect_request(struct conn *c)
+{
+    if (!c || !c->srv || !c->evcon)
+        return;
+    if (!c->deadline)
+        c->deadline = evtimer_new(c->srv->base, conn_deadline, c);
+    struct timeval tv = {c->srv->o.timeout_s, 0};
+    if (c->deadline)
+        evtimer_add(c->deadline, &tv);
+}
+
+/* A request came whole (or the connection now streams). */
+static void conn_request_came(struct conn *c)
+{
+    if (c && c->deadline)
+        evtimer_del(c->deadline);
 }
 
 /* libevent lets the connection go (its close callback). */
@@ -407,6 +451,7 @@ static bool conn_setup(struct conn *c)
     c->evcon = cbarg;
     evhttp_connection_set_closecb(c->evcon, conn_closed, c);
     bufferevent_decref(bev);
+    conn_expect_request(c);
     return true;
 }
 
@@ -564,6 +609,9 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
             out = NULL;
     }
     log_answer(srv, req, code, body ? body->len : 0);
+    /* the next request on this connection has its time from now */
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    conn_expect_request(evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL);
     evhttp_send_reply(req, code, reason_of(code), out);
     if (out)
         evbuffer_drain(out, evbuffer_get_length(out));
@@ -1474,6 +1522,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     if (evbuffer_get_length(bufferevent_get_input(bev)) < w->need)
         return;
     bodyw_restore(w);
+    conn_request_came(w->conn);
     report_body(w->srv, w->req, bev, w->need, w->reasons);
     ld__free(w);
 }
@@ -1546,6 +1595,7 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
     c->bodyw = w;
     bufferevent_setcb(bev, bodyw_read, NULL, bodyw_event, w);
     bufferevent_enable(bev, EV_READ);
+    conn_expect_request(c); /* the body has its time too */
 }
 
 static void handle(struct evhttp_request *req, void *arg)
@@ -1565,6 +1615,7 @@ static void handle(struct evhttp_request *req, void *arg)
         send_error(srv, req, 503, "too many connections", F_CLOSE);
         return;
     }
+    conn_request_came(conn);
     const char *uri = evhttp_request_get_uri(req);
     if (strlen(uri) > srv->o.max_uri) {
         send_error(srv, req, 414, "request target too long", F_CLOSE);
@@ -1871,6 +1922,9 @@ void ld__server_free(ld__server *srv)
         struct conn *c = srv->conns;
         conn_unlink(&srv->conns, c);
         c->srv = NULL;
+        if (c->deadline)
+            event_free(c->deadline);
+        c->deadline = NULL;
     }
     ld__free(srv->map);
     if (srv->heartbeat)

@@ -797,6 +797,75 @@ START_TEST(test_garbage_closes_the_connection)
 }
 END_TEST
 
+static void raw_sends(struct raw *r, const char *text)
+{
+    raw_send(r, text, strlen(text));
+}
+
+/* Sends `line` on `r` every 200 ms until the server closes the connection
+ * or `ms` pass. @return the milliseconds it took the server. */
+static long dribble(struct raw *r, const char *line, long ms)
+{
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    long took = 0;
+    while (!r->eof && took < ms) {
+        raw_sends(r, line);
+        struct timeval tick = {0, 200000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+        took = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+    }
+    return took;
+}
+
+START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
+{
+    /* slowloris: a byte now and then restarts libevent's read timeout;
+     * a connection that never completes a request must not be held */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n");
+    long took = dribble(&r, "X-A: b\r\n", 3000);
+    ck_assert_msg(r.eof, "the connection was still open after %ld ms", took);
+    ck_assert_int_eq(raw_status(&r), 0); /* no answer: closed */
+    raw_close(&r);
+    /* the same for the second request of a keep-alive connection, and for
+     * a REPORT's body */
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    took = dribble(&r, "X-A: b\r\n", 3000);
+    ck_assert_msg(r.eof, "the keep-alive connection was still open after %ld ms", took);
+    raw_close(&r);
+    raw_open(&r, x.port);
+    static const char rep[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{";
+    raw_send(&r, rep, sizeof rep - 1);
+    took = dribble(&r, " ", 3000);
+    ck_assert_msg(r.eof, "the REPORT was still open after %ld ms", took);
+    raw_close(&r);
+    /* a request that comes whole, late, on an idle keep-alive connection
+     * is answered */
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    evbuffer_drain(r.got, evbuffer_get_length(r.got));
+    struct timeval idle = {0, 700000};
+    event_base_loopexit(ld_test_base, &idle);
+    event_base_dispatch(ld_test_base);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_connections_beyond_the_limit_get_503)
 {
     struct fix x;
@@ -1436,6 +1505,8 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
+    tcase_add_test(tc, test_a_request_sent_slowly_is_cut_at_the_timeout);
+    tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     tc = tcase_create("streaming");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
