@@ -35,7 +35,7 @@
  *     libevent detached from its dead connection is freed here.
  *   - Streams (chunked replies): libevent keeps reading the connection to
  *     see it close; the close callback ends the stream. A stream whose
- *     unsent output passes max_stream_buffer is dropped
+ *     unsent output passes max_stream_buffer beyond its put is dropped
  *     (evhttp_connection_free), so a slow reader costs at most that much.
  *     Event texts are made once and shared by every stream by reference
  *     (evbuffer_add_reference), not copied per stream.
@@ -840,6 +840,7 @@ struct stream {
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
     ld_future *fut;          /* the data of the put, while it is fetched */
+    size_t put_len; /* the put may be larger than max_stream_buffer */
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
@@ -908,12 +909,20 @@ static void stream_drop(struct stream *s)
     evhttp_connection_free(s->evcon);
 }
 
+/* Whether `n` more bytes would leave more unsent on `s` than its put and
+ * max_stream_buffer (blobs are shared: the bound is what a slow reader
+ * holds on to, beyond the put every stream has). */
+static bool stream_over(struct stream *s, size_t n)
+{
+    return stream_backlog(s) + n > s->srv->o.max_stream_buffer + s->put_len;
+}
+
 /* Sends `b` on a started stream; drops the stream if its backlog would pass
  * the bound. */
 static bool stream_send(struct stream *s, struct blob *b)
 {
     ld__server *srv = s->srv;
-    if (stream_backlog(s) + b->len > srv->o.max_stream_buffer) {
+    if (stream_over(s, b->len)) {
         stream_drop(s); /* frees s */
         return false;
     }
@@ -970,6 +979,7 @@ static void stream_put_done(ld_future *f, void *arg)
     bufferevent_set_timeouts(bev, NULL, &wtv);
     bufferevent_setwatermark(bev, EV_READ, 0, 64 * 1024);
     s->started = true;
+    s->put_len = put->len;
     log_answer(srv, s->req, 200, put->len);
     slog(srv, LD__LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);
     if (!stream_send(s, put))
@@ -977,7 +987,7 @@ static void stream_put_done(ld_future *f, void *arg)
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);
-        if (stream_backlog(s) + n > srv->o.max_stream_buffer) {
+        if (stream_over(s, n)) {
             stream_drop(s);
             return;
         }

@@ -1056,6 +1056,31 @@ START_TEST(test_stream_outlives_the_request_timeout)
 }
 END_TEST
 
+START_TEST(test_stream_put_larger_than_the_stream_bound_is_sent)
+{
+    /* the bound is on what a reader leaves unsent beyond its put: data
+     * larger than the bound is still streamed (every stream was dropped at
+     * once, as a slow reader) */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 256; /* the fixture's put is larger */
+    start_with(&x, &o, false);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put");
+    ck_assert_int_gt((int)evbuffer_get_length(r.got), 256);
+    raw_wait_for(&r, "\"s1\"");
+    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    raw_wait_for(&r, "/flags/late");
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams_dropped, 0);
+    ck_assert_uint_eq(st.streams, 1);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_slow_stream_reader_is_dropped)
 {
     struct fix x;
@@ -1516,6 +1541,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
