@@ -25,6 +25,11 @@
  *     connection for ever. Each connection has a deadline of its own: a
  *     request must come whole (a REPORT's body included) within timeout_s
  *     of the connection's start or of the previous answer.
+ *   - Answers that take long to read: evhttp keeps its read timeout while
+ *     it writes an answer (it reads only to see the connection close), so
+ *     an answer that takes a client longer than that to read was cut. While
+ *     an answer is written only the write timeout (no progress) holds; both
+ *     are back once it is written (evhttp_request_set_on_complete_cb).
  *   - HEAD: evhttp 2.1 sends the body it is given after a HEAD's headers
  *     (without a Content-Length): send_blob() gives it none and says the
  *     length itself.
@@ -579,6 +584,26 @@ static void log_answer(ld__server *srv, struct evhttp_request *req, int code, si
     slog(srv, LD__LOG_DEBUG, "%d %.200s (%zu bytes)", code, uri ? uri : "?", len);
 }
 
+/* The record of the connection of `req`, if it has one (not set up). */
+static struct conn *conn_find(ld__server *srv, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    return evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL;
+}
+
+/* An answer is written (the connection is still there): reading again,
+ * with the read timeout back, and the deadline of the next request. */
+static void answer_written(struct evhttp_request *req, void *arg)
+{
+    ld__server *srv = arg;
+    struct conn *c = conn_find(srv, req);
+    if (c && c->setup) {
+        struct timeval tv = {srv->o.timeout_s, 0};
+        bufferevent_set_timeouts(c->bev, &tv, &tv);
+    }
+    conn_expect_request(c);
+}
+
 /* Sends `body` (may be NULL) with status `code`. */
 static void send_blob(ld__server *srv, struct evhttp_request *req, int code, struct blob *body,
                       const char *etag, int flags)
@@ -609,9 +634,17 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
             out = NULL;
     }
     log_answer(srv, req, code, body ? body->len : 0);
-    /* the next request on this connection has its time from now */
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    conn_expect_request(evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL);
+    /* the next request on this connection has its time from when this
+     * answer is written (however long a reader takes to read it) */
+    evhttp_request_set_on_complete_cb(req, answer_written, srv);
+    /* while it is written, libevent reads only to see the connection
+     * close, and its read timeout would cut an answer that takes longer
+     * than that to read: only the write timeout (no progress) then */
+    struct conn *c = conn_find(srv, req);
+    if (c && c->setup) {
+        struct timeval wtv = {srv->o.timeout_s, 0};
+        bufferevent_set_timeouts(c->bev, NULL, &wtv);
+    }
     evhttp_send_reply(req, code, reason_of(code), out);
     if (out)
         evbuffer_drain(out, evbuffer_get_length(out));

@@ -866,6 +866,60 @@ START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
 }
 END_TEST
 
+START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
+{
+    /* the deadline of the next request starts when an answer is written,
+     * not when it is handed to libevent: a reader taking longer than the
+     * timeout to read a large answer, but reading, gets all of it */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    size_t n = 24u << 20;
+    char *filler = big(n, 'z');
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), item)));
+    json_decref(item);
+    /* a reader of at most 64 KiB every 10 ms: over 3 s for all of it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 64 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x.port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    evutil_make_socket_nonblocking(fd);
+    static char chunk[64 * 1024];
+    size_t got = 0;
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    for (;;) {
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k == 0 || (k < 0 && errno != EAGAIN))
+            break;
+        if (k > 0)
+            got += (size_t)k;
+        struct timeval tick = {0, 10000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
+    }
+    close(fd);
+    long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms", got, n, ms);
+    ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_connections_beyond_the_limit_get_503)
 {
     struct fix x;
@@ -1531,6 +1585,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
     tcase_add_test(tc, test_a_request_sent_slowly_is_cut_at_the_timeout);
+    tcase_add_test(tc, test_a_large_answer_read_slowly_is_not_cut_at_the_timeout);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     tc = tcase_create("streaming");
