@@ -370,6 +370,7 @@ static void map_del(ld__server *srv, struct conn *c)
 static void sreq_conn_closed(struct sreq *r);
 static void stream_conn_closed(struct stream *s);
 static void bodyw_conn_closed(struct bodyw *w);
+static void bodyw_restore(struct bodyw *w);
 
 /* Lets go of a connection's record. */
 static void conn_forget(struct conn *c)
@@ -401,6 +402,11 @@ static void conn_deadline(evutil_socket_t fd, short what, void *arg)
         return;
     slog(c->srv, LD__LOG_DEBUG, "connection closed: no whole request within %d s",
          c->srv->o.timeout_s);
+    if (c->bodyw) { /* libevent's callbacks back first, as bodyw_event() does */
+        struct bodyw *w = c->bodyw;
+        bodyw_restore(w);
+        c->bodyw = w; /* conn_closed() frees it */
+    }
     evhttp_connection_free(c->evcon); /* conn_closed forgets c */
 }
 
