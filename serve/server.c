@@ -648,6 +648,9 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
      * than that to read: only the write timeout (no progress) then */
     struct conn *c = conn_find(srv, req);
     if (c && c->setup) {
+        /* from now, not from when this pass of the loop began (making a
+         * large body may have taken a while) */
+        event_base_update_cache_time(srv->base);
         struct timeval wtv = {srv->o.timeout_s, 0};
         bufferevent_set_timeouts(c->bev, NULL, &wtv);
     }
@@ -1014,6 +1017,7 @@ static void stream_put_done(ld_future *f, void *arg)
      * nothing at all for timeout_s is dropped. (evhttp's own "no timeout",
      * evhttp_connection_set_timeout(-1), is 50 s each way.) */
     struct bufferevent *bev = s->conn->bev;
+    event_base_update_cache_time(srv->base); /* the put may have taken a while */
     struct timeval wtv = {srv->o.timeout_s, 0};
     bufferevent_set_timeouts(bev, NULL, &wtv);
     bufferevent_setwatermark(bev, EV_READ, 0, 64 * 1024);

@@ -914,7 +914,7 @@ START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
     }
     close(fd);
     long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
-    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms", got, n, ms);
+    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms; log: %s", got, n, ms, x.log);
     ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
     stop(&x);
 }
