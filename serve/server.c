@@ -1620,6 +1620,12 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
         send_error(srv, req, 400, "bad Content-Length", F_CORS | F_CLOSE);
         return;
     }
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next)
+        if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0 && strcmp(kv->value, cl) != 0) {
+            /* which one frames the body is ambiguous */
+            send_error(srv, req, 400, "two different Content-Lengths", F_CORS | F_CLOSE);
+            return;
+        }
     if (need > srv->o.max_body) {
         send_error(srv, req, 413, "request body too large", F_CORS | F_CLOSE);
         return;

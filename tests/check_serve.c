@@ -1312,6 +1312,24 @@ START_TEST(test_evalx_answers_the_evaluators_results)
 }
 END_TEST
 
+START_TEST(test_report_with_two_different_content_lengths_is_400)
+{
+    /* which one frames the body is ambiguous (RFC 9110, 8.6): refused */
+    struct fix x;
+    start(&x);
+    static const char two[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Type: application/json\r\nContent-Length: 12\r\n"
+                              "Content-Length: 40\r\n\r\n{\"key\":\"u1\"}";
+    ck_assert_int_eq(raw_exchange(&x, two, sizeof two - 1, NULL), 400);
+    /* the same length twice is one length */
+    static const char same[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 12\r\n"
+                               "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+    ck_assert_int_eq(raw_exchange(&x, same, sizeof same - 1, NULL), 200);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_evalx_cors_and_preflight)
 {
     struct fix x;
@@ -1602,6 +1620,7 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
+    tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
