@@ -882,7 +882,7 @@ struct stream {
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
     ld_future *fut;          /* the data of the put, while it is fetched */
-    size_t put_len; /* the put may be larger than max_stream_buffer */
+    size_t put_len;          /* the put may be larger than max_stream_buffer */
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
@@ -1419,9 +1419,11 @@ static bool utf8_valid(const char *s)
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         unsigned c = *p;
-        int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
-                           : c >= 0xf0 && c <= 0xf4    ? 3
-                                                        : -1;
+        int n = c < 0x80                 ? 0
+                : c >= 0xc2 && c <= 0xdf ? 1
+                : c >= 0xe0 && c <= 0xef ? 2
+                : c >= 0xf0 && c <= 0xf4 ? 3
+                                         : -1;
         if (n < 0)
             return false;
         unsigned cp = n == 0 ? c : c & (0x3fu >> n);

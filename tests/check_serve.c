@@ -633,8 +633,8 @@ START_TEST(test_head_answers_have_headers_but_no_body)
     ck_assert_ptr_nonnull(body);
     char want[64];
     snprintf(want, sizeof want, "Content-Length: %zu\r\n", strlen(body + 4));
-    ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s",
-                  want, t);
+    ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s", want,
+                  t);
     raw_close(&r);
     stop(&x);
 }
