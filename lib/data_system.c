@@ -262,8 +262,9 @@ static bool diff_step(ld_data_system *ds, struct note *n)
         json_t *item = json_object_iter_value(n->iter);
         if (n->deletes) {
             json_t *now = json_object_get(fresh, key);
-            if (!now)
-                emit(ds, n->seq, kind_of(n->kind), key, version_of(item) + 1, NULL);
+            int64_t v = version_of(item);
+            if (!now) /* above the item's version, which may be the greatest */
+                emit(ds, n->seq, kind_of(n->kind), key, v < INT64_MAX ? v + 1 : v, NULL);
         } else {
             json_t *was = json_object_get(old, key);
             if (is_tombstone(item)) {

@@ -296,7 +296,9 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
     int code = 0;
     for (int attempt = 1;; attempt++) {
         *doc = NULL;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: opening a FIFO would wait for a writer (forever,
+         * holding the worker, or the loop, and every stop and free) */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         struct stat before, after_fd, after_path;
         if (fd < 0 || fstat(fd, &before) != 0) {
             int e = errno ? errno : EIO;
@@ -304,6 +306,15 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
                 close(fd);
             sig->err = e;
             code = fail(r, LD_EIO, "%s: %s", path, strerror(e));
+            break;
+        }
+        if (!S_ISREG(before.st_mode)) {
+            /* only regular files: a FIFO, a socket or a device could be
+             * read without end, or wait for a writer at every read */
+            close(fd);
+            sig_from_stat(sig, &before);
+            code = fail(r, LD_EIO, "%s: %s", path,
+                        S_ISDIR(before.st_mode) ? strerror(EISDIR) : "not a regular file");
             break;
         }
         struct reader rd = {fd, 0, false, job, buf, 0, 0};

@@ -20,6 +20,19 @@
  *     evhttp_set_allowed_methods(0xffff)), without its name. An unknown
  *     method on the REPORT path (/sdk/evalx/{env}/context) is taken for
  *     REPORT; elsewhere it is 405.
+ *   - Slow requests: evhttp's read timeout restarts at every byte, so a
+ *     client that sends a byte now and then (slowloris) holds its
+ *     connection for ever. Each connection has a deadline of its own: a
+ *     request must come whole (a REPORT's body included) within timeout_s
+ *     of the connection's start or of the previous answer.
+ *   - Answers that take long to read: evhttp keeps its read timeout while
+ *     it writes an answer (it reads only to see the connection close), so
+ *     an answer that takes a client longer than that to read was cut. While
+ *     an answer is written only the write timeout (no progress) holds; both
+ *     are back once it is written (evhttp_request_set_on_complete_cb).
+ *   - HEAD: evhttp 2.1 sends the body it is given after a HEAD's headers
+ *     (without a Content-Length): send_blob() gives it none and says the
+ *     length itself.
  *   - A client that goes away while its request waits for a future: the
  *     connection's close callback (set while the request waits, cleared
  *     when it is answered) cancels the future and marks the request dead;
@@ -27,7 +40,7 @@
  *     libevent detached from its dead connection is freed here.
  *   - Streams (chunked replies): libevent keeps reading the connection to
  *     see it close; the close callback ends the stream. A stream whose
- *     unsent output passes max_stream_buffer is dropped
+ *     unsent output passes max_stream_buffer beyond its put is dropped
  *     (evhttp_connection_free), so a slow reader costs at most that much.
  *     Event texts are made once and shared by every stream by reference
  *     (evbuffer_add_reference), not copied per stream.
@@ -261,6 +274,7 @@ struct conn {
     struct sreq *sreq;               /* the request waiting for a future */
     struct stream *stream;           /* the stream it carries */
     struct bodyw *bodyw;             /* a REPORT waiting for its body */
+    struct event *deadline;          /* for the request being read */
     bool over;                       /* beyond max_connections */
     bool setup;
     bool once; /* conn_setup_later() is still to run: it frees `c` */
@@ -356,6 +370,7 @@ static void map_del(ld__server *srv, struct conn *c)
 static void sreq_conn_closed(struct sreq *r);
 static void stream_conn_closed(struct stream *s);
 static void bodyw_conn_closed(struct bodyw *w);
+static void bodyw_restore(struct bodyw *w);
 
 /* Lets go of a connection's record. */
 static void conn_forget(struct conn *c)
@@ -367,8 +382,51 @@ static void conn_forget(struct conn *c)
         srv->st.connections--;
     }
     c->srv = NULL;
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
     if (!c->once)
         ld__free(c);
+}
+
+/* A request must come whole within timeout_s of the connection's start or
+ * of the previous answer: libevent's read timeout restarts at every byte,
+ * so a client sending one now and then (slowloris) would hold the
+ * connection, and what it sent, for ever. */
+static void conn_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (!c->srv || !c->evcon)
+        return;
+    slog(c->srv, LD__LOG_DEBUG, "connection closed: no whole request within %d s",
+         c->srv->o.timeout_s);
+    if (c->bodyw) { /* libevent's callbacks back first, as bodyw_event() does */
+        struct bodyw *w = c->bodyw;
+        bodyw_restore(w);
+        c->bodyw = w; /* conn_closed() frees it */
+    }
+    evhttp_connection_free(c->evcon); /* conn_closed forgets c */
+}
+
+/* Starts (or restarts) the time a request has to come whole. */
+static void conn_expect_request(struct conn *c)
+{
+    if (!c || !c->srv || !c->evcon)
+        return;
+    if (!c->deadline)
+        c->deadline = evtimer_new(c->srv->base, conn_deadline, c);
+    struct timeval tv = {c->srv->o.timeout_s, 0};
+    if (c->deadline)
+        evtimer_add(c->deadline, &tv);
+}
+
+/* A request came whole (or the connection now streams). */
+static void conn_request_came(struct conn *c)
+{
+    if (c && c->deadline)
+        evtimer_del(c->deadline);
 }
 
 /* libevent lets the connection go (its close callback). */
@@ -404,6 +462,7 @@ static bool conn_setup(struct conn *c)
     c->evcon = cbarg;
     evhttp_connection_set_closecb(c->evcon, conn_closed, c);
     bufferevent_decref(bev);
+    conn_expect_request(c);
     return true;
 }
 
@@ -531,6 +590,26 @@ static void log_answer(ld__server *srv, struct evhttp_request *req, int code, si
     slog(srv, LD__LOG_DEBUG, "%d %.200s (%zu bytes)", code, uri ? uri : "?", len);
 }
 
+/* The record of the connection of `req`, if it has one (not set up). */
+static struct conn *conn_find(ld__server *srv, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    return evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL;
+}
+
+/* An answer is written (the connection is still there): reading again,
+ * with the read timeout back, and the deadline of the next request. */
+static void answer_written(struct evhttp_request *req, void *arg)
+{
+    ld__server *srv = arg;
+    struct conn *c = conn_find(srv, req);
+    if (c && c->setup) {
+        struct timeval tv = {srv->o.timeout_s, 0};
+        bufferevent_set_timeouts(c->bev, &tv, &tv);
+    }
+    conn_expect_request(c);
+}
+
 /* Sends `body` (may be NULL) with status `code`. */
 static void send_blob(ld__server *srv, struct evhttp_request *req, int code, struct blob *body,
                       const char *etag, int flags)
@@ -547,13 +626,34 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
         ((unsigned)evhttp_request_get_command(req) & KNOWN_METHODS) == 0)
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *out = NULL;
-    if (body) {
+    if (body && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* evhttp 2.1 sends a HEAD's body when given one (and no
+         * Content-Length): a keep-alive client would take the body for
+         * the next answer. The length, and no body. */
+        char len[24];
+        snprintf(len, sizeof len, "%zu", body->len);
+        evhttp_add_header(h, "Content-Length", len);
+    } else if (body) {
         out = srv->scratch;
         evbuffer_drain(out, evbuffer_get_length(out));
         if (blob_add(out, body) != 0)
             out = NULL;
     }
     log_answer(srv, req, code, body ? body->len : 0);
+    /* the next request on this connection has its time from when this
+     * answer is written (however long a reader takes to read it) */
+    evhttp_request_set_on_complete_cb(req, answer_written, srv);
+    /* while it is written, libevent reads only to see the connection
+     * close, and its read timeout would cut an answer that takes longer
+     * than that to read: only the write timeout (no progress) then */
+    struct conn *c = conn_find(srv, req);
+    if (c && c->setup) {
+        /* from now, not from when this pass of the loop began (making a
+         * large body may have taken a while) */
+        event_base_update_cache_time(srv->base);
+        struct timeval wtv = {srv->o.timeout_s, 0};
+        bufferevent_set_timeouts(c->bev, NULL, &wtv);
+    }
     evhttp_send_reply(req, code, reason_of(code), out);
     if (out)
         evbuffer_drain(out, evbuffer_get_length(out));
@@ -782,6 +882,7 @@ struct stream {
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
     ld_future *fut;          /* the data of the put, while it is fetched */
+    size_t put_len;          /* the put may be larger than max_stream_buffer */
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
@@ -850,12 +951,20 @@ static void stream_drop(struct stream *s)
     evhttp_connection_free(s->evcon);
 }
 
+/* Whether `n` more bytes would leave more unsent on `s` than its put and
+ * max_stream_buffer (blobs are shared: the bound is what a slow reader
+ * holds on to, beyond the put every stream has). */
+static bool stream_over(struct stream *s, size_t n)
+{
+    return stream_backlog(s) + n > s->srv->o.max_stream_buffer + s->put_len;
+}
+
 /* Sends `b` on a started stream; drops the stream if its backlog would pass
  * the bound. */
 static bool stream_send(struct stream *s, struct blob *b)
 {
     ld__server *srv = s->srv;
-    if (stream_backlog(s) + b->len > srv->o.max_stream_buffer) {
+    if (stream_over(s, b->len)) {
         stream_drop(s); /* frees s */
         return false;
     }
@@ -908,10 +1017,12 @@ static void stream_put_done(ld_future *f, void *arg)
      * nothing at all for timeout_s is dropped. (evhttp's own "no timeout",
      * evhttp_connection_set_timeout(-1), is 50 s each way.) */
     struct bufferevent *bev = s->conn->bev;
+    event_base_update_cache_time(srv->base); /* the put may have taken a while */
     struct timeval wtv = {srv->o.timeout_s, 0};
     bufferevent_set_timeouts(bev, NULL, &wtv);
     bufferevent_setwatermark(bev, EV_READ, 0, 64 * 1024);
     s->started = true;
+    s->put_len = put->len;
     log_answer(srv, s->req, 200, put->len);
     slog(srv, LD__LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);
     if (!stream_send(s, put))
@@ -919,7 +1030,7 @@ static void stream_put_done(ld_future *f, void *arg)
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);
-        if (stream_backlog(s) + n > srv->o.max_stream_buffer) {
+        if (stream_over(s, n)) {
             stream_drop(s);
             return;
         }
@@ -1302,6 +1413,34 @@ static char *b64_decode(const char *s, size_t n, size_t *len)
     return out;
 }
 
+/* True if `s` is valid UTF-8 (strict: no overlong forms, no surrogates,
+ * nothing above U+10FFFF), as every key of a store is. */
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int n = c < 0x80                 ? 0
+                : c >= 0xc2 && c <= 0xdf ? 1
+                : c >= 0xe0 && c <= 0xef ? 2
+                : c >= 0xf0 && c <= 0xf4 ? 3
+                                         : -1;
+        if (n < 0)
+            return false;
+        unsigned cp = n == 0 ? c : c & (0x3fu >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i] & 0x3fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
 static bool query_flag(const char *query, const char *name)
 {
     size_t nl = strlen(name);
@@ -1439,6 +1578,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     if (evbuffer_get_length(bufferevent_get_input(bev)) < w->need)
         return;
     bodyw_restore(w);
+    conn_request_came(w->conn);
     report_body(w->srv, w->req, bev, w->need, w->reasons);
     ld__free(w);
 }
@@ -1483,6 +1623,12 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
         send_error(srv, req, 400, "bad Content-Length", F_CORS | F_CLOSE);
         return;
     }
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next)
+        if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0 && strcmp(kv->value, cl) != 0) {
+            /* which one frames the body is ambiguous */
+            send_error(srv, req, 400, "two different Content-Lengths", F_CORS | F_CLOSE);
+            return;
+        }
     if (need > srv->o.max_body) {
         send_error(srv, req, 413, "request body too large", F_CORS | F_CLOSE);
         return;
@@ -1511,6 +1657,7 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
     c->bodyw = w;
     bufferevent_setcb(bev, bodyw_read, NULL, bodyw_event, w);
     bufferevent_enable(bev, EV_READ);
+    conn_expect_request(c); /* the body has its time too */
 }
 
 static void handle(struct evhttp_request *req, void *arg)
@@ -1530,6 +1677,7 @@ static void handle(struct evhttp_request *req, void *arg)
         send_error(srv, req, 503, "too many connections", F_CLOSE);
         return;
     }
+    conn_request_came(conn);
     const char *uri = evhttp_request_get_uri(req);
     if (strlen(uri) > srv->o.max_uri) {
         send_error(srv, req, 414, "request target too long", F_CLOSE);
@@ -1605,6 +1753,8 @@ static void handle(struct evhttp_request *req, void *arg)
                      flags ? R_FLAGS : R_SEGMENTS, 0);
         else if (seg[2][0] == '\0')
             send_error(srv, req, 404, "not found", 0);
+        else if (!utf8_valid(seg[2]))
+            send_error(srv, req, 400, "the key is not valid UTF-8", 0);
         else
             wait_for(
                 srv, req,
@@ -1834,6 +1984,9 @@ void ld__server_free(ld__server *srv)
         struct conn *c = srv->conns;
         conn_unlink(&srv->conns, c);
         c->srv = NULL;
+        if (c->deadline)
+            event_free(c->deadline);
+        c->deadline = NULL;
     }
     ld__free(srv->map);
     if (srv->heartbeat)

@@ -66,9 +66,12 @@ struct ld__server_options {
     size_t max_uri;           /* 8192 bytes: longer request targets get 414 */
     size_t max_headers;       /* 16384 bytes of header lines: beyond, 431 */
     size_t max_body;          /* 65536 bytes: larger bodies get 413 */
-    size_t max_stream_buffer; /* 1 MiB unsent on a stream: the reader is dropped */
+    size_t max_stream_buffer; /* 1 MiB unsent on a stream beyond its put (which
+                                 may be larger): the reader is dropped */
     int heartbeat_ms;         /* 60000: a ":" comment line on every stream */
-    int timeout_s;            /* 60: reading a request, writing a response */
+    int timeout_s;            /* 60: a whole request (within it of the connection's
+                                 start or of the previous answer: else the
+                                 connection is closed), writing a response */
     int log_level;            /* LD__LOG_INFO unless log_level_set */
     int log_level_set;        /* nonzero: log_level is meant (ERROR is 0) */
     ld__log_fn log;           /* NULL: no logging */

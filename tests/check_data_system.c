@@ -724,6 +724,35 @@ START_TEST(test_full_set_item_with_the_same_version_and_other_json_is_heard)
 }
 END_TEST
 
+START_TEST(test_full_set_dropping_an_item_at_the_greatest_version_is_heard_at_it)
+{
+    /* a delete is heard at the version above the item's: not above the
+     * greatest there is (signed overflow) */
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
+    json_t *item = ld_test_feature("top", 1);
+    json_object_set_new(item, "version", json_integer(INT64_MAX));
+    ck_assert_int_eq(
+        ld_fdv2_change_set_builder_add_put(b, ld_kind_features(), "top", INT64_MAX, item), 0);
+    json_decref(item);
+    add_change(b, "+f:other:1");
+    ld_fdv2_change_set *cs = NULL;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
+    ld_fdv2_change_set_builder_free(b);
+    ld_synchronizer *sync = sync_new();
+    ld_data_system *ds = ds_with(init_with(cs), sync);
+    await_ready(ds);
+    ld_test_flush();
+    clear_heard();
+    ld_data_system_add_change_listener(ds, record, NULL);
+    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:other:1")));
+    RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
+    ld_test_flush();
+    ck_assert_str_eq(heard, "del:f:top:9223372036854775807 ");
+    ld_data_system_free(ds);
+}
+END_TEST
+
 START_TEST(test_full_set_tombstone_of_a_held_item_is_heard_as_its_delete)
 {
     ld_synchronizer *sync = sync_new();
@@ -1299,6 +1328,7 @@ Suite *ld_suite_data_system(void)
     tcase_add_test(tc, test_full_set_is_heard_as_its_difference_with_the_data_it_replaced);
     tcase_add_test(tc, test_full_set_item_with_the_same_version_and_other_json_is_heard);
     tcase_add_test(tc, test_full_set_tombstone_of_a_held_item_is_heard_as_its_delete);
+    tcase_add_test(tc, test_full_set_dropping_an_item_at_the_greatest_version_is_heard_at_it);
     tcase_add_test(tc, test_each_change_reaches_listeners_in_the_order_added);
     tcase_add_test(tc, test_listener_removed_inside_a_call_hears_nothing_more);
     tcase_add_test(tc, test_listener_added_inside_a_call_hears_only_later_changes);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/thread.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -352,6 +353,35 @@ START_TEST(test_initializer_missing_file_is_eio_with_path_and_reason)
     ck_assert_int_eq(ld_future_error(f), LD_EIO);
     ck_assert_ptr_nonnull(strstr(ld_future_error_message(f), p));
     ld_future_unref(f);
+}
+END_TEST
+
+START_TEST(test_initializer_fifo_or_device_is_eio_without_waiting)
+{
+    /* a FIFO: opening it for reading waits for a writer */
+    const char *p = path_of(0, "fifo.json");
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    const char *paths[] = {p};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    ck_assert_ptr_nonnull(in);
+    ld_future *f = ld_initializer_fetch(in);
+    for (int i = 0; i < 100 && ld_future_is_pending(f); i++)
+        run_for(20);
+    bool waited = ld_future_is_pending(f);
+    if (waited) { /* let the read that waits go: a writer comes and goes */
+        int w = open(p, O_WRONLY | O_NONBLOCK);
+        if (w >= 0)
+            close(w);
+        f = ld_test_done(f);
+    }
+    ck_assert_msg(!waited, "the fetch of a FIFO waited for a writer");
+    ck_assert_int_eq(ld_future_error(f), LD_EIO);
+    ck_assert_ptr_nonnull(strstr(ld_future_error_message(f), "not a regular file"));
+    ld_future_unref(f);
+    ld_initializer_free(in);
+    ld_test_flush();
+    /* a device: read without end, or nothing at all */
+    expect_fetch_error("/dev/null", LD_EIO, "/dev/null", "not a regular file");
 }
 END_TEST
 
@@ -1182,6 +1212,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_initializer_parse_error_names_file_line_and_column);
     tcase_add_test(tc, test_initializer_missing_file_is_eio_with_path_and_reason);
     tcase_add_test(tc, test_initializer_wrong_shapes_name_file_and_key);
+    tcase_add_test(tc, test_initializer_fifo_or_device_is_eio_without_waiting);
     tcase_add_test(tc, test_initializer_new_refuses_bad_arguments);
     tcase_add_test(tc, test_initializer_copies_the_paths);
     tcase_add_test(tc, test_initializer_fetches_complete_in_order);

@@ -604,6 +604,42 @@ START_TEST(test_unknown_paths_and_methods)
 }
 END_TEST
 
+START_TEST(test_head_answers_have_headers_but_no_body)
+{
+    struct fix x;
+    start(&x);
+    /* two HEADs (an item, a 404) then a GET, pipelined on one connection:
+     * a body after a HEAD's headers would be taken for the next answer */
+    static const char req[] = "HEAD /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\n\r\n"
+                              "HEAD /sdk/latest-flags/nope HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\n\r\n"
+                              "GET /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
+    struct raw r;
+    ck_assert_int_eq(raw_exchange(&x, req, sizeof req - 1, &r), 200);
+    const char *t = raw_text(&r);
+    const char *second = strstr(t, "\r\n\r\n");
+    ck_assert_ptr_nonnull(second);
+    second += 4;
+    ck_assert_msg(strncmp(second, "HTTP/1.1 404 ", 13) == 0, "after the first HEAD: %.200s",
+                  second);
+    const char *third = strstr(second, "\r\n\r\n");
+    ck_assert_ptr_nonnull(third);
+    third += 4;
+    ck_assert_msg(strncmp(third, "HTTP/1.1 200 ", 13) == 0, "after the second HEAD: %.200s", third);
+    /* the HEAD says how long the GET's body is */
+    const char *body = strstr(third, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    char want[64];
+    snprintf(want, sizeof want, "Content-Length: %zu\r\n", strlen(body + 4));
+    ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s", want,
+                  t);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_bad_encodings_are_400)
 {
     struct fix x;
@@ -626,6 +662,32 @@ START_TEST(test_bad_encodings_are_400)
         get(&x, bad[i], &r);
         ck_assert_msg(r.code == 400, "%s: %d %s", bad[i], r.code, r.body);
         expect_error(&r, 400);
+        resp_free(&r);
+    }
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_keys_that_are_not_utf8_are_400)
+{
+    struct fix x;
+    start(&x);
+    /* no key can be one (a store's keys are UTF-8): the client's error,
+     * not the server's */
+    const char *bad[] = {"/sdk/latest-flags/%ff%fe", "/sdk/latest-flags/a%80",
+                         "/sdk/latest-segments/%c0%af"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct resp r;
+        get(&x, bad[i], &r);
+        ck_assert_msg(r.code == 400, "%s: %d %s", bad[i], r.code, r.body);
+        expect_error(&r, 400);
+        resp_free(&r);
+    }
+    const char *absent[] = {"/sdk/latest-flags/%C3%A9", "/sdk/latest-flags/%F0%9F%98%80"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        struct resp r;
+        get(&x, absent[i], &r);
+        ck_assert_msg(r.code == 404, "%s: %d %s", absent[i], r.code, r.body);
         resp_free(&r);
     }
     stop(&x);
@@ -731,6 +793,129 @@ START_TEST(test_garbage_closes_the_connection)
     get(&x, "/status", &r);
     ck_assert_int_eq(r.code, 200);
     resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+static void raw_sends(struct raw *r, const char *text)
+{
+    raw_send(r, text, strlen(text));
+}
+
+/* Sends `line` on `r` every 200 ms until the server closes the connection
+ * or `ms` pass. @return the milliseconds it took the server. */
+static long dribble(struct raw *r, const char *line, long ms)
+{
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    long took = 0;
+    while (!r->eof && took < ms) {
+        raw_sends(r, line);
+        struct timeval tick = {0, 200000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+        took = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+    }
+    return took;
+}
+
+START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
+{
+    /* slowloris: a byte now and then restarts libevent's read timeout;
+     * a connection that never completes a request must not be held */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n");
+    long took = dribble(&r, "X-A: b\r\n", 3000);
+    ck_assert_msg(r.eof, "the connection was still open after %ld ms", took);
+    ck_assert_int_eq(raw_status(&r), 0); /* no answer: closed */
+    raw_close(&r);
+    /* the same for the second request of a keep-alive connection, and for
+     * a REPORT's body */
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    took = dribble(&r, "X-A: b\r\n", 3000);
+    ck_assert_msg(r.eof, "the keep-alive connection was still open after %ld ms", took);
+    raw_close(&r);
+    raw_open(&r, x.port);
+    static const char rep[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{";
+    raw_send(&r, rep, sizeof rep - 1);
+    took = dribble(&r, " ", 3000);
+    ck_assert_msg(r.eof, "the REPORT was still open after %ld ms", took);
+    raw_close(&r);
+    /* a request that comes whole, late, on an idle keep-alive connection
+     * is answered */
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    evbuffer_drain(r.got, evbuffer_get_length(r.got));
+    struct timeval idle = {0, 700000};
+    event_base_loopexit(ld_test_base, &idle);
+    event_base_dispatch(ld_test_base);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
+{
+    /* the deadline of the next request starts when an answer is written,
+     * not when it is handed to libevent: a reader taking longer than the
+     * timeout to read a large answer, but reading, gets all of it */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    size_t n = 24u << 20;
+    char *filler = big(n, 'z');
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), item)));
+    json_decref(item);
+    /* a reader of at most 64 KiB every 10 ms: over 3 s for all of it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 64 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x.port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    evutil_make_socket_nonblocking(fd);
+    static char chunk[64 * 1024];
+    size_t got = 0;
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    for (;;) {
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k == 0 || (k < 0 && errno != EAGAIN))
+            break;
+        if (k > 0)
+            got += (size_t)k;
+        struct timeval tick = {0, 10000};
+        event_base_loopexit(ld_test_base, &tick);
+        event_base_dispatch(ld_test_base);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
+    }
+    close(fd);
+    long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms; log: %s", got, n, ms, x.log);
+    ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
     stop(&x);
 }
 END_TEST
@@ -925,6 +1110,31 @@ START_TEST(test_stream_outlives_the_request_timeout)
 }
 END_TEST
 
+START_TEST(test_stream_put_larger_than_the_stream_bound_is_sent)
+{
+    /* the bound is on what a reader leaves unsent beyond its put: data
+     * larger than the bound is still streamed (every stream was dropped at
+     * once, as a slow reader) */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 256; /* the fixture's put is larger */
+    start_with(&x, &o, false);
+    struct raw r;
+    stream_open(&x, &r);
+    raw_wait_for(&r, "event: put");
+    ck_assert_int_gt((int)evbuffer_get_length(r.got), 256);
+    raw_wait_for(&r, "\"s1\"");
+    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    raw_wait_for(&r, "/flags/late");
+    struct ld__server_stats st;
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams_dropped, 0);
+    ck_assert_uint_eq(st.streams, 1);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_slow_stream_reader_is_dropped)
 {
     struct fix x;
@@ -1098,6 +1308,24 @@ START_TEST(test_evalx_answers_the_evaluators_results)
     json_decref(got);
     resp_free(&r);
     free(enc);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_report_with_two_different_content_lengths_is_400)
+{
+    /* which one frames the body is ambiguous (RFC 9110, 8.6): refused */
+    struct fix x;
+    start(&x);
+    static const char two[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Type: application/json\r\nContent-Length: 12\r\n"
+                              "Content-Length: 40\r\n\r\n{\"key\":\"u1\"}";
+    ck_assert_int_eq(raw_exchange(&x, two, sizeof two - 1, NULL), 400);
+    /* the same length twice is one length */
+    static const char same[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 12\r\n"
+                               "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+    ck_assert_int_eq(raw_exchange(&x, same, sizeof same - 1, NULL), 200);
     stop(&x);
 }
 END_TEST
@@ -1369,9 +1597,14 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_unknown_paths_and_methods);
     tcase_add_test(tc, test_bad_encodings_are_400);
+    tcase_add_test(tc, test_head_answers_have_headers_but_no_body);
+    tcase_add_test(tc, test_keys_that_are_not_utf8_are_400);
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
+    tcase_add_test(tc, test_a_request_sent_slowly_is_cut_at_the_timeout);
+    tcase_add_test(tc, test_a_large_answer_read_slowly_is_not_cut_at_the_timeout);
+    tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     tc = tcase_create("streaming");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
@@ -1381,11 +1614,13 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
+    tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);

@@ -37,7 +37,8 @@
  * item by item, after the store applied it: for a full change set, the
  * difference between the data it replaced and the new data (a put for each
  * item that is new or whose JSON differs, a delete for each item that is
- * gone, with the version above the one it had; segments first, then flags,
+ * gone, with the version above the one it had (INT64_MAX stays INT64_MAX);
+ * segments first, then flags,
  * each kind's puts in the change set's order, then its deletes); for
  * changes, each put and delete the store accepted, in the change set's
  * order (a put or delete the store refused as not newer is not heard).

@@ -24,9 +24,12 @@
  * invalid_data error):
  *   - LD_EIO: a file cannot be opened or read: "PATH: strerror text";
  *     also a file that kept changing while it was read ("PATH: the file
- *     kept changing while it was read"): a read during which a file's
+ *     kept changing while it was read": a read during which a file's
  *     status (device, inode, size, change and modification times) changed
- *     is done again, up to 20 times 10 ms apart;
+ *     is done again, up to 20 times 10 ms apart); and a path that is not a
+ *     regular file ("PATH: Is a directory"; a FIFO, a socket or a device:
+ *     "PATH: not a regular file", refused at once, never waited for or
+ *     read);
  *   - LD_EPARSE: malformed JSON: "PATH:LINE:COLUMN: what jansson says"
  *     (line and column of jansson's json_error_t, both from 1); a file
  *     that does not parse but was modified less than LD_FILE_QUIET_MS ago
