@@ -439,8 +439,22 @@ START_TEST(test_stream_gets_put_then_patch_and_delete_when_the_file_changes)
                "              'salt': 's'}}}");
     json_t *del = stream_expect(&s, "delete");
     ck_assert_str_eq(json_string_value(json_object_get(del, "path")), "/flags/f2");
-    ck_assert_int_gt(json_integer_value(json_object_get(del, "version")), 5);
+    int64_t deleted_at = json_integer_value(json_object_get(del, "version"));
+    ck_assert_int_gt(deleted_at, 5);
     json_decref(del);
+    /* a segment changes */
+    write_data("{'flags': {"
+               "  'f1': {'key': 'f1', 'version': 3, 'on': true, 'variations': [true, false],"
+               "         'fallthrough': {'variation': 1}, 'offVariation': 1, 'salt': 's'}},"
+               " 'segments': {'s1': {'key': 's1', 'version': 2, 'included': ['u1', 'u2'],"
+               "              'salt': 's'}}}");
+    patch = stream_expect(&s, "patch");
+    ck_assert_str_eq(json_string_value(json_object_get(patch, "path")), "/segments/s1");
+    ck_assert_int_gt(json_integer_value(json_object_get(json_object_get(patch, "data"), "version")),
+                     2);
+    ck_assert_int_eq(json_array_size(json_object_get(json_object_get(patch, "data"), "included")),
+                     2);
+    json_decref(patch);
     /* nothing else was sent: f1 and s1 did not change */
     for (int i = 0; i < 20; i++)
         event_base_loop(B, EVLOOP_NONBLOCK);
@@ -450,6 +464,23 @@ START_TEST(test_stream_gets_put_then_patch_and_delete_when_the_file_changes)
     ck_assert_int_eq(json_integer_value(json_object_get(j, "version")), f1_version);
     json_decref(j);
     j = get_json("/sdk/latest-flags/f2", 404);
+    json_decref(j);
+    /* f2 comes back, as it was in the file (version 5): above its deletion,
+     * or SDKs would ignore it */
+    write_data(DATA1);
+    char name[32];
+    for (int i = 0; i < 3; i++) { /* f1 and s1 go back too */
+        json_t *ev = stream_next(&s, name, sizeof name);
+        ck_assert_str_eq(name, "patch");
+        const char *p = json_string_value(json_object_get(ev, "path"));
+        if (strcmp(p, "/flags/f2") == 0)
+            ck_assert_int_gt(
+                json_integer_value(json_object_get(json_object_get(ev, "data"), "version")),
+                deleted_at);
+        json_decref(ev);
+    }
+    j = get_json("/sdk/latest-flags/f2", 200);
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "version")), deleted_at);
     json_decref(j);
     json_decref(file);
     stream_close(&s);
@@ -465,6 +496,9 @@ START_TEST(test_broken_file_interrupts_and_last_good_data_is_served)
     json_t *good = get_json("/sdk/latest-all", 200);
     json_t *st = poll_for("/status", "dataSource.state", "'valid'");
     json_decref(st);
+    struct stream s;
+    stream_open(&s);
+    json_decref(stream_expect(&s, "put"));
 
     /* invalid JSON over it */
     write_data("{'flags': {'f1': {'key': 'f1', ");
@@ -502,6 +536,23 @@ START_TEST(test_broken_file_interrupts_and_last_good_data_is_served)
     json_t *f = get_json("/sdk/latest-flags/f1", 404);
     json_decref(f);
     json_decref(good);
+    /* the stream heard nothing of the broken file, then the changes:
+     * segments first, then flags, puts before deletes (data_system.h) */
+    static const char *const events[][2] = {{"delete", "/segments/s1"},
+                                            {"patch", "/flags/f9"},
+                                            {"delete", "/flags/f1 /flags/f2"},
+                                            {"delete", "/flags/f1 /flags/f2"}};
+    char prev[64] = "";
+    for (size_t i = 0; i < 4; i++) {
+        char name[32];
+        json_t *ev = stream_next(&s, name, sizeof name);
+        ck_assert_str_eq(name, events[i][0]);
+        const char *p = json_string_value(json_object_get(ev, "path"));
+        ck_assert_msg(strstr(events[i][1], p) && strcmp(p, prev), "event %zu: %s", i, p);
+        snprintf(prev, sizeof prev, "%s", p);
+        json_decref(ev);
+    }
+    stream_close(&s);
     app_stop();
 }
 END_TEST
@@ -899,6 +950,11 @@ START_TEST(test_missing_data_file_at_start_then_created)
     j = get_json("/sdk/latest-flags", 200);
     ck_assert_int_eq(json_object_size(j), 0);
     json_decref(j);
+    /* a stream connected while there is no data */
+    struct stream s;
+    stream_open(&s);
+    for (int i = 0; i < 20; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
     /* the file comes: its data is served */
     write_data(DATA1);
     st = poll_for("/status", "dataSource.state", "'valid'");
@@ -909,6 +965,29 @@ START_TEST(test_missing_data_file_at_start_then_created)
     j = get_json("/sdk/latest-flags/f1", 200);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "version")), 3);
     json_decref(j);
+    /* the stream has all of it, in its put or in patches after it */
+    char name[32];
+    json_t *put = stream_next(&s, name, sizeof name);
+    ck_assert_str_eq(name, "put");
+    json_t *flags = json_object_get(json_object_get(put, "data"), "flags");
+    json_t *segs = json_object_get(json_object_get(put, "data"), "segments");
+    json_t *have = json_pack("{s:O,s:O}", "flags", flags ? flags : json_object(), "segments",
+                             segs ? segs : json_object());
+    json_decref(put);
+    while (evbuffer_search(s.got, "\n\n", 2, NULL).pos >= 0) {
+        json_t *ev = stream_next(&s, name, sizeof name);
+        ck_assert_str_eq(name, "patch");
+        const char *p = json_string_value(json_object_get(ev, "path"));
+        json_t *item = json_object_get(ev, "data");
+        json_object_set(json_object_get(have, strncmp(p, "/flags/", 7) == 0 ? "flags" : "segments"),
+                        json_string_value(json_object_get(item, "key")), item);
+        json_decref(ev);
+    }
+    json_t *all = get_json("/sdk/latest-all", 200);
+    ck_assert_msg(json_equal(have, all), "the stream has %s", json_dumps(have, JSON_COMPACT));
+    json_decref(all);
+    json_decref(have);
+    stream_close(&s);
     app_stop();
 }
 END_TEST
