@@ -93,17 +93,19 @@ ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *opti
         return NULL;
     }
     app->store = ld_memory_store_new(base);
-    ld_initializer *init =
-        app->store ? ld_file_initializer_new(base, options->paths, options->n_paths) : NULL;
+    /* The synchronizer alone: its first update is the files as they are,
+     * and it keeps the versions of everything it yields monotonic. A file
+     * initializer before it would read the files once more, and a file
+     * edited between that read and the synchronizer's first one would
+     * reach the store, and the streams, at the file's version, which is
+     * not above the one the initializer gave (SDKs ignore such a patch). */
     ld_synchronizer *sync =
-        init ? ld_file_synchronizer_new(base, options->paths, options->n_paths, options->poll_ms)
-             : NULL;
-    if (!init || !sync) {
-        ld_initializer_free(init);
-        ld_synchronizer_free(sync);
+        app->store
+            ? ld_file_synchronizer_new(base, options->paths, options->n_paths, options->poll_ms)
+            : NULL;
+    if (!sync)
         goto fail;
-    }
-    app->ds = ld_data_system_new(base, app->store, &init, 1, sync);
+    app->ds = ld_data_system_new(base, app->store, NULL, 0, sync);
     app->ev = ld_evaluator_new(app->store);
     if (!app->ds || !app->ev || ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
         ld_data_system_add_status_listener(app->ds, on_status, app) <= 0)

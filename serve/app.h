@@ -3,8 +3,8 @@
  * serve/app.h: the wiring of ldasync-serve (internal, not installed), used by
  * serve/main.c and by the end-to-end tests, so that both run the same thing:
  *
- *   memory store <- data system (file initializer, file synchronizer on the
- *                   data files)
+ *   memory store <- data system (the file synchronizer on the data files,
+ *                   which also brings the first data: no initializer)
  *                        | change listener -> ld__server_changed()
  *                        | status          -> /status (ld_data_system_status)
  *   evaluator (on the store) -> evalx

@@ -7,7 +7,7 @@
  * watched: every change reaches the store, and the streams as patch and
  * delete events. serve/server.c answers the requests.
  *
- *   memory store <- data system (file initializer, file synchronizer)
+ *   memory store <- data system (file synchronizer)
  *                        | change listener -> ld__server_changed()
  *                        | status          -> /status
  *   evaluator (on the store) -> evalx

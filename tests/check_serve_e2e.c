@@ -488,6 +488,42 @@ START_TEST(test_stream_gets_put_then_patch_and_delete_when_the_file_changes)
 }
 END_TEST
 
+START_TEST(test_file_changed_right_after_start_is_served_with_a_higher_version)
+{
+    write_data(DATA1);
+    app_start();
+    app_ready();
+    struct stream s;
+    stream_open(&s);
+    /* changed at once, its version left as it is */
+    write_data("{'flags': {'f1': {'key': 'f1', 'version': 3, 'on': false,"
+               " 'variations': [true, false], 'offVariation': 1}}}");
+    json_t *put = stream_expect(&s, "put");
+    json_t *f1 = json_object_get(json_object_get(json_object_get(put, "data"), "flags"), "f1");
+    bool old_put = json_is_true(json_object_get(f1, "on"));
+    json_decref(put);
+    json_t *j = poll_for("/sdk/latest-flags/f1", "on", "false");
+    /* above the version the first data had, or SDKs that hold it ignore
+     * the change */
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "version")), 3);
+    if (old_put) {
+        json_t *patch = NULL;
+        char name[32];
+        do { /* (f2 and s1 are deleted) */
+            json_decref(patch);
+            patch = stream_next(&s, name, sizeof name);
+        } while (strcmp(json_string_value(json_object_get(patch, "path")), "/flags/f1") != 0);
+        ck_assert_str_eq(name, "patch");
+        ck_assert_int_gt(
+            json_integer_value(json_object_get(json_object_get(patch, "data"), "version")), 3);
+        json_decref(patch);
+    }
+    json_decref(j);
+    stream_close(&s);
+    app_stop();
+}
+END_TEST
+
 START_TEST(test_broken_file_interrupts_and_last_good_data_is_served)
 {
     write_data(DATA1);
@@ -999,6 +1035,7 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_stream_gets_put_then_patch_and_delete_when_the_file_changes);
+    tcase_add_test(tc, test_file_changed_right_after_start_is_served_with_a_higher_version);
     tcase_add_test(tc, test_broken_file_interrupts_and_last_good_data_is_served);
     tcase_add_test(tc, test_flag_values_are_served_as_launchdarkly_flags);
     tcase_add_test(tc, test_missing_data_file_at_start_then_created);
