@@ -5,6 +5,7 @@
  * shutdown.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <event2/event.h>
@@ -21,6 +22,8 @@ struct ld__app {
     ld__log_fn log;
     void *log_arg;
     int log_level;
+    int64_t error_logged_ms; /* the last error logged (its time and kind) */
+    enum ld_ds_error_kind error_logged_kind;
     /* the shutdown's steps (held to cancel them when freed first) */
     ld_future *closing[3];
 };
@@ -46,12 +49,21 @@ static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, 
         ld__server_changed(app->srv, kind, key, version, item);
 }
 
+/* A status change: the state, with the error when it is one not logged
+ * yet (the status keeps its last error after the state is valid again, so
+ * that a later `off` does not bring an error already over back). */
 static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
 {
     (void)ds;
     struct ld__app *app = arg;
     const char *state = ld_ds_state_name(st->state);
-    if (st->error && st->state != LD_DS_STATE_VALID)
+    bool new_error = st->error && (st->error->time_ms != app->error_logged_ms ||
+                                   st->error->kind != app->error_logged_kind);
+    if (st->error) {
+        app->error_logged_ms = st->error->time_ms;
+        app->error_logged_kind = st->error->kind;
+    }
+    if (new_error && st->state != LD_DS_STATE_VALID)
         app_log(app, LD__LOG_WARN, "data source %s: %s: %s", state ? state : "?",
                 ld_ds_error_kind_name(st->error->kind), st->error->message);
     else

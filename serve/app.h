@@ -10,8 +10,9 @@
  *   evaluator (on the store) -> evalx
  *
  * Log lines (through the server options' log function, at or below their
- * level): each data-source status change ("data source valid", or "data
- * source STATE: ERROR-KIND: MESSAGE" as a warning), "flag data loaded" once
+ * level): each data-source status change ("data source STATE", or "data
+ * source STATE: ERROR-KIND: MESSAGE" as a warning when the state is not
+ * valid and the error is one not logged yet), "flag data loaded" once
  * the data system is ready, "no flag data: MESSAGE (serving an empty store)"
  * as an error when every source failed, and "stopped" when a close is done.
  * A data file that is missing (or broken) at start is not fatal: the store

@@ -1025,6 +1025,9 @@ START_TEST(test_missing_data_file_at_start_then_created)
     json_decref(have);
     stream_close(&s);
     app_stop();
+    /* the error that is over is not logged again when the source stops */
+    ck_assert_msg(strstr(g.log, "[info] data source off\n") != NULL, "%s", g.log);
+    ck_assert_msg(strstr(g.log, "data source off: ") == NULL, "%s", g.log);
 }
 END_TEST
 
