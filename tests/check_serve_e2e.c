@@ -624,6 +624,96 @@ START_TEST(test_flag_values_are_served_as_launchdarkly_flags)
 }
 END_TEST
 
+
+/* Writes `text` (' for ") to `name` in the directory, in place. */
+static void write_named(const char *name, const char *text)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", g.dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    for (const char *c = text; *c; c++)
+        fputc(*c == '\'' ? '"' : *c, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_config_map_style_symlink_swap_is_seen)
+{
+    /* as Kubernetes mounts a ConfigMap: flags.json -> ..data/flags.json,
+     * ..data -> ..v1, and an update swaps ..data for ..v2 by a rename */
+    char p[600], q[600];
+    snprintf(p, sizeof p, "%s/..v1", g.dir);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    write_named("..v1/flags.json", DATA1);
+    ck_assert_int_eq(symlink("..v1", (snprintf(q, sizeof q, "%s/..data", g.dir), q)), 0);
+    ck_assert_int_eq(symlink("..data/flags.json", g.path), 0);
+    app_start();
+    app_ready();
+    json_t *j = get_json("/sdk/latest-flags/f1", 200);
+    ck_assert(json_is_true(json_object_get(j, "on")));
+    json_decref(j);
+    snprintf(p, sizeof p, "%s/..v2", g.dir);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    write_named("..v2/flags.json", "{'flags': {'f1': {'key': 'f1', 'version': 3, 'on': false,"
+                                   " 'variations': [true, false], 'offVariation': 1}}}");
+    snprintf(p, sizeof p, "%s/..data_tmp", g.dir);
+    ck_assert_int_eq(symlink("..v2", p), 0);
+    ck_assert_int_eq(rename(p, q), 0);
+    /* the old version goes, as the kubelet removes it */
+    snprintf(p, sizeof p, "%s/..v1/flags.json", g.dir);
+    ck_assert_int_eq(unlink(p), 0);
+    snprintf(p, sizeof p, "%s/..v1", g.dir);
+    ck_assert_int_eq(rmdir(p), 0);
+    j = poll_for("/sdk/latest-flags/f1", "on", "false");
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "version")), 3);
+    json_decref(j);
+    j = get_json("/sdk/latest-flags/f2", 404);
+    json_decref(j);
+    app_stop();
+    snprintf(p, sizeof p, "%s/..v2/flags.json", g.dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/..v2", g.dir);
+    rmdir(p);
+}
+END_TEST
+
+START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
+{
+    write_data("{'flags': {'f1': {'on': true, 'variations': [1], 'fallthrough': {'variation': 0}}}}");
+    write_named("more.json", "{'flagValues': {'f2': 'two'}, 'segments': {'s1': {}}}");
+    char more[600];
+    snprintf(more, sizeof more, "%s/more.json", g.dir);
+    const char *paths[] = {g.path, more};
+    struct ld__app_options o = {0};
+    o.paths = paths;
+    o.n_paths = 2;
+    o.server.bind_address = "127.0.0.1";
+    o.server.sdk_key = KEY;
+    o.server.log = log_fn;
+    g.app = ld__app_new(B, &o);
+    ck_assert_ptr_nonnull(g.app);
+    g.port = ld__app_port(g.app);
+    app_ready();
+    json_t *all = get_json("/sdk/latest-all", 200);
+    ck_assert_int_eq(json_object_size(json_object_get(all, "flags")), 2);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(all, "segments"), "s1"));
+    json_decref(all);
+    /* f1 in the second file too */
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/.more.tmp", g.dir);
+    write_named(".more.tmp", "{'flagValues': {'f2': 'two', 'f1': 3}}");
+    ck_assert_int_eq(rename(tmp, more), 0);
+    json_t *st = poll_for("/status", "dataSource.state", "'interrupted'");
+    const char *msg = json_string_value(
+        json_object_get(json_object_get(json_object_get(st, "dataSource"), "lastError"), "message"));
+    ck_assert_msg(msg && strstr(msg, "defined twice") && strstr(msg, more), "%s", msg);
+    json_decref(st);
+    json_t *f2 = get_json("/sdk/latest-flags/f2", 200);
+    json_decref(f2);
+    app_stop();
+}
+END_TEST
+
 /* Client-side flags with targets, rules, a segment, a rollout and a
  * prerequisite; c3 is not for client-side SDKs. */
 static const char *const EVAL_DATA =
@@ -1042,6 +1132,8 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_test(tc, test_broken_file_interrupts_and_last_good_data_is_served);
     tcase_add_test(tc, test_flag_values_are_served_as_launchdarkly_flags);
     tcase_add_test(tc, test_missing_data_file_at_start_then_created);
+    tcase_add_test(tc, test_config_map_style_symlink_swap_is_seen);
+    tcase_add_test(tc, test_several_files_merge_and_a_key_defined_twice_interrupts);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
