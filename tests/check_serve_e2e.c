@@ -1121,6 +1121,33 @@ START_TEST(test_missing_data_file_at_start_then_created)
 }
 END_TEST
 
+
+START_TEST(test_app_that_cannot_listen_is_not_made_and_leaks_nothing)
+{
+    write_data(DATA1);
+    app_start();
+    struct ld__app_options o = {0};
+    o.paths = g.paths;
+    o.n_paths = 1;
+    o.server.bind_address = "127.0.0.1";
+    o.server.port = g.port; /* taken */
+    o.server.log = log_fn;
+    ck_assert_ptr_null(ld__app_new(B, &o));
+    ck_assert_msg(strstr(g.log, "cannot listen") != NULL, "%s", g.log);
+    ck_assert_ptr_null(ld__app_new(NULL, &o));
+    ck_assert_ptr_null(ld__app_new(B, NULL));
+    o.n_paths = 0;
+    ck_assert_ptr_null(ld__app_new(B, &o));
+    ck_assert_ptr_null(ld__app_close(NULL));
+    ld__app_free(NULL);
+    /* the first one still serves */
+    app_ready();
+    json_t *j = get_json("/sdk/latest-flags/f1", 200);
+    json_decref(j);
+    app_stop();
+}
+END_TEST
+
 Suite *ld_suite_serve_e2e(void)
 {
     Suite *s = suite_create("serve_e2e");
@@ -1146,6 +1173,7 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_test(tc, test_ten_thousand_requests_with_64_in_flight_all_answered);
     tcase_add_test(tc, test_close_with_100_streams_and_requests_in_flight_then_free);
     tcase_add_test(tc, test_free_while_closing_cancels_the_close);
+    tcase_add_test(tc, test_app_that_cannot_listen_is_not_made_and_leaks_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
