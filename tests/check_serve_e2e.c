@@ -714,6 +714,57 @@ START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
 }
 END_TEST
 
+
+START_TEST(test_burst_of_rewrites_streams_increasing_versions_and_ends_at_the_last)
+{
+    write_data(DATA1);
+    app_start();
+    app_ready();
+    struct stream s;
+    stream_open(&s);
+    json_decref(stream_expect(&s, "put"));
+    /* 20 rewrites 5 ms apart (within the quiet time), the file's version
+     * never raised */
+    char text[512];
+    for (int i = 1; i <= 20; i++) {
+        snprintf(text, sizeof text,
+                 "{'flags': {'f1': {'key': 'f1', 'version': 3, 'on': true,"
+                 " 'variations': [%d, 0], 'fallthrough': {'variation': 0}}}}",
+                 i);
+        write_data(text);
+        struct timeval tv = {0, 5000};
+        event_base_loopexit(B, &tv);
+        event_base_dispatch(B);
+    }
+    json_t *j = poll_for("/sdk/latest-flags/f1", "variations", "[20, 0]");
+    int64_t final = json_integer_value(json_object_get(j, "version"));
+    json_decref(j);
+    /* every patch of f1 is above the one before; the last is the file's */
+    int64_t last = 3;
+    json_t *vars = NULL;
+    while (last < final) {
+        char name[32];
+        json_t *ev = stream_next(&s, name, sizeof name);
+        if (strcmp(json_string_value(json_object_get(ev, "path")), "/flags/f1") == 0) {
+            ck_assert_str_eq(name, "patch");
+            int64_t v = json_integer_value(json_object_get(json_object_get(ev, "data"), "version"));
+            ck_assert_int_gt(v, last);
+            last = v;
+            json_decref(vars);
+            vars = json_incref(json_object_get(json_object_get(ev, "data"), "variations"));
+        }
+        json_decref(ev);
+    }
+    ck_assert_int_eq(last, final);
+    json_t *want = ld_test_j("[20, 0]");
+    ck_assert(json_equal(vars, want));
+    json_decref(want);
+    json_decref(vars);
+    stream_close(&s);
+    app_stop();
+}
+END_TEST
+
 /* Client-side flags with targets, rules, a segment, a rollout and a
  * prerequisite; c3 is not for client-side SDKs. */
 static const char *const EVAL_DATA =
@@ -1160,6 +1211,7 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_test(tc, test_flag_values_are_served_as_launchdarkly_flags);
     tcase_add_test(tc, test_missing_data_file_at_start_then_created);
     tcase_add_test(tc, test_config_map_style_symlink_swap_is_seen);
+    tcase_add_test(tc, test_burst_of_rewrites_streams_increasing_versions_and_ends_at_the_last);
     tcase_add_test(tc, test_several_files_merge_and_a_key_defined_twice_interrupts);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
