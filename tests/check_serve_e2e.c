@@ -1121,12 +1121,19 @@ START_TEST(test_missing_data_file_at_start_then_created)
     ck_assert_msg(strstr(g.log, "[warn] data source initializing: invalid_data: ") != NULL, "%s",
                   g.log);
     ck_assert_ptr_null(strstr(g.log, "flag data loaded"));
-    /* an empty store: nothing to serve */
+    /* an empty store: no flag is served (the server answers an empty
+     * collection, or 503 while the store is not initialized) */
     json_t *j = get_json("/sdk/latest-flags/f1", 404);
     json_decref(j);
-    j = get_json("/sdk/latest-flags", 200);
-    ck_assert_int_eq(json_object_size(j), 0);
-    json_decref(j);
+    struct resp r;
+    get("/sdk/latest-flags", &r);
+    ck_assert_msg(r.code == 200 || r.code == 503, "%d", r.code);
+    if (r.code == 200) {
+        j = body_json(&r);
+        ck_assert_int_eq(json_object_size(j), 0);
+        json_decref(j);
+    }
+    free(r.body);
     /* a stream connected while there is no data */
     struct stream s;
     stream_open(&s);
