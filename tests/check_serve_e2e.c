@@ -215,8 +215,8 @@ static json_t *poll_for(const char *path, const char *member, const char *want)
         event_base_dispatch(B);
     }
     json_t *last = get_json(path, 200);
-    ck_abort_msg("%s: %s never became %s: %s\nlog:\n%s", path, member ? member : "the answer",
-                 want, json_dumps(last, JSON_COMPACT), g.log);
+    ck_abort_msg("%s: %s never became %s: %s\nlog:\n%s", path, member ? member : "the answer", want,
+                 json_dumps(last, JSON_COMPACT), g.log);
     return NULL;
 }
 
@@ -556,7 +556,8 @@ START_TEST(test_broken_file_interrupts_and_last_good_data_is_served)
     json_decref(f1);
 
     /* fixed: valid again, and the new data is served */
-    write_data("{'flags': {'f9': {'on': true, 'variations': [1], 'fallthrough': {'variation': 0}}}}");
+    write_data(
+        "{'flags': {'f9': {'on': true, 'variations': [1], 'fallthrough': {'variation': 0}}}}");
     st = poll_for("/status", "dataSource.state", "'valid'");
     ck_assert_str_eq(json_string_value(json_object_get(st, "status")), "healthy");
     ck_assert_int_eq(json_integer_value(json_object_get(st, "flags")), 1);
@@ -624,7 +625,6 @@ START_TEST(test_flag_values_are_served_as_launchdarkly_flags)
 }
 END_TEST
 
-
 /* Writes `text` (' for ") to `name` in the directory, in place. */
 static void write_named(const char *name, const char *text)
 {
@@ -679,7 +679,8 @@ END_TEST
 
 START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
 {
-    write_data("{'flags': {'f1': {'on': true, 'variations': [1], 'fallthrough': {'variation': 0}}}}");
+    write_data(
+        "{'flags': {'f1': {'on': true, 'variations': [1], 'fallthrough': {'variation': 0}}}}");
     write_named("more.json", "{'flagValues': {'f2': 'two'}, 'segments': {'s1': {}}}");
     char more[600];
     snprintf(more, sizeof more, "%s/more.json", g.dir);
@@ -704,8 +705,8 @@ START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
     write_named(".more.tmp", "{'flagValues': {'f2': 'two', 'f1': 3}}");
     ck_assert_int_eq(rename(tmp, more), 0);
     json_t *st = poll_for("/status", "dataSource.state", "'interrupted'");
-    const char *msg = json_string_value(
-        json_object_get(json_object_get(json_object_get(st, "dataSource"), "lastError"), "message"));
+    const char *msg = json_string_value(json_object_get(
+        json_object_get(json_object_get(st, "dataSource"), "lastError"), "message"));
     ck_assert_msg(msg && strstr(msg, "defined twice") && strstr(msg, more), "%s", msg);
     json_decref(st);
     json_t *f2 = get_json("/sdk/latest-flags/f2", 200);
@@ -713,7 +714,6 @@ START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
     app_stop();
 }
 END_TEST
-
 
 START_TEST(test_burst_of_rewrites_streams_increasing_versions_and_ends_at_the_last)
 {
@@ -807,8 +807,8 @@ static const char *const EVAL_CONTEXTS[] = {
 static void expect_evaluators_results(const char *ctx_text, const json_t *got)
 {
     ld_context *ctx = ld_test_ctx_of(ctx_text);
-    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ld__app_evaluator(g.app), ctx,
-                                                            LD_ALL_FLAGS_CLIENT_SIDE_ONLY));
+    ld_future *f = ld_test_fulfilled(
+        ld_evaluator_all_flags(ld__app_evaluator(g.app), ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY));
     json_t *state = ld_future_json(f);
     json_t *meta = json_object_get(state, "$flagsState");
     ck_assert_int_eq(json_object_size(got), json_object_size(meta));
@@ -859,9 +859,9 @@ START_TEST(test_evalx_answers_what_the_evaluator_says)
         char *path = evalx_path(cases[i].ctx);
         json_t *got = get_json(path, 200);
         json_t *want = ld_test_j(cases[i].want);
-        ck_assert_msg(json_equal(json_object_get(json_object_get(got, cases[i].flag), "value"),
-                                 want),
-                      "%s: %s: %s", cases[i].ctx, cases[i].flag, json_dumps(got, JSON_COMPACT));
+        ck_assert_msg(
+            json_equal(json_object_get(json_object_get(got, cases[i].flag), "value"), want),
+            "%s: %s: %s", cases[i].ctx, cases[i].flag, json_dumps(got, JSON_COMPACT));
         json_decref(want);
         json_decref(got);
         free(path);
@@ -955,8 +955,8 @@ START_TEST(test_ten_thousand_requests_with_64_in_flight_all_answered)
     }
     while (l->answered < LOAD_REQUESTS)
         loop_once();
-    ck_assert_msg(l->ok == LOAD_REQUESTS, "%d of %d right; first wrong: %s", l->ok,
-                  LOAD_REQUESTS, l->first_bad);
+    ck_assert_msg(l->ok == LOAD_REQUESTS, "%d of %d right; first wrong: %s", l->ok, LOAD_REQUESTS,
+                  l->first_bad);
     struct ld__server_stats st;
     ld__server_stats(ld__app_server(g.app), &st);
     ck_assert_uint_ge(st.requests, LOAD_REQUESTS);
@@ -1030,9 +1030,9 @@ START_TEST(test_close_with_100_streams_and_requests_in_flight_then_free)
         ck_assert_ptr_nonnull(req);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "localhost");
         evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization", KEY);
-        ck_assert_int_eq(evhttp_make_request(c[i % 8], req, EVHTTP_REQ_GET,
-                                             i % 2 ? evalx : "/sdk/latest-all"),
-                         0);
+        ck_assert_int_eq(
+            evhttp_make_request(c[i % 8], req, EVHTTP_REQ_GET, i % 2 ? evalx : "/sdk/latest-all"),
+            0);
     }
     /* let some of them reach the server */
     for (int i = 0; i < 3; i++)
@@ -1062,8 +1062,8 @@ START_TEST(test_close_with_100_streams_and_requests_in_flight_then_free)
     ck_assert_uint_eq(st.streams, 0);
     ck_assert_uint_eq(st.pending, 0);
     /* the store is closed */
-    ld_test_expect_error(ld_store_get(ld__app_store(g.app), ld_kind_features(), "c1"),
-                         LD_ECLOSED, NULL);
+    ld_test_expect_error(ld_store_get(ld__app_store(g.app), ld_kind_features(), "c1"), LD_ECLOSED,
+                         NULL);
     ld__app_free(g.app);
     g.app = NULL;
     ck_assert(closed);
@@ -1178,7 +1178,6 @@ START_TEST(test_missing_data_file_at_start_then_created)
     ck_assert_msg(strstr(g.log, "data source off: ") == NULL, "%s", g.log);
 }
 END_TEST
-
 
 START_TEST(test_app_that_cannot_listen_is_not_made_and_leaks_nothing)
 {
