@@ -570,10 +570,16 @@ static int keep_versions(struct src *s, struct merge *mg)
         {
             if (json_object_get(mg->items[k], key))
                 continue;
-            /* gone: remembered by its version only */
+            /* gone: remembered by the version of its deletion only (the
+             * one it had + 1, as the data system deletes it: coming back
+             * at that version, it would be ignored by whoever holds the
+             * deletion) */
+            int64_t gone = version_of(item);
+            if (json_object_size(item) != 1 && gone < INT64_MAX)
+                gone++;
             prev = json_object_size(item) == 1
                        ? json_incref(item)
-                       : json_pack("{s:I}", "version", (json_int_t)version_of(item));
+                       : json_pack("{s:I}", "version", (json_int_t)gone);
             if (json_object_set_new(next[k], key, prev) != 0) {
                 code = oom(mg->r);
                 break;

@@ -7,10 +7,14 @@
  * watched: every change reaches the store, and the streams as patch and
  * delete events. serve/server.c answers the requests.
  *
- *   memory store <- data system (file initializer, file synchronizer)
+ *   memory store <- data system (file synchronizer)
  *                        | change listener -> ld__server_changed()
  *                        | status          -> /status
  *   evaluator (on the store) -> evalx
+ *
+ * That wiring, and the shutdown below, are in serve/app.c (the end-to-end
+ * tests run the same); this file parses the options, logs, and handles the
+ * signals.
  *
  * SIGINT or SIGTERM: the server closes (streams ended, waiting requests
  * answered), then the data system, then the store; everything is freed.
@@ -32,14 +36,11 @@
 #include <event2/thread.h>
 #include <ldasync/ldasync.h>
 
-#include "server.h"
+#include "app.h"
 
 struct app {
     struct event_base *base;
-    ld_store *store;
-    ld_data_system *ds;
-    ld_evaluator *ev;
-    ld__server *srv;
+    ld__app *app;
     struct event *sigint, *sigterm;
     int log_level;
     int signals;
@@ -109,64 +110,12 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
-                      const json_t *item, void *arg)
-{
-    (void)ds;
-    struct app *app = arg;
-    if (app->srv)
-        ld__server_changed(app->srv, kind, key, version, item);
-}
-
-static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
-{
-    (void)ds;
-    struct app *app = arg;
-    const char *state = ld_ds_state_name(st->state);
-    if (st->error && st->state != LD_DS_STATE_VALID)
-        logf_(app, LD__LOG_WARN, "data source %s: %s: %s", state ? state : "?",
-              ld_ds_error_kind_name(st->error->kind), st->error->message);
-    else
-        logf_(app, LD__LOG_INFO, "data source %s", state ? state : "?");
-}
-
-static int status_of(ld_ds_status *out, void *arg)
-{
-    struct app *app = arg;
-    return app->ds ? ld_data_system_status(app->ds, out) : LD_EINVAL;
-}
-
-static void on_ready(ld_future *f, void *arg)
-{
-    struct app *app = arg;
-    if (ld_future_is_fulfilled(f))
-        logf_(app, LD__LOG_INFO, "flag data loaded");
-    else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
-        logf_(app, LD__LOG_ERROR, "no flag data: %s (serving an empty store)",
-              ld_future_error_message(f));
-}
-
-/* Shutdown, one step after the other: server, data system, store. */
-static void store_closed(ld_future *f, void *arg)
+/* The shutdown is done (or was cancelled by a second signal). */
+static void app_closed(ld_future *f, void *arg)
 {
     (void)f;
     struct app *app = arg;
-    logf_(app, LD__LOG_INFO, "stopped");
     event_base_loopexit(app->base, NULL);
-}
-
-static void ds_closed(ld_future *f, void *arg)
-{
-    (void)f;
-    struct app *app = arg;
-    ld_future_on_complete(ld_store_close(app->store), store_closed, app);
-}
-
-static void server_closed(ld_future *f, void *arg)
-{
-    (void)f;
-    struct app *app = arg;
-    ld_future_on_complete(ld_data_system_close(app->ds), ds_closed, app);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -179,7 +128,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     logf_(app, LD__LOG_INFO, "signal %d: shutting down", (int)sig);
-    ld_future_on_complete(ld__server_close(app->srv), server_closed, app);
+    ld_future_on_complete(ld__app_close(app->app), app_closed, app);
 }
 
 /* Runs what is queued (future.h's lifetime rule) without blocking. */
@@ -322,39 +271,21 @@ int main(int argc, char **argv)
     if (evthread_use_pthreads() != 0)
         logf_(&app, LD__LOG_WARN, "no libevent threading: files are parsed on the loop");
     app.base = event_base_new();
-    app.store = app.base ? ld_memory_store_new(app.base) : NULL;
-    ld_initializer *init = app.store ? ld_file_initializer_new(app.base, paths, n_paths) : NULL;
-    ld_synchronizer *sync =
-        init ? ld_file_synchronizer_new(app.base, paths, n_paths, (int64_t)poll_ms) : NULL;
-    if (!init || !sync) {
-        logf_(&app, LD__LOG_ERROR, "cannot start (out of memory?)");
-        ld_initializer_free(init);
-        ld_synchronizer_free(sync);
-        app.exit_code = 1;
-        goto out;
-    }
-    app.ds = ld_data_system_new(app.base, app.store, &init, 1, sync);
-    app.ev = ld_evaluator_new(app.store);
-    if (!app.ds || !app.ev || ld_data_system_add_change_listener(app.ds, on_change, &app) <= 0 ||
-        ld_data_system_add_status_listener(app.ds, on_status, &app) <= 0) {
-        logf_(&app, LD__LOG_ERROR, "cannot start (out of memory?)");
-        app.exit_code = 1;
-        goto out;
-    }
-    struct ld__server_options o = {0};
-    o.bind_address = bind;
-    o.port = (int)port;
-    o.sdk_key = key;
-    o.max_connections = (int)maxconn;
-    o.heartbeat_ms = (int)heartbeat * 1000;
-    o.log_level = app.log_level;
-    o.log_level_set = 1;
-    o.log = log_line;
-    o.log_arg = &app;
-    o.status = status_of;
-    o.status_arg = &app;
-    app.srv = ld__server_new(app.base, app.store, app.ev, &o);
-    if (!app.srv) {
+    struct ld__app_options o = {0};
+    o.paths = paths;
+    o.n_paths = n_paths;
+    o.poll_ms = poll_ms;
+    o.server.bind_address = bind;
+    o.server.port = (int)port;
+    o.server.sdk_key = key;
+    o.server.max_connections = (int)maxconn;
+    o.server.heartbeat_ms = (int)heartbeat * 1000;
+    o.server.log_level = app.log_level;
+    o.server.log_level_set = 1;
+    o.server.log = log_line;
+    o.server.log_arg = &app;
+    app.app = ld__app_new(app.base, &o);
+    if (!app.app) {
         app.exit_code = 1;
         goto out;
     }
@@ -367,8 +298,7 @@ int main(int argc, char **argv)
     /* (the key itself stays out of the log) */
     logf_(&app, LD__LOG_INFO, "try: curl%s http://%s:%d/sdk/latest-all",
           key && key[0] ? " -H \"Authorization: $LDASYNC_SDK_KEY\"" : "", bind,
-          ld__server_port(app.srv));
-    ld_future_on_complete(ld_data_system_ready(app.ds), on_ready, &app);
+          ld__app_port(app.app));
     app.sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
     app.sigterm = evsignal_new(app.base, SIGTERM, on_signal, &app);
     if (!app.sigint || !app.sigterm || event_add(app.sigint, NULL) != 0 ||
@@ -384,14 +314,8 @@ out:
         event_free(app.sigint);
     if (app.sigterm)
         event_free(app.sigterm);
-    ld__server_free(app.srv);
-    app.srv = NULL;
-    ld_data_system_free(app.ds);
-    app.ds = NULL;
-    ld_evaluator_free(app.ev);
-    if (app.base)
-        drain(app.base);
-    ld_store_free(app.store);
+    ld__app_free(app.app);
+    app.app = NULL;
     if (app.base) {
         drain(app.base);
         event_base_free(app.base);

@@ -862,10 +862,21 @@ START_TEST(test_sync_removed_item_comes_back_with_a_higher_version)
     f = next_update();
     ck_assert_ptr_null(flag_in(valid_cs(f), "a"));
     ld_future_unref(f);
+    /* back: above 4, the version of its deletion (the data system's, and
+     * what a stream sent), else SDKs holding the deletion ignore it */
     write_text(p, "{'flags': {'a': {'version': 3}, 'b': {}}}");
     f = next_update();
-    ck_assert_int_eq(version_in(valid_cs(f), "a"), 4);
+    ck_assert_int_eq(version_in(valid_cs(f), "a"), 5);
     ck_assert_int_eq(version_in(valid_cs(f), "b"), 1);
+    ld_future_unref(f);
+    /* gone again and back with its file version above: taken as it is */
+    write_text(p, "{'flags': {'b': {}}}");
+    f = next_update();
+    ck_assert_ptr_null(flag_in(valid_cs(f), "a"));
+    ld_future_unref(f);
+    write_text(p, "{'flags': {'a': {'version': 7}, 'b': {}}}");
+    f = next_update();
+    ck_assert_int_eq(version_in(valid_cs(f), "a"), 7);
     ld_future_unref(f);
     sync_done();
 }

@@ -35,6 +35,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_eval());
     srunner_add_suite(runner, ld_suite_eval_attack());
     srunner_add_suite(runner, ld_suite_serve());
+    srunner_add_suite(runner, ld_suite_serve_e2e());
     srunner_add_suite(runner, ld_suite_data_system());
     srunner_add_suite(runner, ld_suite_client());
 

@@ -146,8 +146,12 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * gets the version of the file when that is higher than the one yielded
  * last, else the one yielded last + 1; an item that did not change keeps
  * the version yielded last (and is yielded as the same object). An item
- * that leaves the files is remembered by its version only, so that it comes
- * back with a higher one. Data that failed to load changes nothing here.
+ * that leaves the files is remembered by the version of its deletion only:
+ * the version yielded last + 1, the version consumers that turn the full
+ * update into a delete use (the data system does, data_system.h), so that
+ * it comes back with a higher one (the file's, when higher, else that + 1)
+ * and is not ignored by whoever holds the deletion. Data that failed to
+ * load changes nothing here.
  *
  * @param interval_ms the polling interval, used when polling: 1 to
  *        86,400,000 (a day); 0 means 1000.

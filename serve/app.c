@@ -1,0 +1,270 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * serve/app.c: the wiring of ldasync-serve (see app.h): the store, the data
+ * system on the data files, the evaluator and the server, and the ordered
+ * shutdown.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <event2/event.h>
+
+#include "../lib/alloc-internal.h"
+#include "app.h"
+
+struct ld__app {
+    struct event_base *base;
+    ld_store *store;
+    ld_data_system *ds;
+    ld_evaluator *ev;
+    ld__server *srv;
+    ld__log_fn log;
+    void *log_arg;
+    int log_level;
+    int64_t error_logged_ms; /* the last error logged (its time and kind) */
+    enum ld_ds_error_kind error_logged_kind;
+    /* the shutdown's steps (held to cancel them when freed first) */
+    ld_future *closing[3];
+};
+
+LD_PRINTF(3, 4) static void app_log(struct ld__app *app, int level, const char *fmt, ...)
+{
+    if (!app->log || level > app->log_level)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    app->log(level, line, app->log_arg);
+}
+
+static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                      const json_t *item, void *arg)
+{
+    (void)ds;
+    struct ld__app *app = arg;
+    if (app->srv)
+        ld__server_changed(app->srv, kind, key, version, item);
+}
+
+/* A status change: the state, with the error when it is one not logged
+ * yet (the status keeps its last error after the state is valid again, so
+ * that a later `off` does not bring an error already over back). */
+static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+{
+    (void)ds;
+    struct ld__app *app = arg;
+    const char *state = ld_ds_state_name(st->state);
+    bool new_error = st->error && (st->error->time_ms != app->error_logged_ms ||
+                                   st->error->kind != app->error_logged_kind);
+    if (st->error) {
+        app->error_logged_ms = st->error->time_ms;
+        app->error_logged_kind = st->error->kind;
+    }
+    if (new_error && st->state != LD_DS_STATE_VALID)
+        app_log(app, LD__LOG_WARN, "data source %s: %s: %s", state ? state : "?",
+                ld_ds_error_kind_name(st->error->kind), st->error->message);
+    else
+        app_log(app, LD__LOG_INFO, "data source %s", state ? state : "?");
+}
+
+static int status_of(ld_ds_status *out, void *arg)
+{
+    struct ld__app *app = arg;
+    return app->ds ? ld_data_system_status(app->ds, out) : LD_EINVAL;
+}
+
+/* Runs while the app lives: ld__app_free() frees the data system (which
+ * rejects this future) and runs the loop before it frees the app. */
+static void on_ready(ld_future *f, void *arg)
+{
+    struct ld__app *app = arg;
+    if (ld_future_is_fulfilled(f))
+        app_log(app, LD__LOG_INFO, "flag data loaded");
+    else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
+        app_log(app, LD__LOG_ERROR, "no flag data: %s (serving an empty store)",
+                ld_future_error_message(f));
+}
+
+ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *options)
+{
+    if (!options)
+        return NULL;
+    struct ld__app *app = ld__calloc(1, sizeof *app);
+    if (!app)
+        return NULL;
+    app->base = base;
+    app->log = options->server.log;
+    app->log_arg = options->server.log_arg;
+    app->log_level = options->server.log_level_set ? options->server.log_level : LD__LOG_INFO;
+    if (!base || !options->paths || options->n_paths == 0) {
+        app_log(app, LD__LOG_ERROR, "cannot start (out of memory?)"); /* as main.c says it */
+        ld__free(app);
+        return NULL;
+    }
+    app->store = ld_memory_store_new(base);
+    /* The synchronizer alone: its first update is the files as they are,
+     * and it keeps the versions of everything it yields monotonic. A file
+     * initializer before it would read the files once more, and a file
+     * edited between that read and the synchronizer's first one would
+     * reach the store, and the streams, at the file's version, which is
+     * not above the one the initializer gave (SDKs ignore such a patch). */
+    ld_synchronizer *sync =
+        app->store
+            ? ld_file_synchronizer_new(base, options->paths, options->n_paths, options->poll_ms)
+            : NULL;
+    if (!sync)
+        goto fail;
+    app->ds = ld_data_system_new(base, app->store, NULL, 0, sync);
+    app->ev = ld_evaluator_new(app->store);
+    if (!app->ds || !app->ev || ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
+        ld_data_system_add_status_listener(app->ds, on_status, app) <= 0)
+        goto fail;
+    struct ld__server_options o = options->server;
+    o.status = status_of;
+    o.status_arg = app;
+    app->srv = ld__server_new(base, app->store, app->ev, &o);
+    if (!app->srv) {
+        ld__app_free(app); /* the server logged why */
+        return NULL;
+    }
+    if (ld_future_on_complete(ld_data_system_ready(app->ds), on_ready, app) != 0)
+        goto fail;
+    return app;
+fail:
+    app_log(app, LD__LOG_ERROR, "cannot start (out of memory?)");
+    ld__app_free(app);
+    return NULL;
+}
+
+int ld__app_port(const ld__app *app)
+{
+    return app && app->srv ? ld__server_port(app->srv) : 0;
+}
+
+ld_store *ld__app_store(const ld__app *app)
+{
+    return app ? app->store : NULL;
+}
+
+ld_data_system *ld__app_data_system(const ld__app *app)
+{
+    return app ? app->ds : NULL;
+}
+
+ld_evaluator *ld__app_evaluator(const ld__app *app)
+{
+    return app ? app->ev : NULL;
+}
+
+ld__server *ld__app_server(const ld__app *app)
+{
+    return app ? app->srv : NULL;
+}
+
+/* ---- shutdown: server, data system, store, one after the other ---------------------- */
+
+/* A step goes on whatever the outcome of the one before. */
+static void settle(ld_future *in, ld_future *out, void *arg)
+{
+    (void)in;
+    (void)arg;
+    ld_future_fulfill(out);
+}
+
+static ld_future *settled(ld_future *f)
+{
+    return ld_future_catch(f, settle, NULL);
+}
+
+/* `out` completes when `step` does (at once if it could not be made). */
+static void then_after(ld_future *out, ld_future *step)
+{
+    step = settled(step);
+    if (!step || ld_future_forward(out, step) != 0)
+        ld_future_fulfill(out);
+}
+
+static void close_ds(ld_future *in, ld_future *out, void *arg)
+{
+    (void)in;
+    struct ld__app *app = arg;
+    then_after(out, ld_data_system_close(app->ds));
+}
+
+static void close_store(ld_future *in, ld_future *out, void *arg)
+{
+    (void)in;
+    struct ld__app *app = arg;
+    then_after(out, ld_store_close(app->store));
+}
+
+static void closed(ld_future *in, ld_future *out, void *arg)
+{
+    (void)in;
+    struct ld__app *app = arg;
+    app_log(app, LD__LOG_INFO, "stopped");
+    ld_future_fulfill(out);
+}
+
+ld_future *ld__app_close(ld__app *app)
+{
+    if (!app)
+        return NULL;
+    if (!app->closing[2]) {
+        ld_future *a = ld_future_then(settled(ld__server_close(app->srv)), close_ds, app);
+        ld_future *b = ld_future_then(a ? ld_future_ref(a) : NULL, close_store, app);
+        ld_future *c = ld_future_then(b ? ld_future_ref(b) : NULL, closed, app);
+        if (!c) {
+            if (a)
+                ld_future_cancel(a);
+            if (b)
+                ld_future_cancel(b);
+            ld_future_unref(a);
+            ld_future_unref(b);
+            return NULL;
+        }
+        app->closing[0] = a;
+        app->closing[1] = b;
+        app->closing[2] = c;
+    }
+    return ld_future_ref(app->closing[2]);
+}
+
+/* Runs what is queued (future.h's lifetime rule) without blocking. */
+static void drain(struct event_base *base)
+{
+    for (int i = 0; i < 1000; i++)
+        if (event_base_loop(base, EVLOOP_NONBLOCK) == 1)
+            break;
+}
+
+void ld__app_free(ld__app *app)
+{
+    if (!app)
+        return;
+    /* a close still running stops here: its steps must not run on a freed
+     * app (a step that is complete is left as it is) */
+    for (int i = 0; i < 3; i++) {
+        if (app->closing[i]) {
+            ld_future_cancel(app->closing[i]);
+            ld_future_unref(app->closing[i]);
+            app->closing[i] = NULL;
+        }
+    }
+    ld__server_free(app->srv);
+    app->srv = NULL;
+    ld_data_system_free(app->ds);
+    app->ds = NULL;
+    ld_evaluator_free(app->ev);
+    app->ev = NULL;
+    if (app->base)
+        drain(app->base);
+    ld_store_free(app->store);
+    app->store = NULL;
+    if (app->base)
+        drain(app->base);
+    ld__free(app);
+}

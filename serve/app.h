@@ -1,0 +1,82 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * serve/app.h: the wiring of ldasync-serve (internal, not installed), used by
+ * serve/main.c and by the end-to-end tests, so that both run the same thing:
+ *
+ *   memory store <- data system (the file synchronizer on the data files,
+ *                   which also brings the first data: no initializer)
+ *                        | change listener -> ld__server_changed()
+ *                        | status          -> /status (ld_data_system_status)
+ *   evaluator (on the store) -> evalx
+ *
+ * Log lines (through the server options' log function, at or below their
+ * level): each data-source status change ("data source STATE", or "data
+ * source STATE: ERROR-KIND: MESSAGE" as a warning when the state is not
+ * valid and the error is one not logged yet), "flag data loaded" once
+ * the data system is ready, "no flag data: MESSAGE (serving an empty store)"
+ * as an error when every source failed, and "stopped" when a close is done.
+ * A data file that is missing (or broken) at start is not fatal: the store
+ * stays empty and uninitialized, the data source stays `initializing` with
+ * the file's error as its last error (/status shows both; sink.h: an
+ * interruption before the first data does not leave `initializing`), the
+ * ready future stays pending (the synchronizer keeps watching), and the
+ * file's data is served as soon as it appears.
+ *
+ * Everything runs on the loop of `base`, which must have libevent threading
+ * on (evthread_use_pthreads() before event_base_new()) for the files to be
+ * parsed off the loop (file_source.h).
+ */
+#ifndef LDASYNC_SERVE_APP_H
+#define LDASYNC_SERVE_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+struct event_base;
+
+struct ld__app_options {
+    const char *const *paths; /* the data files (copied) */
+    size_t n_paths;           /* at least 1 */
+    int64_t poll_ms;          /* the synchronizer's polling interval (0: 1000) */
+    /* The server's options (strings copied); `status` and `status_arg` are
+     * the app's own (ignored here). The log function and level serve the
+     * app's lines too. */
+    struct ld__server_options server;
+};
+
+typedef struct ld__app ld__app;
+
+/* Makes the store, the data system on the data files, the evaluator and the
+ * server (listening when this returns), and starts loading the files.
+ * @return the app, or NULL (with a line logged) when memory ran out, an
+ * argument is NULL or the server cannot listen. */
+ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *options);
+
+/* The server's bound port. */
+int ld__app_port(const ld__app *app);
+
+/* The parts, borrowed (for tests): the store, the data system, the
+ * evaluator, the server. */
+ld_store *ld__app_store(const ld__app *app);
+ld_data_system *ld__app_data_system(const ld__app *app);
+ld_evaluator *ld__app_evaluator(const ld__app *app);
+ld__server *ld__app_server(const ld__app *app);
+
+/* The orderly shutdown (what SIGINT or SIGTERM do): the server closes
+ * (streams ended, waiting requests answered), then the data system, then
+ * the store, one after the other whatever each one's outcome, and "stopped"
+ * is logged. @return a new reference, fulfilled once all that is done (the
+ * same future if called again); NULL if `app` is NULL or memory ran out. */
+ld_future *ld__app_close(ld__app *app);
+
+/* Frees everything: the server, the data system, the evaluator and the
+ * store, closed or not (a close still running is cancelled: its future is
+ * rejected with LD_ECANCELED). Runs the loop without blocking between the
+ * steps (future.h's lifetime rule), so call it from outside the loop's
+ * callbacks; let the loop run once more before freeing the base.
+ * NULL-safe. */
+void ld__app_free(ld__app *app);
+
+#endif /* LDASYNC_SERVE_APP_H */
