@@ -577,9 +577,8 @@ static int keep_versions(struct src *s, struct merge *mg)
             int64_t gone = version_of(item);
             if (json_object_size(item) != 1 && gone < INT64_MAX)
                 gone++;
-            prev = json_object_size(item) == 1
-                       ? json_incref(item)
-                       : json_pack("{s:I}", "version", (json_int_t)gone);
+            prev = json_object_size(item) == 1 ? json_incref(item)
+                                               : json_pack("{s:I}", "version", (json_int_t)gone);
             if (json_object_set_new(next[k], key, prev) != 0) {
                 code = oom(mg->r);
                 break;
