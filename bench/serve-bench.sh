@@ -37,19 +37,28 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
-cp data/flags.json "$tmp/flags.json"
 # Streams need a descriptor each, on both sides.
 ulimit -n "$(ulimit -Hn)"
 
-"$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" \
-    --max-connections $((streams + 1000)) --log-level warn 2>"$tmp/serve.log" &
-pid=$!
-i=0
-until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && { echo "serve-bench: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
-    sleep 0.1
-done
+# start_server: a fresh ldasync-serve on a fresh copy of the sample data
+# (each streams run starts from a fresh process, so that its growth in
+# resident memory is what the streams cost).
+start_server() {
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    fi
+    cp data/flags.json "$tmp/flags.json"
+    "$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" \
+        --max-connections $((streams + 1000)) --log-level warn 2>>"$tmp/serve.log" &
+    pid=$!
+    i=0
+    until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && { echo "serve-bench: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+start_server
 
 flag=${FLAG:-max-upload-mb}
 ctx=$(printf '{"kind":"user","key":"bench-user","email":"u@example.com"}' | base64 -w0 | tr '+/' '-_' | tr -d '=')
@@ -65,7 +74,7 @@ for r in $(seq "$runs"); do
 done
 for r in $(seq "$runs"); do
     echo "## run $r: $streams streams"
+    start_server
     "$client" --port "$port" --key "$key" --streams "$streams" --pid "$pid" \
         --file "$tmp/flags.json" --flag "$flag"
-    sleep 1
 done
