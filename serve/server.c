@@ -46,6 +46,7 @@
  *     (evbuffer_add_reference), not copied per stream.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,6 +65,7 @@
 #include <event2/util.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "../lib/alloc-internal.h"
@@ -1250,7 +1252,11 @@ static void sreq_done(ld_future *f, void *arg)
     } else if (r->route == R_STATUS) {
         answer_status(srv, r, f);
     } else if (ld_future_is_rejected(f)) {
-        send_error(srv, req, 500, ld_future_error_message(f), r->flags);
+        /* The store refuses a key no item can have (not valid UTF-8):
+         * the client's error. */
+        bool bad_key =
+            ld_future_error(f) == LD_EINVAL && (r->route == R_FLAG || r->route == R_SEGMENT);
+        send_error(srv, req, bad_key ? 400 : 500, ld_future_error_message(f), r->flags);
     } else {
         switch (r->route) {
         case R_ALL:
@@ -1362,83 +1368,44 @@ static bool pct_valid(const char *s)
     return true;
 }
 
-static int b64val(int c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-' || c == '+')
-        return 62;
-    if (c == '_' || c == '/')
-        return 63;
-    return -1;
-}
-
-/* Decodes base64url (or base64; padding optional) into a new buffer.
- * @return it (NUL-terminated, length in *len), or NULL if `s` is not
- * base64 or memory ran out (*len then 0 or 1). */
+/* Decodes base64url (or base64; padding optional) with OpenSSL's decoder
+ * (after mapping the URL-safe alphabet onto the standard one and padding).
+ * @return a new buffer (NUL-terminated, length in *len), or NULL if `s` is
+ * not base64 or memory ran out (*len then 0 or 1). */
 static char *b64_decode(const char *s, size_t n, size_t *len)
 {
     while (n > 0 && s[n - 1] == '=')
         n--;
     *len = 0;
-    if (n % 4 == 1)
+    if (n % 4 == 1 || n > INT_MAX / 2)
         return NULL;
-    char *out = ld__malloc(n / 4 * 3 + 3);
-    if (!out) {
+    size_t padded = (n + 3) / 4 * 4;
+    unsigned char *in = ld__malloc(padded + 1);
+    unsigned char *out = ld__malloc(padded / 4 * 3 + 1);
+    if (!in || !out) {
+        ld__free(in);
+        ld__free(out);
         *len = 1;
         return NULL;
     }
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0) {
-            ld__free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == '=') /* OpenSSL would skip spaces at the ends */
+            rc = -1;
+        in[i] = c == '-' ? '+' : c == '_' ? '/' : c;
     }
-    out[o] = '\0';
-    *len = o;
-    return out;
-}
-
-/* True if `s` is valid UTF-8 (strict: no overlong forms, no surrogates,
- * nothing above U+10FFFF), as every key of a store is. */
-static bool utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        int n = c < 0x80                 ? 0
-                : c >= 0xc2 && c <= 0xdf ? 1
-                : c >= 0xe0 && c <= 0xef ? 2
-                : c >= 0xf0 && c <= 0xf4 ? 3
-                                         : -1;
-        if (n < 0)
-            return false;
-        unsigned cp = n == 0 ? c : c & (0x3fu >> n);
-        for (int i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3fu);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        p += n + 1;
+    memset(in + n, '=', padded - n);
+    if (rc == 0)
+        rc = EVP_DecodeBlock(out, in, (int)padded);
+    ld__free(in);
+    if (rc < 0) {
+        ld__free(out);
+        return NULL;
     }
-    return true;
+    *len = (size_t)rc - (padded - n); /* each '=' added decoded as a 0 */
+    out[*len] = '\0';
+    return (char *)out;
 }
 
 static bool query_flag(const char *query, const char *name)
@@ -1753,8 +1720,6 @@ static void handle(struct evhttp_request *req, void *arg)
                      flags ? R_FLAGS : R_SEGMENTS, 0);
         else if (seg[2][0] == '\0')
             send_error(srv, req, 404, "not found", 0);
-        else if (!utf8_valid(seg[2]))
-            send_error(srv, req, 400, "the key is not valid UTF-8", 0);
         else
             wait_for(
                 srv, req,
