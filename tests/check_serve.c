@@ -1187,30 +1187,6 @@ END_TEST
 
 /* ---- client-side evaluation -------------------------------------------------------- */
 
-static char *b64url(const char *s)
-{
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t n = strlen(s);
-    char *out = malloc(n * 4 / 3 + 4);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)s[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)(unsigned char)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)s[i + 2];
-        out[o++] = abc[(v >> 18) & 63];
-        out[o++] = abc[(v >> 12) & 63];
-        if (i + 1 < n)
-            out[o++] = abc[(v >> 6) & 63];
-        if (i + 2 < n)
-            out[o++] = abc[v & 63];
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* Asserts that `got` (an evalx answer) is the evaluator's all-flags state for
  * `ctx_text` in LaunchDarkly's client-side shape. */
 static void expect_evalx(struct fix *x, const char *ctx_text, bool reasons, json_t *got)
@@ -1258,7 +1234,7 @@ START_TEST(test_evalx_answers_the_evaluators_results)
             json_t *cj = ld_test_j(ctxs[i]);
             char *text = json_dumps(cj, JSON_COMPACT);
             json_decref(cj);
-            char *enc = b64url(text);
+            char *enc = ld_test_b64url(text);
             char path[512];
             snprintf(path, sizeof path, "/sdk/evalx/my-env/contexts/%s%s", enc,
                      reasons ? "?withReasons=true" : "");
@@ -1295,7 +1271,7 @@ START_TEST(test_evalx_answers_the_evaluators_results)
         }
     /* the shape, spelled out: u2 matches f2's tracked rule */
     struct resp r;
-    char *enc = b64url("{\"key\":\"u2\"}");
+    char *enc = ld_test_b64url("{\"key\":\"u2\"}");
     char path[256];
     snprintf(path, sizeof path, "/sdk/evalx/e/contexts/%s", enc);
     http(&x, EVHTTP_REQ_GET, path, NULL, NULL, &r);

@@ -220,37 +220,13 @@ static json_t *poll_for(const char *path, const char *member, const char *want)
     return NULL;
 }
 
-static char *b64url(const char *s)
-{
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t n = strlen(s);
-    char *out = malloc(n * 4 / 3 + 4);
-    ck_assert_ptr_nonnull(out);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)s[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)(unsigned char)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)s[i + 2];
-        out[o++] = abc[(v >> 18) & 63];
-        out[o++] = abc[(v >> 12) & 63];
-        if (i + 1 < n)
-            out[o++] = abc[(v >> 6) & 63];
-        if (i + 2 < n)
-            out[o++] = abc[v & 63];
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* The evalx path of a context given as JSON text (' for "). */
 static char *evalx_path(const char *ctx_text)
 {
     json_t *cj = ld_test_j(ctx_text);
     char *text = json_dumps(cj, JSON_COMPACT);
     json_decref(cj);
-    char *enc = b64url(text);
+    char *enc = ld_test_b64url(text);
     char *path = malloc(strlen(enc) + 64);
     ck_assert_ptr_nonnull(path);
     sprintf(path, "/sdk/evalx/env/contexts/%s", enc);

@@ -1,7 +1,10 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* Helpers shared by the Check suites. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "check_util.h"
 
@@ -633,4 +636,19 @@ ld_store *ld_test_later_new(const json_t *data, struct ld_test_later **out)
     if (out)
         *out = l;
     return s;
+}
+
+char *ld_test_b64url(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc((n + 2) / 3 * 4 + 1);
+    ck_assert_ptr_nonnull(out);
+    int len = EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+    ck_assert_int_ge(len, 0);
+    while (len > 0 && out[len - 1] == '=')
+        len--;
+    out[len] = '\0';
+    for (char *p = out; *p; p++)
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+    return out;
 }

@@ -204,4 +204,8 @@ struct ld_test_later {
 ld_store *ld_test_later_new(const json_t *data, struct ld_test_later **out);
 void ld_test_later_release(struct ld_test_later *l);
 
+/* `s` in base64url without padding, as LaunchDarkly's JS SDKs put a
+ * context in evalx paths (a new string, to free()). */
+char *ld_test_b64url(const char *s);
+
 #endif
