@@ -575,6 +575,12 @@ static void *slow_write_main(void *arg)
  * parse error on the part written so far. */
 START_TEST(test_initializer_rereads_a_file_written_while_read)
 {
+    /* Not under valgrind (make check-valgrind sets LDASYNC_VALGRIND): it
+     * runs one thread at a time and can leave the writer unscheduled for
+     * longer than the quiet time, a writer pausing mid-file, which
+     * file_source.h says may be read half-way. Every other build runs it. */
+    if (getenv("LDASYNC_VALGRIND"))
+        return;
     const char *p = path_of(0, "slow.json");
     size_t cap = 1 << 20, len = 0;
     char *text = malloc(cap);
