@@ -1412,8 +1412,8 @@ static void file_write_eval_data(char *path, size_t len)
     char *text = eval_data_text();
     json_t *data = json_loads(text, 0, NULL);
     free(text);
-    json_t *file = json_pack("{s:O, s:O}", "flags", json_object_get(data, "features"),
-                             "segments", json_object_get(data, "segments"));
+    json_t *file = json_pack("{s:O, s:O}", "flags", json_object_get(data, "features"), "segments",
+                             json_object_get(data, "segments"));
     json_decref(data);
     if (!file || json_dump_file(file, path, JSON_COMPACT) != 0) {
         fprintf(stderr, "cannot write %s\n", path);

@@ -968,10 +968,11 @@ static void file_setup(void)
     ck_assert_ptr_nonnull(mkdtemp(g_file_dir));
     for (int i = 0; i < 3; i++)
         snprintf(g_file_path[i], sizeof(g_file_path[i]), "%s/%d.json", g_file_dir, i);
-    write_file(g_file_path[0],
-               "{\"flags\": {\"a\": {\"on\": true, \"variations\": [1, 2]}, \"b\": {\"key\": \"b\", "
-               "\"version\": 3}}, \"flagValues\": {\"v\": \"x\"}, \"segments\": {\"s\": "
-               "{\"included\": [\"u\"]}}}");
+    write_file(
+        g_file_path[0],
+        "{\"flags\": {\"a\": {\"on\": true, \"variations\": [1, 2]}, \"b\": {\"key\": \"b\", "
+        "\"version\": 3}}, \"flagValues\": {\"v\": \"x\"}, \"segments\": {\"s\": "
+        "{\"included\": [\"u\"]}}}");
     write_file(g_file_path[1], "{\"flagValues\": {\"w\": [1, {\"z\": null}]}}");
     write_file(g_file_path[2], "{\"flags\": {\"c\": {}},\n \"segments\": {\"t\": [}}");
 }
