@@ -30,14 +30,10 @@ struct ld__app {
 
 LD_PRINTF(3, 4) static void app_log(struct ld__app *app, int level, const char *fmt, ...)
 {
-    if (!app->log || level > app->log_level)
-        return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ld__log_v(app->log, app->log_arg, app->log_level, level, fmt, ap);
     va_end(ap);
-    app->log(level, line, app->log_arg);
 }
 
 static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,

@@ -253,16 +253,21 @@ int ld__log_level_parse(const char *name)
     return -1;
 }
 
-LD_PRINTF(3, 4) static void slog(const ld__server *srv, int level, const char *fmt, ...)
+void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap)
 {
-    if (!srv->o.log || level > srv->o.log_level)
+    if (!fn || level > max_level)
         return;
     char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fn(level, line, arg);
+}
+
+LD_PRINTF(3, 4) static void slog(const ld__server *srv, int level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ld__log_v(srv->o.log, srv->o.log_arg, srv->o.log_level, level, fmt, ap);
     va_end(ap);
-    srv->o.log(level, line, srv->o.log_arg);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -35,6 +35,7 @@
 #ifndef LDASYNC_SERVE_SERVER_H
 #define LDASYNC_SERVE_SERVER_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +53,10 @@ int ld__log_level_parse(const char *name);
 
 /* Receives one log line (no newline), of `level`. */
 typedef void (*ld__log_fn)(int level, const char *line, void *arg);
+
+/* Formats a line (at most 1023 bytes) and hands it to `fn` when `fn` is set
+ * and `level` <= `max_level`. */
+void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap);
 
 /* Fills *out with the data-source status (as ld_data_system_status());
  * returns 0, or a negative code when there is none. */
