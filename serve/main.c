@@ -49,9 +49,7 @@ struct app {
 
 static void log_line(int level, const char *line, void *arg)
 {
-    struct app *app = arg;
-    if (level > app->log_level)
-        return;
+    (void)arg;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
@@ -64,12 +62,10 @@ static void log_line(int level, const char *line, void *arg)
 
 LD_PRINTF(3, 4) static void logf_(struct app *app, int level, const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ld__log_v(log_line, app, app->log_level, level, fmt, ap);
     va_end(ap);
-    log_line(level, line, app);
 }
 
 static void usage(FILE *to)
