@@ -946,16 +946,24 @@ static size_t stream_backlog(struct stream *s)
     return n;
 }
 
-/* Drops a slow reader: closes its connection (the close callback frees
- * the stream). */
-static void stream_drop(struct stream *s)
+/* Drops a stream: closes its connection (the close callback frees the
+ * stream). `why` NULL: its reader is too slow. */
+static void stream_drop_for(struct stream *s, const char *why)
 {
     ld__server *srv = s->srv;
     srv->st.streams_dropped++;
-    slog(srv, LD__LOG_WARN, "stream dropped: its reader is too slow (%zu bytes unsent)",
-         stream_backlog(s));
+    if (why)
+        slog(srv, LD__LOG_WARN, "stream dropped: %s", why);
+    else
+        slog(srv, LD__LOG_WARN, "stream dropped: its reader is too slow (%zu bytes unsent)",
+             stream_backlog(s));
     s->dropping = true;
     evhttp_connection_free(s->evcon);
+}
+
+static void stream_drop(struct stream *s)
+{
+    stream_drop_for(s, NULL);
 }
 
 /* Whether `n` more bytes would leave more unsent on `s` than its put and
@@ -977,8 +985,12 @@ static bool stream_send(struct stream *s, struct blob *b)
     }
     struct evbuffer *out = srv->scratch;
     evbuffer_drain(out, evbuffer_get_length(out));
-    if (blob_add(out, b) == 0)
-        evhttp_send_reply_chunk(s->req, out);
+    if (blob_add(out, b) != 0) {
+        /* an event lost would leave the client's data wrong: it reconnects */
+        stream_drop_for(s, "out of memory for an event");
+        return false;
+    }
+    evhttp_send_reply_chunk(s->req, out);
     evbuffer_drain(out, evbuffer_get_length(out));
     return true;
 }
@@ -1107,6 +1119,22 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
     broadcast(srv, srv->beat);
 }
 
+/* A change could not be made into an event: no stream may go on without
+ * it, so the started ones are dropped (their clients reconnect and get a
+ * new put) and the others refused once their put is ready. */
+static void lose_change(ld__server *srv, const char *key)
+{
+    slog(srv, LD__LOG_ERROR, "out of memory: change of %s not sent: streams dropped", key);
+    struct stream *next;
+    for (struct stream *s = srv->streams; s; s = next) {
+        next = s->next;
+        if (s->started)
+            stream_drop_for(s, "out of memory for an event");
+        else
+            s->overflow = true;
+    }
+}
+
 void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, int64_t version,
                         const json_t *item)
 {
@@ -1117,8 +1145,10 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
     const char *prefix = kind == ld_kind_segments() ? "/segments/" : "/flags/";
     size_t plen = strlen(prefix), klen = strlen(key);
     char *path = ld__malloc(plen + klen + 1);
-    if (!path)
+    if (!path) {
+        lose_change(srv, key);
         return;
+    }
     memcpy(path, prefix, plen);
     memcpy(path + plen, key, klen + 1);
     json_t *j = item ? json_pack("{s:s,s:O}", "path", path, "data", item)
@@ -1127,7 +1157,7 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
     struct blob *data = j ? blob_json(j) : NULL;
     json_decref(j);
     if (!data) {
-        slog(srv, LD__LOG_ERROR, "out of memory: change of %s not sent", key);
+        lose_change(srv, key);
         return;
     }
     const char *head = item ? "event: patch\ndata: " : "event: delete\ndata: ";
@@ -1135,8 +1165,10 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
     size_t lens[] = {strlen(head), data->len, 2};
     struct blob *ev = blob_concat(parts, lens, 3);
     blob_unref(data);
-    if (!ev)
+    if (!ev) {
+        lose_change(srv, key);
         return;
+    }
     slog(srv, LD__LOG_DEBUG, "%s %s%s v%lld to %llu streams", item ? "patch" : "delete", prefix,
          key, (long long)version, (unsigned long long)srv->st.streams);
     broadcast(srv, ev);
@@ -1487,20 +1519,34 @@ static int split_path(const char *path, char *buf, char **seg)
     return n;
 }
 
+/* Answers a request whose context was not made: `j` is the parsed JSON
+ * (NULL when json_loadb() failed with `jerr`), `why` what
+ * ld_context_from_json() said. Memory running out is 500, not the client's
+ * mistake. */
+static void send_context_error(ld__server *srv, struct evhttp_request *req, const json_t *j,
+                               const json_error_t *jerr, const char *why, int flags)
+{
+    if (!j ? json_error_code(jerr) == json_error_out_of_memory
+           : why && strcmp(why, "out of memory") == 0)
+        send_error(srv, req, 500, "out of memory", flags);
+    else if (!j)
+        send_error(srv, req, 400, "the context is not valid JSON", flags);
+    else
+        send_error(srv, req, 400, why ? why : "invalid context", flags);
+}
+
 /* Evaluates for the context in `text` (a REPORT's body). */
 static void report_eval(ld__server *srv, struct evhttp_request *req, const char *text, size_t len,
                         bool reasons)
 {
-    json_error_t jerr;
+    json_error_t jerr = {0}; /* jansson leaves it as it is when its first allocation fails */
     const char *why = NULL;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     ld_context *ctx = j ? ld_context_from_json(j, &why) : NULL;
     if (srv->closing)
         send_error(srv, req, 503, "server closing", F_CORS | F_CLOSE);
-    else if (!j)
-        send_error(srv, req, 400, "the context is not valid JSON", F_CORS | F_CLOSE);
     else if (!ctx)
-        send_error(srv, req, 400, why ? why : "invalid context", F_CORS | F_CLOSE);
+        send_context_error(srv, req, j, &jerr, why, F_CORS | F_CLOSE);
     else
         wait_for(srv, req,
                  ld_evaluator_all_flags(srv->ev, ctx,
@@ -1738,17 +1784,15 @@ static void handle(struct evhttp_request *req, void *arg)
         else {
             size_t len;
             char *text = b64_decode(seg[4], strlen(seg[4]), &len);
-            json_error_t jerr;
+            json_error_t jerr = {0};
             json_t *j = text ? json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
             const char *why = NULL;
             ld_context *ctx = j ? ld_context_from_json(j, &why) : NULL;
             if (!text)
                 send_error(srv, req, len ? 500 : 400,
                            len ? "out of memory" : "the context is not valid base64url", F_CORS);
-            else if (!j)
-                send_error(srv, req, 400, "the context is not valid JSON", F_CORS);
             else if (!ctx)
-                send_error(srv, req, 400, why ? why : "invalid context", F_CORS);
+                send_context_error(srv, req, j, &jerr, why, F_CORS);
             else
                 wait_for(
                     srv, req,
