@@ -2318,6 +2318,51 @@ START_TEST(test_store_answering_copies_at_once)
 }
 END_TEST
 
+/* The same for segments nested 60 deep (the cache grows while they are
+ * walked), and for an all-flags state of client-side flags only, whose
+ * prerequisite is not one. */
+START_TEST(test_store_answering_copies_nested_segments)
+{
+    json_t *data =
+        J("{'features':{"
+          "'f':{'key':'f','version':1,'on':true,'clientSide':true,'variations':['a','b'],'"
+          "offVariation':0,"
+          " 'fallthrough':{'variation':0},'prerequisites':[{'key':'p','variation':1}],"
+          " 'rules':[{'id':'r','variation':1,'clauses':[{'op':'segmentMatch','values':['s0']}]}]},"
+          "'p':{'key':'p','version':2,'on':true,'variations':[false,true],'fallthrough':{'"
+          "variation':1}}},"
+          "'segments':{}}");
+    json_t *segs = json_object_get(data, "segments");
+    for (int i = 0; i < 60; i++) {
+        char k[16], n[16];
+        snprintf(k, sizeof k, "s%d", i);
+        snprintf(n, sizeof n, "s%d", i + 1);
+        json_t *s = i < 59 ? json_pack("{s:s,s:i,s:[{s:[{s:s,s:[s]}]}]}", "key", k, "version", 1,
+                                       "rules", "clauses", "op", "segmentMatch", "values", n)
+                           : json_pack("{s:s,s:i,s:[s]}", "key", k, "version", 1, "included", "u");
+        json_object_set_new(segs, k, s);
+    }
+    ld_store *s = copying_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int again = 0; again < 3; again++) {
+        json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+        expect_json("f", got, RM("b", 1, 0));
+        json_decref(got);
+        ld_future *a = ld_test_fulfilled(ld_evaluator_all_flags(
+            ev, ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY | LD_ALL_FLAGS_WITH_REASONS));
+        expect_json(
+            "state", ld_future_json(a),
+            "{'f':'b','$valid':true,'$flagsState':{'f':{'variation':1,'version':1,"
+            "'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'},'prerequisites':['p']}}}");
+        ld_future_unref(a);
+    }
+    ld_context_unref(ctx);
+    done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------- */
 
 static TCase *tcase(Suite *s, const char *name, double timeout)
@@ -2361,6 +2406,7 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_fallback_released_on_every_path);
     tcase_add_test(tc, test_contexts_with_invalid_utf8);
     tcase_add_test(tc, test_store_answering_copies_at_once);
+    tcase_add_test(tc, test_store_answering_copies_nested_segments);
     tc = tcase(s, "promises", 60);
     tcase_add_test(tc, test_keys_with_nul_are_not_truncated);
     tcase_add_test(tc, test_reason_strings_not_utf8_are_reported);
