@@ -17,7 +17,9 @@
  * Compiled items are cached by the address of their stored JSON, which the
  * cache references, so an address is never reused while it is in the
  * cache. An entry whose JSON only the cache still references (the store
- * replaced or deleted the item) is dropped when the table is next resized.
+ * replaced or deleted the item, or answered with a copy) is dropped when
+ * the table is next resized, or once the evaluation reading at once that
+ * resized it (and may be walking that item) is over.
  */
 #include <stdio.h>
 #include <string.h>
@@ -108,6 +110,7 @@ struct cache {
     size_t nflags, nsegments;
     struct plan plan; /* dropped with the stale entries */
     struct metas metas;
+    bool deferred; /* a grow within an evaluation kept the stale entries */
 };
 
 static size_t hash_ptr(const void *p)
@@ -170,15 +173,18 @@ static bool cache_stale(const struct cache *c, const struct ld__item *it)
     return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == held;
 }
 
-/* Makes room for one more entry: drops the stale entries and resizes to
- * four times what is left (at least 64). @return 0 or LD_ENOMEM. */
-static int cache_grow(struct cache *c)
+/* Makes room for one more entry: drops the stale entries (unless `keep`:
+ * an evaluation reading at once may be walking one, when the store lets go
+ * of what it read, or answered with a copy) and resizes to four times what
+ * is left (at least 64). @return 0 or LD_ENOMEM. */
+static int cache_grow(struct cache *c, bool keep)
 {
     if (c->plan.snapshot && __atomic_load_n(&c->plan.snapshot->refcount, __ATOMIC_ACQUIRE) == 1)
         plan_free(&c->plan); /* the store let go of that snapshot */
+    c->deferred = keep;
     size_t live = 0;
     for (size_t i = 0; c->t && i <= c->mask; i++)
-        live += c->t[i].json && !cache_stale(c, c->t[i].item);
+        live += c->t[i].json && (keep || !cache_stale(c, c->t[i].item));
     size_t cap = 64;
     while (cap < 4 * (live + 1))
         cap *= 2;
@@ -193,7 +199,7 @@ static int cache_grow(struct cache *c)
         struct ld__item *it = old.t[i].item;
         if (!it)
             continue;
-        if (cache_stale(&old, it)) {
+        if (!keep && cache_stale(&old, it)) {
             struct centry *twin = cache_twin(&old, it);
             if (twin) { /* stale as well: drop both before either changes the count */
                 ld__item_unref(twin->item);
@@ -209,19 +215,25 @@ static int cache_grow(struct cache *c)
 }
 
 /* The compiled form of `json` (a stored flag or segment, borrowed), from
- * the cache or compiled now. @return it (borrowed from the cache), or NULL
- * when memory ran out. */
-static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json_t *json)
+ * the cache or compiled now; `keep`: see cache_grow(). @return it (borrowed
+ * from the cache), or NULL when memory ran out. */
+static struct ld__item *cache_get_keep(struct cache *c, enum ld__item_type type, json_t *json,
+                                       bool keep)
 {
     struct ld__item *it = cache_find(c, type, json);
     if (it)
         return it;
-    if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && cache_grow(c) != 0)
+    if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && cache_grow(c, keep) != 0)
         return NULL;
     if (ld__item_compile(type, json, &it) != 0)
         return NULL;
     cache_put(c, it);
     return it;
+}
+
+static struct ld__item *cache_get(struct cache *c, enum ld__item_type type, json_t *json)
+{
+    return cache_get_keep(c, type, json, false);
 }
 
 static void cache_free(struct cache *c)
@@ -820,11 +832,13 @@ static bool key_ok(const struct ld__str *key)
     return key->len > 0 && !memchr(key->s, '\0', key->len) && ld__utf8_valid(key->s, key->len);
 }
 
-/* The resolver of ld_evaluator_detail() on a store that answers at once. */
-static int now_item(void *arg, enum ld__item_type type, const struct ld__str *key,
-                    const struct ld__item **out)
+/* Reads an item at once for ld_evaluator_detail(): the flag asked for, or
+ * (`walk`) an item its evaluation reads, which must not let go of the items
+ * read before it (borrowed from the cache, which holds the only reference
+ * to a JSON item that the store answered with a copy of, or let go of). */
+static int now_read(ld_evaluator *ev, enum ld__item_type type, const struct ld__str *key,
+                    const struct ld__item **out, bool walk)
 {
-    ld_evaluator *ev = arg;
     *out = NULL;
     if (!key_ok(key))
         return 0;
@@ -837,7 +851,7 @@ static int now_item(void *arg, enum ld__item_type type, const struct ld__str *ke
         return E_FAIL; /* es->error: the caller's evaluate() reports EXCEPTION */
     if (!json)
         return 0;
-    struct ld__item *it = cache_get(&ev->cache, type, json);
+    struct ld__item *it = cache_get_keep(&ev->cache, type, json, walk);
     if (lease)
         lease->release(lease);
     else
@@ -846,6 +860,13 @@ static int now_item(void *arg, enum ld__item_type type, const struct ld__str *ke
         return E_NEED; /* out of memory: the job path reports it */
     *out = it->deleted ? NULL : it;
     return 0;
+}
+
+/* The resolver of ld_evaluator_detail() on a store that answers at once. */
+static int now_item(void *arg, enum ld__item_type type, const struct ld__str *key,
+                    const struct ld__item **out)
+{
+    return now_read(arg, type, key, out, true);
 }
 
 static int now_membership(void *arg, const json_t *key, const json_t **m, int *status)
@@ -1429,10 +1450,12 @@ ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_contex
     size_t len = strlen(flag_key);
     struct ld__str key = {flag_key, len};
     const struct ld__item *f = NULL;
-    int rc = len ? now_item(ev, LD__FLAG, &key, &f) : 0;
+    int rc = len ? now_read(ev, LD__FLAG, &key, &f, false) : 0;
     ld_detail *d = NULL;
     if (rc == 0)
         rc = evaluate(ctx, &NOW, ev, f, type, fallback, &d);
+    if (ev->cache.deferred) /* the walk is over: drop what it kept */
+        (void)cache_grow(&ev->cache, false);
     if (rc == 0) {
         ld_future *r = d ? ld__future_later_ptr(ev->base, d, detail_free) : NULL;
         return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);

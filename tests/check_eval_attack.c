@@ -2051,15 +2051,11 @@ START_TEST(test_big_segment_staleness_settings)
         int64_t age, stale_after;
         const char *status;
     } cases[] = {
-        {60000, 0, "HEALTHY"},
-        {60000, -5, "HEALTHY"},
-        {130000, 0, "STALE"},
-        {5000, 60000, "HEALTHY"},
-        {60000, 5000, "STALE"},
-        {-1, 0, "STALE"},
+        {60000, 0, "HEALTHY"},      {60000, -5, "HEALTHY"},
+        {130000, 0, "STALE"},       {5000, 60000, "HEALTHY"},
+        {60000, 5000, "STALE"},     {-1, 0, "STALE"},
         {0, 10 * 60000, "HEALTHY"}, /* not {0, 1}: a millisecond may pass (valgrind) */
-        {0, INT64_MAX, "HEALTHY"},
-        {INT64_MAX / 4, INT64_MAX, "STALE"}, /* before 1970: unknown */
+        {0, INT64_MAX, "HEALTHY"},  {INT64_MAX / 4, INT64_MAX, "STALE"}, /* before 1970: unknown */
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         g_meta_age = cases[i].age;
@@ -2197,6 +2193,176 @@ START_TEST(test_details_released_on_another_thread)
 }
 END_TEST
 
+/* ---- a store that answers at once with copies ------------------------------- */
+
+/* A version 2 store whose get_now and all_now answer with a copy of the item
+ * (a new reference, no lease), as a store that decodes its items when read
+ * does: the evaluator is then the only holder of the item it reads. */
+struct copying {
+    json_t *data;
+};
+
+static int cp_get_now(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                      struct ld_lease **lease)
+{
+    struct copying *c = impl;
+    json_t *it = json_object_getn(json_object_get(c->data, ld_kind_namespace(kind)), key, len);
+    *item = it ? json_deep_copy(it) : NULL;
+    *lease = NULL;
+    return it && !*item ? LD_ENOMEM : 0;
+}
+
+static int cp_all_now(void *impl, const ld_kind *kind, json_t **all)
+{
+    struct copying *c = impl;
+    json_t *ns = json_object_get(c->data, ld_kind_namespace(kind));
+    *all = ns ? json_deep_copy(ns) : json_object();
+    return *all ? 0 : LD_ENOMEM;
+}
+
+static int cp_init_now(void *impl, const json_t *all_data, const char **why)
+{
+    struct copying *c = impl;
+    (void)why;
+    json_decref(c->data);
+    c->data = json_deep_copy(all_data);
+    return 0;
+}
+
+static int cp_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
+                         const struct ld_item_info *info)
+{
+    struct copying *c = impl;
+    json_object_set_new(json_object_get(c->data, ld_kind_namespace(kind)), info->key,
+                        json_deep_copy(item));
+    return 1;
+}
+
+static int cp_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
+{
+    struct copying *c = impl;
+    (void)version;
+    json_object_del(json_object_get(c->data, ld_kind_namespace(kind)), key);
+    return 1;
+}
+
+static void cp_initialized(void *impl, ld_future *out)
+{
+    (void)impl;
+    ld_future_fulfill_bool(out, true);
+    ld_future_unref(out);
+}
+
+static void cp_free(void *impl)
+{
+    struct copying *c = impl;
+    json_decref(c->data);
+    free(c);
+}
+
+static const struct ld_store_ops copying_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .initialized = cp_initialized,
+    .free = cp_free,
+    .get_now = cp_get_now,
+    .all_now = cp_all_now,
+    .init_now = cp_init_now,
+    .upsert_now = cp_upsert_now,
+    .del_now = cp_del_now,
+};
+
+static ld_store *copying_with(const json_t *data)
+{
+    struct copying *c = calloc(1, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    c->data = json_deep_copy(data);
+    ld_store *s = ld_store_new(B, &copying_ops, c);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* A flag read from such a store is held by the evaluation alone: the
+ * prerequisites it reads after it (enough to make the compiled cache grow)
+ * must not let go of it while it is being evaluated. */
+START_TEST(test_store_answering_copies_at_once)
+{
+    json_t *flags = json_object(), *pre = json_array();
+    for (int i = 0; i < 100; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "p%d", i);
+        json_object_set_new(flags, key,
+                            json_pack("{s:s,s:i,s:b,s:[b,b],s:{s:i}}", "key", key, "version", 1,
+                                      "on", 1, "variations", 0, 1, "fallthrough", "variation", 1));
+        json_array_append_new(pre, json_pack("{s:s,s:i}", "key", key, "variation", 1));
+    }
+    json_object_set_new(flags, "f",
+                        json_pack("{s:s,s:i,s:b,s:[s,s],s:i,s:{s:i},s:o}", "key", "f", "version", 1,
+                                  "on", 1, "variations", "off", "on", "offVariation", 0,
+                                  "fallthrough", "variation", 1, "prerequisites", pre));
+    json_t *data = json_pack("{s:o,s:{}}", "features", flags, "segments");
+    ld_store *s = copying_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int again = 0; again < 3; again++) {
+        json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+        expect_json("f", got, "{'value':'on','variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}");
+        json_decref(got);
+        ld_future *a = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
+        ck_assert_int_eq(json_is_true(json_object_get(ld_future_json(a), "$valid")), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(ld_future_json(a), "f")), "on");
+        ld_future_unref(a);
+    }
+    ld_context_unref(ctx);
+    done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
+/* The same for segments nested 60 deep (the cache grows while they are
+ * walked), and for an all-flags state of client-side flags only, whose
+ * prerequisite is not one. */
+START_TEST(test_store_answering_copies_nested_segments)
+{
+    json_t *data =
+        J("{'features':{"
+          "'f':{'key':'f','version':1,'on':true,'clientSide':true,'variations':['a','b'],'"
+          "offVariation':0,"
+          " 'fallthrough':{'variation':0},'prerequisites':[{'key':'p','variation':1}],"
+          " 'rules':[{'id':'r','variation':1,'clauses':[{'op':'segmentMatch','values':['s0']}]}]},"
+          "'p':{'key':'p','version':2,'on':true,'variations':[false,true],'fallthrough':{'"
+          "variation':1}}},"
+          "'segments':{}}");
+    json_t *segs = json_object_get(data, "segments");
+    for (int i = 0; i < 60; i++) {
+        char k[16], n[16];
+        snprintf(k, sizeof k, "s%d", i);
+        snprintf(n, sizeof n, "s%d", i + 1);
+        json_t *s = i < 59 ? json_pack("{s:s,s:i,s:[{s:[{s:s,s:[s]}]}]}", "key", k, "version", 1,
+                                       "rules", "clauses", "op", "segmentMatch", "values", n)
+                           : json_pack("{s:s,s:i,s:[s]}", "key", k, "version", 1, "included", "u");
+        json_object_set_new(segs, k, s);
+    }
+    ld_store *s = copying_with(data);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    for (int again = 0; again < 3; again++) {
+        json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
+        expect_json("f", got, RM("b", 1, 0));
+        json_decref(got);
+        ld_future *a = ld_test_fulfilled(ld_evaluator_all_flags(
+            ev, ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY | LD_ALL_FLAGS_WITH_REASONS));
+        expect_json(
+            "state", ld_future_json(a),
+            "{'f':'b','$valid':true,'$flagsState':{'f':{'variation':1,'version':1,"
+            "'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'},'prerequisites':['p']}}}");
+        ld_future_unref(a);
+    }
+    ld_context_unref(ctx);
+    done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------- */
 
 static TCase *tcase(Suite *s, const char *name, double timeout)
@@ -2239,6 +2405,8 @@ Suite *ld_suite_eval_attack(void)
     tcase_add_test(tc, test_store_answering_garbage_items);
     tcase_add_test(tc, test_fallback_released_on_every_path);
     tcase_add_test(tc, test_contexts_with_invalid_utf8);
+    tcase_add_test(tc, test_store_answering_copies_at_once);
+    tcase_add_test(tc, test_store_answering_copies_nested_segments);
     tc = tcase(s, "promises", 60);
     tcase_add_test(tc, test_keys_with_nul_are_not_truncated);
     tcase_add_test(tc, test_reason_strings_not_utf8_are_reported);
