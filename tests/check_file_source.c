@@ -1092,6 +1092,52 @@ START_TEST(test_sync_watches_several_files)
 }
 END_TEST
 
+/* A path that is a symbolic link, pointed at a file in another directory
+ * (ln -sfn new-target path, as a rename of a new link): that file is
+ * watched from then on, as the first target was, also when written in
+ * place. (Polling is a day apart: only inotify can see it.) */
+START_TEST(test_sync_symlink_pointed_elsewhere_watches_the_new_target)
+{
+    char dirs[3][600], target[2][640], link[640], tmp[640];
+    static const char *const names[3] = {"a", "c", "d"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/%s", g_dir, names[i]);
+        ck_assert_int_eq(mkdir(dirs[i], 0700), 0);
+    }
+    snprintf(target[0], sizeof target[0], "%s/f.json", dirs[1]);
+    snprintf(target[1], sizeof target[1], "%s/f.json", dirs[2]);
+    snprintf(link, sizeof link, "%s/flags.json", dirs[0]);
+    snprintf(tmp, sizeof tmp, "%s/flags.json.tmp", dirs[0]);
+    write_text(target[0], "{'flagValues': {'v': 1}}");
+    write_text(target[1], "{'flagValues': {'v': 2}}");
+    ck_assert_int_eq(symlink(target[0], link), 0);
+    const char *paths[] = {link};
+    sync_on(paths, 1, 86400000);
+    ld_future *f = next_update();
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[1]");
+    ld_future_unref(f);
+    ck_assert_int_eq(symlink(target[1], tmp), 0);
+    ck_assert_int_eq(rename(tmp, link), 0);
+    f = next_update();
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[2]");
+    ld_future_unref(f);
+    /* the new target, written in place */
+    write_text(target[1], "{'flagValues': {'v': 3}}");
+    f = ld_synchronizer_next(g_sync);
+    run_for(LD_FILE_QUIET_MS * 20);
+    ck_assert_msg(!ld_future_is_pending(f), "a write to the new target was not seen");
+    ck_assert_ptr_nonnull(ld_fdv2_future_update(f));
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[3]");
+    ld_future_unref(f);
+    sync_done();
+    unlink(link);
+    unlink(target[0]);
+    unlink(target[1]);
+    for (int i = 0; i < 3; i++)
+        rmdir(dirs[i]);
+}
+END_TEST
+
 START_TEST(test_sync_stop_rejects_a_pending_next)
 {
     const char *p = path_of(0, "f.json");
@@ -1269,6 +1315,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_half_written_file_is_never_yielded);
     tcase_add_test(tc, test_sync_changes_while_no_next_waits_are_not_lost);
     tcase_add_test(tc, test_sync_watches_several_files);
+    tcase_add_test(tc, test_sync_symlink_pointed_elsewhere_watches_the_new_target);
     tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
     tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
     tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);
