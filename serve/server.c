@@ -612,6 +612,22 @@ static void answer_written(struct evhttp_request *req, void *arg)
     conn_expect_request(c);
 }
 
+/* True when the request may have a body that evhttp left unread on the
+ * connection: it reads none for a method it does not know (REPORT's is
+ * read here, but what follows it is not looked at), nor for HEAD or
+ * TRACE. What follows must not be taken for the next request. */
+static bool body_unread(struct evhttp_request *req)
+{
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (((unsigned)cmd & KNOWN_METHODS) == 0)
+        return true;
+    if (cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_TRACE)
+        return false;
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *cl = evhttp_find_header(h, "Content-Length");
+    return evhttp_find_header(h, "Transfer-Encoding") || (cl && strcmp(cl, "0") != 0);
+}
+
 /* Sends `body` (may be NULL) with status `code`. */
 static void send_blob(ld__server *srv, struct evhttp_request *req, int code, struct blob *body,
                       const char *etag, int flags)
@@ -623,9 +639,8 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
         evhttp_add_header(h, "ETag", etag);
     if (flags & F_CORS)
         add_cors(h);
-    /* an unknown method's body (REPORT's aside) is never read: close */
-    if ((flags & F_CLOSE) || srv->closing ||
-        ((unsigned)evhttp_request_get_command(req) & KNOWN_METHODS) == 0)
+    /* a body left unread would be taken for the next request: close */
+    if ((flags & F_CLOSE) || srv->closing || body_unread(req))
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *out = NULL;
     if (body && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
@@ -1652,6 +1667,19 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (headers_size(req) > srv->o.max_headers) {
         send_error(srv, req, 431, "request header fields too large", F_CLOSE);
+        return;
+    }
+    /* evhttp frames by Content-Length unless Transfer-Encoding is exactly
+     * chunked: any other means a body of unknown length (RFC 9112 6.1: 400,
+     * and close) */
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    int n_te = 0;
+    bool te_bad = false;
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next)
+        if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") == 0)
+            te_bad |= ++n_te > 1 || evutil_ascii_strcasecmp(kv->value, "chunked") != 0;
+    if (te_bad) {
+        send_error(srv, req, 400, "unsupported Transfer-Encoding", F_CLOSE);
         return;
     }
     struct evbuffer *body = evhttp_request_get_input_buffer(req);

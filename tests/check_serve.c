@@ -640,6 +640,54 @@ START_TEST(test_head_answers_have_headers_but_no_body)
 }
 END_TEST
 
+/* A body that evhttp does not read (it reads none for HEAD or TRACE, nor
+ * for a Transfer-Encoding other than chunked) must not be taken for the
+ * next request on the connection: a proxy in front, framing by the
+ * headers, would have a request through that it never saw (smuggling).
+ * The connection is closed after the answer (a Transfer-Encoding that is
+ * not chunked: 400, RFC 9112 6.1), and the body is never answered. */
+START_TEST(test_a_body_left_unread_is_not_taken_for_a_request)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 2; /* a connection kept open ends at the timeout */
+    start_with(&x, &o, false);
+    static const char inner[] = "GET /sdk/latest-segments HTTP/1.1\r\nHost: x\r\n"
+                                "Authorization: " KEY "\r\n\r\n";
+    /* the request's head, and how its body (`inner`) is framed: 'l' with
+     * Content-Length, 'c' chunked, 'n' not at all */
+    static const struct {
+        const char *head;
+        char framing;
+        int want;
+    } cases[] = {
+        {"HEAD /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n", 'l', 200},
+        {"TRACE /status HTTP/1.1\r\nHost: x\r\n", 'l', 405},
+        {"HEAD /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", 'c', 200},
+        {"GET /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n", 'n', 400},
+        {"GET /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n", 'c', 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[1024];
+        size_t n = sizeof inner - 1;
+        if (cases[i].framing == 'l')
+            snprintf(req, sizeof req, "%sContent-Length: %zu\r\n\r\n%s", cases[i].head, n, inner);
+        else if (cases[i].framing == 'c')
+            snprintf(req, sizeof req, "%s\r\n%zx\r\n%s\r\n0\r\n\r\n", cases[i].head, n, inner);
+        else
+            snprintf(req, sizeof req, "%s\r\n%s", cases[i].head, inner);
+        struct raw r;
+        int code = raw_exchange(&x, req, strlen(req), &r);
+        ck_assert_msg(code == cases[i].want, "request %zu: %d", i, code);
+        const char *t = raw_text(&r);
+        ck_assert_msg(!strstr(t + 1, "HTTP/1.1 "), "request %zu: its body was answered: %s", i, t);
+        ck_assert_msg(strstr(t, "Connection: close\r\n"), "request %zu: kept open: %s", i, t);
+        raw_close(&r);
+    }
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_bad_encodings_are_400)
 {
     struct fix x;
@@ -1574,6 +1622,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_unknown_paths_and_methods);
     tcase_add_test(tc, test_bad_encodings_are_400);
     tcase_add_test(tc, test_head_answers_have_headers_but_no_body);
+    tcase_add_test(tc, test_a_body_left_unread_is_not_taken_for_a_request);
     tcase_add_test(tc, test_keys_that_are_not_utf8_are_400);
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
