@@ -42,8 +42,14 @@
  *     see it close; the close callback ends the stream. A stream whose
  *     unsent output passes max_stream_buffer beyond its put is dropped
  *     (evhttp_connection_free), so a slow reader costs at most that much.
- *     Event texts are made once and shared by every stream by reference
- *     (evbuffer_add_reference), not copied per stream.
+ *     Event texts are made once; those of 4 KiB or more (the put, large
+ *     patches) are shared by every stream by reference
+ *     (evbuffer_add_reference), smaller ones copied. Streams write their
+ *     chunks into the connection's output themselves, packed:
+ *     evhttp_send_reply_chunk() puts a chunk's head and tail in chains of
+ *     their own, and a chain is 1 KiB at least (or as large as the
+ *     reference before it), so that a slow reader held many times what
+ *     was counted (2 MiB for 64 KiB of deletes).
  */
 #include <errno.h>
 #include <limits.h>
@@ -903,6 +909,7 @@ struct stream {
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
+    bool chunked;  /* the answer is chunked (HTTP/1.1) */
     struct conn *conn;
 };
 
@@ -976,20 +983,53 @@ static bool stream_over(struct stream *s, size_t n)
     return stream_backlog(s) + n > s->srv->o.max_stream_buffer + s->put_len;
 }
 
+/* Events from this size on are added to streams by reference (shared);
+ * smaller ones are copied. */
+#define SHARE_MIN 4096
+
+/* Appends event `b` to `buf` (a stream's output or queue). A reference
+ * costs a libevent chain of 1 KiB, and what evbuffer_add() appends after
+ * one a chain as large as the referenced data: small events are copied,
+ * packed into the chains there, and a reference is followed by a chain
+ * of its own for what comes next. So what a slow reader holds is about
+ * what stream_backlog() counts. */
+static int sse_add(struct evbuffer *buf, struct blob *b)
+{
+    if (b->len < SHARE_MIN)
+        return evbuffer_add(buf, b->data, b->len);
+    if (blob_add(buf, b) != 0)
+        return -1;
+    evbuffer_expand(buf, 64); /* else a larger chain, later */
+    return 0;
+}
+
+/* Writes `n` bytes of a started stream (`b`, or else all of `from`) as one
+ * chunk of its answer, into the connection's output, which libevent
+ * writes as it does for evhttp_send_reply_chunk() (whose head and tail of
+ * a chunk are chains of their own around what it is given). @return 0, or
+ * -1 when memory ran out (the chunk may be cut: drop the stream). */
+static int stream_write(struct stream *s, struct blob *b, struct evbuffer *from, size_t n)
+{
+    struct evbuffer *out = bufferevent_get_output(evhttp_connection_get_bufferevent(s->evcon));
+    if (s->chunked && evbuffer_add_printf(out, "%zx\r\n", n) < 0)
+        return -1;
+    if (b ? sse_add(out, b) != 0 : evbuffer_add_buffer(out, from) != 0)
+        return -1;
+    return s->chunked ? evbuffer_add(out, "\r\n", 2) : 0;
+}
+
 /* Sends `b` on a started stream; drops the stream if its backlog would pass
  * the bound. */
 static bool stream_send(struct stream *s, struct blob *b)
 {
-    ld__server *srv = s->srv;
     if (stream_over(s, b->len)) {
         stream_drop(s); /* frees s */
         return false;
     }
-    struct evbuffer *out = srv->scratch;
-    evbuffer_drain(out, evbuffer_get_length(out));
-    if (blob_add(out, b) == 0)
-        evhttp_send_reply_chunk(s->req, out);
-    evbuffer_drain(out, evbuffer_get_length(out));
+    if (stream_write(s, b, NULL, b->len) != 0) {
+        stream_drop(s); /* an event lost would go unseen */
+        return false;
+    }
     return true;
 }
 
@@ -1028,6 +1068,7 @@ static void stream_put_done(ld_future *f, void *arg)
     evhttp_add_header(h, "X-Accel-Buffering", "no");
     evhttp_add_header(h, "Connection", "close");
     evhttp_send_reply_start(s->req, 200, "OK");
+    s->chunked = evhttp_find_header(h, "Transfer-Encoding") != NULL;
     /* A stream lives as long as its client wants: no read timeout (libevent
      * reads only to see the connection close, and keeps at most 64 KiB of
      * whatever the client sends), but a write timeout: a client that reads
@@ -1047,11 +1088,8 @@ static void stream_put_done(ld_future *f, void *arg)
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);
-        if (stream_over(s, n)) {
+        if (stream_over(s, n) || stream_write(s, NULL, s->queued, n) != 0)
             stream_drop(s);
-            return;
-        }
-        evhttp_send_reply_chunk(s->req, s->queued);
     }
 }
 
@@ -1102,8 +1140,10 @@ static void broadcast(ld__server *srv, struct blob *b)
              * memory) the stream is refused once its put is ready */
             if (!s->queued)
                 s->queued = evbuffer_new();
-            if (!s->queued || evbuffer_get_length(s->queued) + b->len > srv->o.max_stream_buffer ||
-                blob_add(s->queued, b) != 0)
+            size_t had = s->queued ? evbuffer_get_length(s->queued) : 0;
+            if (s->queued && had + b->len <= srv->o.max_stream_buffer)
+                sse_add(s->queued, b);
+            if (!s->queued || evbuffer_get_length(s->queued) != had + b->len)
                 s->overflow = true;
         }
     }

@@ -5,6 +5,7 @@
  * client and with raw sockets for what that client will not send.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,10 @@
 #include "../serve/server.h"
 #include "check_suites.h"
 #include "check_util.h"
+
+#if LD_TEST_SANITIZED
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #define KEY "sdk-test-key"
 
@@ -1233,6 +1238,67 @@ START_TEST(test_slow_stream_reader_is_dropped)
 }
 END_TEST
 
+/* Heap in use, in bytes (the sanitizer's count in sanitized builds). */
+static size_t heap_in_use(void)
+{
+#if LD_TEST_SANITIZED
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    return mallinfo2().uordblks;
+#endif
+}
+
+/* What a slow reader's stream holds unsent is bounded in memory, not only
+ * in the bytes counted: small events (a delete, a heartbeat) cost about
+ * their size, not a libevent chain of 1 KiB or more each. Before, 64 KiB
+ * of 60-byte deletes held 2 MiB. */
+START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
+{
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* valgrind's heap is not the one measured */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 64 * 1024;
+    start_with(&x, &o, false);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x.port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams < 1);
+    for (int k = 0; k < 20; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    size_t base = heap_in_use(), most = 0;
+    for (int i = 0; i < 200000 && st.streams_dropped == 0; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        ld__server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
+        if (i % 64 == 0) {
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+            size_t now = heap_in_use();
+            if (now > base && now - base > most)
+                most = now - base;
+        }
+        ld__server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    ck_assert_msg(most < 4 * o.max_stream_buffer, "%zu bytes held for a bound of %zu", most,
+                  o.max_stream_buffer);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
 /* ---- client-side evaluation -------------------------------------------------------- */
 
 /* Asserts that `got` (an evalx answer) is the evaluator's all-flags state for
@@ -1639,6 +1705,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
