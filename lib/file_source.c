@@ -1236,6 +1236,19 @@ static void watch_targets(struct fsync *y)
     }
 }
 
+/* True when a path goes through a symbolic link (its own, or a
+ * directory's on the way) or cannot be resolved yet: a link pointed
+ * elsewhere changes nothing in the directories watched. */
+static bool through_links(const struct fsync *y)
+{
+    for (size_t i = 0; i < y->s.n; i++) {
+        char real[PATH_MAX];
+        if (!realpath(y->s.paths[i], real) || strcmp(real, y->s.paths[i]) != 0)
+            return true;
+    }
+    return false;
+}
+
 /* 0: watching; -1: cannot (poll instead); LD_ENOMEM. */
 static int start_inotify(struct fsync *y)
 {
@@ -1428,6 +1441,8 @@ ld_synchronizer *ld_file_synchronizer_new(struct event_base *base, const char *c
         code = start_inotify(y);
         if (code == -1)
             code = 0, poll = true;
+        else if (!code && through_links(y))
+            poll = true; /* as well */
     }
 #else
     poll = true;
