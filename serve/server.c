@@ -694,15 +694,21 @@ static void send_error(ld__server *srv, struct evhttp_request *req, int code, co
     blob_unref(b);
 }
 
-/* True when the request's If-None-Match names `etag` (quoted) or is "*". */
+/* True when the request's If-None-Match names `etag` (quoted) or is "*".
+ * The field may come in several lines: one list (RFC 9110, 5.3). */
 static bool etag_matches(struct evhttp_request *req, const char *etag)
 {
-    const char *inm = evhttp_find_header(evhttp_request_get_input_headers(req), "If-None-Match");
-    if (!inm)
-        return false;
-    while (*inm == ' ')
-        inm++;
-    return strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        if (evutil_ascii_strcasecmp(kv->key, "If-None-Match") != 0)
+            continue;
+        const char *inm = kv->value;
+        while (*inm == ' ')
+            inm++;
+        if (strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL)
+            return true;
+    }
+    return false;
 }
 
 static void send_cacheable(ld__server *srv, struct evhttp_request *req, struct blob *body,
@@ -1622,12 +1628,26 @@ static void bodyw_conn_closed(struct bodyw *w)
     ld__free(w); /* its request is attached: libevent frees it */
 }
 
+/* True when Content-Type value `ct` is of media type `type`: compared
+ * case-insensitively (RFC 9110, 8.3.1), parameters aside. */
+static bool media_type_is(const char *ct, const char *type)
+{
+    size_t n = strlen(type);
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (evutil_ascii_strncasecmp(ct, type, n) != 0)
+        return false;
+    for (ct += n; *ct == ' ' || *ct == '\t';)
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
 static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
     const char *ct = evhttp_find_header(h, "Content-Type");
     const char *cl = evhttp_find_header(h, "Content-Length");
-    if (ct && strncmp(ct, "application/json", 16) != 0) {
+    if (ct && !media_type_is(ct, "application/json")) {
         send_error(srv, req, 415, "Content-Type must be application/json", F_CORS | F_CLOSE);
         return;
     }

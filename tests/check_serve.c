@@ -494,6 +494,27 @@ START_TEST(test_etag_answers_304_until_the_data_changes)
 }
 END_TEST
 
+/* If-None-Match sent in two header lines is one list (RFC 9110, 5.3): a
+ * tag in the second line answers 304 too. */
+START_TEST(test_if_none_match_in_two_lines_is_one_list)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    get(&x, "/sdk/latest-flags/f1", &r);
+    ck_assert_int_eq(r.code, 200);
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "GET /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
+                     "\r\nIf-None-Match: \"0000000000000000\"\r\nIf-None-Match: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     r.etag);
+    resp_free(&r);
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, NULL), 304);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_server_side_endpoints_need_the_sdk_key)
 {
     struct fix x;
@@ -1420,6 +1441,36 @@ START_TEST(test_report_with_two_different_content_lengths_is_400)
 }
 END_TEST
 
+/* Content-Type is a media type, whose type and subtype are compared
+ * case-insensitively, with parameters after ';' (RFC 9110, 8.3.1):
+ * "Application/JSON" is JSON, "application/jsonp" is not. */
+START_TEST(test_report_content_type_is_a_media_type)
+{
+    struct fix x;
+    start(&x);
+    static const struct {
+        const char *type;
+        int want;
+    } cases[] = {
+        {"Application/JSON", 200},
+        {"application/json ; charset=utf-8", 200},
+        {"application/json;charset=UTF-8", 200},
+        {"application/jsonp", 415},
+        {"application/json-patch+json", 415},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[512];
+        int n = snprintf(req, sizeof req,
+                         "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+                         "Content-Length: 12\r\nConnection: close\r\n\r\n{\"key\":\"u1\"}",
+                         cases[i].type);
+        int code = raw_exchange(&x, req, (size_t)n, NULL);
+        ck_assert_msg(code == cases[i].want, "%s: %d", cases[i].type, code);
+    }
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_evalx_cors_and_preflight)
 {
     struct fix x;
@@ -1680,6 +1731,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_polling_endpoints_serve_the_store);
     tcase_add_test(tc, test_percent_encoded_keys_are_decoded);
     tcase_add_test(tc, test_etag_answers_304_until_the_data_changes);
+    tcase_add_test(tc, test_if_none_match_in_two_lines_is_one_list);
     tcase_add_test(tc, test_server_side_endpoints_need_the_sdk_key);
     tcase_add_test(tc, test_status_reports_source_store_and_counts);
     suite_add_tcase(s, tc);
@@ -1712,6 +1764,7 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
+    tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
