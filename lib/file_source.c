@@ -1051,10 +1051,17 @@ static void maybe_load(struct fsync *y)
     y->loading = true;
 }
 
+#ifdef HAVE_SYS_INOTIFY_H
+static void watch_targets(struct fsync *y);
+#endif
+
 /* The quiet time is over (or a read that ran meanwhile ended): read if the
  * files changed since the last read. */
 static void settle(struct fsync *y)
 {
+#ifdef HAVE_SYS_INOTIFY_H
+    watch_targets(y); /* a link may point elsewhere now */
+#endif
     stat_all(y, y->now);
     if (y->named || !sigs_eq(y, y->now, y->loaded)) {
         y->dirty = true;
@@ -1191,13 +1198,15 @@ static int watch_path(struct fsync *y, const char *path)
     memcpy(dir, path, len + 1);
     char *slash = strrchr(dir, '/');
     const char *name = slash ? slash + 1 : dir;
-    char **grown = ld__realloc(y->names, (y->nnames + 1) * sizeof(char *));
-    if (!grown)
-        return LD_ENOMEM;
-    y->names = grown;
-    if (!(y->names[y->nnames] = ld__strdup(name)))
-        return LD_ENOMEM;
-    y->nnames++;
+    if (!is_watched_name(y, name)) {
+        char **grown = ld__realloc(y->names, (y->nnames + 1) * sizeof(char *));
+        if (!grown)
+            return LD_ENOMEM;
+        y->names = grown;
+        if (!(y->names[y->nnames] = ld__strdup(name)))
+            return LD_ENOMEM;
+        y->nnames++;
+    }
     if (!slash)
         strcpy(dir, ".");
     else if (slash == dir)
@@ -1207,6 +1216,37 @@ static int watch_path(struct fsync *y, const char *path)
     uint32_t mask = IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
                     IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
     return inotify_add_watch(y->ino_fd, dir, mask) >= 0 ? 0 : -1;
+}
+
+/* Watches the directory of the target of each path that is a symbolic
+ * link, as it is now (a link pointed at a file elsewhere since the watch
+ * began: that file's directory; watching a directory again changes
+ * nothing). One that cannot be watched: polling from now on. */
+static void watch_targets(struct fsync *y)
+{
+    for (size_t i = 0; i < y->s.n && y->ino_fd >= 0; i++) {
+        char real[PATH_MAX];
+        if (realpath(y->s.paths[i], real) && strcmp(real, y->s.paths[i]) != 0 &&
+            watch_path(y, real) != 0) {
+            stop_inotify(y);
+            y->named = true;
+            if (start_polling(y) != 0)
+                y->polling = false;
+        }
+    }
+}
+
+/* True when a path goes through a symbolic link (its own, or a
+ * directory's on the way) or cannot be resolved yet: a link pointed
+ * elsewhere changes nothing in the directories watched. */
+static bool through_links(const struct fsync *y)
+{
+    for (size_t i = 0; i < y->s.n; i++) {
+        char real[PATH_MAX];
+        if (!realpath(y->s.paths[i], real) || strcmp(real, y->s.paths[i]) != 0)
+            return true;
+    }
+    return false;
 }
 
 /* 0: watching; -1: cannot (poll instead); LD_ENOMEM. */
@@ -1401,6 +1441,8 @@ ld_synchronizer *ld_file_synchronizer_new(struct event_base *base, const char *c
         code = start_inotify(y);
         if (code == -1)
             code = 0, poll = true;
+        else if (!code && through_links(y))
+            poll = true; /* as well */
     }
 #else
     poll = true;

@@ -42,8 +42,14 @@
  *     see it close; the close callback ends the stream. A stream whose
  *     unsent output passes max_stream_buffer beyond its put is dropped
  *     (evhttp_connection_free), so a slow reader costs at most that much.
- *     Event texts are made once and shared by every stream by reference
- *     (evbuffer_add_reference), not copied per stream.
+ *     Event texts are made once; those of 4 KiB or more (the put, large
+ *     patches) are shared by every stream by reference
+ *     (evbuffer_add_reference), smaller ones copied. Streams write their
+ *     chunks into the connection's output themselves, packed:
+ *     evhttp_send_reply_chunk() puts a chunk's head and tail in chains of
+ *     their own, and a chain is 1 KiB at least (or as large as the
+ *     reference before it), so that a slow reader held many times what
+ *     was counted (2 MiB for 64 KiB of deletes).
  */
 #include <errno.h>
 #include <limits.h>
@@ -617,6 +623,22 @@ static void answer_written(struct evhttp_request *req, void *arg)
     conn_expect_request(c);
 }
 
+/* True when the request may have a body that evhttp left unread on the
+ * connection: it reads none for a method it does not know (REPORT's is
+ * read here, but what follows it is not looked at), nor for HEAD or
+ * TRACE. What follows must not be taken for the next request. */
+static bool body_unread(struct evhttp_request *req)
+{
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (((unsigned)cmd & KNOWN_METHODS) == 0)
+        return true;
+    if (cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_TRACE)
+        return false;
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *cl = evhttp_find_header(h, "Content-Length");
+    return evhttp_find_header(h, "Transfer-Encoding") || (cl && strcmp(cl, "0") != 0);
+}
+
 /* Sends `body` (may be NULL) with status `code`. */
 static void send_blob(ld__server *srv, struct evhttp_request *req, int code, struct blob *body,
                       const char *etag, int flags)
@@ -628,9 +650,8 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
         evhttp_add_header(h, "ETag", etag);
     if (flags & F_CORS)
         add_cors(h);
-    /* an unknown method's body (REPORT's aside) is never read: close */
-    if ((flags & F_CLOSE) || srv->closing ||
-        ((unsigned)evhttp_request_get_command(req) & KNOWN_METHODS) == 0)
+    /* a body left unread would be taken for the next request: close */
+    if ((flags & F_CLOSE) || srv->closing || body_unread(req))
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *out = NULL;
     if (body && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
@@ -678,15 +699,21 @@ static void send_error(ld__server *srv, struct evhttp_request *req, int code, co
     blob_unref(b);
 }
 
-/* True when the request's If-None-Match names `etag` (quoted) or is "*". */
+/* True when the request's If-None-Match names `etag` (quoted) or is "*".
+ * The field may come in several lines: one list (RFC 9110, 5.3). */
 static bool etag_matches(struct evhttp_request *req, const char *etag)
 {
-    const char *inm = evhttp_find_header(evhttp_request_get_input_headers(req), "If-None-Match");
-    if (!inm)
-        return false;
-    while (*inm == ' ')
-        inm++;
-    return strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        if (evutil_ascii_strcasecmp(kv->key, "If-None-Match") != 0)
+            continue;
+        const char *inm = kv->value;
+        while (*inm == ' ')
+            inm++;
+        if (strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL)
+            return true;
+    }
+    return false;
 }
 
 static void send_cacheable(ld__server *srv, struct evhttp_request *req, struct blob *body,
@@ -893,6 +920,7 @@ struct stream {
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
+    bool chunked;  /* the answer is chunked (HTTP/1.1) */
     struct conn *conn;
 };
 
@@ -974,24 +1002,54 @@ static bool stream_over(struct stream *s, size_t n)
     return stream_backlog(s) + n > s->srv->o.max_stream_buffer + s->put_len;
 }
 
+/* Events from this size on are added to streams by reference (shared);
+ * smaller ones are copied. */
+#define SHARE_MIN 4096
+
+/* Appends event `b` to `buf` (a stream's output or queue). A reference
+ * costs a libevent chain of 1 KiB, and what evbuffer_add() appends after
+ * one a chain as large as the referenced data: small events are copied,
+ * packed into the chains there, and a reference is followed by a chain
+ * of its own for what comes next. So what a slow reader holds is about
+ * what stream_backlog() counts. */
+static int sse_add(struct evbuffer *buf, struct blob *b)
+{
+    if (b->len < SHARE_MIN)
+        return evbuffer_add(buf, b->data, b->len);
+    if (blob_add(buf, b) != 0)
+        return -1;
+    evbuffer_expand(buf, 64); /* else a larger chain, later */
+    return 0;
+}
+
+/* Writes `n` bytes of a started stream (`b`, or else all of `from`) as one
+ * chunk of its answer, into the connection's output, which libevent
+ * writes as it does for evhttp_send_reply_chunk() (whose head and tail of
+ * a chunk are chains of their own around what it is given). @return 0, or
+ * -1 when memory ran out (the chunk may be cut: drop the stream). */
+static int stream_write(struct stream *s, struct blob *b, struct evbuffer *from, size_t n)
+{
+    struct evbuffer *out = bufferevent_get_output(evhttp_connection_get_bufferevent(s->evcon));
+    if (s->chunked && evbuffer_add_printf(out, "%zx\r\n", n) < 0)
+        return -1;
+    if (b ? sse_add(out, b) != 0 : evbuffer_add_buffer(out, from) != 0)
+        return -1;
+    return s->chunked ? evbuffer_add(out, "\r\n", 2) : 0;
+}
+
 /* Sends `b` on a started stream; drops the stream if its backlog would pass
  * the bound. */
 static bool stream_send(struct stream *s, struct blob *b)
 {
-    ld__server *srv = s->srv;
     if (stream_over(s, b->len)) {
         stream_drop(s); /* frees s */
         return false;
     }
-    struct evbuffer *out = srv->scratch;
-    evbuffer_drain(out, evbuffer_get_length(out));
-    if (blob_add(out, b) != 0) {
+    if (stream_write(s, b, NULL, b->len) != 0) {
         /* an event lost would leave the client's data wrong: it reconnects */
         stream_drop_for(s, "out of memory for an event");
         return false;
     }
-    evhttp_send_reply_chunk(s->req, out);
-    evbuffer_drain(out, evbuffer_get_length(out));
     return true;
 }
 
@@ -1030,6 +1088,7 @@ static void stream_put_done(ld_future *f, void *arg)
     evhttp_add_header(h, "X-Accel-Buffering", "no");
     evhttp_add_header(h, "Connection", "close");
     evhttp_send_reply_start(s->req, 200, "OK");
+    s->chunked = evhttp_find_header(h, "Transfer-Encoding") != NULL;
     /* A stream lives as long as its client wants: no read timeout (libevent
      * reads only to see the connection close, and keeps at most 64 KiB of
      * whatever the client sends), but a write timeout: a client that reads
@@ -1049,11 +1108,8 @@ static void stream_put_done(ld_future *f, void *arg)
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);
-        if (stream_over(s, n)) {
+        if (stream_over(s, n) || stream_write(s, NULL, s->queued, n) != 0)
             stream_drop(s);
-            return;
-        }
-        evhttp_send_reply_chunk(s->req, s->queued);
     }
 }
 
@@ -1104,8 +1160,10 @@ static void broadcast(ld__server *srv, struct blob *b)
              * memory) the stream is refused once its put is ready */
             if (!s->queued)
                 s->queued = evbuffer_new();
-            if (!s->queued || evbuffer_get_length(s->queued) + b->len > srv->o.max_stream_buffer ||
-                blob_add(s->queued, b) != 0)
+            size_t had = s->queued ? evbuffer_get_length(s->queued) : 0;
+            if (s->queued && had + b->len <= srv->o.max_stream_buffer)
+                sse_add(s->queued, b);
+            if (!s->queued || evbuffer_get_length(s->queued) != had + b->len)
                 s->overflow = true;
         }
     }
@@ -1618,12 +1676,26 @@ static void bodyw_conn_closed(struct bodyw *w)
     ld__free(w); /* its request is attached: libevent frees it */
 }
 
+/* True when Content-Type value `ct` is of media type `type`: compared
+ * case-insensitively (RFC 9110, 8.3.1), parameters aside. */
+static bool media_type_is(const char *ct, const char *type)
+{
+    size_t n = strlen(type);
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (evutil_ascii_strncasecmp(ct, type, n) != 0)
+        return false;
+    for (ct += n; *ct == ' ' || *ct == '\t';)
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
 static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
     const char *ct = evhttp_find_header(h, "Content-Type");
     const char *cl = evhttp_find_header(h, "Content-Length");
-    if (ct && strncmp(ct, "application/json", 16) != 0) {
+    if (ct && !media_type_is(ct, "application/json")) {
         send_error(srv, req, 415, "Content-Type must be application/json", F_CORS | F_CLOSE);
         return;
     }
@@ -1703,6 +1775,19 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (headers_size(req) > srv->o.max_headers) {
         send_error(srv, req, 431, "request header fields too large", F_CLOSE);
+        return;
+    }
+    /* evhttp frames by Content-Length unless Transfer-Encoding is exactly
+     * chunked: any other means a body of unknown length (RFC 9112 6.1: 400,
+     * and close) */
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    int n_te = 0;
+    bool te_bad = false;
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next)
+        if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") == 0)
+            te_bad |= ++n_te > 1 || evutil_ascii_strcasecmp(kv->value, "chunked") != 0;
+    if (te_bad) {
+        send_error(srv, req, 400, "unsupported Transfer-Encoding", F_CLOSE);
         return;
     }
     struct evbuffer *body = evhttp_request_get_input_buffer(req);

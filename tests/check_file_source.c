@@ -1092,6 +1092,111 @@ START_TEST(test_sync_watches_several_files)
 }
 END_TEST
 
+/* A path that is a symbolic link, pointed at a file in another directory
+ * (ln -sfn new-target path, as a rename of a new link): that file is
+ * watched from then on, as the first target was, also when written in
+ * place. (Polling is a day apart: only inotify can see it.) */
+START_TEST(test_sync_symlink_pointed_elsewhere_watches_the_new_target)
+{
+    char dirs[3][600], target[2][640], link[640], tmp[640];
+    static const char *const names[3] = {"a", "c", "d"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/%s", g_dir, names[i]);
+        ck_assert_int_eq(mkdir(dirs[i], 0700), 0);
+    }
+    snprintf(target[0], sizeof target[0], "%s/f.json", dirs[1]);
+    snprintf(target[1], sizeof target[1], "%s/f.json", dirs[2]);
+    snprintf(link, sizeof link, "%s/flags.json", dirs[0]);
+    snprintf(tmp, sizeof tmp, "%s/flags.json.tmp", dirs[0]);
+    write_text(target[0], "{'flagValues': {'v': 1}}");
+    write_text(target[1], "{'flagValues': {'v': 2}}");
+    ck_assert_int_eq(symlink(target[0], link), 0);
+    const char *paths[] = {link};
+    sync_on(paths, 1, 86400000);
+    ld_future *f = next_update();
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[1]");
+    ld_future_unref(f);
+    ck_assert_int_eq(symlink(target[1], tmp), 0);
+    ck_assert_int_eq(rename(tmp, link), 0);
+    f = next_update();
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[2]");
+    ld_future_unref(f);
+    /* the new target, written in place */
+    write_text(target[1], "{'flagValues': {'v': 3}}");
+    f = ld_synchronizer_next(g_sync);
+    run_for(LD_FILE_QUIET_MS * 20);
+    ck_assert_msg(!ld_future_is_pending(f), "a write to the new target was not seen");
+    ck_assert_ptr_nonnull(ld_fdv2_future_update(f));
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[3]");
+    ld_future_unref(f);
+    sync_done();
+    unlink(link);
+    unlink(target[0]);
+    unlink(target[1]);
+    for (int i = 0; i < 3; i++)
+        rmdir(dirs[i]);
+}
+END_TEST
+
+/* A path through a symbolic link to a directory that is swapped (a
+ * deployment's "current": ln -s r2 current.tmp; mv -T current.tmp
+ * current) changes nothing in the directories watched; nor does the
+ * creation of what a dangling link points at, elsewhere. Both are seen
+ * (such paths are polled as well). */
+START_TEST(test_sync_swapped_directory_link_and_dangling_link_are_seen)
+{
+    char r1[600], r2[600], cur[600], tmp[600], f1[640], f2[640], path[640];
+    snprintf(r1, sizeof r1, "%s/r1", g_dir);
+    snprintf(r2, sizeof r2, "%s/r2", g_dir);
+    snprintf(cur, sizeof cur, "%s/current", g_dir);
+    snprintf(tmp, sizeof tmp, "%s/current.tmp", g_dir);
+    snprintf(f1, sizeof f1, "%s/f.json", r1);
+    snprintf(f2, sizeof f2, "%s/f.json", r2);
+    snprintf(path, sizeof path, "%s/f.json", cur);
+    ck_assert_int_eq(mkdir(r1, 0700), 0);
+    ck_assert_int_eq(mkdir(r2, 0700), 0);
+    write_text(f1, "{'flagValues': {'v': 1}}");
+    write_text(f2, "{'flagValues': {'v': 2}}");
+    ck_assert_int_eq(symlink("r1", cur), 0);
+    const char *paths[] = {path};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[1]");
+    ld_future_unref(f);
+    ck_assert_int_eq(symlink("r2", tmp), 0);
+    ck_assert_int_eq(rename(tmp, cur), 0);
+    f = ld_synchronizer_next(g_sync);
+    run_for(LD_FILE_QUIET_MS * 20);
+    ck_assert_msg(!ld_future_is_pending(f), "the swap of the directory link was not seen");
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[2]");
+    ld_future_unref(f);
+    sync_done();
+    /* a link to a file not there yet, in another directory */
+    char link[640];
+    snprintf(link, sizeof link, "%s/link.json", g_dir);
+    unlink(f1);
+    ck_assert_int_eq(symlink(f1, link), 0);
+    const char *paths2[] = {link};
+    sync_on(paths2, 1, 20);
+    f = next_update();
+    ck_assert_ptr_nonnull(strstr(interrupted_message(f), "No such file"));
+    ld_future_unref(f);
+    write_text(f1, "{'flagValues': {'v': 3}}");
+    f = ld_synchronizer_next(g_sync);
+    run_for(LD_FILE_QUIET_MS * 20);
+    ck_assert_msg(!ld_future_is_pending(f), "the target of a dangling link was not seen");
+    assert_json(json_object_get(flag_in(valid_cs(f), "v"), "variations"), "[3]");
+    ld_future_unref(f);
+    sync_done();
+    unlink(link);
+    unlink(cur);
+    unlink(f1);
+    unlink(f2);
+    rmdir(r1);
+    rmdir(r2);
+}
+END_TEST
+
 START_TEST(test_sync_stop_rejects_a_pending_next)
 {
     const char *p = path_of(0, "f.json");
@@ -1269,6 +1374,8 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_half_written_file_is_never_yielded);
     tcase_add_test(tc, test_sync_changes_while_no_next_waits_are_not_lost);
     tcase_add_test(tc, test_sync_watches_several_files);
+    tcase_add_test(tc, test_sync_symlink_pointed_elsewhere_watches_the_new_target);
+    tcase_add_test(tc, test_sync_swapped_directory_link_and_dangling_link_are_seen);
     tcase_add_test(tc, test_sync_stop_rejects_a_pending_next);
     tcase_add_test(tc, test_sync_free_with_a_read_running_or_a_next_waiting);
     tcase_add_test(tc, test_sync_free_from_inside_a_next_callback);

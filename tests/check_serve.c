@@ -5,6 +5,7 @@
  * client and with raw sockets for what that client will not send.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,10 @@
 #include "../serve/server.h"
 #include "check_suites.h"
 #include "check_util.h"
+
+#if LD_TEST_SANITIZED
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #define KEY "sdk-test-key"
 
@@ -489,6 +494,27 @@ START_TEST(test_etag_answers_304_until_the_data_changes)
 }
 END_TEST
 
+/* If-None-Match sent in two header lines is one list (RFC 9110, 5.3): a
+ * tag in the second line answers 304 too. */
+START_TEST(test_if_none_match_in_two_lines_is_one_list)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    get(&x, "/sdk/latest-flags/f1", &r);
+    ck_assert_int_eq(r.code, 200);
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "GET /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
+                     "\r\nIf-None-Match: \"0000000000000000\"\r\nIf-None-Match: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     r.etag);
+    resp_free(&r);
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, NULL), 304);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_server_side_endpoints_need_the_sdk_key)
 {
     struct fix x;
@@ -636,6 +662,54 @@ START_TEST(test_head_answers_have_headers_but_no_body)
     ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s", want,
                   t);
     raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+/* A body that evhttp does not read (it reads none for HEAD or TRACE, nor
+ * for a Transfer-Encoding other than chunked) must not be taken for the
+ * next request on the connection: a proxy in front, framing by the
+ * headers, would have a request through that it never saw (smuggling).
+ * The connection is closed after the answer (a Transfer-Encoding that is
+ * not chunked: 400, RFC 9112 6.1), and the body is never answered. */
+START_TEST(test_a_body_left_unread_is_not_taken_for_a_request)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 2; /* a connection kept open ends at the timeout */
+    start_with(&x, &o, false);
+    static const char inner[] = "GET /sdk/latest-segments HTTP/1.1\r\nHost: x\r\n"
+                                "Authorization: " KEY "\r\n\r\n";
+    /* the request's head, and how its body (`inner`) is framed: 'l' with
+     * Content-Length, 'c' chunked, 'n' not at all */
+    static const struct {
+        const char *head;
+        char framing;
+        int want;
+    } cases[] = {
+        {"HEAD /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n", 'l', 200},
+        {"TRACE /status HTTP/1.1\r\nHost: x\r\n", 'l', 405},
+        {"HEAD /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", 'c', 200},
+        {"GET /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n", 'n', 400},
+        {"GET /status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n", 'c', 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[1024];
+        size_t n = sizeof inner - 1;
+        if (cases[i].framing == 'l')
+            snprintf(req, sizeof req, "%sContent-Length: %zu\r\n\r\n%s", cases[i].head, n, inner);
+        else if (cases[i].framing == 'c')
+            snprintf(req, sizeof req, "%s\r\n%zx\r\n%s\r\n0\r\n\r\n", cases[i].head, n, inner);
+        else
+            snprintf(req, sizeof req, "%s\r\n%s", cases[i].head, inner);
+        struct raw r;
+        int code = raw_exchange(&x, req, strlen(req), &r);
+        ck_assert_msg(code == cases[i].want, "request %zu: %d", i, code);
+        const char *t = raw_text(&r);
+        ck_assert_msg(!strstr(t + 1, "HTTP/1.1 "), "request %zu: its body was answered: %s", i, t);
+        ck_assert_msg(strstr(t, "Connection: close\r\n"), "request %zu: kept open: %s", i, t);
+        raw_close(&r);
+    }
     stop(&x);
 }
 END_TEST
@@ -1185,6 +1259,67 @@ START_TEST(test_slow_stream_reader_is_dropped)
 }
 END_TEST
 
+/* Heap in use, in bytes (the sanitizer's count in sanitized builds). */
+static size_t heap_in_use(void)
+{
+#if LD_TEST_SANITIZED
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    return mallinfo2().uordblks;
+#endif
+}
+
+/* What a slow reader's stream holds unsent is bounded in memory, not only
+ * in the bytes counted: small events (a delete, a heartbeat) cost about
+ * their size, not a libevent chain of 1 KiB or more each. Before, 64 KiB
+ * of 60-byte deletes held 2 MiB. */
+START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
+{
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* valgrind's heap is not the one measured */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 64 * 1024;
+    start_with(&x, &o, false);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x.port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams < 1);
+    for (int k = 0; k < 20; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    size_t base = heap_in_use(), most = 0;
+    for (int i = 0; i < 200000 && st.streams_dropped == 0; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        ld__server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
+        if (i % 64 == 0) {
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+            size_t now = heap_in_use();
+            if (now > base && now - base > most)
+                most = now - base;
+        }
+        ld__server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    ck_assert_msg(most < 4 * o.max_stream_buffer, "%zu bytes held for a bound of %zu", most,
+                  o.max_stream_buffer);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
 /* ---- client-side evaluation -------------------------------------------------------- */
 
 /* Asserts that `got` (an evalx answer) is the evaluator's all-flags state for
@@ -1302,6 +1437,36 @@ START_TEST(test_report_with_two_different_content_lengths_is_400)
                                "Content-Type: application/json\r\nContent-Length: 12\r\n"
                                "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
     ck_assert_int_eq(raw_exchange(&x, same, sizeof same - 1, NULL), 200);
+    stop(&x);
+}
+END_TEST
+
+/* Content-Type is a media type, whose type and subtype are compared
+ * case-insensitively, with parameters after ';' (RFC 9110, 8.3.1):
+ * "Application/JSON" is JSON, "application/jsonp" is not. */
+START_TEST(test_report_content_type_is_a_media_type)
+{
+    struct fix x;
+    start(&x);
+    static const struct {
+        const char *type;
+        int want;
+    } cases[] = {
+        {"Application/JSON", 200},
+        {"application/json ; charset=utf-8", 200},
+        {"application/json;charset=UTF-8", 200},
+        {"application/jsonp", 415},
+        {"application/json-patch+json", 415},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char req[512];
+        int n = snprintf(req, sizeof req,
+                         "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+                         "Content-Length: 12\r\nConnection: close\r\n\r\n{\"key\":\"u1\"}",
+                         cases[i].type);
+        int code = raw_exchange(&x, req, (size_t)n, NULL);
+        ck_assert_msg(code == cases[i].want, "%s: %d", cases[i].type, code);
+    }
     stop(&x);
 }
 END_TEST
@@ -1566,6 +1731,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_polling_endpoints_serve_the_store);
     tcase_add_test(tc, test_percent_encoded_keys_are_decoded);
     tcase_add_test(tc, test_etag_answers_304_until_the_data_changes);
+    tcase_add_test(tc, test_if_none_match_in_two_lines_is_one_list);
     tcase_add_test(tc, test_server_side_endpoints_need_the_sdk_key);
     tcase_add_test(tc, test_status_reports_source_store_and_counts);
     suite_add_tcase(s, tc);
@@ -1574,6 +1740,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_unknown_paths_and_methods);
     tcase_add_test(tc, test_bad_encodings_are_400);
     tcase_add_test(tc, test_head_answers_have_headers_but_no_body);
+    tcase_add_test(tc, test_a_body_left_unread_is_not_taken_for_a_request);
     tcase_add_test(tc, test_keys_that_are_not_utf8_are_400);
     tcase_add_test(tc, test_oversized_requests_are_refused);
     tcase_add_test(tc, test_garbage_closes_the_connection);
@@ -1590,12 +1757,14 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
+    tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");

@@ -122,11 +122,15 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * editors and `mv` do) or by `cp` is seen as well as one written in place.
  * Without inotify, or when a directory cannot be watched, the files' status
  * (device, inode, size, change and modification times) is polled every
- * `interval_ms` instead. The environment variable LDASYNC_FILE_POLL=1, read
- * when the synchronizer is made, forces polling (for tests). Stopping the
- * watch closes the inotify instance from a short-lived detached thread,
- * because that close waits for the kernel (10-15 ms here) and would hold
- * the loop.
+ * `interval_ms` instead. A path whose realpath() is not the path as given
+ * (a symbolic link on the way, its own or a directory's, e.g. a
+ * deployment's "current" link; a relative path), or that cannot be
+ * resolved yet, is polled as well: a link pointed elsewhere changes
+ * nothing in the directories watched. The environment variable
+ * LDASYNC_FILE_POLL=1, read when the synchronizer is made, forces polling
+ * (for tests). Stopping the watch closes the inotify instance from a
+ * short-lived detached thread, because that close waits for the kernel
+ * (10-15 ms here) and would hold the loop.
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for
