@@ -372,7 +372,10 @@ static int read_file(const struct job *job, const char *path, json_t **doc, stru
             if (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0])
                 code = oom(r);
             else
-                code = fail(r, LD_EPARSE, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+                /* jansson's column is 0 at the start of a line (an empty
+                 * file's end): the header counts both from 1 */
+                code = fail(r, LD_EPARSE, "%s:%d:%d: %s", path, jerr.line < 1 ? 1 : jerr.line,
+                            jerr.column < 1 ? 1 : jerr.column, jerr.text);
             break;
         }
         *doc = j;

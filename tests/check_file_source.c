@@ -334,8 +334,12 @@ START_TEST(test_initializer_parse_error_names_file_line_and_column)
     write_text(p, "{'flagValues'");
     snprintf(want, sizeof(want), "%s:1:", p);
     expect_fetch_error(p, LD_EPARSE, want, NULL);
-    /* empty */
+    /* empty, or blank lines: lines and columns count from 1 */
     write_text(p, "");
+    snprintf(want, sizeof(want), "%s:1:1: ", p);
+    expect_fetch_error(p, LD_EPARSE, want, NULL);
+    write_text(p, "\n\n");
+    snprintf(want, sizeof(want), "%s:3:1: ", p);
     expect_fetch_error(p, LD_EPARSE, want, NULL);
 }
 END_TEST
