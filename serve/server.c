@@ -8,7 +8,9 @@
  *     connection's bufferevent is made here (evhttp_set_bevcb): a
  *     pass-through filter over the socket, whose free_context tells when
  *     libevent lets the connection go. Connections beyond max_connections
- *     are accepted, answered 503 with "Connection: close" and closed.
+ *     are accepted and closed as soon as libevent hands them over (a
+ *     request already read by then is answered 503 with "Connection:
+ *     close" first).
  *   - Limits: evhttp answers 413 with an HTML page of its own for anything
  *     above its header or body limit, whatever the part, and closes. So its
  *     limits are set to 4 times ours, and requests between ours and its get

@@ -67,7 +67,8 @@ struct ld__server_options {
     const char *bind_address; /* "127.0.0.1" */
     int port;                 /* 0: an ephemeral port (ld__server_port() tells it) */
     const char *sdk_key;      /* NULL or "": server-side endpoints need no key */
-    int max_connections;      /* 10240; connections beyond get 503 and are closed */
+    int max_connections;      /* 10240; connections beyond are closed (503 first for a
+                                 request read with the connection) */
     size_t max_uri;           /* 8192 bytes: longer request targets get 414 */
     size_t max_headers;       /* 16384 bytes of header lines: beyond, 431 */
     size_t max_body;          /* 65536 bytes: larger bodies get 413 */
