@@ -17,7 +17,8 @@
  * signals.
  *
  * SIGINT or SIGTERM: the server closes (streams ended, waiting requests
- * answered), then the data system, then the store; everything is freed.
+ * answered, answers being written sent: at most 10 s for clients that do
+ * not read), then the data system, then the store; everything is freed.
  * A second signal stops at once (still freeing everything).
  */
 #include <errno.h>

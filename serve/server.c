@@ -242,6 +242,8 @@ struct ld__server {
     double started;
     bool closing;
     ld_future *close_fut;
+    struct event *drain;     /* while closing: waits for the answers to be sent */
+    struct timeval drain_by; /* when it stops waiting */
     struct ld__server_stats st;
 };
 
@@ -761,6 +763,9 @@ static void sreq_unlink(ld__server *srv, struct sreq *r)
 }
 
 static void finish_close(ld__server *srv);
+
+/* The longest a close waits for answers to be sent. */
+#define DRAIN_MAX_S 10
 
 /* The connection of a waiting request closed (libevent frees it now, or
  * detached the request from it first: then it is ours to free). */
@@ -2008,10 +2013,44 @@ void ld__server_stats(const ld__server *srv, struct ld__server_stats *out)
         *out = srv->st;
 }
 
+/* Bytes written to connections that the socket has not taken yet. */
+static size_t unsent(const ld__server *srv)
+{
+    size_t n = 0;
+    for (const struct conn *c = srv->conns; c; c = c->next) {
+        n += evbuffer_get_length(bufferevent_get_output(c->bev));
+        struct bufferevent *under = bufferevent_get_underlying(c->bev);
+        if (under)
+            n += evbuffer_get_length(bufferevent_get_output(under));
+    }
+    return n;
+}
+
+static void drain_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    finish_close(arg);
+}
+
+/* The close is done once no request waits for its future and what was
+ * written has been sent (the socket took it, or its connection closed), or
+ * the drain time is up: a client that reads nothing does not hold the
+ * shutdown longer than that. */
 static void finish_close(ld__server *srv)
 {
     if (srv->pending || !srv->close_fut || !ld_future_is_pending(srv->close_fut))
         return;
+    struct timeval now;
+    size_t left = unsent(srv);
+    if (left > 0 && srv->drain && event_base_gettimeofday_cached(srv->base, &now) == 0 &&
+        timercmp(&now, &srv->drain_by, <)) {
+        static const struct timeval tick = {0, 10000};
+        event_add(srv->drain, &tick);
+        return;
+    }
+    if (left > 0)
+        slog(srv, LD__LOG_WARN, "closing: %zu bytes left unsent", left);
     ld_future_fulfill(srv->close_fut);
     slog(srv, LD__LOG_INFO, "server closed");
 }
@@ -2028,6 +2067,13 @@ ld_future *ld__server_close(ld__server *srv)
         srv->closing = true;
         slog(srv, LD__LOG_INFO, "closing: %llu streams, %llu requests waiting",
              (unsigned long long)srv->st.streams, (unsigned long long)srv->st.pending);
+        /* without memory for the timer, the close does not wait for the
+         * answers to be sent */
+        srv->drain = evtimer_new(srv->base, drain_check, srv);
+        struct timeval now,
+            most = {srv->o.timeout_s < DRAIN_MAX_S ? srv->o.timeout_s : DRAIN_MAX_S, 0};
+        event_base_gettimeofday_cached(srv->base, &now);
+        timeradd(&now, &most, &srv->drain_by);
         if (srv->sock) {
             evhttp_del_accept_socket(srv->http, srv->sock);
             srv->sock = NULL;
@@ -2092,6 +2138,8 @@ void ld__server_free(ld__server *srv)
     ld__free(srv->map);
     if (srv->heartbeat)
         event_free(srv->heartbeat);
+    if (srv->drain)
+        event_free(srv->drain);
     if (srv->scratch)
         evbuffer_free(srv->scratch);
     blob_unref(srv->beat);

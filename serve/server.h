@@ -56,6 +56,7 @@ typedef void (*ld__log_fn)(int level, const char *line, void *arg);
 
 /* Formats a line (at most 1023 bytes) and hands it to `fn` when `fn` is set
  * and `level` <= `max_level`. */
+LD_PRINTF(5, 0)
 void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap);
 
 /* Fills *out with the data-source status (as ld_data_system_status());
@@ -118,8 +119,10 @@ void ld__server_stats(const ld__server *srv, struct ld__server_stats *out);
 /* Closes the server: stops listening, ends every stream, and answers the
  * requests still waiting for their futures with 503 (their futures
  * cancelled). Later requests on open connections get 503. @return a new
- * reference, fulfilled from the loop once that is done; NULL if `srv` is
- * NULL. Closing twice fulfils again. */
+ * reference, fulfilled from the loop once that is done and what was
+ * written to the connections has been sent (waiting at most timeout_s, and
+ * at most 10 s, for clients that do not read: then a warning says how much
+ * was left); NULL if `srv` is NULL. Closing twice fulfils again. */
 ld_future *ld__server_close(ld__server *srv);
 
 /* Frees the server: closes every connection (also one whose future is

@@ -994,6 +994,111 @@ START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
 }
 END_TEST
 
+/* A socket with a small receive buffer that asked for the huge flag. */
+static int slow_reader_of_huge(struct fix *x, size_t n)
+{
+    char *filler = big(n, 'z');
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x->store, ld_kind_features(), item)));
+    json_decref(item);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 64 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)x->port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
+                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    evutil_make_socket_nonblocking(fd);
+    return fd;
+}
+
+/* Runs the loop for about `ms` milliseconds. */
+static void run_for_ms(int ms)
+{
+    struct timeval tick = {0, ms * 1000};
+    event_base_loopexit(ld_test_base, &tick);
+    event_base_dispatch(ld_test_base);
+}
+
+START_TEST(test_close_waits_for_answers_being_sent)
+{
+    /* an answer still being written when the server closes is sent whole
+     * before the close is done (SIGTERM in ldasync-serve): its reader gets
+     * all of it */
+    struct fix x;
+    start(&x);
+    size_t n = 4u << 20;
+    int fd = slow_reader_of_huge(&x, n);
+    static char chunk[64 * 1024];
+    size_t got = 0;
+    while (got == 0) { /* the answer is on its way */
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k > 0)
+            got += (size_t)k;
+        run_for_ms(1);
+    }
+    ld_future *closed = ld__server_close(x.srv);
+    ck_assert_ptr_nonnull(closed);
+    run_for_ms(20);
+    ck_assert_msg(ld_future_is_pending(closed), "closed with the answer unsent; log: %s", x.log);
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    for (;;) {
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k == 0 || (k < 0 && errno != EAGAIN))
+            break;
+        if (k > 0)
+            got += (size_t)k;
+        run_for_ms(1);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 30);
+    }
+    close(fd);
+    ck_assert_msg(got > n, "%zu bytes of over %zu; log: %s", got, n, x.log);
+    for (int i = 0; i < 2000 && ld_future_is_pending(closed); i++)
+        run_for_ms(1);
+    ck_assert_msg(ld_future_is_fulfilled(closed), "log: %s", x.log);
+    ck_assert_ptr_null(strstr(x.log, "left unsent"));
+    ld_future_unref(closed);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    int fd = slow_reader_of_huge(&x, 4u << 20);
+    run_for_ms(50); /* the answer is written, the reader's buffers full */
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    t = t0;
+    ld_future *closed = ld__server_close(x.srv);
+    ck_assert_ptr_nonnull(closed);
+    while (ld_future_is_pending(closed)) {
+        run_for_ms(10);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 10);
+    }
+    long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+    ck_assert_msg(ms >= 900, "closed after %ld ms, not the 1 s timeout; log: %s", ms, x.log);
+    ck_assert_msg(strstr(x.log, "[warn] closing: ") && strstr(x.log, "bytes left unsent"),
+                  "log: %s", x.log);
+    ld_future_unref(closed);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_connections_beyond_the_limit_get_503)
 {
     struct fix x;
@@ -1772,6 +1877,8 @@ Suite *ld_suite_serve(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_many_requests_all_answered);
     tcase_add_test(tc, test_close_with_streams_and_requests_pending);
+    tcase_add_test(tc, test_close_waits_for_answers_being_sent);
+    tcase_add_test(tc, test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing);
     tcase_add_test(tc, test_free_right_after_close_with_work_pending);
     tcase_add_test(tc, test_free_with_requests_pending_and_no_close);
     tcase_add_test(tc, test_bind_failure_is_reported);
