@@ -768,6 +768,24 @@ START_TEST(test_keys_that_are_not_utf8_are_400)
 }
 END_TEST
 
+/* A client socket with a receive buffer of `rcvbuf` bytes, connected to
+ * the server on `port`, that has sent `req` (a request, or what a test
+ * sends). */
+static int small_buffer_client(int port, int rcvbuf, const char *req)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    size_t n = strlen(req);
+    ck_assert_int_eq(write(fd, req, n), (ssize_t)n);
+    return fd;
+}
+
 static char *big(size_t n, char c)
 {
     char *s = malloc(n + 1);
@@ -957,18 +975,9 @@ START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
     ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), item)));
     json_decref(item);
     /* a reader of at most 64 KiB every 10 ms: over 3 s for all of it */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    int small = 64 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct sockaddr_in sin = {0};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons((uint16_t)x.port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
     static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
                               "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    int fd = small_buffer_client(x.port, 64 * 1024, req);
     evutil_make_socket_nonblocking(fd);
     static char chunk[64 * 1024];
     size_t got = 0;
@@ -1003,18 +1012,9 @@ static int slow_reader_of_huge(struct fix *x, size_t n)
     free(filler);
     ck_assert(ld_test_await_bool(ld_store_upsert(x->store, ld_kind_features(), item)));
     json_decref(item);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    int small = 64 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct sockaddr_in sin = {0};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons((uint16_t)x->port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
     static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
                               "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    int fd = small_buffer_client(x->port, 64 * 1024, req);
     evutil_make_socket_nonblocking(fd);
     return fd;
 }
@@ -1321,17 +1321,8 @@ START_TEST(test_slow_stream_reader_is_dropped)
     o.max_stream_buffer = 256 * 1024;
     start_with(&x, &o, false);
     /* a client that never reads, with a small receive buffer */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct sockaddr_in sin = {0};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons((uint16_t)x.port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    int fd = small_buffer_client(x.port, 4096, req);
     /* and one that reads */
     struct raw good;
     stream_open(&x, &good);
@@ -1386,17 +1377,8 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
     struct ld__server_options o = {0};
     o.max_stream_buffer = 64 * 1024;
     start_with(&x, &o, false);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    struct sockaddr_in sin = {0};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons((uint16_t)x.port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+    int fd = small_buffer_client(x.port, 4096, req);
     struct ld__server_stats st;
     do {
         loop_once();
