@@ -1542,12 +1542,20 @@ static bool authorized(ld__server *srv, struct evhttp_request *req)
     return CRYPTO_memcmp(got, srv->key_hash, sizeof got) == 0;
 }
 
-static size_t headers_size(struct evhttp_request *req)
+/* One pass over the request's header lines: @return their size; *te_bad:
+ * whether Transfer-Encoding is anything but one "chunked" (evhttp frames
+ * by Content-Length otherwise: a body of unknown length, RFC 9112 6.1). */
+static size_t headers_scan(struct evhttp_request *req, bool *te_bad)
 {
     size_t n = 0;
+    int n_te = 0;
+    *te_bad = false;
     struct evkeyvalq *q = evhttp_request_get_input_headers(req);
-    for (struct evkeyval *h = q->tqh_first; h; h = h->next.tqe_next)
+    for (struct evkeyval *h = q->tqh_first; h; h = h->next.tqe_next) {
         n += strlen(h->key) + strlen(h->value) + 4;
+        if (evutil_ascii_strcasecmp(h->key, "Transfer-Encoding") == 0)
+            *te_bad |= ++n_te > 1 || evutil_ascii_strcasecmp(h->value, "chunked") != 0;
+    }
     return n;
 }
 
@@ -1780,20 +1788,12 @@ static void handle(struct evhttp_request *req, void *arg)
         send_error(srv, req, 414, "request target too long", F_CLOSE);
         return;
     }
-    if (headers_size(req) > srv->o.max_headers) {
+    bool te_bad;
+    if (headers_scan(req, &te_bad) > srv->o.max_headers) {
         send_error(srv, req, 431, "request header fields too large", F_CLOSE);
         return;
     }
-    /* evhttp frames by Content-Length unless Transfer-Encoding is exactly
-     * chunked: any other means a body of unknown length (RFC 9112 6.1: 400,
-     * and close) */
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    int n_te = 0;
-    bool te_bad = false;
-    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next)
-        if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") == 0)
-            te_bad |= ++n_te > 1 || evutil_ascii_strcasecmp(kv->value, "chunked") != 0;
-    if (te_bad) {
+    if (te_bad) { /* 400, and close */
         send_error(srv, req, 400, "unsupported Transfer-Encoding", F_CLOSE);
         return;
     }

@@ -958,51 +958,6 @@ START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
 }
 END_TEST
 
-START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
-{
-    /* the deadline of the next request starts when an answer is written,
-     * not when it is handed to libevent: a reader taking longer than the
-     * timeout to read a large answer, but reading, gets all of it */
-    struct fix x;
-    struct ld__server_options o = {0};
-    o.timeout_s = 1;
-    start_with(&x, &o, false);
-    size_t n = 24u << 20;
-    char *filler = big(n, 'z');
-    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
-                             "variations", 1, 0, "offVariation", 0, "filler", filler);
-    free(filler);
-    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), item)));
-    json_decref(item);
-    /* a reader of at most 64 KiB every 10 ms: over 3 s for all of it */
-    static const char req[] = "GET /sdk/latest-flags/huge HTTP/1.1\r\nHost: x\r\n"
-                              "Authorization: " KEY "\r\nConnection: close\r\n\r\n";
-    int fd = small_buffer_client(x.port, 64 * 1024, req);
-    evutil_make_socket_nonblocking(fd);
-    static char chunk[64 * 1024];
-    size_t got = 0;
-    struct timeval t0, t;
-    gettimeofday(&t0, NULL);
-    for (;;) {
-        ssize_t k = read(fd, chunk, sizeof chunk);
-        if (k == 0 || (k < 0 && errno != EAGAIN))
-            break;
-        if (k > 0)
-            got += (size_t)k;
-        struct timeval tick = {0, 10000};
-        event_base_loopexit(ld_test_base, &tick);
-        event_base_dispatch(ld_test_base);
-        gettimeofday(&t, NULL);
-        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
-    }
-    close(fd);
-    long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
-    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms; log: %s", got, n, ms, x.log);
-    ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
-    stop(&x);
-}
-END_TEST
-
 /* A socket with a small receive buffer that asked for the huge flag. */
 static int slow_reader_of_huge(struct fix *x, size_t n)
 {
@@ -1027,6 +982,49 @@ static void run_for_ms(int ms)
     event_base_dispatch(ld_test_base);
 }
 
+/* Reads `fd` (non-blocking) to its end, running the loop for `tick_ms`
+ * after each read, and adds what it read to *got. @return how long that
+ * took, in milliseconds; fails the test after `limit_s` seconds. */
+static long read_to_end(int fd, int tick_ms, int limit_s, size_t *got)
+{
+    static char chunk[64 * 1024];
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    t = t0;
+    for (;;) {
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k == 0 || (k < 0 && errno != EAGAIN))
+            break;
+        if (k > 0)
+            *got += (size_t)k;
+        run_for_ms(tick_ms);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, limit_s);
+    }
+    return (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000;
+}
+
+START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
+{
+    /* the deadline of the next request starts when an answer is written,
+     * not when it is handed to libevent: a reader taking longer than the
+     * timeout to read a large answer, but reading, gets all of it */
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    size_t n = 24u << 20;
+    /* a reader of at most 64 KiB every 10 ms: over 3 s for all of it */
+    int fd = slow_reader_of_huge(&x, n);
+    size_t got = 0;
+    long ms = read_to_end(fd, 10, 60, &got);
+    close(fd);
+    ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms; log: %s", got, n, ms, x.log);
+    ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_close_waits_for_answers_being_sent)
 {
     /* an answer still being written when the server closes is sent whole
@@ -1048,18 +1046,7 @@ START_TEST(test_close_waits_for_answers_being_sent)
     ck_assert_ptr_nonnull(closed);
     run_for_ms(20);
     ck_assert_msg(ld_future_is_pending(closed), "closed with the answer unsent; log: %s", x.log);
-    struct timeval t0, t;
-    gettimeofday(&t0, NULL);
-    for (;;) {
-        ssize_t k = read(fd, chunk, sizeof chunk);
-        if (k == 0 || (k < 0 && errno != EAGAIN))
-            break;
-        if (k > 0)
-            got += (size_t)k;
-        run_for_ms(1);
-        gettimeofday(&t, NULL);
-        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 30);
-    }
+    read_to_end(fd, 1, 30, &got);
     close(fd);
     ck_assert_msg(got > n, "%zu bytes of over %zu; log: %s", got, n, x.log);
     for (int i = 0; i < 2000 && ld_future_is_pending(closed); i++)
@@ -1094,6 +1081,28 @@ START_TEST(test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing)
     ck_assert_msg(strstr(x.log, "[warn] closing: ") && strstr(x.log, "bytes left unsent"),
                   "log: %s", x.log);
     ld_future_unref(closed);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_free_while_the_close_waits_for_answers_to_be_sent)
+{
+    /* freed while its close waits for a reader that reads nothing: the
+     * close's future is fulfilled, its timer goes with the server */
+    struct fix x;
+    start(&x);
+    int fd = slow_reader_of_huge(&x, 4u << 20);
+    run_for_ms(50);
+    ld_future *closed = ld__server_close(x.srv);
+    ck_assert_ptr_nonnull(closed);
+    run_for_ms(30);
+    ck_assert_msg(ld_future_is_pending(closed), "log: %s", x.log);
+    ld__server_free(x.srv);
+    x.srv = NULL;
+    ck_assert(ld_future_is_fulfilled(closed));
+    ld_future_unref(closed);
+    run_for_ms(30); /* the drain's timer would have fired by now */
     close(fd);
     stop(&x);
 }
@@ -1861,6 +1870,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_close_with_streams_and_requests_pending);
     tcase_add_test(tc, test_close_waits_for_answers_being_sent);
     tcase_add_test(tc, test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing);
+    tcase_add_test(tc, test_free_while_the_close_waits_for_answers_to_be_sent);
     tcase_add_test(tc, test_free_right_after_close_with_work_pending);
     tcase_add_test(tc, test_free_with_requests_pending_and_no_close);
     tcase_add_test(tc, test_bind_failure_is_reported);
