@@ -162,6 +162,8 @@ struct src {
     bool started;            /* loop thread */
     atomic_bool quit;        /* set on the loop, read by the worker */
     struct job *head, *tail; /* under mu */
+    int closing[4];          /* under mu: descriptors the worker closes */
+    size_t nclosing;
     /* reads on the loop (threading off) */
     struct event *run_ev;
     struct job *lhead, *ltail;
@@ -685,18 +687,26 @@ static void *worker_main(void *arg)
     struct src *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->head && !atomic_load(&s->quit))
+        while (!s->head && !s->nclosing && !atomic_load(&s->quit))
             pthread_cond_wait(&s->cv, &s->mu);
-        struct job *job = atomic_load(&s->quit) ? NULL : s->head;
+        int fds[sizeof(s->closing) / sizeof(s->closing[0])];
+        size_t nfds = s->nclosing;
+        memcpy(fds, s->closing, nfds * sizeof(int));
+        s->nclosing = 0;
+        bool quit = atomic_load(&s->quit);
+        struct job *job = quit ? NULL : s->head;
         if (job) {
             s->head = job->next;
             if (!s->head)
                 s->tail = NULL;
         }
         pthread_mutex_unlock(&s->mu);
-        if (!job)
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        if (quit)
             return NULL; /* what is still queued is the loop's, at free */
-        run_job(s, job);
+        if (job)
+            run_job(s, job);
     }
 }
 
@@ -847,6 +857,25 @@ static void cancel_jobs(struct job *list)
     }
 }
 
+/* Closes `fd` off the loop: on the worker, which free joins, so that no
+ * descriptor and no thread outlives the source. On the loop if there is
+ * no worker (threading off) or its short list is full. Loop thread. */
+static void src_close_later(struct src *s, int fd)
+{
+    bool handed = false;
+    if (s->started && !atomic_load(&s->quit)) {
+        pthread_mutex_lock(&s->mu);
+        if (s->nclosing < sizeof(s->closing) / sizeof(s->closing[0])) {
+            s->closing[s->nclosing++] = fd;
+            pthread_cond_signal(&s->cv);
+            handed = true;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (!handed)
+        close(fd);
+}
+
 /* At free: ends the worker (joined), rejects what it had not started. */
 static void src_stop_reader(struct src *s)
 {
@@ -859,6 +888,9 @@ static void src_stop_reader(struct src *s)
     pthread_mutex_lock(&s->mu);
     struct job *queued = s->head;
     s->head = s->tail = NULL;
+    for (size_t i = 0; i < s->nclosing; i++)
+        close(s->closing[i]);
+    s->nclosing = 0;
     pthread_mutex_unlock(&s->mu);
     cancel_jobs(queued);
     queued = s->lhead;
@@ -1123,31 +1155,14 @@ static int start_polling(struct fsync *y)
 }
 
 #ifdef HAVE_SYS_INOTIFY_H
-static void *close_main(void *arg)
-{
-    close((int)(intptr_t)arg);
-    return NULL;
-}
-
 static void stop_inotify(struct fsync *y)
 {
     ev_free(y->ino_ev);
     y->ino_ev = NULL;
-    if (y->ino_fd >= 0) {
-        /* Closing an inotify instance waits for an RCU grace period of the
-         * kernel (~10-15 ms here, no CPU): a thread of its own does it,
-         * off the loop; it touches nothing else. */
-        pthread_t t;
-        pthread_attr_t attr;
-        bool handed = false;
-        if (pthread_attr_init(&attr) == 0) {
-            handed = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
-                     pthread_create(&t, &attr, close_main, (void *)(intptr_t)y->ino_fd) == 0;
-            pthread_attr_destroy(&attr);
-        }
-        if (!handed)
-            close(y->ino_fd);
-    }
+    /* Closing an inotify instance waits for an RCU grace period of the
+     * kernel (~10-15 ms here, no CPU): the worker does it, off the loop. */
+    if (y->ino_fd >= 0)
+        src_close_later(&y->s, y->ino_fd);
     y->ino_fd = -1;
 }
 
