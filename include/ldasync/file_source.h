@@ -128,9 +128,11 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * resolved yet, is polled as well: a link pointed elsewhere changes
  * nothing in the directories watched. The environment variable
  * LDASYNC_FILE_POLL=1, read when the synchronizer is made, forces polling
- * (for tests). Stopping the watch closes the inotify instance from a
- * short-lived detached thread, because that close waits for the kernel
- * (10-15 ms here) and would hold the loop.
+ * (for tests). Stopping the watch hands the inotify instance to the
+ * synchronizer's worker thread (see Threads) to close, because that close
+ * waits for the kernel (10-15 ms here) and would hold the loop; free joins
+ * the worker, so no descriptor and no thread of the synchronizer outlives
+ * it. (Without a worker, the close happens on the loop.)
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for
