@@ -1416,6 +1416,153 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
 }
 END_TEST
 
+/* The server's end of the loopback connection whose client end is `fd`
+ * (the server runs in this process). */
+static int server_end_of(int fd)
+{
+    struct sockaddr_in me, peer;
+    socklen_t n = sizeof me;
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&me, &n), 0);
+    for (int s = 3; s < 65536; s++) {
+        n = sizeof peer;
+        if (s != fd && getpeername(s, (struct sockaddr *)&peer, &n) == 0 && n == sizeof peer &&
+            peer.sin_port == me.sin_port && peer.sin_addr.s_addr == me.sin_addr.s_addr)
+            return s;
+    }
+    ck_abort_msg("the server's end of the connection is not in this process");
+    return -1;
+}
+
+/* The body of the chunked answer in `t` (`n` bytes, head included),
+ * decoded: fails the test on a chunk that is not well formed or cut. */
+static char *dechunk(const char *t, size_t n, size_t *len)
+{
+    const char *p = strstr(t, "\r\n\r\n"), *end = t + n;
+    ck_assert_ptr_nonnull(p);
+    p += 4;
+    char *body = malloc(n);
+    ck_assert_ptr_nonnull(body);
+    *len = 0;
+    while (p < end) {
+        char *q;
+        unsigned long size = strtoul(p, &q, 16);
+        ck_assert_msg(q > p && q + 2 <= end && memcmp(q, "\r\n", 2) == 0, "bad chunk head at %zu",
+                      (size_t)(p - t));
+        q += 2;
+        ck_assert_msg(size > 0 && (size_t)(end - q) >= size + 2 && memcmp(q + size, "\r\n", 2) == 0,
+                      "chunk of %lu bytes cut or without its tail at %zu", size, (size_t)(q - t));
+        memcpy(body + *len, q, size);
+        *len += size;
+        p = q + size + 2;
+    }
+    return body;
+}
+
+/* Events go straight to a stream's socket while it takes them and to the
+ * connection's output once it does not: a reader that falls behind (its
+ * socket and the server's end full) and then catches up gets every event
+ * whole and in order, each chunk well formed. */
+START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
+{
+    struct fix x;
+    struct ld__server_options o = {0};
+    o.max_stream_buffer = 1 << 20;
+    o.heartbeat_ms = 600000;
+    start_with(&x, &o, false);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    int fd = small_buffer_client(x.port, 4096, req);
+    evutil_make_socket_nonblocking(fd);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams < 1);
+    run_for_ms(20); /* the put is sent */
+    int small = 4096;
+    ck_assert_int_eq(setsockopt(server_end_of(fd), SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    /* about 120 KiB: far more than the two sockets hold. The reader takes
+     * a little now and then, so that events also come while the socket
+     * has room again but the output still holds older ones. */
+    enum { N = 2000 };
+    struct evbuffer *got = evbuffer_new();
+    char tail[64], chunk[16384];
+    for (int i = 1; i <= N; i++) {
+        ld__server_changed(x.srv, ld_kind_features(), "k", i, NULL);
+        if (i % 50 == 0) {
+            ssize_t k = read(fd, chunk, 2048);
+            if (k > 0)
+                evbuffer_add(got, chunk, (size_t)k);
+        }
+        if (i % 100 == 0)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    }
+    snprintf(tail, sizeof tail, "\"version\":%d}\n\n\r\n", N);
+    struct timeval t0, t;
+    gettimeofday(&t0, NULL);
+    for (;;) {
+        ssize_t k = read(fd, chunk, sizeof chunk);
+        if (k > 0)
+            evbuffer_add(got, chunk, (size_t)k);
+        else
+            ck_assert_msg(k < 0 && errno == EAGAIN, "the stream ended");
+        size_t n = evbuffer_get_length(got);
+        if (n >= strlen(tail) &&
+            memcmp(evbuffer_pullup(got, -1) + n - strlen(tail), tail, strlen(tail)) == 0)
+            break;
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        gettimeofday(&t, NULL);
+        ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
+    }
+    ld__server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams_dropped, 0);
+    evbuffer_add(got, "", 1);
+    size_t n = evbuffer_get_length(got) - 1, len;
+    char *body = dechunk((const char *)evbuffer_pullup(got, -1), n, &len);
+    ck_assert_msg(len > 12 && memcmp(body, "event: put\n", 11) == 0, "%.60s", body);
+    char *after_put = strstr(body, "\n\n");
+    ck_assert_ptr_nonnull(after_put);
+    after_put += 2;
+    struct evbuffer *want = evbuffer_new();
+    for (int i = 1; i <= N; i++)
+        evbuffer_add_printf(want, "event: delete\ndata: {\"path\":\"/flags/k\",\"version\":%d}\n\n", i);
+    size_t wlen = evbuffer_get_length(want);
+    ck_assert_uint_eq((size_t)(body + len - after_put), wlen);
+    ck_assert(memcmp(after_put, evbuffer_pullup(want, -1), wlen) == 0);
+    evbuffer_free(want);
+    free(body);
+    evbuffer_free(got);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
+/* An HTTP/1.0 client's stream is not chunked: its events come as they are. */
+START_TEST(test_stream_to_an_http_1_0_client_is_not_chunked)
+{
+    struct fix x;
+    start(&x);
+    static const char req[] = "GET /all HTTP/1.0\r\nAuthorization: " KEY "\r\n\r\n";
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_send(&r, req, sizeof req - 1);
+    raw_wait_for(&r, "event: put");
+    raw_wait_for(&r, "}}}\n\n");
+    ld__server_changed(x.srv, ld_kind_features(), "k", 7, NULL);
+    ld__server_changed(x.srv, ld_kind_features(), "j", 8, NULL);
+    raw_wait_for(&r, "\"version\":8}\n\n");
+    const char *t = raw_text(&r);
+    ck_assert_msg(strncmp(t, "HTTP/1.0 200", 12) == 0 || strncmp(t, "HTTP/1.1 200", 12) == 0,
+                  "%.40s", t);
+    ck_assert_ptr_null(strstr(t, "Transfer-Encoding"));
+    ck_assert_ptr_nonnull(strstr(t, "\r\n\r\nevent: put\ndata: {"));
+    ck_assert_ptr_nonnull(strstr(t, "}}}\n\nevent: delete\ndata: {\"path\":\"/flags/k\","
+                                    "\"version\":7}\n\nevent: delete\ndata: {\"path\":"
+                                    "\"/flags/j\",\"version\":8}\n\n"));
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 /* ---- client-side evaluation -------------------------------------------------------- */
 
 /* Asserts that `got` (an evalx answer) is the evaluator's all-flags state for
@@ -1854,6 +2001,8 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
+    tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
+    tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
