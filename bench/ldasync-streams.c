@@ -14,6 +14,11 @@
  *
  * usage: ldasync-streams --port P --key KEY --streams N --pid PID
  *                        --file DATA.json --flag KEY [--host 127.0.0.1]
+ *                        [--pause MS]
+ * --pause: waits MS milliseconds between the last put and the change, and
+ * says so on stderr ("connected"), to attach a profiler to the server;
+ * then when the file is changed, on the clock of `perf record -k
+ * CLOCK_MONOTONIC`.
  * The data file must hold the flag under "flags" with a boolean or number
  * variation list; each run appends a variation to it (a change the server
  * sees as a new version of the flag).
@@ -152,7 +157,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    long pid = 0;
+    long pid = 0, pause_ms = 0;
     const char *file = NULL, *flag = NULL;
     nstreams = 1000;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -170,13 +175,15 @@ int main(int argc, char **argv)
             file = argv[i + 1];
         else if (!strcmp(argv[i], "--flag"))
             flag = argv[i + 1];
+        else if (!strcmp(argv[i], "--pause"))
+            pause_ms = atol(argv[i + 1]);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
         }
     }
     if (!file || !flag || nstreams <= 0) {
-        fprintf(stderr, "usage: %s --port P --key KEY --streams N --pid PID --file F --flag K\n",
+        fprintf(stderr, "usage: %s --port P --key KEY --streams N --pid PID --file F --flag K [--host H] [--pause MS]\n",
                 argv[0]);
         return 2;
     }
@@ -214,7 +221,14 @@ int main(int argc, char **argv)
         return 1;
     }
     long rss1 = pid ? rss_kb(pid) : -1;
+    if (pause_ms > 0) {
+        fprintf(stderr, "connected\n");
+        struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     t_write = now_ms();
+    if (pause_ms > 0)
+        fprintf(stderr, "changing the file at %.6f s (CLOCK_MONOTONIC)\n", t_write / 1e3);
     if (change_flag(file, flag) != 0)
         return 1;
     event_base_dispatch(base);
