@@ -653,9 +653,10 @@ END_TEST
 
 /* Without libevent threading the files are read on the loop: same results,
  * no thread. */
-static int thread_count(void)
+/* The entries of directory `dir` (-1 if it cannot be read). */
+static int count_entries(const char *dir)
 {
-    DIR *d = opendir("/proc/self/task");
+    DIR *d = opendir(dir);
     int n = 0;
     if (!d)
         return -1;
@@ -664,6 +665,11 @@ static int thread_count(void)
         n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+static int thread_count(void)
+{
+    return count_entries("/proc/self/task");
 }
 
 /* The thread count once it is at most `want`, or what it is after `ms`
@@ -1324,18 +1330,10 @@ START_TEST(test_sync_stop_does_not_wait_for_the_kernel)
 }
 END_TEST
 
-/* The descriptors open in this process. */
+/* The descriptors open in this process (one of them the directory read). */
 static int fd_count(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    return count_entries("/proc/self/fd");
 }
 
 /* ... but once it is freed (free has returned and the loop has run what
