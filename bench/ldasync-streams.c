@@ -183,7 +183,9 @@ int main(int argc, char **argv)
         }
     }
     if (!file || !flag || nstreams <= 0) {
-        fprintf(stderr, "usage: %s --port P --key KEY --streams N --pid PID --file F --flag K [--host H] [--pause MS]\n",
+        fprintf(stderr,
+                "usage: %s --port P --key KEY --streams N --pid PID --file F --flag K [--host H] "
+                "[--pause MS]\n",
                 argv[0]);
         return 2;
     }

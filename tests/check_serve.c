@@ -1524,7 +1524,8 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
     after_put += 2;
     struct evbuffer *want = evbuffer_new();
     for (int i = 1; i <= N; i++)
-        evbuffer_add_printf(want, "event: delete\ndata: {\"path\":\"/flags/k\",\"version\":%d}\n\n", i);
+        evbuffer_add_printf(want, "event: delete\ndata: {\"path\":\"/flags/k\",\"version\":%d}\n\n",
+                            i);
     size_t wlen = evbuffer_get_length(want);
     ck_assert_uint_eq((size_t)(body + len - after_put), wlen);
     ck_assert(memcmp(after_put, evbuffer_pullup(want, -1), wlen) == 0);
