@@ -64,7 +64,9 @@
  * blocks of 64 KiB of input and between items whether its read is still
  * wanted, and drops it if not; ld_initializer_free() and
  * ld_synchronizer_free() then wait for the worker to end (a few
- * milliseconds at most, plus a blocked read of a slow file system). As for
+ * milliseconds at most, plus a blocked read of a slow file system, plus,
+ * for a synchronizer freed without a stop long enough before, the
+ * kernel's close of its watch: 10-25 ms here). As for
  * every future of a base, run the loop after freeing one of these before
  * freeing the base (future.h, lifetime rule).
  *
@@ -130,9 +132,10 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * LDASYNC_FILE_POLL=1, read when the synchronizer is made, forces polling
  * (for tests). Stopping the watch hands the inotify instance to the
  * synchronizer's worker thread (see Threads) to close, because that close
- * waits for the kernel (10-15 ms here) and would hold the loop; free joins
+ * waits for the kernel (10-25 ms here) and would hold the loop; free joins
  * the worker, so no descriptor and no thread of the synchronizer outlives
- * it. (Without a worker, the close happens on the loop.)
+ * it (a free that comes some 25 ms or more after the stop no longer waits
+ * for that close). Without a worker, the close happens on the loop.
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for
