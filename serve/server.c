@@ -76,6 +76,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -1169,6 +1170,13 @@ static void stream_put_done(ld_future *f, void *arg)
     struct timeval wtv = {srv->o.timeout_s, 0};
     bufferevent_set_timeouts(bev, NULL, &wtv);
     bufferevent_setwatermark(bev, EV_READ, 0, 64 * 1024);
+    /* events are written as they come, one send() each: without this, the
+     * kernel holds the ones after the first until the client acknowledges
+     * it (Nagle), a round trip or a delayed ack later on a real network */
+    int one = 1;
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     s->started = true;
     s->put_len = put->len;
     log_answer(srv, s->req, 200, put->len);

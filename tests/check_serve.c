@@ -17,6 +17,7 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -1537,6 +1538,30 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
 }
 END_TEST
 
+/* A stream's socket sends each event at once (TCP_NODELAY): with Nagle's
+ * algorithm, the events after the first would wait for the client's
+ * acknowledgement, a round trip (or a delayed ack) on a real network. */
+START_TEST(test_stream_socket_sends_events_without_delay)
+{
+    struct fix x;
+    start(&x);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    int fd = small_buffer_client(x.port, 64 * 1024, req);
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x.srv, &st);
+    } while (st.streams < 1);
+    run_for_ms(20); /* the put is ready: the stream starts */
+    int on = 0;
+    socklen_t n = sizeof on;
+    ck_assert_int_eq(getsockopt(server_end_of(fd), IPPROTO_TCP, TCP_NODELAY, &on, &n), 0);
+    ck_assert_int_ne(on, 0);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
 /* An HTTP/1.0 client's stream is not chunked: its events come as they are. */
 START_TEST(test_stream_to_an_http_1_0_client_is_not_chunked)
 {
@@ -2004,6 +2029,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
     tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
     tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
+    tcase_add_test(tc, test_stream_socket_sends_events_without_delay);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
