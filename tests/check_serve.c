@@ -1157,6 +1157,16 @@ static void stream_open(struct fix *x, struct raw *r)
     raw_send(r, req, sizeof req - 1);
 }
 
+/* Runs the loop until the server has `n` streams open (started or not). */
+static void wait_for_streams(struct fix *x, uint64_t n)
+{
+    struct ld__server_stats st;
+    do {
+        loop_once();
+        ld__server_stats(x->srv, &st);
+    } while (st.streams < n);
+}
+
 START_TEST(test_stream_sends_put_then_patch_and_delete)
 {
     struct fix x;
@@ -1210,11 +1220,7 @@ START_TEST(test_stream_gets_changes_made_before_its_put_after_it)
     x.later->hold = true;
     struct raw r;
     stream_open(&x, &r);
-    struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams == 0);
+    wait_for_streams(&x, 1);
     ld__server_changed(x.srv, ld_kind_features(), "gone", 3, NULL);
     ld_test_later_release(x.later);
     raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/flags/gone\",\"version\":3}");
@@ -1235,11 +1241,7 @@ START_TEST(test_stream_losing_changes_before_its_put_is_refused)
     x.later->hold = true;
     struct raw r;
     stream_open(&x, &r);
-    struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams == 0);
+    wait_for_streams(&x, 1);
     char key[32];
     for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
         snprintf(key, sizeof key, "k%d", i);
@@ -1336,11 +1338,9 @@ START_TEST(test_slow_stream_reader_is_dropped)
     /* and one that reads */
     struct raw good;
     stream_open(&x, &good);
+    wait_for_streams(&x, 2);
     struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams < 2);
+    ld__server_stats(x.srv, &st);
     raw_wait_for(&good, "event: put");
     char *filler = big(32 * 1024, 'z');
     json_t *item = json_pack("{s:s,s:i,s:s}", "key", "big", "version", 1, "filler", filler);
@@ -1389,11 +1389,9 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
     start_with(&x, &o, false);
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     int fd = small_buffer_client(x.port, 4096, req);
+    wait_for_streams(&x, 1);
     struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams < 1);
+    ld__server_stats(x.srv, &st);
     for (int k = 0; k < 20; k++)
         event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
     size_t base = heap_in_use(), most = 0;
@@ -1473,11 +1471,7 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     int fd = small_buffer_client(x.port, 4096, req);
     evutil_make_socket_nonblocking(fd);
-    struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams < 1);
+    wait_for_streams(&x, 1);
     run_for_ms(20); /* the put is sent */
     int small = 4096;
     ck_assert_int_eq(setsockopt(server_end_of(fd), SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
@@ -1514,6 +1508,7 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
         gettimeofday(&t, NULL);
         ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
     }
+    struct ld__server_stats st;
     ld__server_stats(x.srv, &st);
     ck_assert_uint_eq(st.streams_dropped, 0);
     evbuffer_add(got, "", 1);
@@ -1547,11 +1542,7 @@ START_TEST(test_stream_socket_sends_events_without_delay)
     start(&x);
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     int fd = small_buffer_client(x.port, 64 * 1024, req);
-    struct ld__server_stats st;
-    do {
-        loop_once();
-        ld__server_stats(x.srv, &st);
-    } while (st.streams < 1);
+    wait_for_streams(&x, 1);
     run_for_ms(20); /* the put is ready: the stream starts */
     int on = 0;
     socklen_t n = sizeof on;
