@@ -722,7 +722,7 @@ static void check_threads(bool want_worker)
     ld_initializer_free(in);
     ld_test_flush();
     if (before > 0)
-        ck_assert_int_eq(thread_count_settled(during - (worker ? 1 : 0), 1000),
+        ck_assert_int_le(thread_count_settled(during - (worker ? 1 : 0), 1000),
                          during - (worker ? 1 : 0)); /* joined */
 }
 
@@ -1341,7 +1341,10 @@ static int fd_count(void)
  * synchronizer is left: a program may exit right after (a
  * detached closer still running at exit is a leak under valgrind). Also
  * after a stop, and with a watch retargeted (its old descriptor handed
- * off while the synchronizer ran). */
+ * off while the synchronizer ran). The descriptor count is exact (the
+ * worker closes it before it ends, and free joins the worker); a thread
+ * can stay listed in /proc a moment after its join, so threads are
+ * counted once they settle. */
 START_TEST(test_sync_free_leaves_no_descriptor_and_no_thread)
 {
     const char *p = path_of(0, "f.json");
@@ -1364,8 +1367,10 @@ START_TEST(test_sync_free_leaves_no_descriptor_and_no_thread)
         g_sync = NULL;
         ld_test_flush(); /* (a free after cancel handlers runs from the loop) */
         ck_assert_int_eq(fd_count(), fds);
-        if (threads > 0 && round > 0) /* (a sanitizer may start one of its own once) */
-            ck_assert_int_eq(thread_count_settled(threads, 3), threads);
+        /* (a sanitizer may start one of its own once; a thread joined in
+         * the round before may still have been listed when counted) */
+        if (threads > 0 && round > 0)
+            ck_assert_int_le(thread_count_settled(threads, 1000), threads);
     }
 }
 END_TEST
