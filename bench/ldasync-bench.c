@@ -8,7 +8,7 @@
  *
  * GROUP is the part of a name before the first dot ("future"); with no
  * argument every workload runs. The "alt" group measures the designs that
- * ld_future's dispatch was chosen against (lib/future.c), as batched round
+ * ld_future's dispatch was chosen against (lib/core/future.c), as batched round
  * trips: event_base_once() per callback, and an event inside each future. Text output: name, ops
  * per run, ns/op (for
  * *_bytes workloads: bytes per item; *_kb workloads: KiB; *_ms workloads:

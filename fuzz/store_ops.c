@@ -874,7 +874,7 @@ static void run_sequence(const uint8_t *data, size_t size, int store)
     g_store = store;
     struct input in = {data, size};
     /* One base for the whole process: the library keeps a small dispatcher
-     * per distinct base address until exit (lib/loop.c), and under ASan a
+     * per distinct base address until exit (lib/core/loop.c), and under ASan a
      * new base rarely gets an old address, so a base per input would grow
      * that list (and libFuzzer's leak check would run after every input).
      * Each input leaves the base idle, as it found it. */

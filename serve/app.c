@@ -10,8 +10,8 @@
 
 #include <event2/event.h>
 
-#include "../lib/alloc-internal.h"
 #include "app.h"
+#include "core/core-internal.h"
 
 struct ld__app {
     struct event_base *base;

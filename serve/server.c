@@ -81,7 +81,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
-#include "../lib/alloc-internal.h"
+#include "core/core-internal.h"
 #include "server.h"
 
 /* The methods evhttp 2.1 knows; any other bit is its "unknown" type. */

@@ -1,9 +1,9 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * The hashes of flag evaluation (lib/bucket.c): buckets and big segment
+ * The hashes of flag evaluation (lib/eval/bucket.c): buckets and big segment
  * store keys, against the vectors of the LaunchDarkly SDKs' tests.
  *
- * lib/bucket.c is compiled into this program (Makefile.am): the shared
+ * lib/eval/bucket.c is compiled into this program (Makefile.am): the shared
  * library does not export its ld__ functions. The composition of the hashed
  * string is checked against an oracle that hashes the expected string with
  * OpenSSL's EVP API (another way than the library's).
@@ -17,8 +17,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "../lib/bucket-internal.h"
 #include "check_suites.h"
+#include "eval/eval-internal.h"
 
 /* |actual - expected| <= eps * |expected|, as Go's assert.InEpsilon. */
 #define assert_in_epsilon(actual, expected, eps)                                              \
@@ -236,7 +236,7 @@ START_TEST(test_bucket_of_long_inputs)
 END_TEST
 
 /* Keys, salts and values of lengths around the 64-byte SHA-1 block and the
- * 256-byte buffer lib/bucket.c gathers the string in. */
+ * 256-byte buffer lib/eval/bucket.c gathers the string in. */
 START_TEST(test_bucket_of_inputs_around_block_and_buffer_sizes)
 {
     static const size_t lens[] = {0,   1,   55,  63,  64,  65,  127, 128, 200,

@@ -1,8 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * Clause operators (lib/eval-ops.h): LaunchDarkly's vectors (evaluation spec,
+ * Clause operators (lib/eval/eval-ops.h): LaunchDarkly's vectors (evaluation spec,
  * 8.1-8.4), the strict date and semver parsers, `in` over hashed lists, and
- * compiling with allocations failing. lib/eval_ops.c is compiled into this
+ * compiling with allocations failing. lib/eval/eval_ops.c is compiled into this
  * program (Makefile.am, tests/internal_alloc.c).
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/eval-ops.h"
 #include "check_suites.h"
 #include "check_util.h"
+#include "eval/eval-internal.h"
 
 static json_t *parse(const char *text)
 {

@@ -1,7 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * The library's internal allocation functions (lib/alloc-internal.h) for
- * library files compiled into the test program (lib/eval_ops.c: see
+ * The library's internal allocation functions (lib/core/alloc-internal.h) for
+ * library files compiled into the test program (lib/eval/eval_ops.c: see
  * Makefile.am). libldasync exports only ld_* names, so the test program
  * cannot call its ld__* functions; a file compiled into the program gets
  * these instead. They allocate through the functions libldasync uses
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../lib/alloc-internal.h"
+#include "core/core-internal.h"
 
 void *ld__malloc(size_t size)
 {

@@ -262,6 +262,21 @@ LD_EXPORT int ld_future_set_cancel_handler(ld_future *f, ld_future_cb cb, void *
  *  forever: combine with ld_future_timeout(). @since 0.1.0 */
 LD_EXPORT int ld_future_wait(ld_future *f);
 
+/* ------------------------------------------------------------------------- */
+/* Lending a value to a future                                               */
+
+/** What keeps a value a future holds without a reference of its own alive
+ *  for as long as the future holds it: a store's get_now answer (store.h),
+ *  so that the result needs no jansson reference (which would touch the
+ *  item's memory on every get). The lender embeds it in a structure of its
+ *  own; the future calls release(lease) exactly once, when it is freed: on
+ *  whichever thread drops its last reference once libevent threading is on.
+ *  A future that adopts the value (then, forward, ...) takes a jansson
+ *  reference of its own. @since 0.1.0 */
+struct ld_lease {
+    void (*release)(struct ld_lease *lease);
+};
+
 LD_END_DECLS
 
 #endif /* LDASYNC_FUTURE_H */

@@ -168,17 +168,6 @@ LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view
  *  still accepted. @since 0.1.0 */
 #define LD_STORE_OPS_VERSION 2
 
-/** What keeps an item that get_now answered with alive for as long as the
- *  get's result holds it, so that the result needs no jansson reference
- *  (which would touch the item's memory on every get). The store embeds it
- *  in a structure of its own; the result calls release(lease) exactly once,
- *  when it is freed: on whichever thread drops its last reference once
- *  libevent threading is on. A future that adopts the item (then, forward,
- *  ...) takes a jansson reference of its own. @since 0.1.0 */
-struct ld_lease {
-    void (*release)(struct ld_lease *lease);
-};
-
 /** What an implementation provides.
  *
  *  The asynchronous members receive `out`, a pending future they own (one
@@ -208,7 +197,7 @@ struct ld_lease {
  *    get_now:    0, with *item the stored item or NULL (missing, tombstone)
  *                and either *lease NULL (then *item is a new reference,
  *                which the result takes) or a lease that keeps the
- *                borrowed *item alive (struct ld_lease);
+ *                borrowed *item alive (struct ld_lease, future.h);
  *    all_now:    0, with *all a new reference to the object of the items
  *                without tombstones, which nobody modifies afterwards;
  *    upsert_now, del_now: 1 when applied, 0 when not;

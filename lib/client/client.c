@@ -1,0 +1,419 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: the client (client.h): a store, the data system that fills it
+ * and the evaluator that reads it, behind one object.
+ *
+ * Typed variations are the evaluator's detail continued by ld_future_then()
+ * with a conversion that needs nothing of the client, so that freeing the
+ * client (which frees the evaluator, whose pending evaluations reject with
+ * LD_ECANCELED and take the conversions with them) leaves nothing behind.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include <ldasync/client.h>
+#include <ldasync/error.h>
+
+#include "core/core-internal.h"
+#include "store/store-internal.h"
+
+/* ------------------------------------------------------------------------- */
+/* Options                                                                   */
+
+struct ld_client_options {
+    ld_store *store; /* borrowed; NULL: a memory store of the client's own */
+    ld_initializer **inits;
+    size_t n_inits;
+    ld_synchronizer *sync;
+    ld_big_segment_store *bss; /* borrowed */
+    int64_t stale_after_ms;
+    bool offline;
+};
+
+ld_client_options *ld_client_options_new(void)
+{
+    return ld__calloc(1, sizeof(struct ld_client_options));
+}
+
+/* Frees the data sources `o` holds and forgets them. */
+static void drop_sources(ld_client_options *o)
+{
+    for (size_t i = 0; i < o->n_inits; i++)
+        ld_initializer_free(o->inits[i]);
+    ld__free(o->inits);
+    o->inits = NULL;
+    o->n_inits = 0;
+    ld_synchronizer_free(o->sync);
+    o->sync = NULL;
+}
+
+void ld_client_options_free(ld_client_options *o)
+{
+    if (!o)
+        return;
+    drop_sources(o);
+    ld__free(o);
+}
+
+int ld_client_options_set_store(ld_client_options *o, ld_store *store)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->store = store;
+    return 0;
+}
+
+int ld_client_options_add_initializer(ld_client_options *o, ld_initializer *init)
+{
+    if (!o || !init) {
+        ld_initializer_free(init);
+        return LD_EINVAL;
+    }
+    ld_initializer **more = ld__realloc(o->inits, (o->n_inits + 1) * sizeof(*more));
+    if (!more) {
+        ld_initializer_free(init);
+        return LD_ENOMEM;
+    }
+    more[o->n_inits++] = init;
+    o->inits = more;
+    return 0;
+}
+
+int ld_client_options_set_synchronizer(ld_client_options *o, ld_synchronizer *sync)
+{
+    if (!o) {
+        ld_synchronizer_free(sync);
+        return LD_EINVAL;
+    }
+    ld_synchronizer_free(o->sync);
+    o->sync = sync;
+    return 0;
+}
+
+int ld_client_options_set_big_segments(ld_client_options *o, ld_big_segment_store *bss,
+                                       int64_t stale_after_ms)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->bss = bss;
+    o->stale_after_ms = stale_after_ms;
+    return 0;
+}
+
+int ld_client_options_set_offline(ld_client_options *o, bool offline)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->offline = offline;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The client                                                                */
+
+/* A status listener of the client, registered with the data system. */
+struct status_listener {
+    struct status_listener *next;
+    ld_client *client;
+    int64_t id;    /* the client's */
+    int64_t ds_id; /* the data system's; 0 offline */
+    ld_client_status_fn fn;
+    void *arg;
+};
+
+struct ld_client {
+    struct event_base *base;
+    ld_store *store;
+    bool own_store;
+    bool closed;
+    ld_data_system *ds; /* NULL offline */
+    ld_evaluator *ev;
+    ld_future *ready;
+    int64_t created_ms;
+    int64_t last_id;
+    struct status_listener *listeners;
+};
+
+ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
+{
+    ld_client_options defaults = {0};
+    ld_client_options *o = opts ? opts : &defaults;
+    /* the data sources move out of the options on every path */
+    ld_client_options sources = {.inits = o->inits, .n_inits = o->n_inits, .sync = o->sync};
+    o->inits = NULL;
+    o->n_inits = 0;
+    o->sync = NULL;
+    ld_client *c = base ? ld__calloc(1, sizeof(*c)) : NULL;
+    if (!c || o->offline)
+        drop_sources(&sources); /* nobody will run them */
+    if (!c)
+        return NULL;
+    c->base = base;
+    c->created_ms = ld__now_ms();
+    c->store = o->store;
+    if (!c->store) {
+        c->store = ld_memory_store_new(base);
+        c->own_store = true;
+    }
+    c->ev = c->store ? ld_evaluator_new(c->store) : NULL;
+    if (!c->ev || ld_evaluator_set_big_segment_store(c->ev, o->bss, o->stale_after_ms) != 0)
+        goto fail;
+    if (o->offline) {
+        c->ready = ld_future_new(base);
+        if (!c->ready)
+            goto fail;
+        ld_future_fulfill(c->ready);
+    } else {
+        c->ds = ld_data_system_new(base, c->store, sources.inits, sources.n_inits, sources.sync);
+        sources.n_inits = 0; /* the data system took them, on every path */
+        sources.sync = NULL;
+        c->ready = ld_data_system_ready(c->ds);
+        if (!c->ready)
+            goto fail;
+    }
+    drop_sources(&sources); /* the array */
+    return c;
+fail:
+    drop_sources(&sources);
+    ld_client_free(c);
+    return NULL;
+}
+
+ld_future *ld_client_ready(ld_client *c)
+{
+    return c ? ld_future_ref(c->ready) : NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Evaluations                                                               */
+
+/* What a typed variation fulfils with. */
+enum conversion { TO_BOOL, TO_INT, TO_JSON_NUMBER, TO_JSON_STRING, TO_JSON };
+
+static const enum conversion conversions[] = {TO_BOOL, TO_INT, TO_JSON_NUMBER, TO_JSON_STRING,
+                                              TO_JSON};
+
+static int64_t to_int64(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    double d = json_number_value(v);
+    if (isnan(d))
+        return 0;
+    if (d >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (d <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)d; /* toward zero */
+}
+
+static void convert(ld_future *in, ld_future *out, void *arg)
+{
+    const enum conversion *to = arg;
+    json_t *v = ld_detail_value(ld_future_ptr(in));
+    switch (*to) {
+    case TO_BOOL:
+        ld_future_fulfill_bool(out, json_is_true(v));
+        break;
+    case TO_INT:
+        ld_future_fulfill_int(out, to_int64(v));
+        break;
+    case TO_JSON_NUMBER:
+        ld_future_fulfill_json(out, json_incref(json_is_number(v) ? v : NULL));
+        break;
+    case TO_JSON_STRING:
+        ld_future_fulfill_json(out, json_incref(json_is_string(v) ? v : NULL));
+        break;
+    case TO_JSON:
+        ld_future_fulfill_json(out, json_incref(v));
+        break;
+    }
+}
+
+ld_future *ld_client_variation_detail(ld_client *c, const char *key, ld_context *ctx,
+                                      ld_value_type type, json_t *fallback)
+{
+    if (!c) {
+        json_decref(fallback);
+        return NULL;
+    }
+    if (c->closed) {
+        json_decref(fallback);
+        ld_future *f = ld_future_rejected(c->base, LD_ECLOSED, "the client is closed");
+        return f ? f : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+    }
+    /* The seam for analytics events: when the client gets an event
+     * processor, an evaluation is recorded here, by a continuation of this
+     * future that hands the detail, `key` and `ctx` to it. */
+    return ld_evaluator_detail(c->ev, key, ctx, type, fallback);
+}
+
+/* A typed variation: the detail converted by `to`. */
+static ld_future *typed(ld_client *c, const char *key, ld_context *ctx, ld_value_type type,
+                        json_t *fallback, enum conversion to)
+{
+    ld_future *detail = ld_client_variation_detail(c, key, ctx, type, fallback);
+    if (!detail)
+        return NULL;
+    ld_future *out = ld_future_then(detail, convert, (void *)&conversions[to]);
+    return out ? out : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+}
+
+ld_future *ld_client_bool_variation(ld_client *c, const char *key, ld_context *ctx, bool fallback)
+{
+    return c ? typed(c, key, ctx, LD_VALUE_BOOL, json_boolean(fallback), TO_BOOL) : NULL;
+}
+
+ld_future *ld_client_int_variation(ld_client *c, const char *key, ld_context *ctx, int64_t fallback)
+{
+    return c ? typed(c, key, ctx, LD_VALUE_INT, json_integer(fallback), TO_INT) : NULL;
+}
+
+ld_future *ld_client_number_variation(ld_client *c, const char *key, ld_context *ctx,
+                                      double fallback)
+{
+    return c ? typed(c, key, ctx, LD_VALUE_DOUBLE, json_real(fallback), TO_JSON_NUMBER) : NULL;
+}
+
+ld_future *ld_client_string_variation(ld_client *c, const char *key, ld_context *ctx,
+                                      const char *fallback)
+{
+    if (!c)
+        return NULL;
+    return typed(c, key, ctx, LD_VALUE_STRING, fallback ? json_string(fallback) : NULL,
+                 TO_JSON_STRING);
+}
+
+ld_future *ld_client_json_variation(ld_client *c, const char *key, ld_context *ctx,
+                                    json_t *fallback)
+{
+    if (!c) {
+        json_decref(fallback);
+        return NULL;
+    }
+    return typed(c, key, ctx, LD_VALUE_ANY, fallback, TO_JSON);
+}
+
+ld_future *ld_client_all_flags(ld_client *c, ld_context *ctx, unsigned options)
+{
+    if (!c)
+        return NULL;
+    if (c->closed) {
+        ld_future *f = ld_future_rejected(c->base, LD_ECLOSED, "the client is closed");
+        return f ? f : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+    }
+    return ld_evaluator_all_flags(c->ev, ctx, options);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Status                                                                    */
+
+int ld_client_data_source_status(const ld_client *c, ld_ds_status *out)
+{
+    if (!c || !out)
+        return LD_EINVAL;
+    if (c->ds)
+        return ld_data_system_status(c->ds, out);
+    out->state = LD_DS_STATE_VALID;
+    out->since_ms = c->created_ms;
+    out->error = NULL;
+    return 0;
+}
+
+static void status_trampoline(ld_data_system *ds, const ld_ds_status *status, void *arg)
+{
+    struct status_listener *l = arg;
+    (void)ds;
+    l->fn(l->client, status, l->arg);
+}
+
+int64_t ld_client_add_status_listener(ld_client *c, ld_client_status_fn fn, void *arg)
+{
+    if (!c || !fn)
+        return LD_EINVAL;
+    struct status_listener *l = ld__calloc(1, sizeof(*l));
+    if (!l)
+        return LD_ENOMEM;
+    l->client = c;
+    l->fn = fn;
+    l->arg = arg;
+    if (c->ds) {
+        l->ds_id = ld_data_system_add_status_listener(c->ds, status_trampoline, l);
+        if (l->ds_id < 0) {
+            int64_t rc = l->ds_id;
+            ld__free(l);
+            return rc;
+        }
+    }
+    l->id = ++c->last_id;
+    l->next = c->listeners;
+    c->listeners = l;
+    return l->id;
+}
+
+int ld_client_remove_status_listener(ld_client *c, int64_t id)
+{
+    if (!c)
+        return LD_EINVAL;
+    for (struct status_listener **link = &c->listeners; *link; link = &(*link)->next) {
+        struct status_listener *l = *link;
+        if (l->id == id) {
+            if (c->ds)
+                ld_data_system_remove_status_listener(c->ds, l->ds_id);
+            *link = l->next;
+            ld__free(l);
+            return 0;
+        }
+    }
+    return LD_EINVAL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The parts, closing and freeing                                            */
+
+ld_store *ld_client_store(const ld_client *c)
+{
+    return c ? c->store : NULL;
+}
+
+ld_evaluator *ld_client_evaluator(const ld_client *c)
+{
+    return c ? c->ev : NULL;
+}
+
+ld_data_system *ld_client_data_system(const ld_client *c)
+{
+    return c ? c->ds : NULL;
+}
+
+ld_future *ld_client_close(ld_client *c)
+{
+    if (!c)
+        return NULL;
+    c->closed = true;
+    /* The seam for analytics events: the event processor is flushed and
+     * closed here, and the close future waits for it too. */
+    if (c->ds)
+        return ld_data_system_close(c->ds);
+    ld_future *f = ld_future_new(c->base);
+    if (!f)
+        return ld_future_rejected(c->base, LD_ENOMEM, NULL);
+    ld_future_fulfill(f);
+    return f;
+}
+
+void ld_client_free(ld_client *c)
+{
+    if (!c)
+        return;
+    for (struct status_listener *l = c->listeners, *next; l; l = next) {
+        next = l->next;
+        ld__free(l);
+    }
+    ld_future_unref(c->ready);
+    ld_evaluator_free(c->ev);
+    ld_data_system_free(c->ds);
+    if (c->own_store)
+        ld_store_free(c->store);
+    ld__free(c);
+}

@@ -1,0 +1,386 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: the evaluation layer's internal header: the hashes of bucketing,
+ * the clause operators, and the compiled forms of flags and segments. Never
+ * installed.
+ */
+#ifndef LDASYNC_EVAL_INTERNAL_H
+#define LDASYNC_EVAL_INTERNAL_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The hashes of flag evaluation (LaunchDarkly semantics): the bucket
+ * of a context for rollouts and weighted segment rules, and the key a big
+ * segment store knows a context by.
+ *
+ * Nothing here allocates (with the library's allocator or OpenSSL's), keeps
+ * state or fails: every function may run on any thread at any time, also
+ * concurrently (everything lives on the caller's stack).
+ */
+
+/* The size of the `buf` ld__bucket_text() needs: the longest integer,
+ * "-9223372036854775808", is 20 characters and a NUL. */
+#define LD__BUCKET_BUF 32
+
+/* The bucketable form of a context attribute value `v`:
+ * - a JSON string: its bytes as they are (*s points into `v`, *len is its
+ *   length, which counts any NUL inside it);
+ * - an integral JSON number: a jansson integer, or a real with no fractional
+ *   part and |x| < 2^53, in decimal with no exponent, no ".0", "-" for
+ *   negatives ("33333" for 33333 and 33333.0, "0" for -0.0), written to `buf`
+ *   (at least LD__BUCKET_BUF bytes, NUL-terminated), *s = buf;
+ * and returns true. Anything else (a non-integral or too large real, a bool,
+ * an array, an object, null, NULL) returns false, meaning bucket 0 without
+ * hashing, and leaves *s and *len alone. */
+bool ld__bucket_text(const json_t *v, char *buf, const char **s, size_t *len);
+
+/* The bucket in [0, 1] of `value` (value_len bytes) for the flag or segment
+ * `key` (key_len bytes) with `salt` (salt_len bytes); or, when has_seed, for
+ * `seed` (a rollout's seed; key and salt are then not read and may be NULL).
+ * Seed 0 is a seed, as in Go (Node ignores it).
+ *
+ * The bucket is the first 15 hex digits (60 bits) of the SHA-1 of
+ * "<key>.<salt>.<value>" (or "<seed in decimal>.<value>") as an integer,
+ * divided by 0xFFFFFFFFFFFFFFF, in double (as Node and Python; Go rounds to
+ * float32). A pointer may be NULL when its length is 0. Never allocates,
+ * never fails. */
+double ld__bucket(const char *key, size_t key_len, const char *salt, size_t salt_len, bool has_seed,
+                  int64_t seed, const char *value, size_t value_len);
+
+/* Length of a big segment store key: base64 of a SHA-256 (32 bytes). */
+#define LD__BIG_SEGMENT_HASH_LEN 44
+
+/* The key of a context in a big segment store: base64 (standard alphabet,
+ * padded) of the SHA-256 of the context key (`len` bytes). Writes
+ * LD__BIG_SEGMENT_HASH_LEN characters and a NUL to `out`. Never allocates,
+ * never fails. */
+void ld__big_segment_hash(const char *key, size_t len, char out[LD__BIG_SEGMENT_HASH_LEN + 1]);
+
+/*
+ * The clause operators of flag evaluation, with the semantics of
+ * LaunchDarkly's server SDKs (Go's where they differ, except: regular
+ * expressions are PCRE2's, dates need a 2-digit hour, an offset hour of 0-23
+ * and a day that exists in its month).
+ *
+ * A clause's "values" are compiled once per operator (ld__clause_values_compile)
+ * into a form that ld__clause_values_match tests a context value against
+ * without allocating: numbers as doubles, dates as milliseconds, semantic
+ * versions parsed, regular expressions compiled by PCRE2 (with its JIT when it
+ * is available), and for `in`, values of one JSON type beyond a handful in a
+ * hash set.
+ *
+ * Values of a type that can never match under the operator (a number for
+ * `startsWith`, a string for `lessThan`, a bad date, semver or regex, a JSON
+ * null) are dropped at compile time: they never match and are not an error.
+ *
+ * Equality of numbers (in `in`, also inside arrays and objects) is equality of
+ * their values as doubles, as in LaunchDarkly's SDKs, whose JSON numbers are
+ * doubles: 1 == 1.0, and two integers above 2^53 that round to the same double
+ * are equal.
+ *
+ * Threads: a compiled form is immutable except for the PCRE2 match data of
+ * `matches`, which ld__clause_values_match writes: a compiled form is used by
+ * one thread at a time (the evaluator runs on its loop thread). Forms of
+ * different clauses are independent. JIT-compiled patterns run on a 32 KiB
+ * stack that PCRE2 takes from the calling thread's stack.
+ *
+ * Memory: everything goes through ld__malloc/ld__free (alloc-internal.h),
+ * PCRE2's allocations too (through a general context). The JIT's executable
+ * code is mapped by PCRE2 itself (mmap).
+ */
+
+/* Clause operators. LD__OP_UNKNOWN is any name LaunchDarkly does not define:
+ * it never matches (the clause is false, then `negate` applies). */
+enum ld__op {
+    LD__OP_UNKNOWN = 0,
+    LD__OP_IN,
+    LD__OP_ENDS_WITH,
+    LD__OP_STARTS_WITH,
+    LD__OP_MATCHES,
+    LD__OP_CONTAINS,
+    LD__OP_LESS_THAN,
+    LD__OP_LESS_THAN_OR_EQUAL,
+    LD__OP_GREATER_THAN,
+    LD__OP_GREATER_THAN_OR_EQUAL,
+    LD__OP_BEFORE,
+    LD__OP_AFTER,
+    LD__OP_SEMVER_EQUAL,
+    LD__OP_SEMVER_LESS_THAN,
+    LD__OP_SEMVER_GREATER_THAN,
+    LD__OP_SEGMENT_MATCH
+};
+
+/* The operator named by the `len` bytes at `name` (LaunchDarkly's spelling,
+ * case-sensitive: "in", "endsWith", "startsWith", "matches", "contains",
+ * "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual",
+ * "before", "after", "semVerEqual", "semVerLessThan", "semVerGreaterThan",
+ * "segmentMatch"); LD__OP_UNKNOWN for anything else, including NULL. */
+enum ld__op ld__op_parse(const char *name, size_t len);
+
+/* The compiled values of one clause for one operator. */
+struct ld__clause_values;
+
+/*
+ * Compiles a clause's "values" for `op`. `values` is borrowed and may be any
+ * JSON (or NULL): anything but an array is an empty list. The compiled form
+ * copies what it keeps, except arrays and objects of `in`, of which it holds
+ * references (json_incref; the caller must not modify them afterwards, as for
+ * every item of the store).
+ *
+ * LD__OP_UNKNOWN and LD__OP_SEGMENT_MATCH compile to a form that never matches
+ * (segmentMatch is the evaluator's: its values are segment keys).
+ *
+ * Returns 0 and sets *out (free it with ld__clause_values_free), or LD_ENOMEM
+ * with *out NULL and nothing allocated left behind. Never fails on bad input.
+ */
+int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__clause_values **out);
+
+/*
+ * True when the context value `u` matches any of the compiled values under
+ * the operator. `u` is one value, not NULL. The caller handles an absent or
+ * null attribute (false whatever `negate` says; a JSON null here simply never
+ * matches) and an array attribute, whose elements it tries one by one: an
+ * element that is itself an array or object is compared as a value, which
+ * only `in` can match, by deep equality. Never fails, and never allocates but
+ * on the `matches` path described below; a
+ * form of LD__OP_UNKNOWN never matches.
+ *
+ * `matches`: the subject must be valid UTF-8 (it is checked: an invalid one
+ * never matches). If PCRE2 could not JIT-compile a pattern, its interpreter
+ * keeps its backtracking frames in the form's match data, allocated at
+ * compile time; a match that backtracks deeper than they allow grows them
+ * (through ld__malloc), and if that fails the pattern does not match. A
+ * pattern that exhausts the JIT's stack (a group repeated over thousands of
+ * characters) is matched again by the interpreter, with a match data of its
+ * own and at most 16 MB of heap, freed before returning: that path
+ * allocates, and past that limit (or without memory) there is no match.
+ */
+bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u);
+
+/* The bytes of heap the compiled form holds (its block, PCRE2's compiled
+ * patterns, JIT code and match data), for the per-flag memory report. The
+ * JSON arrays and objects it holds references to are not counted: they belong
+ * to the item. 0 for NULL. */
+size_t ld__clause_values_bytes(const struct ld__clause_values *cv);
+
+/* Frees a compiled form (drops its JSON references). NULL is a no-op. */
+void ld__clause_values_free(struct ld__clause_values *cv);
+
+/* ---- the strict parsers (the operators use them; tests call them directly) */
+
+/*
+ * A semantic version (SemVer 2.0.0, minor and patch optional: "2" is 2.0.0,
+ * "2.1-rc" is 2.1.0-rc). `pre` points to the prerelease identifiers (without
+ * the '-') in the parsed string, `pre_len` bytes; NULL and 0 when there is
+ * none. Build metadata is dropped (it never affects precedence).
+ */
+struct ld__semver {
+    uint64_t major, minor, patch;
+    const char *pre;
+    size_t pre_len;
+};
+
+/*
+ * Parses the `len` bytes at `s` strictly: numeric components without leading
+ * zeros that fit 64 bits, at most three of them, prerelease and build
+ * identifiers non-empty and of [0-9A-Za-z-], numeric prerelease identifiers
+ * without leading zeros, nothing else (no "v", no spaces). True and *out on
+ * success; false (and *out unspecified) otherwise.
+ */
+bool ld__semver_parse(const char *s, size_t len, struct ld__semver *out);
+
+/* SemVer precedence: <0, 0 or >0 as a is lower than, equal to or higher than
+ * b. Numeric prerelease identifiers compare as numbers of any length. */
+int ld__semver_compare(const struct ld__semver *a, const struct ld__semver *b);
+
+/*
+ * A date as Unix milliseconds: a JSON number is milliseconds already (it may
+ * be negative or fractional); a JSON string must be an RFC 3339 date-time,
+ * "YYYY-MM-DD" 'T'|'t' "hh:mm:ss" [ '.' 1 to 9 digits ] 'Z'|'z'|('+'|'-')"hh:mm",
+ * with month 1-12, day within the month (leap years counted), hour 0-23,
+ * minute 0-59, second 0-60, offset hour 0-23 and minute 0-59, and nothing
+ * after it. The computation does not depend on the locale or time zone.
+ * True and *ms, or false for anything else (NULL, other JSON types, a bad
+ * string).
+ */
+bool ld__date_parse(const json_t *v, double *ms);
+
+/* The string form of ld__date_parse: the `len` bytes at `s`. */
+bool ld__date_parse_string(const char *s, size_t len, double *ms);
+
+/*
+ * The compiled forms of flags and segments that the evaluator
+ * walks instead of their JSON (eval_compile.c), shared with eval.c.
+ *
+ * A compiled item holds a reference to its stored JSON item and borrows
+ * every string from it (keys, salts, rule ids, context kinds), so that what
+ * it adds to the store's memory is its arrays and hash sets. It is
+ * immutable once made and reference counted (atomically: a detail that
+ * holds its flag may be released on any thread).
+ */
+
+/* A string borrowed from the item (or from the compiled form's buffer). */
+struct ld__str {
+    const char *s;
+    size_t len;
+};
+
+/* An attribute of a context: the kind to select, then a path of property
+ * names (a literal name is a path of one). */
+struct ld__attr {
+    struct ld__str kind; /* "user" when the JSON gave none */
+    struct ld__str first;
+    struct ld__str *more; /* further names, or NULL */
+    char *buf;            /* unescaped names, when a component had ~0 or ~1 */
+    uint8_t nmore;
+    bool is_kind; /* the attribute "kind" of a clause: matches the kinds */
+    bool bad;     /* empty or invalid reference */
+};
+
+struct ld__clause {
+    enum ld__op op;
+    bool negate;
+    bool bad; /* malformed: evaluating it is MALFORMED_FLAG */
+    struct ld__attr attr;
+    struct ld__clause_values *values; /* not for segmentMatch */
+    struct ld__str *segments;         /* segmentMatch: the segment keys */
+    size_t nsegments;
+};
+
+struct ld__weighted {
+    int variation;
+    int weight;
+    bool untracked;
+};
+
+/* A percentage rollout (one block). */
+struct ld__rollout {
+    struct ld__attr by; /* bucketBy and the rollout's context kind */
+    int64_t seed;
+    size_t n;
+    bool has_seed;
+    bool experiment;
+    struct ld__weighted w[]; /* n > 0 */
+};
+
+/* A variation or a rollout. */
+struct ld__vor {
+    int variation; /* >= 0: that index (range checked when served); see below */
+    struct ld__rollout *rollout;
+};
+#define LD__VOR_ROLLOUT (-1)   /* variation: bucket with `rollout` */
+#define LD__VOR_MALFORMED (-2) /* neither, or an empty rollout */
+
+struct ld__target {
+    struct ld__str kind;            /* "user" for the old `targets` */
+    struct ld__clause_values *keys; /* an `in` set of the keys */
+    int variation;
+};
+
+struct ld__rule {
+    struct ld__str id; /* s NULL when the rule has none */
+    struct ld__clause *clauses;
+    size_t nclauses;
+    struct ld__vor vor;
+    bool track_events;
+    bool bad;
+};
+
+struct ld__prereq {
+    struct ld__str key;
+    int variation; /* -1 when malformed: never met */
+};
+
+enum ld__item_type { LD__FLAG, LD__SEGMENT };
+
+/* What flags and segments share. */
+struct ld__item {
+    atomic_size_t refs;
+    json_t *json; /* the stored item, referenced */
+    struct ld__str key;
+    int64_t version;
+    size_t bytes; /* heap held by the compiled form */
+    uint8_t type; /* enum ld__item_type */
+    bool deleted;
+    bool bad; /* a field the evaluator needs has the wrong type */
+};
+
+struct ld__flag {
+    struct ld__item h;
+    json_t **vars;
+    size_t nvars;
+    int off; /* off variation; -1 none; LD__VOR_MALFORMED */
+    struct ld__vor fallthrough;
+    struct ld__target *targets;
+    size_t ntargets;
+    struct ld__rule *rules;
+    size_t nrules;
+    struct ld__prereq *prereqs;
+    size_t nprereqs;
+    struct ld__str salt;
+    json_t **meta; /* all-flags entries by [with version][variation]: the
+                      evaluator's loop thread fills it in, lazily */
+    int64_t debug_until;
+    bool has_debug;
+    bool on;
+    bool track_events;
+    bool track_fallthrough;
+    bool client_side;
+    /* A flag whose result depends on no context and no other item (off;
+     * or on with no prerequisite, target or rule and a fixed fallthrough
+     * variation): its reason kind and variation index (-1: none), known
+     * when compiled. */
+    bool simple;
+    uint8_t simple_kind;
+    int simple_index;
+};
+
+struct ld__segment_rule {
+    struct ld__clause *clauses;
+    size_t nclauses;
+    struct ld__attr by; /* bucketBy, rolloutContextKind */
+    int weight;
+    bool has_weight;
+    bool bad;
+};
+
+struct ld__segment {
+    struct ld__item h;
+    struct ld__clause_values *included, *excluded;  /* user keys, or NULL */
+    struct ld__target *included_ctx, *excluded_ctx; /* variation unused */
+    size_t nincluded_ctx, nexcluded_ctx;
+    struct ld__segment_rule *rules;
+    size_t nrules;
+    struct ld__str salt;
+    struct ld__str unbounded_kind;
+    int64_t generation;
+    bool has_generation;
+    bool unbounded;
+};
+
+/* Compiles a stored flag or segment (`json` referenced on success).
+ * @return 0 and *out (one reference); LD_ENOMEM. Never fails otherwise: a
+ * field of the wrong type marks the item or the part that holds it bad. */
+int ld__item_compile(enum ld__item_type type, json_t *json, struct ld__item **out);
+
+static inline struct ld__item *ld__item_ref(struct ld__item *it)
+{
+    atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
+    return it;
+}
+
+void ld__item_unref(struct ld__item *it); /* NULL-safe */
+
+/* The item's references to other items, for reading them ahead: calls
+ * fn(arg, type, key) for each prerequisite flag and each segment of a
+ * segmentMatch clause. */
+void ld__item_references(const struct ld__item *it,
+                         void (*fn)(void *arg, enum ld__item_type type, const struct ld__str *key),
+                         void *arg);
+
+#endif /* LDASYNC_EVAL_INTERNAL_H */

@@ -1,0 +1,1190 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: clause operators (eval-ops.h).
+ *
+ * A compiled form is one block from ld__malloc: the header, then the arrays
+ * the operator needs (strings as pointer + length into the block's own copy
+ * of their bytes, doubles, parsed semvers, JSON references, hash tables).
+ * Ordered operators keep only their bound: "u < any c" is "u < max(c)", so
+ * lessThan, lessThanOrEqual, before and semVerLessThan keep the greatest
+ * value, their counterparts the least. `matches` adds PCRE2's compiled
+ * patterns and one match data block shared by them.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
+#include <pcre2.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/error.h>
+
+#include "core/core-internal.h"
+#include "eval/eval-internal.h"
+
+/* `in` searches the values of one JSON type linearly up to this many, and
+ * through a hash table beyond. */
+#define IN_LINEAR_MAX 8
+
+struct cv_str {
+    const char *s;
+    size_t len;
+};
+
+/* A compiled pattern of `matches`; `jit`: JIT-compiled (pcre2_jit_match). */
+struct cv_re {
+    pcre2_code *code;
+    bool jit;
+};
+
+/* The values of one JSON type of an `in` clause: `n` entries in `v`
+ * (struct cv_str, double or json_t *), and when n > IN_LINEAR_MAX an open
+ * addressing table of mask + 1 slots, each 0 (empty) or the high 32 bits of
+ * the value's hash above its index + 1. */
+struct cv_set {
+    const void *v;
+    const uint64_t *tab;
+    uint32_t n;
+    uint32_t mask;
+};
+
+struct ld__clause_values {
+    uint8_t op;
+    uint8_t bools; /* in: 1 if false is a value, 2 if true is */
+    uint32_t n;    /* entries; for the ordered operators 1 if there is a bound */
+    size_t bytes;  /* the block and PCRE2's patterns (not the match data) */
+    union {
+        const struct cv_str *str; /* startsWith, endsWith, contains */
+        struct {
+            struct cv_set str, num, json;
+        } in;
+        double bound;                /* the numeric operators, before, after */
+        struct ld__semver sv_bound;  /* semVerLessThan, semVerGreaterThan */
+        const struct ld__semver *sv; /* semVerEqual */
+        struct {
+            struct cv_re *v;
+            pcre2_match_data *md;
+            pcre2_match_context *mc; /* the match limit */
+        } re;
+    } u;
+};
+
+/* ---- operator names ------------------------------------------------------ */
+
+enum ld__op ld__op_parse(const char *name, size_t len)
+{
+    static const struct {
+        const char *name;
+        uint8_t len;
+        uint8_t op;
+    } ops[] = {
+        {"in", 2, LD__OP_IN},
+        {"endsWith", 8, LD__OP_ENDS_WITH},
+        {"startsWith", 10, LD__OP_STARTS_WITH},
+        {"matches", 7, LD__OP_MATCHES},
+        {"contains", 8, LD__OP_CONTAINS},
+        {"lessThan", 8, LD__OP_LESS_THAN},
+        {"lessThanOrEqual", 15, LD__OP_LESS_THAN_OR_EQUAL},
+        {"greaterThan", 11, LD__OP_GREATER_THAN},
+        {"greaterThanOrEqual", 18, LD__OP_GREATER_THAN_OR_EQUAL},
+        {"before", 6, LD__OP_BEFORE},
+        {"after", 5, LD__OP_AFTER},
+        {"semVerEqual", 11, LD__OP_SEMVER_EQUAL},
+        {"semVerLessThan", 14, LD__OP_SEMVER_LESS_THAN},
+        {"semVerGreaterThan", 17, LD__OP_SEMVER_GREATER_THAN},
+        {"segmentMatch", 12, LD__OP_SEGMENT_MATCH},
+    };
+    if (!name)
+        return LD__OP_UNKNOWN;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (ops[i].len == len && memcmp(ops[i].name, name, len) == 0)
+            return (enum ld__op)ops[i].op;
+    return LD__OP_UNKNOWN;
+}
+
+/* ---- semantic versions --------------------------------------------------- */
+
+static bool is_digit(unsigned char c)
+{
+    return (unsigned)(c - '0') < 10u;
+}
+
+static bool is_ident_char(unsigned char c)
+{
+    return is_digit(c) || (unsigned)((c | 0x20) - 'a') < 26u || c == '-';
+}
+
+/* A numeric component at *p: "0" or [1-9][0-9]* fitting 64 bits. */
+static bool semver_number(const char **p, const char *end, uint64_t *out)
+{
+    const char *q = *p;
+    uint64_t v = 0;
+    if (q == end || !is_digit((unsigned char)*q))
+        return false;
+    if (*q == '0') {
+        q++;
+        if (q != end && is_digit((unsigned char)*q))
+            return false; /* leading zero */
+    } else {
+        for (; q != end && is_digit((unsigned char)*q); q++) {
+            unsigned d = (unsigned)(*q - '0');
+            if (v > (UINT64_MAX - d) / 10)
+                return false;
+            v = v * 10 + d;
+        }
+    }
+    *p = q;
+    *out = v;
+    return true;
+}
+
+/* Dot-separated identifiers from *p up to the end or a byte outside them;
+ * `numeric_rule`: all-digit identifiers must not have a leading zero. */
+static bool semver_idents(const char **p, const char *end, bool numeric_rule)
+{
+    const char *q = *p;
+    for (;;) {
+        const char *start = q;
+        bool digits = true;
+        for (; q != end && is_ident_char((unsigned char)*q); q++)
+            digits = digits && is_digit((unsigned char)*q);
+        size_t n = (size_t)(q - start);
+        if (n == 0)
+            return false;
+        if (numeric_rule && digits && n > 1 && *start == '0')
+            return false;
+        if (q == end || *q != '.')
+            break;
+        q++;
+    }
+    *p = q;
+    return true;
+}
+
+bool ld__semver_parse(const char *s, size_t len, struct ld__semver *out)
+{
+    if (!s)
+        return false;
+    const char *p = s, *end = s + len;
+    out->minor = out->patch = 0;
+    out->pre = NULL;
+    out->pre_len = 0;
+    if (!semver_number(&p, end, &out->major))
+        return false;
+    if (p != end && *p == '.') {
+        p++;
+        if (!semver_number(&p, end, &out->minor))
+            return false;
+        if (p != end && *p == '.') {
+            p++;
+            if (!semver_number(&p, end, &out->patch))
+                return false;
+        }
+    }
+    if (p != end && *p == '-') {
+        const char *pre = ++p;
+        if (!semver_idents(&p, end, true))
+            return false;
+        out->pre = pre;
+        out->pre_len = (size_t)(p - pre);
+    }
+    if (p != end && *p == '+') {
+        p++;
+        if (!semver_idents(&p, end, false))
+            return false;
+    }
+    return p == end;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return (a > b) - (a < b);
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+/* One prerelease identifier against another (SemVer 2.0.0, 11.4). */
+static int ident_compare(const char *a, size_t an, const char *b, size_t bn)
+{
+    bool na = all_digits(a, an), nb = all_digits(b, bn);
+    if (na && nb) {
+        /* no leading zeros: the longer number is the greater */
+        if (an != bn)
+            return an < bn ? -1 : 1;
+        int c = memcmp(a, b, an);
+        return (c > 0) - (c < 0);
+    }
+    if (na || nb)
+        return na ? -1 : 1; /* numeric identifiers are lower */
+    int c = memcmp(a, b, an < bn ? an : bn);
+    if (c)
+        return (c > 0) - (c < 0);
+    return cmp_u64(an, bn);
+}
+
+int ld__semver_compare(const struct ld__semver *a, const struct ld__semver *b)
+{
+    int c = cmp_u64(a->major, b->major);
+    if (!c)
+        c = cmp_u64(a->minor, b->minor);
+    if (!c)
+        c = cmp_u64(a->patch, b->patch);
+    if (c)
+        return c;
+    if (!a->pre || !b->pre)
+        return (a->pre == NULL) - (b->pre == NULL); /* a prerelease is lower */
+    const char *pa = a->pre, *ea = pa + a->pre_len;
+    const char *pb = b->pre, *eb = pb + b->pre_len;
+    for (;;) {
+        if (pa == ea || pb == eb)
+            return (pa != ea) - (pb != eb); /* more identifiers: greater */
+        const char *da = memchr(pa, '.', (size_t)(ea - pa));
+        const char *db = memchr(pb, '.', (size_t)(eb - pb));
+        size_t an = (size_t)((da ? da : ea) - pa), bn = (size_t)((db ? db : eb) - pb);
+        if ((c = ident_compare(pa, an, pb, bn)) != 0)
+            return c;
+        pa = da ? da + 1 : ea;
+        pb = db ? db + 1 : eb;
+    }
+}
+
+/* ---- dates --------------------------------------------------------------- */
+
+static bool digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!is_digit((unsigned char)s[i]))
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+static bool leap_year(int y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const unsigned char days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    return m == 2 && leap_year(y) ? 29 : days[m - 1];
+}
+
+/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d (m 1-12). The
+ * year is shifted to start in March, so that the leap day is the last day of
+ * a year; eras of 400 years have 146097 days. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;                                   /* 0-399 */
+    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* 0-365 */
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* 0-146096 */
+    return era * 146097 + doe - 719468;
+}
+
+bool ld__date_parse_string(const char *s, size_t len, double *ms)
+{
+    int y, mo, d, h, mi, sec;
+    if (!s || len < 20)
+        return false;
+    if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
+        s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
+        return false;
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60)
+        return false;
+    size_t i = 19;
+    uint32_t ns = 0;
+    if (s[i] == '.') {
+        size_t start = ++i;
+        for (; i < len && is_digit((unsigned char)s[i]); i++) {
+            if (i - start == 9)
+                return false; /* more than 9 digits */
+            ns = ns * 10 + (uint32_t)(s[i] - '0');
+        }
+        if (i == start)
+            return false;
+        for (size_t n = i - start; n < 9; n++)
+            ns *= 10;
+    }
+    if (i >= len)
+        return false; /* no offset */
+    int64_t off = 0;
+    if (s[i] == 'Z' || s[i] == 'z') {
+        i++;
+    } else if (s[i] == '+' || s[i] == '-') {
+        int oh, om;
+        if (len - i < 6 || !digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+            !digits(s + i + 4, 2, &om) || oh > 23 || om > 59)
+            return false;
+        off = (int64_t)(oh * 60 + om) * 60;
+        if (s[i] == '-')
+            off = -off;
+        i += 6;
+    } else {
+        return false;
+    }
+    if (i != len)
+        return false;
+    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+    /* whole milliseconds exactly, then the sub-millisecond rest */
+    *ms = (double)(secs * 1000 + (int64_t)(ns / 1000000)) + (double)(ns % 1000000) / 1e6;
+    return true;
+}
+
+bool ld__date_parse(const json_t *v, double *ms)
+{
+    if (!v)
+        return false;
+    if (json_is_string(v))
+        return ld__date_parse_string(json_string_value(v), json_string_length(v), ms);
+    if (json_is_number(v)) {
+        *ms = json_number_value(v);
+        return true;
+    }
+    return false;
+}
+
+/* ---- hashing and deep equality (for `in`) -------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ len, w;
+    for (; len >= 8; s += 8, len -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
+        h ^= h >> 31;
+    }
+    w = 0;
+    memcpy(&w, s, len);
+    return mix64(h ^ w);
+}
+
+/* Numbers hash by value: -0.0 as 0.0 (they are equal). */
+static uint64_t hash_number(double x)
+{
+    uint64_t bits;
+    if (x == 0)
+        x = 0;
+    memcpy(&bits, &x, sizeof(bits));
+    return mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
+}
+
+/* How deep hash_json() looks into arrays and objects: below, a value
+ * hashes by its type and size only (still a function of the value, so
+ * equal values hash equal). A context attribute may be nested a million
+ * levels deep (a C caller can build one): the hash must not recurse that
+ * far on the loop's stack. */
+#define HASH_DEPTH 32
+
+static uint64_t hash_json_at(const json_t *v, int depth);
+
+static uint64_t hash_json(const json_t *v)
+{
+    return hash_json_at(v, 0);
+}
+
+static uint64_t hash_json_at(const json_t *v, int depth)
+{
+    if (depth >= HASH_DEPTH && (json_is_array(v) || json_is_object(v)))
+        return mix64((json_is_array(v) ? json_array_size(v) : json_object_size(v)) ^
+                     (json_is_array(v) ? UINT64_C(0x2000) : UINT64_C(0x1000)));
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        /* a sum: independent of the order of the members */
+        uint64_t h = json_object_size(v);
+        json_t *o = (json_t *)v;
+        for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
+            uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it));
+            h += mix64(k ^ (hash_json_at(json_object_iter_value(it), depth + 1) *
+                            UINT64_C(0x9e3779b97f4a7c15)));
+        }
+        return mix64(h ^ UINT64_C(0x1000));
+    }
+    case JSON_ARRAY: {
+        uint64_t h = json_array_size(v) ^ UINT64_C(0x2000);
+        for (size_t i = 0; i < json_array_size(v); i++)
+            h = mix64(h ^ hash_json_at(json_array_get(v, i), depth + 1)) + i;
+        return h;
+    }
+    case JSON_STRING:
+        return hash_bytes(json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return hash_number(json_number_value(v));
+    case JSON_TRUE:
+        return 1;
+    case JSON_FALSE:
+        return 2;
+    default:
+        return 3;
+    }
+}
+
+/* Deep equality, numbers by value (1 == 1.0 at any depth). */
+static bool json_same(const json_t *a, const json_t *b)
+{
+    if (a == b)
+        return true;
+    bool an = json_is_number(a), bn = json_is_number(b);
+    if (an || bn)
+        return an && bn && json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b))
+        return false;
+    switch (json_typeof(a)) {
+    case JSON_STRING: {
+        size_t n = json_string_length(a);
+        return n == json_string_length(b) &&
+               memcmp(json_string_value(a), json_string_value(b), n) == 0;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(a);
+        if (n != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < n; i++)
+            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    case JSON_OBJECT: {
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        json_t *o = (json_t *)a;
+        for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
+            const json_t *bv =
+                json_object_getn(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            if (!bv || !json_same(json_object_iter_value(it), bv))
+                return false;
+        }
+        return true;
+    }
+    default:
+        return true; /* true, false, null: the type is the value */
+    }
+}
+
+/* ---- the block ------------------------------------------------------------ */
+
+/* Reserves `n` elements of `size` bytes aligned to `align` at the end of a
+ * block of *total bytes; false on overflow. */
+static bool reserve(size_t *total, size_t align, size_t n, size_t size, size_t *at)
+{
+    size_t start = (*total + align - 1) & ~(align - 1);
+    if (start < *total || (size && n > (SIZE_MAX - start) / size))
+        return false;
+    *at = start;
+    *total = start + n * size;
+    return true;
+}
+
+/* Slots of the hash table for n values (a power of two, at least 2n), or 0
+ * when the values are searched linearly. */
+static size_t table_slots(size_t n)
+{
+    size_t slots = 16;
+    if (n <= IN_LINEAR_MAX)
+        return 0;
+    while (slots < 2 * n)
+        slots *= 2;
+    return slots;
+}
+
+static void table_put(uint64_t *tab, uint32_t mask, uint64_t h, uint32_t index)
+{
+    uint32_t i = (uint32_t)h & mask;
+    while (tab[i])
+        i = (i + 1) & mask;
+    tab[i] = (h & UINT64_C(0xffffffff00000000)) | (index + 1);
+}
+
+/* The block's bytes at `offset` (reserve() aligned it). */
+static void *in_block(struct ld__clause_values *cv, size_t offset)
+{
+    return (char *)cv + offset;
+}
+
+static struct ld__clause_values *block_new(enum ld__op op, size_t size)
+{
+    struct ld__clause_values *cv = ld__calloc(1, size);
+    if (cv) {
+        cv->op = (uint8_t)op;
+        cv->bytes = size;
+    }
+    return cv;
+}
+
+/* ---- compiling ----------------------------------------------------------- */
+
+static int compile_in(const json_t *values, struct ld__clause_values **out)
+{
+    size_t n = json_array_size(values), ns = 0, nn = 0, nj = 0, text = 0;
+    uint8_t bools = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(values, i);
+        if (json_is_string(v)) {
+            ns++;
+            text += json_string_length(v);
+        } else if (json_is_number(v)) {
+            nn++;
+        } else if (json_is_array(v) || json_is_object(v)) {
+            nj++;
+        } else if (json_is_true(v)) {
+            bools |= 2;
+        } else if (json_is_false(v)) {
+            bools |= 1;
+        }
+    }
+    if (ns > UINT32_MAX / 4 || nn > UINT32_MAX / 4 || nj > UINT32_MAX / 4)
+        return LD_ENOMEM;
+    size_t ts = table_slots(ns), tn = table_slots(nn), tj = table_slots(nj);
+    size_t total = sizeof(struct ld__clause_values), o_s, o_n, o_j, o_ts, o_tn, o_tj, o_text;
+    if (!reserve(&total, alignof(struct cv_str), ns, sizeof(struct cv_str), &o_s) ||
+        !reserve(&total, alignof(double), nn, sizeof(double), &o_n) ||
+        !reserve(&total, alignof(json_t *), nj, sizeof(json_t *), &o_j) ||
+        !reserve(&total, alignof(uint64_t), ts, sizeof(uint64_t), &o_ts) ||
+        !reserve(&total, alignof(uint64_t), tn, sizeof(uint64_t), &o_tn) ||
+        !reserve(&total, alignof(uint64_t), tj, sizeof(uint64_t), &o_tj) ||
+        !reserve(&total, 1, text, 1, &o_text))
+        return LD_ENOMEM;
+    struct ld__clause_values *cv = block_new(LD__OP_IN, total);
+    if (!cv)
+        return LD_ENOMEM;
+    struct cv_str *strs = in_block(cv, o_s);
+    double *nums = in_block(cv, o_n);
+    json_t **jsons = in_block(cv, o_j);
+    uint64_t *tab_s = ts ? in_block(cv, o_ts) : NULL;
+    uint64_t *tab_n = tn ? in_block(cv, o_tn) : NULL;
+    uint64_t *tab_j = tj ? in_block(cv, o_tj) : NULL;
+    char *arena = in_block(cv, o_text);
+    uint32_t is = 0, in = 0, ij = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(values, i);
+        if (json_is_string(v)) {
+            size_t len = json_string_length(v);
+            memcpy(arena, json_string_value(v), len);
+            strs[is].s = arena;
+            strs[is].len = len;
+            arena += len;
+            if (tab_s)
+                table_put(tab_s, (uint32_t)(ts - 1), hash_bytes(strs[is].s, len), is);
+            is++;
+        } else if (json_is_number(v)) {
+            nums[in] = json_number_value(v);
+            if (tab_n)
+                table_put(tab_n, (uint32_t)(tn - 1), hash_number(nums[in]), in);
+            in++;
+        } else if (json_is_array(v) || json_is_object(v)) {
+            jsons[ij] = json_incref(v);
+            if (tab_j)
+                table_put(tab_j, (uint32_t)(tj - 1), hash_json(v), ij);
+            ij++;
+        }
+    }
+    cv->bools = bools;
+    cv->u.in.str = (struct cv_set){strs, tab_s, is, ts ? (uint32_t)(ts - 1) : 0};
+    cv->u.in.num = (struct cv_set){nums, tab_n, in, tn ? (uint32_t)(tn - 1) : 0};
+    cv->u.in.json = (struct cv_set){jsons, tab_j, ij, tj ? (uint32_t)(tj - 1) : 0};
+    *out = cv;
+    return 0;
+}
+
+/* startsWith, endsWith, contains: the strings. */
+static int compile_strings(enum ld__op op, const json_t *values, struct ld__clause_values **out)
+{
+    size_t n = json_array_size(values), ns = 0, text = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(values, i);
+        if (json_is_string(v)) {
+            ns++;
+            text += json_string_length(v);
+        }
+    }
+    size_t total = sizeof(struct ld__clause_values), o_s, o_text;
+    if (ns > UINT32_MAX ||
+        !reserve(&total, alignof(struct cv_str), ns, sizeof(struct cv_str), &o_s) ||
+        !reserve(&total, 1, text, 1, &o_text))
+        return LD_ENOMEM;
+    struct ld__clause_values *cv = block_new(op, total);
+    if (!cv)
+        return LD_ENOMEM;
+    struct cv_str *strs = in_block(cv, o_s);
+    char *arena = in_block(cv, o_text);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(values, i);
+        if (json_is_string(v)) {
+            size_t len = json_string_length(v);
+            memcpy(arena, json_string_value(v), len);
+            strs[cv->n].s = arena;
+            strs[cv->n++].len = len;
+            arena += len;
+        }
+    }
+    cv->u.str = strs;
+    *out = cv;
+    return 0;
+}
+
+/* lessThan(OrEqual), before: the greatest value; the others the least. */
+static int compile_bound(enum ld__op op, const json_t *values, struct ld__clause_values **out)
+{
+    bool dates = op == LD__OP_BEFORE || op == LD__OP_AFTER;
+    bool want_max =
+        op == LD__OP_LESS_THAN || op == LD__OP_LESS_THAN_OR_EQUAL || op == LD__OP_BEFORE;
+    double bound = 0;
+    bool any = false;
+    for (size_t i = 0; i < json_array_size(values); i++) {
+        const json_t *v = json_array_get(values, i);
+        double x;
+        if (dates) {
+            if (!ld__date_parse(v, &x))
+                continue;
+        } else if (json_is_number(v)) {
+            x = json_number_value(v);
+        } else {
+            continue;
+        }
+        if (!any || (want_max ? x > bound : x < bound))
+            bound = x;
+        any = true;
+    }
+    struct ld__clause_values *cv = block_new(op, sizeof(*cv));
+    if (!cv)
+        return LD_ENOMEM;
+    cv->n = any;
+    cv->u.bound = bound;
+    *out = cv;
+    return 0;
+}
+
+static bool json_semver(const json_t *v, struct ld__semver *sv)
+{
+    return json_is_string(v) && ld__semver_parse(json_string_value(v), json_string_length(v), sv);
+}
+
+/* semVerLessThan: the greatest version; semVerGreaterThan: the least. Its
+ * prerelease is copied after the header. */
+static int compile_semver_bound(enum ld__op op, const json_t *values,
+                                struct ld__clause_values **out)
+{
+    struct ld__semver bound = {0, 0, 0, NULL, 0}, sv;
+    bool any = false;
+    for (size_t i = 0; i < json_array_size(values); i++) {
+        if (!json_semver(json_array_get(values, i), &sv))
+            continue;
+        int c = any ? ld__semver_compare(&sv, &bound) : 0;
+        if (!any || (op == LD__OP_SEMVER_LESS_THAN ? c > 0 : c < 0))
+            bound = sv;
+        any = true;
+    }
+    size_t total = sizeof(struct ld__clause_values), o_text;
+    if (!reserve(&total, 1, bound.pre_len, 1, &o_text))
+        return LD_ENOMEM;
+    struct ld__clause_values *cv = block_new(op, total);
+    if (!cv)
+        return LD_ENOMEM;
+    if (bound.pre) {
+        bound.pre = memcpy(in_block(cv, o_text), bound.pre, bound.pre_len);
+    }
+    cv->n = any;
+    cv->u.sv_bound = bound;
+    *out = cv;
+    return 0;
+}
+
+/* semVerEqual: every valid version, prereleases copied to the block. */
+static int compile_semver_list(const json_t *values, struct ld__clause_values **out)
+{
+    size_t n = json_array_size(values), nv = 0, text = 0;
+    struct ld__semver sv;
+    for (size_t i = 0; i < n; i++) {
+        if (json_semver(json_array_get(values, i), &sv)) {
+            nv++;
+            text += sv.pre_len;
+        }
+    }
+    size_t total = sizeof(struct ld__clause_values), o_v, o_text;
+    if (nv > UINT32_MAX ||
+        !reserve(&total, alignof(struct ld__semver), nv, sizeof(struct ld__semver), &o_v) ||
+        !reserve(&total, 1, text, 1, &o_text))
+        return LD_ENOMEM;
+    struct ld__clause_values *cv = block_new(LD__OP_SEMVER_EQUAL, total);
+    if (!cv)
+        return LD_ENOMEM;
+    struct ld__semver *svs = in_block(cv, o_v);
+    char *arena = in_block(cv, o_text);
+    for (size_t i = 0; i < n; i++) {
+        if (!json_semver(json_array_get(values, i), &sv))
+            continue;
+        if (sv.pre) {
+            memcpy(arena, sv.pre, sv.pre_len);
+            sv.pre = arena;
+            arena += sv.pre_len;
+        }
+        svs[cv->n++] = sv;
+    }
+    cv->u.sv = svs;
+    *out = cv;
+    return 0;
+}
+
+/* PCRE2 allocates through these (its general context). */
+static void *pcre_malloc(size_t size, void *data)
+{
+    (void)data;
+    return ld__malloc(size);
+}
+
+static void pcre_free(void *ptr, void *data)
+{
+    (void)data;
+    ld__free(ptr);
+}
+
+static size_t pattern_bytes(const pcre2_code *code)
+{
+    size_t size = 0, jit = 0;
+    pcre2_pattern_info(code, PCRE2_INFO_SIZE, &size);
+    pcre2_pattern_info(code, PCRE2_INFO_JITSIZE, &jit);
+    return size + jit;
+}
+
+/* matches: each string compiled (PCRE2_UTF), JIT-compiled when possible;
+ * patterns that do not compile are dropped. One match data block (one
+ * ovector pair: only success matters) serves them all. */
+/* How many times one match may call PCRE2's internal match() (its "match
+ * limit"): a pattern that backtracks catastrophically ("(a+)+$" on a long
+ * string) stops there and does not match, instead of holding the loop for
+ * seconds. Real patterns need far fewer. */
+#define MATCH_LIMIT 100000
+
+/* LDASYNC_NO_JIT=1 compiles patterns for PCRE2's interpreter only: for
+ * valgrind, which cannot follow JIT code (make check-valgrind sets it). */
+static bool g_no_jit;
+static pthread_once_t g_jit_once = PTHREAD_ONCE_INIT;
+
+static void jit_init_once(void)
+{
+    const char *env = getenv("LDASYNC_NO_JIT");
+    g_no_jit = env && *env && strcmp(env, "0") != 0;
+}
+
+static bool jit_wanted(void)
+{
+    pthread_once(&g_jit_once, jit_init_once);
+    return !g_no_jit;
+}
+
+static int compile_regexes(const json_t *values, struct ld__clause_values **out)
+{
+    size_t n = json_array_size(values), nr = 0;
+    for (size_t i = 0; i < n; i++)
+        nr += json_is_string(json_array_get(values, i));
+    size_t total = sizeof(struct ld__clause_values), o_code;
+    if (nr > UINT32_MAX ||
+        !reserve(&total, alignof(struct cv_re), nr, sizeof(struct cv_re), &o_code))
+        return LD_ENOMEM;
+    struct ld__clause_values *cv = block_new(LD__OP_MATCHES, total);
+    if (!cv)
+        return LD_ENOMEM;
+    cv->u.re.v = in_block(cv, o_code);
+    *out = cv;
+    if (nr == 0)
+        return 0;
+
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
+    if (cc)
+        cv->u.re.md = pcre2_match_data_create(1, gc);
+    if (cv->u.re.md)
+        cv->u.re.mc = pcre2_match_context_create(gc);
+    if (cv->u.re.mc)
+        pcre2_set_match_limit(cv->u.re.mc, MATCH_LIMIT);
+    int rc = cv->u.re.mc ? 0 : LD_ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const json_t *v = json_array_get(values, i);
+        if (!json_is_string(v))
+            continue;
+        int err;
+        PCRE2_SIZE at;
+        pcre2_code *code = pcre2_compile((PCRE2_SPTR)json_string_value(v), json_string_length(v),
+                                         PCRE2_UTF, &err, &at, cc);
+        if (!code) {
+            if (err == PCRE2_ERROR_HEAP_FAILED)
+                rc = LD_ENOMEM;
+            continue; /* a bad pattern never matches */
+        }
+        struct cv_re *re = &cv->u.re.v[cv->n++];
+        re->code = code;
+        re->jit = jit_wanted() && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+        if (!re->jit) {
+            /* No JIT (not built in, or out of memory): the interpreter,
+             * whose backtracking frames live in the match data. A first
+             * match makes them now rather than in the evaluation. */
+            if (pcre2_match(code, (PCRE2_SPTR) "", 0, 0, 0, cv->u.re.md, cv->u.re.mc) ==
+                PCRE2_ERROR_NOMEMORY)
+                rc = LD_ENOMEM;
+        }
+        cv->bytes += pattern_bytes(code);
+    }
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(gc);
+    if (rc) {
+        ld__clause_values_free(cv);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__clause_values **out)
+{
+    *out = NULL;
+    if (!json_is_array(values))
+        values = NULL; /* json_array_size(NULL) is 0 */
+    switch (op) {
+    case LD__OP_IN:
+        return compile_in(values, out);
+    case LD__OP_STARTS_WITH:
+    case LD__OP_ENDS_WITH:
+    case LD__OP_CONTAINS:
+        return compile_strings(op, values, out);
+    case LD__OP_MATCHES:
+        return compile_regexes(values, out);
+    case LD__OP_LESS_THAN:
+    case LD__OP_LESS_THAN_OR_EQUAL:
+    case LD__OP_GREATER_THAN:
+    case LD__OP_GREATER_THAN_OR_EQUAL:
+    case LD__OP_BEFORE:
+    case LD__OP_AFTER:
+        return compile_bound(op, values, out);
+    case LD__OP_SEMVER_LESS_THAN:
+    case LD__OP_SEMVER_GREATER_THAN:
+        return compile_semver_bound(op, values, out);
+    case LD__OP_SEMVER_EQUAL:
+        return compile_semver_list(values, out);
+    default:
+        /* unknown, segmentMatch: never matches */
+        return (*out = block_new(LD__OP_UNKNOWN, sizeof(**out))) ? 0 : LD_ENOMEM;
+    }
+}
+
+/* ---- matching ------------------------------------------------------------ */
+
+static bool in_strings(const struct cv_set *set, const json_t *u)
+{
+    const struct cv_str *v = set->v;
+    const char *s = json_string_value(u);
+    size_t len = json_string_length(u);
+    if (!set->tab) {
+        for (uint32_t i = 0; i < set->n; i++)
+            if (v[i].len == len && memcmp(v[i].s, s, len) == 0)
+                return true;
+        return false;
+    }
+    uint64_t h = hash_bytes(s, len), tag = h >> 32;
+    for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
+        uint64_t slot = set->tab[i];
+        if (!slot)
+            return false;
+        const struct cv_str *e = &v[(uint32_t)slot - 1];
+        if (slot >> 32 == tag && e->len == len && memcmp(e->s, s, len) == 0)
+            return true;
+    }
+}
+
+static bool in_numbers(const struct cv_set *set, double x)
+{
+    const double *v = set->v;
+    if (!set->tab) {
+        for (uint32_t i = 0; i < set->n; i++)
+            if (v[i] == x)
+                return true;
+        return false;
+    }
+    uint64_t h = hash_number(x), tag = h >> 32;
+    for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
+        uint64_t slot = set->tab[i];
+        if (!slot)
+            return false;
+        if (slot >> 32 == tag && v[(uint32_t)slot - 1] == x)
+            return true;
+    }
+}
+
+static bool in_json(const struct cv_set *set, const json_t *u)
+{
+    json_t *const *v = set->v;
+    if (!set->tab) {
+        for (uint32_t i = 0; i < set->n; i++)
+            if (json_same(v[i], u))
+                return true;
+        return false;
+    }
+    uint64_t h = hash_json(u), tag = h >> 32;
+    for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
+        uint64_t slot = set->tab[i];
+        if (!slot)
+            return false;
+        if (slot >> 32 == tag && json_same(v[(uint32_t)slot - 1], u))
+            return true;
+    }
+}
+
+static bool match_in(const struct ld__clause_values *cv, const json_t *u)
+{
+    switch (json_typeof(u)) {
+    case JSON_STRING:
+        return cv->u.in.str.n && in_strings(&cv->u.in.str, u);
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return cv->u.in.num.n && in_numbers(&cv->u.in.num, json_number_value(u));
+    case JSON_ARRAY:
+    case JSON_OBJECT:
+        return cv->u.in.json.n && in_json(&cv->u.in.json, u);
+    case JSON_TRUE:
+        return cv->bools & 2;
+    case JSON_FALSE:
+        return cv->bools & 1;
+    default:
+        return false;
+    }
+}
+
+/* Naive search; clause values and attributes are short. */
+static bool contains(const char *s, size_t len, const char *needle, size_t n)
+{
+    if (n == 0)
+        return true;
+    while (len >= n) {
+        const char *p = memchr(s, needle[0], len - n + 1);
+        if (!p)
+            return false;
+        if (memcmp(p + 1, needle + 1, n - 1) == 0)
+            return true;
+        len -= (size_t)(p + 1 - s);
+        s = p + 1;
+    }
+    return false;
+}
+
+static bool match_strings(const struct ld__clause_values *cv, const json_t *u)
+{
+    if (!json_is_string(u) || cv->n == 0)
+        return false;
+    const char *s = json_string_value(u);
+    size_t len = json_string_length(u);
+    const struct cv_str *v = cv->u.str;
+    for (uint32_t i = 0; i < cv->n; i++) {
+        size_t n = v[i].len;
+        switch (cv->op) {
+        case LD__OP_STARTS_WITH:
+            if (n <= len && memcmp(s, v[i].s, n) == 0)
+                return true;
+            break;
+        case LD__OP_ENDS_WITH:
+            if (n <= len && memcmp(s + len - n, v[i].s, n) == 0)
+                return true;
+            break;
+        default:
+            if (contains(s, len, v[i].s, n))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Strict UTF-8, as PCRE2 checks it: no overlong forms, no surrogates,
+ * nothing above U+10FFFF, no truncated sequence. ASCII 8 bytes at a time. */
+static bool utf8_valid(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint64_t w;
+        if (len - i >= 8 && (memcpy(&w, s + i, 8), !(w & UINT64_C(0x8080808080808080)))) {
+            i += 8;
+            continue;
+        }
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong */
+            hi = c == 0xed ? 0x9f : 0xbf; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80; /* overlong */
+            hi = c == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
+        } else {
+            return false;
+        }
+        if (len - i <= n || s[i + 1] < lo || s[i + 1] > hi)
+            return false;
+        for (size_t k = 2; k <= n; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+/* The heap the interpreter may take for one match: a group repeated over
+ * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
+ * for 10,000 characters, 480 MB for a million). */
+#define REGEX_HEAP_LIMIT_KIB 16384
+
+/* The JIT's stack (32 KB) is too small for a group repeated over a few
+ * thousand characters: the interpreter keeps its frames on the heap, here
+ * in a match data of its own, freed at once, up to REGEX_HEAP_LIMIT_KIB
+ * (beyond: PCRE2_ERROR_HEAPLIMIT, no match) and within the match limit.
+ * This path allocates; if that fails, there is no match. */
+static int match_interpreted(const pcre2_code *code, PCRE2_SPTR s, size_t len, uint32_t options)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_match_context *mc = gc ? pcre2_match_context_create(gc) : NULL;
+    pcre2_match_data *md = mc ? pcre2_match_data_create(1, gc) : NULL;
+    int rc = PCRE2_ERROR_NOMEMORY;
+    if (md && pcre2_set_heap_limit(mc, REGEX_HEAP_LIMIT_KIB) == 0 &&
+        pcre2_set_match_limit(mc, MATCH_LIMIT) == 0)
+        rc = pcre2_match(code, s, len, 0, options | PCRE2_NO_JIT, md, mc);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+
+/* The subject is checked once here (a subject that is not UTF-8 never
+ * matches, as PCRE2's own check would have it), so that JIT-compiled
+ * patterns can run through pcre2_jit_match, which skips pcre2_match's
+ * checks. A PCRE2 error (a match limit, the JIT stack) is no match. */
+static bool match_regexes(const struct ld__clause_values *cv, const json_t *u)
+{
+    if (!json_is_string(u) || cv->n == 0)
+        return false;
+    PCRE2_SPTR s = (PCRE2_SPTR)json_string_value(u);
+    size_t len = json_string_length(u);
+    if (!utf8_valid(s, len))
+        return false;
+    for (uint32_t i = 0; i < cv->n; i++) {
+        const struct cv_re *re = &cv->u.re.v[i];
+        int rc = re->jit ? pcre2_jit_match(re->code, s, len, 0, 0, cv->u.re.md, cv->u.re.mc)
+                         : pcre2_match(re->code, s, len, 0, PCRE2_NO_UTF_CHECK, cv->u.re.md,
+                                       cv->u.re.mc);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = match_interpreted(re->code, s, len, PCRE2_NO_UTF_CHECK);
+        if (rc >= 0)
+            return true; /* 0: matched, the ovector was too small for the groups */
+        /* PCRE2_ERROR_MATCHLIMIT (and any other failure): no match. */
+    }
+    return false;
+}
+
+static bool json_semver_u(const json_t *u, struct ld__semver *sv)
+{
+    return json_is_string(u) && ld__semver_parse(json_string_value(u), json_string_length(u), sv);
+}
+
+bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u)
+{
+    double x;
+    struct ld__semver sv;
+    switch ((enum ld__op)cv->op) {
+    case LD__OP_IN:
+        return match_in(cv, u);
+    case LD__OP_STARTS_WITH:
+    case LD__OP_ENDS_WITH:
+    case LD__OP_CONTAINS:
+        return match_strings(cv, u);
+    case LD__OP_MATCHES:
+        return match_regexes(cv, u);
+    case LD__OP_LESS_THAN:
+        return cv->n && json_is_number(u) && json_number_value(u) < cv->u.bound;
+    case LD__OP_LESS_THAN_OR_EQUAL:
+        return cv->n && json_is_number(u) && json_number_value(u) <= cv->u.bound;
+    case LD__OP_GREATER_THAN:
+        return cv->n && json_is_number(u) && json_number_value(u) > cv->u.bound;
+    case LD__OP_GREATER_THAN_OR_EQUAL:
+        return cv->n && json_is_number(u) && json_number_value(u) >= cv->u.bound;
+    case LD__OP_BEFORE:
+        return cv->n && ld__date_parse(u, &x) && x < cv->u.bound;
+    case LD__OP_AFTER:
+        return cv->n && ld__date_parse(u, &x) && x > cv->u.bound;
+    case LD__OP_SEMVER_LESS_THAN:
+        return cv->n && json_semver_u(u, &sv) && ld__semver_compare(&sv, &cv->u.sv_bound) < 0;
+    case LD__OP_SEMVER_GREATER_THAN:
+        return cv->n && json_semver_u(u, &sv) && ld__semver_compare(&sv, &cv->u.sv_bound) > 0;
+    case LD__OP_SEMVER_EQUAL:
+        if (cv->n == 0 || !json_semver_u(u, &sv))
+            return false;
+        for (uint32_t i = 0; i < cv->n; i++)
+            if (ld__semver_compare(&sv, &cv->u.sv[i]) == 0)
+                return true;
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* ---- bytes and freeing ---------------------------------------------------- */
+
+size_t ld__clause_values_bytes(const struct ld__clause_values *cv)
+{
+    if (!cv)
+        return 0;
+    size_t bytes = cv->bytes;
+    if (cv->op == LD__OP_MATCHES && cv->u.re.md) {
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 34)
+        bytes += pcre2_get_match_data_size(cv->u.re.md);
+#else
+        bytes += 128; /* about a match data block with one ovector pair */
+#endif
+#if PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 45)
+        bytes += pcre2_get_match_data_heapframes_size(cv->u.re.md);
+#endif
+    }
+    return bytes;
+}
+
+void ld__clause_values_free(struct ld__clause_values *cv)
+{
+    if (!cv)
+        return;
+    if (cv->op == LD__OP_IN) {
+        json_t *const *v = cv->u.in.json.v;
+        for (uint32_t i = 0; i < cv->u.in.json.n; i++)
+            json_decref(v[i]);
+    } else if (cv->op == LD__OP_MATCHES) {
+        for (uint32_t i = 0; i < cv->n; i++)
+            pcre2_code_free(cv->u.re.v[i].code);
+        pcre2_match_data_free(cv->u.re.md);
+        pcre2_match_context_free(cv->u.re.mc);
+    }
+    ld__free(cv);
+}

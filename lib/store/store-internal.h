@@ -1,0 +1,318 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: the store layer's internal header: the front every component
+ * shares, what the evaluator reads of a store without a future, the data-
+ * source status types, and the memory store's reclamation. Never installed.
+ */
+#ifndef LDASYNC_STORE_INTERNAL_H
+#define LDASYNC_STORE_INTERNAL_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ldasync/future.h>
+#include <ldasync/status.h>
+#include <ldasync/store.h>
+
+#include "core/core-internal.h"
+
+/*
+ * The part every component's front layer shares (big segment store,
+ * initializer, synchronizer, processors).
+ *
+ * A front hands each operation's implementation a pending future and gives
+ * the caller a future that completes in issue order, whatever order the
+ * implementation completes in; it rejects operations once closed, and at
+ * free completes what is still pending. The store (lib/store/store.c) and every
+ * component around it use it.
+ */
+
+/* What the inline ld__front_idle() reads of a front's queue, which is
+ * otherwise private to front.c (whose struct starts with this). */
+struct ld__queue_state {
+    const void *head;  /* the oldest operation still waiting, or NULL */
+    unsigned inflight; /* handed over, not complete yet */
+};
+
+struct ld__pending; /* an operation whose result waits (front.c) */
+struct ld__queue;   /* the waiting operations (front.c) */
+
+/* Embedded in a component (see struct ld__component); its fields are the
+ * front's: read them through the functions below. */
+struct ld__front {
+    struct event_base *base;
+    struct ld__queue *queue; /* outlives the front while callbacks hold it */
+    ld_future *oom;          /* rejected LD_ENOMEM, for when nothing else can be made */
+    const char *closed_msg;  /* static: "synchronizer is closed", ... */
+    bool closed;
+};
+
+/* One operation between ld__front_begin() and ld__front_finish(). */
+struct ld__front_op {
+    ld_future *impl;       /* pending; the implementation completes it */
+    struct ld__pending *p; /* made in advance: finishing never allocates */
+};
+
+/* Sets up `fr` on `base`. @return 0 or LD_ENOMEM. */
+int ld__front_init(struct ld__front *fr, struct event_base *base, const char *closed_msg);
+
+/*
+ * The start of an operation. Returns the caller's future when the front
+ * answers it itself: LD_ECLOSED once closed, LD_EINVAL with the static
+ * message `bad` when `bad` is not NULL (both complete after the operations
+ * issued before, in issue order), LD_ENOMEM when memory ran out (at once: the
+ * operation was not issued). Otherwise returns NULL with `op` ready: hand
+ * the implementation ld_future_ref(op->impl), then call ld__front_finish().
+ * Never NULL for an answer.
+ */
+ld_future *ld__front_begin(struct ld__front *fr, const char *bad, struct ld__front_op *op);
+
+/* The caller's future for `op` (whose implementation future it steals); no
+ * allocation. When the implementation future is complete and nothing is
+ * queued or in flight before it, the caller's future takes its outcome
+ * from the loop (completed later). Otherwise the caller's future adopts it
+ * (ld_future_forward) once everything before it has been handed over;
+ * adoption goes through the loop in hand-over order, so callbacks run in
+ * issue order. */
+ld_future *ld__front_finish(struct ld__front *fr, struct ld__front_op *op);
+
+/* True when no operation waits or is in flight: a result completed at once
+ * may be handed back as it is. */
+static inline bool ld__front_idle(const struct ld__front *fr)
+{
+    const struct ld__queue_state *q = (const struct ld__queue_state *)(const void *)fr->queue;
+    return !q->head && !q->inflight;
+}
+
+/* True once the front was closed (or released). */
+static inline bool ld__front_closed(const struct ld__front *fr)
+{
+    return fr->closed;
+}
+
+/* The base the front's futures complete on. */
+static inline struct event_base *ld__front_base(const struct ld__front *fr)
+{
+    return fr->base;
+}
+
+/* A reference to the front's future rejected with LD_ENOMEM. */
+ld_future *ld__front_oom(struct ld__front *fr);
+
+/* Closes `fr` and returns the caller's future for the close: with `abort`,
+ * what is pending is first rejected with LD_ECLOSED; then, the first time
+ * only, `close_op(impl, out)` (if not NULL) closes the implementation;
+ * otherwise the future is fulfilled at once. When memory runs out, nothing
+ * changes and the future is rejected with LD_ENOMEM. */
+ld_future *ld__front_close(struct ld__front *fr, bool abort,
+                           void (*close_op)(void *impl, ld_future *out), void *impl);
+
+/* Closes `fr`, aborts what waits with LD_ECANCELED and lets go of the queue
+ * (freed once its last callback ran); then frees the implementation with
+ * free_fn(impl) (if free_fn is not NULL): at once, or, when implementation
+ * futures were cancelled (now, or by an earlier close) and their cancel
+ * handlers may not have run yet, from the loop after them (the
+ * implementation may have given them `impl`). Safe from inside a callback
+ * of one of the front's own futures. */
+void ld__front_release(struct ld__front *fr, void (*free_fn)(void *impl), void *impl);
+
+/*
+ * The skeleton of a component (store, big segment store, initializer,
+ * synchronizer, event and update processors): its front and its
+ * implementation. A component's struct starts with it, followed by its
+ * typed ops; the functions below do what every component does the same
+ * way, so that a component is its ops' validation and one line per
+ * operation. They take NULL for a NULL component.
+ */
+struct ld__component {
+    struct ld__front front;
+    void *impl;
+};
+
+/* A zeroed component of `size` bytes (its struct starts with struct
+ * ld__component) on `base`, for `impl`; the caller then sets its ops.
+ * NULL if memory ran out. */
+void *ld__component_new(size_t size, struct event_base *base, void *impl, const char *closed_msg);
+
+/* An operation whose only input is its implementation future: op(impl,
+ * out) through the front (`bad`: see ld__front_begin). NULL for a NULL
+ * component. */
+ld_future *ld__component_call(struct ld__component *c, const char *bad,
+                              void (*op)(void *impl, ld_future *out));
+
+/* ld__front_close() of the component; NULL for a NULL component. */
+ld_future *ld__component_close(struct ld__component *c, bool abort,
+                               void (*close_op)(void *impl, ld_future *out));
+
+/* ld__front_release() with free_fn, then frees the component. NULL-safe. */
+void ld__component_free(struct ld__component *c, void (*free_fn)(void *impl));
+
+/* What `fn(impl)` says (a name, a description), "unknown" when fn is NULL
+ * or says NULL, "(null)" for a NULL component. */
+const char *ld__component_text(const struct ld__component *c, const char *(*fn)(void *impl));
+
+/*
+ * What the evaluator reads of a store without a future.
+ */
+
+/* The store's get_now for a valid kind and a non-empty valid UTF-8 key of
+ * `len` bytes, when it can answer within the call and keep issue order (it
+ * has one, is open and nothing waits); otherwise LD_EBUSY, as get_now may
+ * also say. Loop thread. */
+int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t len, json_t **item,
+                      struct ld_lease **lease);
+
+/* The same for all_now. */
+int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
+
+/* The store's `initialized` when its implementation answers within the
+ * call (as the memory store does) and nothing of the store waits: 1 or 0;
+ * otherwise LD_EBUSY; LD_ENOMEM; or the implementation's error. */
+int ld__store_initialized_now(ld_store *s);
+
+/*
+ * What the users of the data-source status types (sink.c, fdv2.c)
+ * share.
+ */
+
+/* The current time in ms since the Unix epoch. */
+int64_t ld__now_ms(void);
+
+/* Checks `in` by the rules of status.h and, if it is valid, sets *out to it
+ * with a time of 0 replaced by now and a NULL message by "" (the message is
+ * still borrowed, from `in` or static). @return true if `in` is valid. */
+bool ld__ds_error_info_prepare(const ld_ds_error_info *in, ld_ds_error_info *out);
+
+/*
+ * The memory store's reclamation (memory_reclaim.c) as the
+ * store's tables (memory_store.c) use it; see memory_reclaim.c for the
+ * design. Private to those two files; never installed. What the get path
+ * runs on every call is static inline here, as it was in one file.
+ */
+
+struct event;
+struct event_base;
+struct slot; /* a slot of the store's tables (memory_store.c) */
+
+/* What the store lets go of later: an item a write replaced, or a whole
+ * table an init replaced (slots only; the snapshot is reference-counted). */
+struct garbage {
+    json_t *item;
+    struct slot *slots;
+    size_t mask;
+};
+
+/* A list of garbage; `w`, its weight: one per item, a table's capacity. */
+struct bin {
+    struct garbage *v;
+    size_t n, cap, w;
+};
+
+/* A generation (see memory_reclaim.c): the leases of gets taken while it
+ * was current, and the items they read, GEN_ITEMS at most. */
+#define GEN_ITEMS 32
+
+struct gen {
+    struct ld_lease lease;    /* first: the future releases &gen->lease */
+    _Atomic size_t refs;      /* the store's while it keeps the gen, one per lease */
+    bool shared;              /* made with libevent threading on: atomic counts */
+    uint32_t n;               /* items noted (since the gen last had no lease out) */
+    uint32_t nref;            /* items[0..nref) are referenced by the gen: sealed */
+    struct bin bin;           /* replaced while current, which a lease may still read */
+    json_t *items[GEN_ITEMS]; /* the items of the leases taken on it */
+};
+
+/* Generations older than the current one whose leases may read garbage,
+ * oldest first: v[head..n). */
+struct gens {
+    struct gen **v;
+    size_t head, n, cap;
+    size_t limit; /* compacted when that many */
+};
+
+/* The store's reclamation state. */
+struct reclaim {
+    struct gen *cur;
+    struct gens old;
+    struct gen *spares[8]; /* generations kept for reuse */
+    int nspares;
+    size_t kept; /* the weight of the garbage of cur and old */
+    /* empty garbage arrays kept for reuse: growing one is a large
+     * allocation, slow in a fragmented heap (glibc consolidates first) */
+    struct bin arrays[4];
+    int narrays;
+    /* what no lease can read, waiting for the loop (`flush`, made active
+     * when it is not empty) to let go of it all at once */
+    struct bin loose;
+    struct event *flush;
+    bool flush_active;
+};
+
+/* A reclaimer with its first generation and its event on `base`: 0 or
+ * LD_ENOMEM (then nothing to free). */
+int ld__mem_reclaim_init(struct reclaim *r, struct event_base *base);
+/* Lets go of everything once the store's tables are retired; generations
+ * with leases out are sealed and left to their leases. */
+void ld__mem_reclaim_fini(struct reclaim *r);
+
+/* Lets go of `what` (an item or a table's slots, owned by the store, of
+ * weight `w`): while a lease may read it, with the current generation;
+ * else a table at once and an item from the loop. */
+void ld__mem_retire(struct reclaim *r, struct garbage what, size_t w);
+
+/* The generation a new lease goes to when the current one cannot take it:
+ * it keeps garbage, or has noted GEN_ITEMS items, or threading came on
+ * since it was made (its count is not atomic). The current one still
+ * does when it has no lease out and no garbage an older lease may read;
+ * else a new one. NULL without memory. */
+struct gen *ld__mem_gen_turn(struct reclaim *r);
+
+/* Frees a table's slots and the items and keys they hold (memory_store.c). */
+void ld__mem_slots_free(struct slot *slots, size_t mask);
+
+/* jansson's json_incref and json_decref for items (objects, never
+ * jansson's static values) without their plain read of the count, a data
+ * race once references go on other threads: a sealed generation lets go
+ * of its items on the thread that releases its last lease. */
+static inline json_t *item_ref(json_t *item)
+{
+    if (item)
+        __atomic_fetch_add(&item->refcount, 1, __ATOMIC_RELAXED);
+    return item;
+}
+
+static inline void item_unref(json_t *item)
+{
+    if (item && __atomic_sub_fetch(&item->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(item);
+}
+
+static inline void gen_add(struct gen *g)
+{
+    if (g->shared) {
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    } else {
+        size_t n = atomic_load_explicit(&g->refs, memory_order_relaxed);
+        atomic_store_explicit(&g->refs, n + 1, memory_order_relaxed);
+    }
+}
+
+/* A lease on the current generation for a get of `item` (stored in a
+ * table), which the generation notes; NULL without memory (then the
+ * caller references the item instead). */
+static inline struct ld_lease *ld__mem_lease(struct reclaim *r, json_t *item)
+{
+    struct gen *g = r->cur;
+    if (g->n == GEN_ITEMS || g->bin.n || (!g->shared && ld__future_threads()))
+        g = ld__mem_gen_turn(r);
+    if (!g) /* no memory for a new generation */
+        return NULL;
+    g->items[g->n++] = item;
+    gen_add(g);
+    return &g->lease;
+}
+
+#endif /* LDASYNC_STORE_INTERNAL_H */
