@@ -81,7 +81,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
-#include "core/core-internal.h"
+#include "serve-internal.h"
 #include "server.h"
 
 /* The methods evhttp 2.1 knows; any other bit is its "unknown" type. */
@@ -97,7 +97,7 @@ static char *sdup(const char *s)
     if (!s)
         return NULL;
     size_t n = strlen(s) + 1;
-    char *p = ld__malloc(n);
+    char *p = lds_malloc(n);
     if (p)
         memcpy(p, s, n);
     return p;
@@ -130,7 +130,7 @@ struct blob {
 
 static struct blob *blob_new(size_t len)
 {
-    struct blob *b = ld__malloc(sizeof *b + len + 1);
+    struct blob *b = lds_malloc(sizeof *b + len + 1);
     if (b) {
         b->refs = 1;
         b->len = len;
@@ -142,7 +142,7 @@ static struct blob *blob_new(size_t len)
 static void blob_unref(struct blob *b)
 {
     if (b && --b->refs == 0)
-        ld__free(b);
+        lds_free(b);
 }
 
 static void blob_cleanup(const void *data, size_t len, void *arg)
@@ -223,11 +223,11 @@ struct icache {
     char etag[24];
 };
 
-struct ld__server {
+struct lds_server {
     struct event_base *base;
     ld_store *store;
     ld_evaluator *ev;
-    struct ld__server_options o;
+    struct lds_server_options o;
     char *bind_address, *sdk_key;
     unsigned char key_hash[SHA256_DIGEST_LENGTH];
     bool need_key;
@@ -249,26 +249,26 @@ struct ld__server {
     ld_future *close_fut;
     struct event *drain;     /* while closing: waits for the answers to be sent */
     struct timeval drain_by; /* when it stops waiting */
-    struct ld__server_stats st;
+    struct lds_server_stats st;
 };
 
-const char *ld__log_level_name(int level)
+const char *lds_log_level_name(int level)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    return level >= 0 && level <= LD__LOG_DEBUG ? names[level] : NULL;
+    return level >= 0 && level <= LDS_LOG_DEBUG ? names[level] : NULL;
 }
 
-int ld__log_level_parse(const char *name)
+int lds_log_level_parse(const char *name)
 {
-    for (int i = 0; name && i <= LD__LOG_DEBUG; i++)
-        if (strcmp(name, ld__log_level_name(i)) == 0)
+    for (int i = 0; name && i <= LDS_LOG_DEBUG; i++)
+        if (strcmp(name, lds_log_level_name(i)) == 0)
             return i;
     if (name && strcmp(name, "warning") == 0)
-        return LD__LOG_WARN;
+        return LDS_LOG_WARN;
     return -1;
 }
 
-void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap)
+void lds_log_v(lds_log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap)
 {
     if (!fn || level > max_level)
         return;
@@ -277,11 +277,11 @@ void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *f
     fn(level, line, arg);
 }
 
-LD_PRINTF(3, 4) static void slog(const ld__server *srv, int level, const char *fmt, ...)
+LD_PRINTF(3, 4) static void slog(const lds_server *srv, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    ld__log_v(srv->o.log, srv->o.log_arg, srv->o.log_level, level, fmt, ap);
+    lds_log_v(srv->o.log, srv->o.log_arg, srv->o.log_level, level, fmt, ap);
     va_end(ap);
 }
 
@@ -290,7 +290,7 @@ LD_PRINTF(3, 4) static void slog(const ld__server *srv, int level, const char *f
 
 struct conn {
     struct conn *prev, *next;
-    ld__server *srv; /* NULL once the server is freed */
+    lds_server *srv; /* NULL once the server is freed */
     struct bufferevent *bev;
     struct evhttp_connection *evcon; /* once set up */
     struct sreq *sreq;               /* the request waiting for a future */
@@ -331,11 +331,11 @@ static size_t map_hash(const void *p, size_t mask)
     return (size_t)(v >> 20) & mask;
 }
 
-static int map_put(ld__server *srv, struct conn *c)
+static int map_put(lds_server *srv, struct conn *c)
 {
     if ((srv->map_n + 1) * 2 > srv->map_mask + 1 || !srv->map) {
         size_t cap = srv->map ? (srv->map_mask + 1) * 2 : 64;
-        struct conn **t = ld__calloc(cap, sizeof *t);
+        struct conn **t = lds_calloc(cap, sizeof *t);
         if (!t)
             return -1;
         for (size_t i = 0; srv->map && i <= srv->map_mask; i++)
@@ -345,7 +345,7 @@ static int map_put(ld__server *srv, struct conn *c)
                     j = (j + 1) & (cap - 1);
                 t[j] = srv->map[i];
             }
-        ld__free(srv->map);
+        lds_free(srv->map);
         srv->map = t;
         srv->map_mask = cap - 1;
     }
@@ -357,7 +357,7 @@ static int map_put(ld__server *srv, struct conn *c)
     return 0;
 }
 
-static struct conn *map_get(ld__server *srv, const struct bufferevent *bev)
+static struct conn *map_get(lds_server *srv, const struct bufferevent *bev)
 {
     if (!srv->map)
         return NULL;
@@ -367,7 +367,7 @@ static struct conn *map_get(ld__server *srv, const struct bufferevent *bev)
     return NULL;
 }
 
-static void map_del(ld__server *srv, struct conn *c)
+static void map_del(lds_server *srv, struct conn *c)
 {
     size_t mask = srv->map_mask, j = map_hash(c->bev, mask);
     while (srv->map[j] != c) {
@@ -397,7 +397,7 @@ static void bodyw_restore(struct bodyw *w);
 /* Lets go of a connection's record. */
 static void conn_forget(struct conn *c)
 {
-    ld__server *srv = c->srv;
+    lds_server *srv = c->srv;
     if (srv) {
         conn_unlink(&srv->conns, c);
         map_del(srv, c);
@@ -408,7 +408,7 @@ static void conn_forget(struct conn *c)
         event_free(c->deadline);
     c->deadline = NULL;
     if (!c->once)
-        ld__free(c);
+        lds_free(c);
 }
 
 /* A request must come whole within timeout_s of the connection's start or
@@ -422,7 +422,7 @@ static void conn_deadline(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     if (!c->srv || !c->evcon)
         return;
-    slog(c->srv, LD__LOG_DEBUG, "connection closed: no whole request within %d s",
+    slog(c->srv, LDS_LOG_DEBUG, "connection closed: no whole request within %d s",
          c->srv->o.timeout_s);
     if (c->bodyw) { /* libevent's callbacks back first, as bodyw_event() does */
         struct bodyw *w = c->bodyw;
@@ -497,7 +497,7 @@ static void conn_setup_later(evutil_socket_t fd, short what, void *arg)
     c->once = false;
     if (!c->srv) { /* forgotten, or the server is gone */
         struct bufferevent *bev = c->setup ? NULL : c->bev;
-        ld__free(c);
+        lds_free(c);
         if (bev)
             bufferevent_decref(bev);
         return;
@@ -505,8 +505,8 @@ static void conn_setup_later(evutil_socket_t fd, short what, void *arg)
     if (c->setup)
         return;
     if (conn_setup(c) && c->over) {
-        ld__server *srv = c->srv;
-        slog(srv, LD__LOG_WARN, "connection refused: %d open already", srv->o.max_connections);
+        lds_server *srv = c->srv;
+        slog(srv, LDS_LOG_WARN, "connection refused: %d open already", srv->o.max_connections);
         evhttp_connection_free(c->evcon); /* conn_closed forgets c */
     }
 }
@@ -515,9 +515,9 @@ static void conn_setup_later(evutil_socket_t fd, short what, void *arg)
  * reference of ours, so that it outlives libevent's until conn_setup()). */
 static struct bufferevent *make_bev(struct event_base *base, void *arg)
 {
-    ld__server *srv = arg;
+    lds_server *srv = arg;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    struct conn *c = bev ? ld__calloc(1, sizeof *c) : NULL;
+    struct conn *c = bev ? lds_calloc(1, sizeof *c) : NULL;
     if (!c)
         return bev; /* served without our accounting (handle() answers 503) */
     c->srv = srv;
@@ -525,7 +525,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
     c->over = srv->st.connections >= (uint64_t)srv->o.max_connections;
     static const struct timeval zero = {0, 0};
     if (map_put(srv, c) != 0) {
-        ld__free(c);
+        lds_free(c);
         return bev;
     }
     bufferevent_incref(bev);
@@ -533,7 +533,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
     if (event_base_once(base, -1, EV_TIMEOUT, conn_setup_later, c, &zero) != 0) {
         bufferevent_decref(bev);
         map_del(srv, c);
-        ld__free(c);
+        lds_free(c);
         return bev;
     }
     conn_link(&srv->conns, c);
@@ -542,7 +542,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 }
 
 /* The record of the connection of `req`, set up; NULL if there is none. */
-static struct conn *conn_of(ld__server *srv, struct evhttp_request *req)
+static struct conn *conn_of(lds_server *srv, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct conn *c = evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL;
@@ -603,17 +603,17 @@ static void add_cors(struct evkeyvalq *h)
     evhttp_add_header(h, "Access-Control-Max-Age", "300");
 }
 
-static void log_answer(ld__server *srv, struct evhttp_request *req, int code, size_t len)
+static void log_answer(lds_server *srv, struct evhttp_request *req, int code, size_t len)
 {
     srv->st.requests++;
-    if (srv->o.log_level < LD__LOG_DEBUG || !srv->o.log)
+    if (srv->o.log_level < LDS_LOG_DEBUG || !srv->o.log)
         return;
     const char *uri = evhttp_request_get_uri(req);
-    slog(srv, LD__LOG_DEBUG, "%d %.200s (%zu bytes)", code, uri ? uri : "?", len);
+    slog(srv, LDS_LOG_DEBUG, "%d %.200s (%zu bytes)", code, uri ? uri : "?", len);
 }
 
 /* The record of the connection of `req`, if it has one (not set up). */
-static struct conn *conn_find(ld__server *srv, struct evhttp_request *req)
+static struct conn *conn_find(lds_server *srv, struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     return evcon ? map_get(srv, evhttp_connection_get_bufferevent(evcon)) : NULL;
@@ -623,7 +623,7 @@ static struct conn *conn_find(ld__server *srv, struct evhttp_request *req)
  * with the read timeout back, and the deadline of the next request. */
 static void answer_written(struct evhttp_request *req, void *arg)
 {
-    ld__server *srv = arg;
+    lds_server *srv = arg;
     struct conn *c = conn_find(srv, req);
     if (c && c->setup) {
         struct timeval tv = {srv->o.timeout_s, 0};
@@ -649,7 +649,7 @@ static bool body_unread(struct evhttp_request *req)
 }
 
 /* Sends `body` (may be NULL) with status `code`. */
-static void send_blob(ld__server *srv, struct evhttp_request *req, int code, struct blob *body,
+static void send_blob(lds_server *srv, struct evhttp_request *req, int code, struct blob *body,
                       const char *etag, int flags)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -696,14 +696,14 @@ static void send_blob(ld__server *srv, struct evhttp_request *req, int code, str
         evbuffer_drain(out, evbuffer_get_length(out));
 }
 
-static void send_error(ld__server *srv, struct evhttp_request *req, int code, const char *msg,
+static void send_error(lds_server *srv, struct evhttp_request *req, int code, const char *msg,
                        int flags)
 {
     json_t *j = json_pack("{s:s}", "error", msg ? msg : reason_of(code));
     struct blob *b = j ? blob_json(j) : NULL;
     json_decref(j);
     if (code >= 500)
-        slog(srv, LD__LOG_WARN, "%d %.200s: %s", code, evhttp_request_get_uri(req), msg ? msg : "");
+        slog(srv, LDS_LOG_WARN, "%d %.200s: %s", code, evhttp_request_get_uri(req), msg ? msg : "");
     send_blob(srv, req, code, b, NULL, flags);
     blob_unref(b);
 }
@@ -725,7 +725,7 @@ static bool etag_matches(struct evhttp_request *req, const char *etag)
     return false;
 }
 
-static void send_cacheable(ld__server *srv, struct evhttp_request *req, struct blob *body,
+static void send_cacheable(lds_server *srv, struct evhttp_request *req, struct blob *body,
                            const char *etag)
 {
     if (etag_matches(req, etag))
@@ -746,7 +746,7 @@ enum route { R_ALL, R_FLAGS, R_SEGMENTS, R_FLAG, R_SEGMENT, R_EVALX, R_STATUS, R
 
 struct sreq {
     struct sreq *prev, *next;
-    ld__server *srv;
+    lds_server *srv;
     struct evhttp_request *req;
     ld_future *fut; /* our reference */
     enum route route;
@@ -755,7 +755,7 @@ struct sreq {
     struct conn *conn;
 };
 
-static void sreq_unlink(ld__server *srv, struct sreq *r)
+static void sreq_unlink(lds_server *srv, struct sreq *r)
 {
     if (r->prev)
         r->prev->next = r->next;
@@ -767,7 +767,7 @@ static void sreq_unlink(ld__server *srv, struct sreq *r)
     srv->st.pending--;
 }
 
-static void finish_close(ld__server *srv);
+static void finish_close(lds_server *srv);
 
 /* The longest a close waits for answers to be sent. */
 #define DRAIN_MAX_S 10
@@ -776,7 +776,7 @@ static void finish_close(ld__server *srv);
  * detached the request from it first: then it is ours to free). */
 static void sreq_conn_closed(struct sreq *r)
 {
-    ld__server *srv = r->srv;
+    lds_server *srv = r->srv;
     r->dead = true;
     r->conn->sreq = NULL;
     r->conn = NULL;
@@ -784,7 +784,7 @@ static void sreq_conn_closed(struct sreq *r)
     if (evhttp_request_get_connection(r->req) == NULL)
         evhttp_request_free(r->req);
     r->req = NULL;
-    slog(srv, LD__LOG_DEBUG, "client went away while its request waited");
+    slog(srv, LDS_LOG_DEBUG, "client went away while its request waited");
     ld_future_cancel(r->fut);
     if (srv->closing)
         finish_close(srv);
@@ -793,7 +793,7 @@ static void sreq_conn_closed(struct sreq *r)
 static void sreq_done(ld_future *f, void *arg);
 
 /* Makes `f` (stolen) answer `req` through `route` when it completes. */
-static void wait_for(ld__server *srv, struct evhttp_request *req, ld_future *f, enum route route,
+static void wait_for(lds_server *srv, struct evhttp_request *req, ld_future *f, enum route route,
                      int flags)
 {
     struct conn *c = conn_of(srv, req);
@@ -802,7 +802,7 @@ static void wait_for(ld__server *srv, struct evhttp_request *req, ld_future *f, 
         send_error(srv, req, f ? 503 : 500, f ? "connection not tracked" : "out of memory", flags);
         return;
     }
-    struct sreq *r = ld__calloc(1, sizeof *r);
+    struct sreq *r = lds_calloc(1, sizeof *r);
     if (!r) {
         ld_future_unref(f);
         send_error(srv, req, 500, "out of memory", flags);
@@ -815,7 +815,7 @@ static void wait_for(ld__server *srv, struct evhttp_request *req, ld_future *f, 
     r->fut = ld_future_ref(f);
     if (ld_future_on_complete(f, sreq_done, r) != 0) {
         ld_future_unref(r->fut);
-        ld__free(r);
+        lds_free(r);
         send_error(srv, req, 500, "out of memory", flags);
         return;
     }
@@ -843,7 +843,7 @@ static void coll_clear(struct coll *c)
 
 /* The body of collection `which` of the snapshots `a` (and `b` for
  * COLL_ALL), borrowed from the cache. NULL when memory ran out. */
-static struct coll *coll_get(ld__server *srv, int which, json_t *a, json_t *b)
+static struct coll *coll_get(lds_server *srv, int which, json_t *a, json_t *b)
 {
     struct coll *c = &srv->coll[which];
     if (c->body && c->snap[0] == a && c->snap[1] == b)
@@ -880,7 +880,7 @@ static void icache_clear(struct icache *ic)
 }
 
 /* The cache entry of `item`, made if needed; NULL when memory ran out. */
-static struct icache *icache_get(ld__server *srv, json_t *item)
+static struct icache *icache_get(lds_server *srv, json_t *item)
 {
     uintptr_t v = (uintptr_t)item;
     v ^= v >> 17;
@@ -911,7 +911,7 @@ static struct blob *coll_put(struct coll *c)
     return c->put;
 }
 
-static ld_future *fetch_all(ld__server *srv)
+static ld_future *fetch_all(lds_server *srv)
 {
     ld_future *fs[2] = {ld_store_all(srv->store, ld_kind_features()),
                         ld_store_all(srv->store, ld_kind_segments())};
@@ -923,7 +923,7 @@ static ld_future *fetch_all(ld__server *srv)
 
 struct stream {
     struct stream *prev, *next;
-    ld__server *srv;
+    lds_server *srv;
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
@@ -936,7 +936,7 @@ struct stream {
     struct conn *conn;
 };
 
-static void stream_unlink(ld__server *srv, struct stream *s)
+static void stream_unlink(lds_server *srv, struct stream *s)
 {
     if (s->prev)
         s->prev->next = s->next;
@@ -952,19 +952,19 @@ static void stream_free(struct stream *s)
 {
     if (s->queued)
         evbuffer_free(s->queued);
-    ld__free(s);
+    lds_free(s);
 }
 
 static void stream_conn_closed(struct stream *s)
 {
-    ld__server *srv = s->srv;
+    lds_server *srv = s->srv;
     s->conn->stream = NULL;
     s->conn = NULL;
     stream_unlink(srv, s);
     if (evhttp_request_get_connection(s->req) == NULL)
         evhttp_request_free(s->req);
     if (!s->dropping)
-        slog(srv, LD__LOG_INFO, "stream closed by the client (%llu open)",
+        slog(srv, LDS_LOG_INFO, "stream closed by the client (%llu open)",
              (unsigned long long)srv->st.streams);
     if (s->fut) {
         /* its callback frees it */
@@ -992,12 +992,12 @@ static size_t stream_backlog(struct stream *s)
  * stream). `why` NULL: its reader is too slow. */
 static void stream_drop_for(struct stream *s, const char *why)
 {
-    ld__server *srv = s->srv;
+    lds_server *srv = s->srv;
     srv->st.streams_dropped++;
     if (why)
-        slog(srv, LD__LOG_WARN, "stream dropped: %s", why);
+        slog(srv, LDS_LOG_WARN, "stream dropped: %s", why);
     else
-        slog(srv, LD__LOG_WARN, "stream dropped: its reader is too slow (%zu bytes unsent)",
+        slog(srv, LDS_LOG_WARN, "stream dropped: its reader is too slow (%zu bytes unsent)",
              stream_backlog(s));
     s->dropping = true;
     evhttp_connection_free(s->evcon);
@@ -1127,7 +1127,7 @@ static bool stream_send(struct stream *s, struct blob *b, const struct frame *f)
 static void stream_put_done(ld_future *f, void *arg)
 {
     struct stream *s = arg;
-    ld__server *srv = s->srv;
+    lds_server *srv = s->srv;
     ld_future_unref(s->fut);
     s->fut = NULL;
     if (!srv) { /* its connection went away */
@@ -1180,7 +1180,7 @@ static void stream_put_done(ld_future *f, void *arg)
     s->started = true;
     s->put_len = put->len;
     log_answer(srv, s->req, 200, put->len);
-    slog(srv, LD__LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);
+    slog(srv, LDS_LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);
     if (!stream_send(s, put, NULL))
         return;
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
@@ -1192,17 +1192,17 @@ static void stream_put_done(ld_future *f, void *arg)
 }
 
 /* Starts a stream: its put is sent once the data is read. */
-static void stream_start(ld__server *srv, struct evhttp_request *req)
+static void stream_start(lds_server *srv, struct evhttp_request *req)
 {
     struct conn *c = conn_of(srv, req);
     if (!c) {
         send_error(srv, req, 503, "connection not tracked", 0);
         return;
     }
-    struct stream *s = ld__calloc(1, sizeof *s);
+    struct stream *s = lds_calloc(1, sizeof *s);
     ld_future *f = s ? fetch_all(srv) : NULL;
     if (!f) {
-        ld__free(s);
+        lds_free(s);
         send_error(srv, req, 500, "out of memory", 0);
         return;
     }
@@ -1212,7 +1212,7 @@ static void stream_start(ld__server *srv, struct evhttp_request *req)
     s->fut = ld_future_ref(f);
     if (ld_future_on_complete(f, stream_put_done, s) != 0) {
         ld_future_unref(s->fut);
-        ld__free(s);
+        lds_free(s);
         send_error(srv, req, 500, "out of memory", 0);
         return;
     }
@@ -1226,7 +1226,7 @@ static void stream_start(ld__server *srv, struct evhttp_request *req)
 }
 
 /* Sends `b` to every started stream, and queues it for the others. */
-static void broadcast(ld__server *srv, struct blob *b)
+static void broadcast(lds_server *srv, struct blob *b)
 {
     struct frame frame;
     const struct frame *f = frame_make(&frame, b);
@@ -1253,16 +1253,16 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    ld__server *srv = arg;
+    lds_server *srv = arg;
     broadcast(srv, srv->beat);
 }
 
 /* A change could not be made into an event: no stream may go on without
  * it, so the started ones are dropped (their clients reconnect and get a
  * new put) and the others refused once their put is ready. */
-static void lose_change(ld__server *srv, const char *key)
+static void lose_change(lds_server *srv, const char *key)
 {
-    slog(srv, LD__LOG_ERROR, "out of memory: change of %s not sent: streams dropped", key);
+    slog(srv, LDS_LOG_ERROR, "out of memory: change of %s not sent: streams dropped", key);
     struct stream *next;
     for (struct stream *s = srv->streams; s; s = next) {
         next = s->next;
@@ -1273,7 +1273,7 @@ static void lose_change(ld__server *srv, const char *key)
     }
 }
 
-void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, int64_t version,
+void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, int64_t version,
                         const json_t *item)
 {
     if (!srv || !kind || !key || srv->closing)
@@ -1282,7 +1282,7 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
         return;
     const char *prefix = kind == ld_kind_segments() ? "/segments/" : "/flags/";
     size_t plen = strlen(prefix), klen = strlen(key);
-    char *path = ld__malloc(plen + klen + 1);
+    char *path = lds_malloc(plen + klen + 1);
     if (!path) {
         lose_change(srv, key);
         return;
@@ -1291,7 +1291,7 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
     memcpy(path + plen, key, klen + 1);
     json_t *j = item ? json_pack("{s:s,s:O}", "path", path, "data", item)
                      : json_pack("{s:s,s:I}", "path", path, "version", (json_int_t)version);
-    ld__free(path);
+    lds_free(path);
     struct blob *data = j ? blob_json(j) : NULL;
     json_decref(j);
     if (!data) {
@@ -1307,7 +1307,7 @@ void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, i
         lose_change(srv, key);
         return;
     }
-    slog(srv, LD__LOG_DEBUG, "%s %s%s v%lld to %llu streams", item ? "patch" : "delete", prefix,
+    slog(srv, LDS_LOG_DEBUG, "%s %s%s v%lld to %llu streams", item ? "patch" : "delete", prefix,
          key, (long long)version, (unsigned long long)srv->st.streams);
     broadcast(srv, ev);
     blob_unref(ev);
@@ -1357,7 +1357,7 @@ static json_t *evalx_of_state(const json_t *state)
 /* ------------------------------------------------------------------------- */
 /* Answering when the future completes                                      */
 
-static void answer_status(ld__server *srv, struct sreq *r, ld_future *f)
+static void answer_status(lds_server *srv, struct sreq *r, ld_future *f)
 {
     json_t *j = json_object();
     json_t *ds = json_object();
@@ -1414,10 +1414,10 @@ static void sreq_done(ld_future *f, void *arg)
     struct sreq *r = arg;
     ld_future_unref(r->fut);
     if (r->dead) {
-        ld__free(r);
+        lds_free(r);
         return;
     }
-    ld__server *srv = r->srv;
+    lds_server *srv = r->srv;
     sreq_unlink(srv, r);
     struct evhttp_request *req = r->req;
     if (r->conn)
@@ -1490,7 +1490,7 @@ static void sreq_done(ld_future *f, void *arg)
             send_error(srv, req, 500, "internal error", 0);
         }
     }
-    ld__free(r);
+    lds_free(r);
     if (srv->closing)
         finish_close(srv);
 }
@@ -1555,11 +1555,11 @@ static char *b64_decode(const char *s, size_t n, size_t *len)
     if (n % 4 == 1 || n > INT_MAX / 2)
         return NULL;
     size_t padded = (n + 3) / 4 * 4;
-    unsigned char *in = ld__malloc(padded + 1);
-    unsigned char *out = ld__malloc(padded / 4 * 3 + 1);
+    unsigned char *in = lds_malloc(padded + 1);
+    unsigned char *out = lds_malloc(padded / 4 * 3 + 1);
     if (!in || !out) {
-        ld__free(in);
-        ld__free(out);
+        lds_free(in);
+        lds_free(out);
         *len = 1;
         return NULL;
     }
@@ -1573,9 +1573,9 @@ static char *b64_decode(const char *s, size_t n, size_t *len)
     memset(in + n, '=', padded - n);
     if (rc == 0)
         rc = EVP_DecodeBlock(out, in, (int)padded);
-    ld__free(in);
+    lds_free(in);
     if (rc < 0) {
-        ld__free(out);
+        lds_free(out);
         return NULL;
     }
     *len = (size_t)rc - (padded - n); /* each '=' added decoded as a 0 */
@@ -1596,7 +1596,7 @@ static bool query_flag(const char *query, const char *name)
     return false;
 }
 
-static bool authorized(ld__server *srv, struct evhttp_request *req)
+static bool authorized(lds_server *srv, struct evhttp_request *req)
 {
     if (!srv->need_key)
         return true;
@@ -1632,7 +1632,7 @@ static size_t headers_scan(struct evhttp_request *req, bool *te_bad)
     return n;
 }
 
-static void method_not_allowed(ld__server *srv, struct evhttp_request *req, const char *allow,
+static void method_not_allowed(lds_server *srv, struct evhttp_request *req, const char *allow,
                                int flags)
 {
     evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
@@ -1669,7 +1669,7 @@ static int split_path(const char *path, char *buf, char **seg)
  * (NULL when json_loadb() failed with `jerr`), `why` what
  * ld_context_from_json() said. Memory running out is 500, not the client's
  * mistake. */
-static void send_context_error(ld__server *srv, struct evhttp_request *req, const json_t *j,
+static void send_context_error(lds_server *srv, struct evhttp_request *req, const json_t *j,
                                const json_error_t *jerr, const char *why, int flags)
 {
     if (!j ? json_error_code(jerr) == json_error_out_of_memory
@@ -1682,7 +1682,7 @@ static void send_context_error(ld__server *srv, struct evhttp_request *req, cons
 }
 
 /* Evaluates for the context in `text` (a REPORT's body). */
-static void report_eval(ld__server *srv, struct evhttp_request *req, const char *text, size_t len,
+static void report_eval(lds_server *srv, struct evhttp_request *req, const char *text, size_t len,
                         bool reasons)
 {
     json_error_t jerr = {0}; /* jansson leaves it as it is when its first allocation fails */
@@ -1707,7 +1707,7 @@ static void report_eval(ld__server *srv, struct evhttp_request *req, const char 
  * method it does not know, so it is read here, from the connection's
  * input, with the bufferevent's callbacks borrowed meanwhile. */
 struct bodyw {
-    ld__server *srv;
+    lds_server *srv;
     struct conn *conn;
     struct evhttp_request *req;
     size_t need;
@@ -1727,7 +1727,7 @@ static void bodyw_restore(struct bodyw *w)
 
 /* The body is there: evaluate, and take it out of the connection's input
  * (before libevent reads the next request from it). */
-static void report_body(ld__server *srv, struct evhttp_request *req, struct bufferevent *bev,
+static void report_body(lds_server *srv, struct evhttp_request *req, struct bufferevent *bev,
                         size_t need, bool reasons)
 {
     struct evbuffer *in = bufferevent_get_input(bev);
@@ -1744,7 +1744,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     bodyw_restore(w);
     conn_request_came(w->conn);
     report_body(w->srv, w->req, bev, w->need, w->reasons);
-    ld__free(w);
+    lds_free(w);
 }
 
 static void bodyw_event(struct bufferevent *bev, short what, void *arg)
@@ -1754,14 +1754,14 @@ static void bodyw_event(struct bufferevent *bev, short what, void *arg)
     struct bodyw *w = arg;
     bodyw_restore(w);
     w->conn->bodyw = w; /* conn_closed() frees it */
-    slog(w->srv, LD__LOG_DEBUG, "client went away (or timed out) while sending a body");
+    slog(w->srv, LDS_LOG_DEBUG, "client went away (or timed out) while sending a body");
     evhttp_connection_free(w->conn->evcon);
 }
 
 static void bodyw_conn_closed(struct bodyw *w)
 {
     w->conn->bodyw = NULL;
-    ld__free(w); /* its request is attached: libevent frees it */
+    lds_free(w); /* its request is attached: libevent frees it */
 }
 
 /* True when Content-Type value `ct` is of media type `type`: compared
@@ -1778,7 +1778,7 @@ static bool media_type_is(const char *ct, const char *type)
     return *ct == '\0' || *ct == ';';
 }
 
-static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
+static void report(lds_server *srv, struct evhttp_request *req, bool reasons)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
     const char *ct = evhttp_find_header(h, "Content-Type");
@@ -1821,7 +1821,7 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
         report_body(srv, req, bev, (size_t)need, reasons);
         return;
     }
-    struct bodyw *w = ld__calloc(1, sizeof *w);
+    struct bodyw *w = lds_calloc(1, sizeof *w);
     if (!w) {
         send_error(srv, req, 500, "out of memory", F_CORS | F_CLOSE);
         return;
@@ -1840,7 +1840,7 @@ static void report(ld__server *srv, struct evhttp_request *req, bool reasons)
 
 static void handle(struct evhttp_request *req, void *arg)
 {
-    ld__server *srv = arg;
+    lds_server *srv = arg;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     bool unknown = ((unsigned)cmd & KNOWN_METHODS) == 0;
     bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
@@ -1888,7 +1888,7 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     size_t plen = strlen(path);
     char stackbuf[512];
-    char *buf = plen + 8 <= sizeof stackbuf ? stackbuf : ld__malloc(plen + 8);
+    char *buf = plen + 8 <= sizeof stackbuf ? stackbuf : lds_malloc(plen + 8);
     if (!buf) {
         send_error(srv, req, 500, "out of memory", 0);
         return;
@@ -1968,7 +1968,7 @@ static void handle(struct evhttp_request *req, void *arg)
                     R_EVALX, F_CORS);
             ld_context_unref(ctx);
             json_decref(j);
-            ld__free(text);
+            lds_free(text);
         }
     } else if (evalx && n == 4 && IS(3, "context") && seg[2][0]) {
         if (options)
@@ -1982,23 +1982,23 @@ static void handle(struct evhttp_request *req, void *arg)
     }
 #undef IS
     if (buf != stackbuf)
-        ld__free(buf);
+        lds_free(buf);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Life                                                                      */
 
-ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
-                           const struct ld__server_options *options)
+lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
+                           const struct lds_server_options *options)
 {
-    static const struct ld__server_options none;
-    const struct ld__server_options *o = options ? options : &none;
+    static const struct lds_server_options none;
+    const struct lds_server_options *o = options ? options : &none;
     if (!base || !store || !evaluator) {
         if (o->log)
-            o->log(LD__LOG_ERROR, "server: no base, store or evaluator", o->log_arg);
+            o->log(LDS_LOG_ERROR, "server: no base, store or evaluator", o->log_arg);
         return NULL;
     }
-    ld__server *srv = ld__calloc(1, sizeof *srv);
+    lds_server *srv = lds_calloc(1, sizeof *srv);
     if (!srv)
         return NULL;
     srv->base = base;
@@ -2006,7 +2006,7 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
     srv->ev = evaluator;
     srv->o = *o;
     if (!o->log_level_set)
-        srv->o.log_level = LD__LOG_INFO;
+        srv->o.log_level = LDS_LOG_INFO;
     if (!srv->o.bind_address)
         srv->o.bind_address = "127.0.0.1";
     if (srv->o.max_connections <= 0)
@@ -2040,8 +2040,8 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
         memcpy(srv->beat->data, ":\n", 2);
     if (!srv->beat || !srv->bind_address || (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) ||
         !srv->http || !srv->scratch || !srv->heartbeat) {
-        slog(srv, LD__LOG_ERROR, "server: out of memory");
-        ld__server_free(srv);
+        slog(srv, LDS_LOG_ERROR, "server: out of memory");
+        lds_server_free(srv);
         return NULL;
     }
     evhttp_set_allowed_methods(srv->http, 0xffff);
@@ -2053,9 +2053,9 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
     srv->sock =
         evhttp_bind_socket_with_handle(srv->http, srv->o.bind_address, (ev_uint16_t)srv->o.port);
     if (!srv->sock) {
-        slog(srv, LD__LOG_ERROR, "cannot listen on %s port %d: %s", srv->o.bind_address,
+        slog(srv, LDS_LOG_ERROR, "cannot listen on %s port %d: %s", srv->o.bind_address,
              srv->o.port, strerror(errno));
-        ld__server_free(srv);
+        lds_server_free(srv);
         return NULL;
     }
     struct sockaddr_storage ss;
@@ -2069,25 +2069,25 @@ ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluato
     }
     struct timeval hb = {srv->o.heartbeat_ms / 1000, (srv->o.heartbeat_ms % 1000) * 1000};
     event_add(srv->heartbeat, &hb);
-    slog(srv, LD__LOG_INFO, "listening on http://%s:%d/ (store: %s; SDK key %s)",
+    slog(srv, LDS_LOG_INFO, "listening on http://%s:%d/ (store: %s; SDK key %s)",
          srv->o.bind_address, srv->port, ld_store_describe(store),
          srv->need_key ? "required" : "NOT required");
     return srv;
 }
 
-int ld__server_port(const ld__server *srv)
+int lds_server_port(const lds_server *srv)
 {
     return srv ? srv->port : 0;
 }
 
-void ld__server_stats(const ld__server *srv, struct ld__server_stats *out)
+void lds_server_stats(const lds_server *srv, struct lds_server_stats *out)
 {
     if (srv && out)
         *out = srv->st;
 }
 
 /* Bytes written to connections that the socket has not taken yet. */
-static size_t unsent(const ld__server *srv)
+static size_t unsent(const lds_server *srv)
 {
     size_t n = 0;
     for (const struct conn *c = srv->conns; c; c = c->next)
@@ -2106,7 +2106,7 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
  * written has been sent (the socket took it, or its connection closed), or
  * the drain time is up: a client that reads nothing does not hold the
  * shutdown longer than that. */
-static void finish_close(ld__server *srv)
+static void finish_close(lds_server *srv)
 {
     if (srv->pending || !srv->close_fut || !ld_future_is_pending(srv->close_fut))
         return;
@@ -2119,12 +2119,12 @@ static void finish_close(ld__server *srv)
         return;
     }
     if (left > 0)
-        slog(srv, LD__LOG_WARN, "closing: %zu bytes left unsent", left);
+        slog(srv, LDS_LOG_WARN, "closing: %zu bytes left unsent", left);
     ld_future_fulfill(srv->close_fut);
-    slog(srv, LD__LOG_INFO, "server closed");
+    slog(srv, LDS_LOG_INFO, "server closed");
 }
 
-ld_future *ld__server_close(ld__server *srv)
+ld_future *lds_server_close(lds_server *srv)
 {
     if (!srv)
         return NULL;
@@ -2134,7 +2134,7 @@ ld_future *ld__server_close(ld__server *srv)
         return ld_future_rejected(srv->base, LD_ENOMEM, "out of memory");
     if (!srv->closing) {
         srv->closing = true;
-        slog(srv, LD__LOG_INFO, "closing: %llu streams, %llu requests waiting",
+        slog(srv, LDS_LOG_INFO, "closing: %llu streams, %llu requests waiting",
              (unsigned long long)srv->st.streams, (unsigned long long)srv->st.pending);
         /* without memory for the timer, the close does not wait for the
          * answers to be sent */
@@ -2172,7 +2172,7 @@ ld_future *ld__server_close(ld__server *srv)
     return ld_future_ref(srv->close_fut);
 }
 
-void ld__server_free(ld__server *srv)
+void lds_server_free(lds_server *srv)
 {
     if (!srv)
         return;
@@ -2204,7 +2204,7 @@ void ld__server_free(ld__server *srv)
             event_free(c->deadline);
         c->deadline = NULL;
     }
-    ld__free(srv->map);
+    lds_free(srv->map);
     if (srv->heartbeat)
         event_free(srv->heartbeat);
     if (srv->drain)
@@ -2221,7 +2221,7 @@ void ld__server_free(ld__server *srv)
             ld_future_fulfill(srv->close_fut);
         ld_future_unref(srv->close_fut);
     }
-    ld__free(srv->bind_address);
-    ld__free(srv->sdk_key);
-    ld__free(srv);
+    lds_free(srv->bind_address);
+    lds_free(srv->sdk_key);
+    lds_free(srv);
 }
