@@ -31,12 +31,12 @@ struct lds_bodyw {
     void *cbarg;
 };
 
-void lds_bodyw_restore(struct lds_bodyw *w)
+/* Gives the connection's callbacks back to libevent. */
+static void bodyw_restore(struct lds_bodyw *w)
 {
     struct bufferevent *bev = w->conn->bev;
     bufferevent_setcb(bev, w->rd, w->wr, w->evcb, w->cbarg);
     bufferevent_disable(bev, EV_READ);
-    w->conn->bodyw = NULL;
 }
 
 /* The body is there: hand it over, and take it out of the connection's
@@ -55,7 +55,8 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     struct lds_bodyw *w = arg;
     if (evbuffer_get_length(bufferevent_get_input(bev)) < w->need)
         return;
-    lds_bodyw_restore(w);
+    bodyw_restore(w);
+    lds_conn_carry(w->conn, NULL, NULL);
     lds_conn_request_came(w->conn);
     body_ready(w->srv, w->req, bev, w->need, w->rt, w->fn, w->arg);
     lds_free(w);
@@ -66,15 +67,17 @@ static void bodyw_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     (void)what;
     struct lds_bodyw *w = arg;
-    lds_bodyw_restore(w);
-    w->conn->bodyw = w; /* conn_closed() frees it */
     lds_log(w->srv, LDS_LOG_DEBUG, "client went away (or timed out) while sending a body");
-    evhttp_connection_free(w->conn->evcon);
+    evhttp_connection_free(w->conn->evcon); /* bodyw_conn_closed() frees w */
 }
 
-void lds_bodyw_conn_closed(struct lds_bodyw *w)
+/* The connection closes while the body is read (its deadline passed, or
+ * bodyw_event()): libevent's callbacks back before it frees the
+ * bufferevent. */
+static void bodyw_conn_closed(void *what)
 {
-    w->conn->bodyw = NULL;
+    struct lds_bodyw *w = what;
+    bodyw_restore(w);
     lds_free(w); /* its request is attached: libevent frees it */
 }
 
@@ -130,7 +133,7 @@ void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds
     w->fn = fn;
     w->arg = arg;
     bufferevent_getcb(bev, &w->rd, &w->wr, &w->evcb, &w->cbarg);
-    c->bodyw = w;
+    lds_conn_carry(c, bodyw_conn_closed, w);
     bufferevent_setcb(bev, bodyw_read, NULL, bodyw_event, w);
     bufferevent_enable(bev, EV_READ);
     lds_conn_expect_request(c); /* the body has its time too */

@@ -131,12 +131,13 @@ static void conn_deadline(evutil_socket_t fd, short what, void *arg)
         return;
     lds_log(c->srv, LDS_LOG_DEBUG, "connection closed: no whole request within %d s",
             c->srv->o.timeout_s);
-    if (c->bodyw) { /* libevent's callbacks back first, as bodyw_event() does */
-        struct lds_bodyw *w = c->bodyw;
-        lds_bodyw_restore(w);
-        c->bodyw = w; /* conn_closed() frees it */
-    }
     evhttp_connection_free(c->evcon); /* conn_closed forgets c */
+}
+
+void lds_conn_carry(struct lds_conn *c, lds_conn_close_fn on_close, void *what)
+{
+    c->on_close = on_close;
+    c->carried = what;
 }
 
 /* Starts (or restarts) the time a request has to come whole. */
@@ -163,12 +164,11 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     struct lds_conn *c = arg;
-    if (c->sreq)
-        lds_waiting_conn_closed(c->sreq);
-    if (c->stream)
-        lds_stream_conn_closed(c->stream);
-    if (c->bodyw)
-        lds_bodyw_conn_closed(c->bodyw);
+    lds_conn_close_fn on_close = c->on_close;
+    void *what = c->carried;
+    lds_conn_carry(c, NULL, NULL);
+    if (on_close)
+        on_close(what);
     conn_forget(c);
 }
 

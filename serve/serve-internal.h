@@ -41,7 +41,6 @@ struct event;
 struct lds_conn;
 struct lds_waiting;
 struct lds_stream;
-struct lds_bodyw;
 
 /* ------------------------------------------------------------------------- */
 /* Memory (alloc.c): through the library's allocation functions
@@ -147,16 +146,21 @@ void lds_log(const lds_server *srv, int level, const char *fmt, ...);
 /* ------------------------------------------------------------------------- */
 /* Connections (conn.c)                                                      */
 
+/* Told that a connection closes (libevent frees it now): `what` is what
+ * the connection carried. */
+typedef void (*lds_conn_close_fn)(void *what);
+
 struct lds_conn {
     struct lds_conn *prev, *next;
     lds_server *srv; /* NULL once the server is freed */
     struct bufferevent *bev;
     struct evhttp_connection *evcon; /* once set up */
-    struct lds_waiting *sreq;        /* the request waiting for a future */
-    struct lds_stream *stream;       /* the stream it carries */
-    struct lds_bodyw *bodyw;         /* a REPORT waiting for its body */
-    struct event *deadline;          /* for the request being read */
-    bool over;                       /* beyond max_connections */
+    /* what it carries (a request waiting for a future, a stream, a body
+     * being read), told of the close */
+    lds_conn_close_fn on_close;
+    void *carried;
+    struct event *deadline; /* for the request being read */
+    bool over;              /* beyond max_connections */
     bool setup;
     bool once; /* conn_setup_later() is still to run: it frees `c` */
 };
@@ -168,6 +172,9 @@ struct bufferevent *lds_conn_make_bev(struct event_base *base, void *arg);
 struct lds_conn *lds_conn_of(lds_server *srv, struct evhttp_request *req);
 /* The record of the connection of `req`, if it has one (not set up). */
 struct lds_conn *lds_conn_find(lds_server *srv, struct evhttp_request *req);
+/* `c` carries `what` now, whose `on_close` it calls if it closes first;
+ * NULL and NULL: nothing. */
+void lds_conn_carry(struct lds_conn *c, lds_conn_close_fn on_close, void *what);
 /* Starts (or restarts) the time a request has to come whole. */
 void lds_conn_expect_request(struct lds_conn *c);
 /* A request came whole (or the connection now streams). */
@@ -248,8 +255,6 @@ void lds_wait_for(lds_server *srv, struct evhttp_request *req, ld_future *f,
                   const struct lds_route *rt, int flags);
 /* Answers a rejected future `f`: 500 with its message. */
 void lds_send_rejected(lds_server *srv, struct evhttp_request *req, ld_future *f, int flags);
-/* The connection of a waiting request closed. */
-void lds_waiting_conn_closed(struct lds_waiting *r);
 /* The server closes: every waiting request's future is cancelled (their
  * callbacks answer 503). */
 void lds_waiting_cancel_all(lds_server *srv);
@@ -266,11 +271,6 @@ typedef void (*lds_body_fn)(lds_server *srv, struct evhttp_request *req, const s
                             const char *text, size_t len, int arg);
 void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                    int flags, lds_body_fn fn, int arg);
-/* The connection closed while the body was read. */
-void lds_bodyw_conn_closed(struct lds_bodyw *w);
-/* Gives the connection's callbacks back to libevent (its body is not read
- * any longer). */
-void lds_bodyw_restore(struct lds_bodyw *w);
 
 /* ------------------------------------------------------------------------- */
 /* Serialized collections and items (cache.c)                                */
@@ -309,8 +309,6 @@ void lds_stream_begin(lds_server *srv, struct evhttp_request *req, const struct 
                       char *const *seg, const char *query);
 /* The heartbeat event's callback (`arg` the server). */
 void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg);
-/* The connection of a stream closed. */
-void lds_stream_conn_closed(struct lds_stream *s);
 /* The server closes: every stream ends (one still waiting for its put gets
  * 503). */
 void lds_streams_end(lds_server *srv);

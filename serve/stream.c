@@ -68,10 +68,10 @@ static void stream_free(struct lds_stream *s)
     lds_free(s);
 }
 
-void lds_stream_conn_closed(struct lds_stream *s)
+static void stream_conn_closed(void *what)
 {
+    struct lds_stream *s = what;
     lds_server *srv = s->srv;
-    s->conn->stream = NULL;
     s->conn = NULL;
     stream_unlink(srv, s);
     if (evhttp_request_get_connection(s->req) == NULL)
@@ -254,7 +254,7 @@ static void stream_put_done(ld_future *f, void *arg)
     struct lds_blob *put = c ? lds_coll_put(c) : NULL;
     if (!put || s->overflow) {
         stream_unlink(srv, s);
-        s->conn->stream = NULL;
+        lds_conn_carry(s->conn, NULL, NULL);
         if (put)
             lds_send_error(srv, s->req, 503, "too many changes while connecting: try again",
                            LDS_F_CLOSE);
@@ -340,7 +340,7 @@ void lds_stream_begin(lds_server *srv, struct evhttp_request *req, const struct 
     srv->streams = s;
     srv->st.streams++;
     s->conn = c;
-    c->stream = s;
+    lds_conn_carry(c, stream_conn_closed, s);
 }
 
 /* Sends `b` to every started stream, and queues it for the others. */
@@ -436,7 +436,7 @@ void lds_streams_end(lds_server *srv)
     while (srv->streams) {
         struct lds_stream *s = srv->streams;
         stream_unlink(srv, s);
-        s->conn->stream = NULL;
+        lds_conn_carry(s->conn, NULL, NULL);
         s->conn = NULL;
         if (s->fut) { /* its callback only frees it */
             struct evhttp_request *req = s->req;

@@ -36,11 +36,11 @@ static void waiting_unlink(lds_server *srv, struct lds_waiting *r)
 
 /* The connection of a waiting request closed (libevent frees it now, or
  * detached the request from it first: then it is ours to free). */
-void lds_waiting_conn_closed(struct lds_waiting *r)
+static void waiting_conn_closed(void *what)
 {
+    struct lds_waiting *r = what;
     lds_server *srv = r->srv;
     r->dead = true;
-    r->conn->sreq = NULL;
     r->conn = NULL;
     waiting_unlink(srv, r);
     if (evhttp_request_get_connection(r->req) == NULL)
@@ -88,7 +88,7 @@ void lds_wait_for(lds_server *srv, struct evhttp_request *req, ld_future *f,
     srv->pending = r;
     srv->st.pending++;
     r->conn = c;
-    c->sreq = r;
+    lds_conn_carry(c, waiting_conn_closed, r);
 }
 
 static void waiting_done(ld_future *f, void *arg)
@@ -103,7 +103,7 @@ static void waiting_done(ld_future *f, void *arg)
     waiting_unlink(srv, r);
     struct evhttp_request *req = r->req;
     if (r->conn)
-        r->conn->sreq = NULL;
+        lds_conn_carry(r->conn, NULL, NULL);
     if (ld_future_error(f) == LD_ECANCELED && srv->closing)
         lds_send_error(srv, req, 503, "server closing", r->flags | LDS_F_CLOSE);
     else
