@@ -15,6 +15,9 @@
  *   endpoints   polling.c (/sdk/latest-*), stream.c (/all and the fan-out
  *               of changes), evalx.c (/sdk/evalx/...), status.c (/status)
  *
+ * and the program around it: app.c (its wiring: app.h) and main.c (its
+ * options and signals).
+ *
  * routes.c holds the one route table: each endpoint family's begin function
  * answers a request (or starts what will), and its finish function answers
  * it once the future it waits for completes (lds_wait_for()).
@@ -99,6 +102,18 @@ struct lds_icache {
     struct lds_blob *body;
     char etag[24];
 };
+
+/* The body of collection `which` (LDS_COLL_*) of the snapshots `a` (and
+ * `b` for LDS_COLL_ALL), borrowed from the cache. NULL when memory ran out. */
+struct lds_coll *lds_coll_get(lds_server *srv, int which, json_t *a, json_t *b);
+/* The stream's put event of the LDS_COLL_ALL cache entry (borrowed). */
+struct lds_blob *lds_coll_put(struct lds_coll *c);
+/* The cache entry of `item`, made if needed; NULL when memory ran out. */
+struct lds_icache *lds_icache_get(lds_server *srv, json_t *item);
+/* Lets go of every cached body. */
+void lds_cache_clear(lds_server *srv);
+/* The flags and the segments: ld_future_all() of the two ld_store_all(). */
+ld_future *lds_fetch_all(lds_server *srv);
 
 /* ------------------------------------------------------------------------- */
 /* The server                                                                */
@@ -271,21 +286,6 @@ typedef void (*lds_body_fn)(lds_server *srv, struct evhttp_request *req, const s
                             const char *text, size_t len, int arg);
 void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                    int flags, lds_body_fn fn, int arg);
-
-/* ------------------------------------------------------------------------- */
-/* Serialized collections and items (cache.c)                                */
-
-/* The body of collection `which` (LDS_COLL_*) of the snapshots `a` (and
- * `b` for LDS_COLL_ALL), borrowed from the cache. NULL when memory ran out. */
-struct lds_coll *lds_coll_get(lds_server *srv, int which, json_t *a, json_t *b);
-/* The stream's put event of the LDS_COLL_ALL cache entry (borrowed). */
-struct lds_blob *lds_coll_put(struct lds_coll *c);
-/* The cache entry of `item`, made if needed; NULL when memory ran out. */
-struct lds_icache *lds_icache_get(lds_server *srv, json_t *item);
-/* Lets go of every cached body. */
-void lds_cache_clear(lds_server *srv);
-/* The flags and the segments: ld_future_all() of the two ld_store_all(). */
-ld_future *lds_fetch_all(lds_server *srv);
 
 /* ------------------------------------------------------------------------- */
 /* Endpoints                                                                 */
