@@ -11,15 +11,15 @@
 #include <event2/event.h>
 
 #include "app.h"
-#include "core/core-internal.h"
+#include "serve-internal.h"
 
-struct ld__app {
+struct lds_app {
     struct event_base *base;
     ld_store *store;
     ld_data_system *ds;
     ld_evaluator *ev;
-    ld__server *srv;
-    ld__log_fn log;
+    lds_server *srv;
+    lds_log_fn log;
     void *log_arg;
     int log_level;
     int64_t error_logged_ms; /* the last error logged (its time and kind) */
@@ -28,11 +28,11 @@ struct ld__app {
     ld_future *closing[3];
 };
 
-LD_PRINTF(3, 4) static void app_log(struct ld__app *app, int level, const char *fmt, ...)
+LD_PRINTF(3, 4) static void app_log(struct lds_app *app, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    ld__log_v(app->log, app->log_arg, app->log_level, level, fmt, ap);
+    lds_log_v(app->log, app->log_arg, app->log_level, level, fmt, ap);
     va_end(ap);
 }
 
@@ -40,9 +40,9 @@ static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, 
                       const json_t *item, void *arg)
 {
     (void)ds;
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     if (app->srv)
-        ld__server_changed(app->srv, kind, key, version, item);
+        lds_server_changed(app->srv, kind, key, version, item);
 }
 
 /* A status change: the state, with the error when it is one not logged
@@ -51,7 +51,7 @@ static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, 
 static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
 {
     (void)ds;
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     const char *state = ld_ds_state_name(st->state);
     bool new_error = st->error && (st->error->time_ms != app->error_logged_ms ||
                                    st->error->kind != app->error_logged_kind);
@@ -60,44 +60,44 @@ static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
         app->error_logged_kind = st->error->kind;
     }
     if (new_error && st->state != LD_DS_STATE_VALID)
-        app_log(app, LD__LOG_WARN, "data source %s: %s: %s", state ? state : "?",
+        app_log(app, LDS_LOG_WARN, "data source %s: %s: %s", state ? state : "?",
                 ld_ds_error_kind_name(st->error->kind), st->error->message);
     else
-        app_log(app, LD__LOG_INFO, "data source %s", state ? state : "?");
+        app_log(app, LDS_LOG_INFO, "data source %s", state ? state : "?");
 }
 
 static int status_of(ld_ds_status *out, void *arg)
 {
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     return app->ds ? ld_data_system_status(app->ds, out) : LD_EINVAL;
 }
 
-/* Runs while the app lives: ld__app_free() frees the data system (which
+/* Runs while the app lives: lds_app_free() frees the data system (which
  * rejects this future) and runs the loop before it frees the app. */
 static void on_ready(ld_future *f, void *arg)
 {
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     if (ld_future_is_fulfilled(f))
-        app_log(app, LD__LOG_INFO, "flag data loaded");
+        app_log(app, LDS_LOG_INFO, "flag data loaded");
     else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
-        app_log(app, LD__LOG_ERROR, "no flag data: %s (serving an empty store)",
+        app_log(app, LDS_LOG_ERROR, "no flag data: %s (serving an empty store)",
                 ld_future_error_message(f));
 }
 
-ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *options)
+lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *options)
 {
     if (!options)
         return NULL;
-    struct ld__app *app = ld__calloc(1, sizeof *app);
+    struct lds_app *app = lds_calloc(1, sizeof *app);
     if (!app)
         return NULL;
     app->base = base;
     app->log = options->server.log;
     app->log_arg = options->server.log_arg;
-    app->log_level = options->server.log_level_set ? options->server.log_level : LD__LOG_INFO;
+    app->log_level = options->server.log_level_set ? options->server.log_level : LDS_LOG_INFO;
     if (!base || !options->paths || options->n_paths == 0) {
-        app_log(app, LD__LOG_ERROR, "cannot start (out of memory?)"); /* as main.c says it */
-        ld__free(app);
+        app_log(app, LDS_LOG_ERROR, "cannot start (out of memory?)"); /* as main.c says it */
+        lds_free(app);
         return NULL;
     }
     app->store = ld_memory_store_new(base);
@@ -118,44 +118,44 @@ ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *opti
     if (!app->ds || !app->ev || ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
         ld_data_system_add_status_listener(app->ds, on_status, app) <= 0)
         goto fail;
-    struct ld__server_options o = options->server;
+    struct lds_server_options o = options->server;
     o.status = status_of;
     o.status_arg = app;
-    app->srv = ld__server_new(base, app->store, app->ev, &o);
+    app->srv = lds_server_new(base, app->store, app->ev, &o);
     if (!app->srv) {
-        ld__app_free(app); /* the server logged why */
+        lds_app_free(app); /* the server logged why */
         return NULL;
     }
     if (ld_future_on_complete(ld_data_system_ready(app->ds), on_ready, app) != 0)
         goto fail;
     return app;
 fail:
-    app_log(app, LD__LOG_ERROR, "cannot start (out of memory?)");
-    ld__app_free(app);
+    app_log(app, LDS_LOG_ERROR, "cannot start (out of memory?)");
+    lds_app_free(app);
     return NULL;
 }
 
-int ld__app_port(const ld__app *app)
+int lds_app_port(const lds_app *app)
 {
-    return app && app->srv ? ld__server_port(app->srv) : 0;
+    return app && app->srv ? lds_server_port(app->srv) : 0;
 }
 
-ld_store *ld__app_store(const ld__app *app)
+ld_store *lds_app_store(const lds_app *app)
 {
     return app ? app->store : NULL;
 }
 
-ld_data_system *ld__app_data_system(const ld__app *app)
+ld_data_system *lds_app_data_system(const lds_app *app)
 {
     return app ? app->ds : NULL;
 }
 
-ld_evaluator *ld__app_evaluator(const ld__app *app)
+ld_evaluator *lds_app_evaluator(const lds_app *app)
 {
     return app ? app->ev : NULL;
 }
 
-ld__server *ld__app_server(const ld__app *app)
+lds_server *lds_app_server(const lds_app *app)
 {
     return app ? app->srv : NULL;
 }
@@ -186,31 +186,31 @@ static void then_after(ld_future *out, ld_future *step)
 static void close_ds(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     then_after(out, ld_data_system_close(app->ds));
 }
 
 static void close_store(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
-    struct ld__app *app = arg;
+    struct lds_app *app = arg;
     then_after(out, ld_store_close(app->store));
 }
 
 static void closed(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
-    struct ld__app *app = arg;
-    app_log(app, LD__LOG_INFO, "stopped");
+    struct lds_app *app = arg;
+    app_log(app, LDS_LOG_INFO, "stopped");
     ld_future_fulfill(out);
 }
 
-ld_future *ld__app_close(ld__app *app)
+ld_future *lds_app_close(lds_app *app)
 {
     if (!app)
         return NULL;
     if (!app->closing[2]) {
-        ld_future *a = ld_future_then(settled(ld__server_close(app->srv)), close_ds, app);
+        ld_future *a = ld_future_then(settled(lds_server_close(app->srv)), close_ds, app);
         ld_future *b = ld_future_then(a ? ld_future_ref(a) : NULL, close_store, app);
         ld_future *c = ld_future_then(b ? ld_future_ref(b) : NULL, closed, app);
         if (!c) {
@@ -237,7 +237,7 @@ static void drain(struct event_base *base)
             break;
 }
 
-void ld__app_free(ld__app *app)
+void lds_app_free(lds_app *app)
 {
     if (!app)
         return;
@@ -250,7 +250,7 @@ void ld__app_free(ld__app *app)
             app->closing[i] = NULL;
         }
     }
-    ld__server_free(app->srv);
+    lds_server_free(app->srv);
     app->srv = NULL;
     ld_data_system_free(app->ds);
     app->ds = NULL;
@@ -262,5 +262,5 @@ void ld__app_free(ld__app *app)
     app->store = NULL;
     if (app->base)
         drain(app->base);
-    ld__free(app);
+    lds_free(app);
 }

@@ -5,7 +5,7 @@
  *
  *   memory store <- data system (the file synchronizer on the data files,
  *                   which also brings the first data: no initializer)
- *                        | change listener -> ld__server_changed()
+ *                        | change listener -> lds_server_changed()
  *                        | status          -> /status (ld_data_system_status)
  *   evaluator (on the store) -> evalx
  *
@@ -36,40 +36,40 @@
 
 struct event_base;
 
-struct ld__app_options {
+struct lds_app_options {
     const char *const *paths; /* the data files (copied) */
     size_t n_paths;           /* at least 1 */
     int64_t poll_ms;          /* the synchronizer's polling interval (0: 1000) */
     /* The server's options (strings copied); `status` and `status_arg` are
      * the app's own (ignored here). The log function and level serve the
      * app's lines too. */
-    struct ld__server_options server;
+    struct lds_server_options server;
 };
 
-typedef struct ld__app ld__app;
+typedef struct lds_app lds_app;
 
 /* Makes the store, the data system on the data files, the evaluator and the
  * server (listening when this returns), and starts loading the files.
  * @return the app, or NULL (with a line logged) when memory ran out, an
  * argument is NULL or the server cannot listen. */
-ld__app *ld__app_new(struct event_base *base, const struct ld__app_options *options);
+lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *options);
 
 /* The server's bound port. */
-int ld__app_port(const ld__app *app);
+int lds_app_port(const lds_app *app);
 
 /* The parts, borrowed (for tests): the store, the data system, the
  * evaluator, the server. */
-ld_store *ld__app_store(const ld__app *app);
-ld_data_system *ld__app_data_system(const ld__app *app);
-ld_evaluator *ld__app_evaluator(const ld__app *app);
-ld__server *ld__app_server(const ld__app *app);
+ld_store *lds_app_store(const lds_app *app);
+ld_data_system *lds_app_data_system(const lds_app *app);
+ld_evaluator *lds_app_evaluator(const lds_app *app);
+lds_server *lds_app_server(const lds_app *app);
 
 /* The orderly shutdown (what SIGINT or SIGTERM do): the server closes
  * (streams ended, waiting requests answered), then the data system, then
  * the store, one after the other whatever each one's outcome, and "stopped"
  * is logged. @return a new reference, fulfilled once all that is done (the
  * same future if called again); NULL if `app` is NULL or memory ran out. */
-ld_future *ld__app_close(ld__app *app);
+ld_future *lds_app_close(lds_app *app);
 
 /* Frees everything: the server, the data system, the evaluator and the
  * store, closed or not (a close still running is cancelled: its future is
@@ -77,6 +77,6 @@ ld_future *ld__app_close(ld__app *app);
  * steps (future.h's lifetime rule), so call it from outside the loop's
  * callbacks; let the loop run once more before freeing the base.
  * NULL-safe. */
-void ld__app_free(ld__app *app);
+void lds_app_free(lds_app *app);
 
 #endif /* LDASYNC_SERVE_APP_H */

@@ -8,7 +8,7 @@
  * delete events. serve/server.c answers the requests.
  *
  *   memory store <- data system (file synchronizer)
- *                        | change listener -> ld__server_changed()
+ *                        | change listener -> lds_server_changed()
  *                        | status          -> /status
  *   evaluator (on the store) -> evalx
  *
@@ -41,7 +41,7 @@
 
 struct app {
     struct event_base *base;
-    ld__app *app;
+    lds_app *app;
     struct event *sigint, *sigterm;
     int log_level;
     int signals;
@@ -57,7 +57,7 @@ static void log_line(int level, const char *line, void *arg)
     gmtime_r(&tv.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(stderr, "%s.%03dZ %-5s %s\n", when, (int)(tv.tv_usec / 1000), ld__log_level_name(level),
+    fprintf(stderr, "%s.%03dZ %-5s %s\n", when, (int)(tv.tv_usec / 1000), lds_log_level_name(level),
             line);
 }
 
@@ -65,7 +65,7 @@ LD_PRINTF(3, 4) static void logf_(struct app *app, int level, const char *fmt, .
 {
     va_list ap;
     va_start(ap, fmt);
-    ld__log_v(log_line, app, app->log_level, level, fmt, ap);
+    lds_log_v(log_line, app, app->log_level, level, fmt, ap);
     va_end(ap);
 }
 
@@ -120,12 +120,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     struct app *app = arg;
     if (app->signals++ > 0) {
-        logf_(app, LD__LOG_WARN, "signal %d again: stopping now", (int)sig);
+        logf_(app, LDS_LOG_WARN, "signal %d again: stopping now", (int)sig);
         event_base_loopbreak(app->base);
         return;
     }
-    logf_(app, LD__LOG_INFO, "signal %d: shutting down", (int)sig);
-    ld_future_on_complete(ld__app_close(app->app), app_closed, app);
+    logf_(app, LDS_LOG_INFO, "signal %d: shutting down", (int)sig);
+    ld_future_on_complete(lds_app_close(app->app), app_closed, app);
 }
 
 /* Runs what is queued (future.h's lifetime rule) without blocking. */
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
     struct app app = {0};
-    app.log_level = LD__LOG_INFO;
+    app.log_level = LDS_LOG_INFO;
     const char **paths = calloc((size_t)argc, sizeof *paths);
     size_t n_paths = 0;
     long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000;
@@ -211,7 +211,7 @@ int main(int argc, char **argv)
             }
             break;
         case O_LOG:
-            app.log_level = ld__log_level_parse(optarg);
+            app.log_level = lds_log_level_parse(optarg);
             if (app.log_level < 0) {
                 fprintf(stderr, "ldasync-serve: --log-level: error, warn, info or debug: %s\n",
                         optarg);
@@ -260,15 +260,15 @@ int main(int argc, char **argv)
         max_fds = 1;
     long want = maxconn ? maxconn : 10240;
     if (want > max_fds) {
-        logf_(&app, LD__LOG_WARN, "--max-connections %ld: only %ld file descriptors: serving %ld",
+        logf_(&app, LDS_LOG_WARN, "--max-connections %ld: only %ld file descriptors: serving %ld",
               want, max_fds + 64, max_fds);
         maxconn = max_fds;
     }
     /* threads: the file data source parses on a worker thread */
     if (evthread_use_pthreads() != 0)
-        logf_(&app, LD__LOG_WARN, "no libevent threading: files are parsed on the loop");
+        logf_(&app, LDS_LOG_WARN, "no libevent threading: files are parsed on the loop");
     app.base = event_base_new();
-    struct ld__app_options o = {0};
+    struct lds_app_options o = {0};
     o.paths = paths;
     o.n_paths = n_paths;
     o.poll_ms = poll_ms;
@@ -281,26 +281,26 @@ int main(int argc, char **argv)
     o.server.log_level_set = 1;
     o.server.log = log_line;
     o.server.log_arg = &app;
-    app.app = ld__app_new(app.base, &o);
+    app.app = lds_app_new(app.base, &o);
     if (!app.app) {
         app.exit_code = 1;
         goto out;
     }
     for (size_t i = 0; i < n_paths; i++)
-        logf_(&app, LD__LOG_INFO, "data file: %s", paths[i]);
+        logf_(&app, LDS_LOG_INFO, "data file: %s", paths[i]);
     if (!key || !key[0])
-        logf_(&app, LD__LOG_WARN,
+        logf_(&app, LDS_LOG_WARN,
               "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
               "endpoints answer anyone");
     /* (the key itself stays out of the log) */
-    logf_(&app, LD__LOG_INFO, "try: curl%s http://%s:%d/sdk/latest-all",
+    logf_(&app, LDS_LOG_INFO, "try: curl%s http://%s:%d/sdk/latest-all",
           key && key[0] ? " -H \"Authorization: $LDASYNC_SDK_KEY\"" : "", bind,
-          ld__app_port(app.app));
+          lds_app_port(app.app));
     app.sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
     app.sigterm = evsignal_new(app.base, SIGTERM, on_signal, &app);
     if (!app.sigint || !app.sigterm || event_add(app.sigint, NULL) != 0 ||
         event_add(app.sigterm, NULL) != 0) {
-        logf_(&app, LD__LOG_ERROR, "cannot catch signals");
+        logf_(&app, LDS_LOG_ERROR, "cannot catch signals");
         app.exit_code = 1;
         goto out;
     }
@@ -311,7 +311,7 @@ out:
         event_free(app.sigint);
     if (app.sigterm)
         event_free(app.sigterm);
-    ld__app_free(app.app);
+    lds_app_free(app.app);
     app.app = NULL;
     if (app.base) {
         drain(app.base);

@@ -25,7 +25,7 @@
  * ETag (or "*") answers 304.
  *
  * The server does not know the data system: the program tells it of every
- * change applied to the store with ld__server_changed(), which streams send
+ * change applied to the store with lds_server_changed(), which streams send
  * as `patch` and `delete` events, and hands it a status function for
  * /status.
  *
@@ -44,29 +44,29 @@
 struct event_base;
 
 /* Log levels: a message is logged when its level is <= the option's. */
-enum ld__log_level { LD__LOG_ERROR = 0, LD__LOG_WARN = 1, LD__LOG_INFO = 2, LD__LOG_DEBUG = 3 };
+enum lds_log_level { LDS_LOG_ERROR = 0, LDS_LOG_WARN = 1, LDS_LOG_INFO = 2, LDS_LOG_DEBUG = 3 };
 
 /* "error", "warn", "info", "debug"; NULL for another value. */
-const char *ld__log_level_name(int level);
+const char *lds_log_level_name(int level);
 /* The level named `name` (as above), or -1. */
-int ld__log_level_parse(const char *name);
+int lds_log_level_parse(const char *name);
 
 /* Receives one log line (no newline), of `level`. */
-typedef void (*ld__log_fn)(int level, const char *line, void *arg);
+typedef void (*lds_log_fn)(int level, const char *line, void *arg);
 
 /* Formats a line (at most 1023 bytes) and hands it to `fn` when `fn` is set
  * and `level` <= `max_level`. */
 LD_PRINTF(5, 0)
-void ld__log_v(ld__log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap);
+void lds_log_v(lds_log_fn fn, void *arg, int max_level, int level, const char *fmt, va_list ap);
 
 /* Fills *out with the data-source status (as ld_data_system_status());
  * returns 0, or a negative code when there is none. */
-typedef int (*ld__status_fn)(ld_ds_status *out, void *arg);
+typedef int (*lds_status_fn)(ld_ds_status *out, void *arg);
 
 /* Options; zero (or NULL) means the default given. Strings are copied. */
-struct ld__server_options {
+struct lds_server_options {
     const char *bind_address; /* "127.0.0.1" */
-    int port;                 /* 0: an ephemeral port (ld__server_port() tells it) */
+    int port;                 /* 0: an ephemeral port (lds_server_port() tells it) */
     const char *sdk_key;      /* NULL or "": server-side endpoints need no key */
     int max_connections;      /* 10240; connections beyond are closed (503 first for a
                                  request read with the connection) */
@@ -79,34 +79,34 @@ struct ld__server_options {
     int timeout_s;            /* 60: a whole request (within it of the connection's
                                  start or of the previous answer: else the
                                  connection is closed), writing a response */
-    int log_level;            /* LD__LOG_INFO unless log_level_set */
+    int log_level;            /* LDS_LOG_INFO unless log_level_set */
     int log_level_set;        /* nonzero: log_level is meant (ERROR is 0) */
-    ld__log_fn log;           /* NULL: no logging */
+    lds_log_fn log;           /* NULL: no logging */
     void *log_arg;
-    ld__status_fn status; /* NULL: /status says the state is unknown */
+    lds_status_fn status; /* NULL: /status says the state is unknown */
     void *status_arg;
 };
 
-typedef struct ld__server ld__server;
+typedef struct lds_server lds_server;
 
 /* Starts a server on `base` that reads `store` and evaluates with
  * `evaluator` (both borrowed: free the server first). Binds and listens
  * within the call. @return the server, or NULL (with a line logged) if an
  * argument is NULL, the address cannot be bound or memory ran out. */
-ld__server *ld__server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
-                           const struct ld__server_options *options);
+lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
+                           const struct lds_server_options *options);
 
 /* The bound port (in host order). */
-int ld__server_port(const ld__server *srv);
+int lds_server_port(const lds_server *srv);
 
 /* A change applied to the store: `item` is the item (borrowed) for a put,
  * NULL for a delete at `version`. Streams get a `patch` or `delete` event;
  * a stream still waiting for its `put` gets it after the put. */
-void ld__server_changed(ld__server *srv, const ld_kind *kind, const char *key, int64_t version,
+void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, int64_t version,
                         const json_t *item);
 
 /* Statistics, for tests and /status. */
-struct ld__server_stats {
+struct lds_server_stats {
     uint64_t requests;        /* requests answered (streams included) */
     uint64_t connections;     /* open connections */
     uint64_t streams;         /* open streams */
@@ -114,7 +114,7 @@ struct ld__server_stats {
     uint64_t pending;         /* requests waiting for their futures */
     uint64_t serializations;  /* collection bodies serialized (cache misses) */
 };
-void ld__server_stats(const ld__server *srv, struct ld__server_stats *out);
+void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
 
 /* Closes the server: stops listening, ends every stream, and answers the
  * requests still waiting for their futures with 503 (their futures
@@ -123,12 +123,12 @@ void ld__server_stats(const ld__server *srv, struct ld__server_stats *out);
  * written to the connections has been sent (waiting at most timeout_s, and
  * at most 10 s, for clients that do not read: then a warning says how much
  * was left); NULL if `srv` is NULL. Closing twice fulfils again. */
-ld_future *ld__server_close(ld__server *srv);
+ld_future *lds_server_close(lds_server *srv);
 
 /* Frees the server: closes every connection (also one whose future is
  * pending: that future is cancelled and its result ignored). Safe right
- * after ld__server_close(), with its future pending. NULL-safe. Let the
+ * after lds_server_close(), with its future pending. NULL-safe. Let the
  * loop run afterwards (future.h's lifetime rule) before freeing the base. */
-void ld__server_free(ld__server *srv);
+void lds_server_free(lds_server *srv);
 
 #endif /* LDASYNC_SERVE_SERVER_H */

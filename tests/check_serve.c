@@ -51,7 +51,7 @@ static const char *const SEGMENTS = "{'s1': {'included': ['u1'], 'salt': 's'}}";
 struct fix {
     ld_store *store;
     ld_evaluator *ev;
-    ld__server *srv;
+    lds_server *srv;
     int port;
     struct evhttp_connection *conn;
     json_t *data;
@@ -76,10 +76,10 @@ static void log_fn(int level, const char *line, void *arg)
     struct fix *x = arg;
     x->logs++;
     snprintf(x->log + strlen(x->log), sizeof x->log - strlen(x->log), "[%s] %s\n",
-             ld__log_level_name(level), line);
+             lds_log_level_name(level), line);
 }
 
-static void start_with(struct fix *x, struct ld__server_options *o, bool later)
+static void start_with(struct fix *x, struct lds_server_options *o, bool later)
 {
     signal(SIGPIPE, SIG_IGN);
     memset(x, 0, sizeof *x);
@@ -88,7 +88,7 @@ static void start_with(struct fix *x, struct ld__server_options *o, bool later)
     if (later)
         ld_test_await_ok(ld_store_init(x->store, x->data));
     x->ev = ld_test_evaluator_of(x->store);
-    struct ld__server_options def = {0};
+    struct lds_server_options def = {0};
     if (!o)
         o = &def;
     o->bind_address = "127.0.0.1";
@@ -97,12 +97,12 @@ static void start_with(struct fix *x, struct ld__server_options *o, bool later)
         o->sdk_key = KEY;
     o->log = log_fn;
     o->log_arg = x;
-    o->log_level = LD__LOG_DEBUG;
+    o->log_level = LDS_LOG_DEBUG;
     o->log_level_set = 1;
     o->status = status_fn;
-    x->srv = ld__server_new(ld_test_base, x->store, x->ev, o);
+    x->srv = lds_server_new(ld_test_base, x->store, x->ev, o);
     ck_assert_ptr_nonnull(x->srv);
-    x->port = ld__server_port(x->srv);
+    x->port = lds_server_port(x->srv);
     ck_assert_int_gt(x->port, 0);
 }
 
@@ -122,10 +122,10 @@ static void stop(struct fix *x)
         evhttp_connection_free(x->conn);
     x->conn = NULL;
     if (x->srv) {
-        ld_future *f = ld__server_close(x->srv);
+        ld_future *f = lds_server_close(x->srv);
         ck_assert_ptr_nonnull(f);
         ld_test_await_ok(f);
-        ld__server_free(x->srv);
+        lds_server_free(x->srv);
         x->srv = NULL;
     }
     ld_test_flush();
@@ -468,12 +468,12 @@ START_TEST(test_etag_answers_304_until_the_data_changes)
         resp_free(&r);
     }
     /* the cache served the second time: no serialization */
-    struct ld__server_stats st1, st2;
-    ld__server_stats(x.srv, &st1);
+    struct lds_server_stats st1, st2;
+    lds_server_stats(x.srv, &st1);
     struct resp r;
     get(&x, "/sdk/latest-all", &r);
     resp_free(&r);
-    ld__server_stats(x.srv, &st2);
+    lds_server_stats(x.srv, &st2);
     ck_assert_uint_eq(st1.serializations, st2.serializations);
 
     /* f1 changes: the flag collections and f1 get new tags, segments keep theirs */
@@ -676,7 +676,7 @@ END_TEST
 START_TEST(test_a_body_left_unread_is_not_taken_for_a_request)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.timeout_s = 2; /* a connection kept open ends at the timeout */
     start_with(&x, &o, false);
     static const char inner[] = "GET /sdk/latest-segments HTTP/1.1\r\nHost: x\r\n"
@@ -862,7 +862,7 @@ END_TEST
 START_TEST(test_garbage_closes_the_connection)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.timeout_s = 1; /* what never ends a line waits for the timeout */
     start_with(&x, &o, false);
     static const char *const garbage[] = {
@@ -918,7 +918,7 @@ START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
     /* slowloris: a byte now and then restarts libevent's read timeout;
      * a connection that never completes a request must not be held */
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.timeout_s = 1;
     start_with(&x, &o, false);
     struct raw r;
@@ -1011,7 +1011,7 @@ START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
      * not when it is handed to libevent: a reader taking longer than the
      * timeout to read a large answer, but reading, gets all of it */
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.timeout_s = 1;
     start_with(&x, &o, false);
     size_t n = 24u << 20;
@@ -1043,7 +1043,7 @@ START_TEST(test_close_waits_for_answers_being_sent)
             got += (size_t)k;
         run_for_ms(1);
     }
-    ld_future *closed = ld__server_close(x.srv);
+    ld_future *closed = lds_server_close(x.srv);
     ck_assert_ptr_nonnull(closed);
     run_for_ms(20);
     ck_assert_msg(ld_future_is_pending(closed), "closed with the answer unsent; log: %s", x.log);
@@ -1062,7 +1062,7 @@ END_TEST
 START_TEST(test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.timeout_s = 1;
     start_with(&x, &o, false);
     int fd = slow_reader_of_huge(&x, 4u << 20);
@@ -1070,7 +1070,7 @@ START_TEST(test_close_waits_at_most_the_timeout_for_a_reader_that_reads_nothing)
     struct timeval t0, t;
     gettimeofday(&t0, NULL);
     t = t0;
-    ld_future *closed = ld__server_close(x.srv);
+    ld_future *closed = lds_server_close(x.srv);
     ck_assert_ptr_nonnull(closed);
     while (ld_future_is_pending(closed)) {
         run_for_ms(10);
@@ -1095,11 +1095,11 @@ START_TEST(test_free_while_the_close_waits_for_answers_to_be_sent)
     start(&x);
     int fd = slow_reader_of_huge(&x, 4u << 20);
     run_for_ms(50);
-    ld_future *closed = ld__server_close(x.srv);
+    ld_future *closed = lds_server_close(x.srv);
     ck_assert_ptr_nonnull(closed);
     run_for_ms(30);
     ck_assert_msg(ld_future_is_pending(closed), "log: %s", x.log);
-    ld__server_free(x.srv);
+    lds_server_free(x.srv);
     x.srv = NULL;
     ck_assert(ld_future_is_fulfilled(closed));
     ld_future_unref(closed);
@@ -1112,7 +1112,7 @@ END_TEST
 START_TEST(test_connections_beyond_the_limit_get_503)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_connections = 2;
     start_with(&x, &o, false);
     struct raw a, b, c;
@@ -1133,10 +1133,10 @@ START_TEST(test_connections_beyond_the_limit_get_503)
     raw_close(&c);
     /* once one goes, a new one is served */
     raw_close(&a);
-    struct ld__server_stats st;
+    struct lds_server_stats st;
     do {
         loop_once();
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     } while (st.connections > 1);
     raw_open(&c, x.port);
     raw_send(&c, req, sizeof req - 1);
@@ -1160,10 +1160,10 @@ static void stream_open(struct fix *x, struct raw *r)
 /* Runs the loop until the server has `n` streams open (started or not). */
 static void wait_for_streams(struct fix *x, uint64_t n)
 {
-    struct ld__server_stats st;
+    struct lds_server_stats st;
     do {
         loop_once();
-        ld__server_stats(x->srv, &st);
+        lds_server_stats(x->srv, &st);
     } while (st.streams < n);
 }
 
@@ -1188,26 +1188,26 @@ START_TEST(test_stream_sends_put_then_patch_and_delete)
     json_decref(put);
 
     json_t *f1 = ld_test_feature("f1", 2);
-    ld__server_changed(x.srv, ld_kind_features(), "f1", 2, f1);
+    lds_server_changed(x.srv, ld_kind_features(), "f1", 2, f1);
     raw_wait_for(&r, "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\","
                      "\"version\":2,");
     json_decref(f1);
-    ld__server_changed(x.srv, ld_kind_features(), "f2", 9, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "f2", 9, NULL);
     raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/flags/f2\",\"version\":9}\n\n");
     json_t *s1 = json_pack("{s:s,s:i}", "key", "s1", "version", 4);
-    ld__server_changed(x.srv, ld_kind_segments(), "s1", 4, s1);
+    lds_server_changed(x.srv, ld_kind_segments(), "s1", 4, s1);
     raw_wait_for(&r, "event: patch\ndata: {\"path\":\"/segments/s1\",\"data\":{\"key\":\"s1\"");
     json_decref(s1);
-    ld__server_changed(x.srv, ld_kind_segments(), "s1", 5, NULL);
+    lds_server_changed(x.srv, ld_kind_segments(), "s1", 5, NULL);
     raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/segments/s1\",\"version\":5}");
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     ck_assert_uint_eq(st.streams, 1);
     /* the client goes: the stream is let go of */
     raw_close(&r);
     do {
         loop_once();
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     } while (st.streams > 0);
     stop(&x);
 }
@@ -1221,7 +1221,7 @@ START_TEST(test_stream_gets_changes_made_before_its_put_after_it)
     struct raw r;
     stream_open(&x, &r);
     wait_for_streams(&x, 1);
-    ld__server_changed(x.srv, ld_kind_features(), "gone", 3, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "gone", 3, NULL);
     ld_test_later_release(x.later);
     raw_wait_for(&r, "event: delete\ndata: {\"path\":\"/flags/gone\",\"version\":3}");
     const char *t = raw_text(&r);
@@ -1235,7 +1235,7 @@ END_TEST
 START_TEST(test_stream_losing_changes_before_its_put_is_refused)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_stream_buffer = 4096;
     start_with(&x, &o, true);
     x.later->hold = true;
@@ -1245,7 +1245,7 @@ START_TEST(test_stream_losing_changes_before_its_put_is_refused)
     char key[32];
     for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
         snprintf(key, sizeof key, "k%d", i);
-        ld__server_changed(x.srv, ld_kind_features(), key, 2, NULL);
+        lds_server_changed(x.srv, ld_kind_features(), key, 2, NULL);
     }
     ld_test_later_release(x.later);
     x.later->hold = false;
@@ -1260,7 +1260,7 @@ END_TEST
 START_TEST(test_stream_heartbeats)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.heartbeat_ms = 20;
     start_with(&x, &o, false);
     struct raw r;
@@ -1275,7 +1275,7 @@ END_TEST
 START_TEST(test_stream_outlives_the_request_timeout)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.heartbeat_ms = 60000; /* no writes that would restart a read timeout */
     o.timeout_s = 1;        /* for reading requests: not for streams */
     start_with(&x, &o, false);
@@ -1291,10 +1291,10 @@ START_TEST(test_stream_outlives_the_request_timeout)
         gettimeofday(&t, NULL);
     } while (!r.eof && (t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_usec - t0.tv_usec) < 2500000);
     ck_assert_msg(!r.eof, "the stream was closed");
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     ck_assert_uint_eq(st.streams, 1);
-    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
     raw_wait_for(&r, "/flags/late");
     raw_close(&r);
     stop(&x);
@@ -1307,7 +1307,7 @@ START_TEST(test_stream_put_larger_than_the_stream_bound_is_sent)
      * larger than the bound is still streamed (every stream was dropped at
      * once, as a slow reader) */
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_stream_buffer = 256; /* the fixture's put is larger */
     start_with(&x, &o, false);
     struct raw r;
@@ -1315,10 +1315,10 @@ START_TEST(test_stream_put_larger_than_the_stream_bound_is_sent)
     raw_wait_for(&r, "event: put");
     ck_assert_int_gt((int)evbuffer_get_length(r.got), 256);
     raw_wait_for(&r, "\"s1\"");
-    ld__server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "late", 2, NULL);
     raw_wait_for(&r, "/flags/late");
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     ck_assert_uint_eq(st.streams_dropped, 0);
     ck_assert_uint_eq(st.streams, 1);
     raw_close(&r);
@@ -1329,7 +1329,7 @@ END_TEST
 START_TEST(test_slow_stream_reader_is_dropped)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_stream_buffer = 256 * 1024;
     start_with(&x, &o, false);
     /* a client that never reads, with a small receive buffer */
@@ -1339,23 +1339,23 @@ START_TEST(test_slow_stream_reader_is_dropped)
     struct raw good;
     stream_open(&x, &good);
     wait_for_streams(&x, 2);
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     raw_wait_for(&good, "event: put");
     char *filler = big(32 * 1024, 'z');
     json_t *item = json_pack("{s:s,s:i,s:s}", "key", "big", "version", 1, "filler", filler);
     for (int i = 0; i < 400 && st.streams_dropped == 0; i++) {
-        ld__server_changed(x.srv, ld_kind_features(), "big", i + 1, item);
+        lds_server_changed(x.srv, ld_kind_features(), "big", i + 1, item);
         for (int k = 0; k < 4; k++)
             event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
         evbuffer_drain(good.got, evbuffer_get_length(good.got));
     }
     ck_assert_uint_eq(st.streams_dropped, 1);
     ck_assert_uint_eq(st.streams, 1);
     ck_assert_ptr_nonnull(strstr(x.log, "stream dropped"));
     /* the reader is still served */
-    ld__server_changed(x.srv, ld_kind_features(), "after", 1, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "after", 1, NULL);
     raw_wait_for(&good, "/flags/after");
     json_decref(item);
     free(filler);
@@ -1384,28 +1384,28 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
     if (getenv("LDASYNC_VALGRIND"))
         return; /* valgrind's heap is not the one measured */
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_stream_buffer = 64 * 1024;
     start_with(&x, &o, false);
     static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     int fd = small_buffer_client(x.port, 4096, req);
     wait_for_streams(&x, 1);
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     for (int k = 0; k < 20; k++)
         event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
     size_t base = heap_in_use(), most = 0;
     for (int i = 0; i < 200000 && st.streams_dropped == 0; i++) {
         char key[32];
         snprintf(key, sizeof key, "k%d", i);
-        ld__server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
+        lds_server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
         if (i % 64 == 0) {
             event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
             size_t now = heap_in_use();
             if (now > base && now - base > most)
                 most = now - base;
         }
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     }
     ck_assert_uint_eq(st.streams_dropped, 1);
     ck_assert_msg(most < 4 * o.max_stream_buffer, "%zu bytes held for a bound of %zu", most,
@@ -1464,7 +1464,7 @@ static char *dechunk(const char *t, size_t n, size_t *len)
 START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
 {
     struct fix x;
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.max_stream_buffer = 1 << 20;
     o.heartbeat_ms = 600000;
     start_with(&x, &o, false);
@@ -1482,7 +1482,7 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
     struct evbuffer *got = evbuffer_new();
     char tail[64], chunk[16384];
     for (int i = 1; i <= N; i++) {
-        ld__server_changed(x.srv, ld_kind_features(), "k", i, NULL);
+        lds_server_changed(x.srv, ld_kind_features(), "k", i, NULL);
         if (i % 50 == 0) {
             ssize_t k = read(fd, chunk, 2048);
             if (k > 0)
@@ -1508,8 +1508,8 @@ START_TEST(test_stream_events_written_now_or_queued_arrive_whole_and_in_order)
         gettimeofday(&t, NULL);
         ck_assert_int_lt(t.tv_sec - t0.tv_sec, 60);
     }
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     ck_assert_uint_eq(st.streams_dropped, 0);
     evbuffer_add(got, "", 1);
     size_t n = evbuffer_get_length(got) - 1, len;
@@ -1564,8 +1564,8 @@ START_TEST(test_stream_to_an_http_1_0_client_is_not_chunked)
     raw_send(&r, req, sizeof req - 1);
     raw_wait_for(&r, "event: put");
     raw_wait_for(&r, "}}}\n\n");
-    ld__server_changed(x.srv, ld_kind_features(), "k", 7, NULL);
-    ld__server_changed(x.srv, ld_kind_features(), "j", 8, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "k", 7, NULL);
+    lds_server_changed(x.srv, ld_kind_features(), "j", 8, NULL);
     raw_wait_for(&r, "\"version\":8}\n\n");
     const char *t = raw_text(&r);
     ck_assert_msg(strncmp(t, "HTTP/1.0 200", 12) == 0 || strncmp(t, "HTTP/1.1 200", 12) == 0,
@@ -1828,8 +1828,8 @@ START_TEST(test_many_requests_all_answered)
     while (l.answered < N_REQUESTS)
         loop_once();
     ck_assert_int_eq(l.ok, N_REQUESTS);
-    struct ld__server_stats st;
-    ld__server_stats(x.srv, &st);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
     ck_assert_uint_ge(st.requests, N_REQUESTS);
     ck_assert_uint_eq(st.pending, 0);
     ck_assert_uint_le(st.connections, N_CONNS);
@@ -1866,16 +1866,16 @@ START_TEST(test_close_with_streams_and_requests_pending)
         "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
     raw_open(&gone, x.port);
     raw_send(&gone, req, sizeof req - 1);
-    struct ld__server_stats st;
+    struct lds_server_stats st;
     do {
         loop_once();
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     } while (st.pending < 4 || st.streams < 2);
     raw_close(&gone);
     for (int i = 0; i < 20; i++)
         event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
 
-    ld_future *closed = ld__server_close(x.srv);
+    ld_future *closed = lds_server_close(x.srv);
     ck_assert_ptr_nonnull(closed);
     ld_test_await_ok(closed);
     for (int i = 0; i < 3; i++) {
@@ -1894,7 +1894,7 @@ START_TEST(test_close_with_streams_and_requests_pending)
     raw_open(&late, x.port);
     raw_wait_eof(&late);
     raw_close(&late);
-    ld__server_free(x.srv);
+    lds_server_free(x.srv);
     x.srv = NULL;
     ld_test_later_release(x.later);
     x.later->hold = false;
@@ -1916,13 +1916,13 @@ START_TEST(test_free_right_after_close_with_work_pending)
     struct evhttp_connection *c =
         evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
     http_send(c, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", KEY, NULL, &r);
-    struct ld__server_stats st;
+    struct lds_server_stats st;
     do {
         loop_once();
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     } while (st.pending < 1 || st.streams < 2);
-    ld_future *closed = ld__server_close(x.srv);
-    ld__server_free(x.srv); /* before the loop ran */
+    ld_future *closed = lds_server_close(x.srv);
+    lds_server_free(x.srv); /* before the loop ran */
     x.srv = NULL;
     ld_test_await_ok(closed);
     ld_test_later_release(x.later);
@@ -1949,12 +1949,12 @@ START_TEST(test_free_with_requests_pending_and_no_close)
     raw_open(&a, x.port);
     raw_send(&a, req, sizeof req - 1);
     stream_open(&x, &s);
-    struct ld__server_stats st;
+    struct lds_server_stats st;
     do {
         loop_once();
-        ld__server_stats(x.srv, &st);
+        lds_server_stats(x.srv, &st);
     } while (st.pending < 1 || st.streams < 1);
-    ld__server_free(x.srv);
+    lds_server_free(x.srv);
     x.srv = NULL;
     raw_wait_eof(&a);
     raw_wait_eof(&s);
@@ -1971,14 +1971,14 @@ START_TEST(test_bind_failure_is_reported)
 {
     struct fix x;
     start(&x);
-    struct ld__server_options o = {0};
+    struct lds_server_options o = {0};
     o.port = x.port; /* taken */
     o.log = log_fn;
     o.log_arg = &x;
-    ld__server *two = ld__server_new(ld_test_base, x.store, x.ev, &o);
+    lds_server *two = lds_server_new(ld_test_base, x.store, x.ev, &o);
     ck_assert_ptr_null(two);
     ck_assert_ptr_nonnull(strstr(x.log, "cannot listen"));
-    ck_assert_ptr_null(ld__server_new(ld_test_base, NULL, x.ev, &o));
+    ck_assert_ptr_null(lds_server_new(ld_test_base, NULL, x.ev, &o));
     stop(&x);
 }
 END_TEST

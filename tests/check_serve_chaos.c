@@ -158,7 +158,7 @@ static const char *const FLAGS =
 static const char *const SEGMENTS = "{'s1': {'included': ['u1'], 'salt': 's'}}";
 
 /* Runs the loop until every client is done; fails after 20 s. */
-static void serve_until_done(struct client *cs, size_t n, ld__server *srv, const json_t *change)
+static void serve_until_done(struct client *cs, size_t n, lds_server *srv, const json_t *change)
 {
     struct timeval start, now;
     gettimeofday(&start, NULL);
@@ -172,7 +172,7 @@ static void serve_until_done(struct client *cs, size_t n, ld__server *srv, const
         /* the change, once the stream has its put (or is done) */
         struct client *st = &cs[n - 1];
         if (!changed && (st->put_seen || st->done)) {
-            ld__server_changed(srv, ld_kind_features(), "f1", 2, change);
+            lds_server_changed(srv, ld_kind_features(), "f1", 2, change);
             changed = true;
         }
         event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
@@ -195,17 +195,17 @@ START_TEST(test_every_allocation_failing_in_turn_costs_requests_not_the_server)
     for (g_fail_at = 1;; g_fail_at++) {
         ld_store *store = ld_test_memory_with(data);
         ld_evaluator *ev = ld_test_evaluator_of(store);
-        struct ld__server_options o = {0};
+        struct lds_server_options o = {0};
         o.bind_address = "127.0.0.1";
         o.sdk_key = "k";
         g_calls = 0;
         ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
         json_set_alloc_funcs(chaos_malloc, free);
         g_counting = true;
-        ld__server *srv = ld__server_new(ld_test_base, store, ev, &o);
+        lds_server *srv = lds_server_new(ld_test_base, store, ev, &o);
         struct client cs[N_REQ];
         if (srv) {
-            int port = ld__server_port(srv);
+            int port = lds_server_port(srv);
             for (size_t i = 0; i < N_REQ; i++)
                 client_start(&cs[i], port, REQUESTS[i], i == N_REQ - 1);
             serve_until_done(cs, N_REQ, srv, change);
@@ -239,14 +239,14 @@ START_TEST(test_every_allocation_failing_in_turn_costs_requests_not_the_server)
             }
             /* the same server, memory back: it serves */
             struct client after;
-            client_start(&after, ld__server_port(srv), REQUESTS[2], false);
+            client_start(&after, lds_server_port(srv), REQUESTS[2], false);
             serve_until_done(&after, 1, srv, change);
             ck_assert_msg(after.code == 200, "N=%ld: after the failure: %d", g_fail_at, after.code);
             ck_assert_ptr_nonnull(
                 evbuffer_search(after.in, "\"key\":\"f1\"", 10, NULL).pos >= 0 ? (void *)1 : NULL);
             client_free(&after);
-            ld_test_await_ok(ld__server_close(srv));
-            ld__server_free(srv);
+            ld_test_await_ok(lds_server_close(srv));
+            lds_server_free(srv);
         }
         ld_test_flush();
         ld_test_done_with(ev, store);

@@ -32,7 +32,7 @@ struct e2e {
     char dir[64];
     char path[512];
     const char *paths[1];
-    ld__app *app;
+    lds_app *app;
     int port;
     struct evhttp_connection *conn;
     char log[16384];
@@ -89,29 +89,29 @@ static void log_fn(int level, const char *line, void *arg)
     (void)arg;
     size_t n = strlen(g.log);
     if (n + 1 < sizeof g.log)
-        snprintf(g.log + n, sizeof g.log - n, "[%s] %s\n", ld__log_level_name(level), line);
+        snprintf(g.log + n, sizeof g.log - n, "[%s] %s\n", lds_log_level_name(level), line);
 }
 
 static void app_start(void)
 {
-    struct ld__app_options o = {0};
+    struct lds_app_options o = {0};
     o.paths = g.paths;
     o.n_paths = 1;
     o.server.bind_address = "127.0.0.1";
     o.server.port = 0;
     o.server.sdk_key = KEY;
     o.server.log = log_fn;
-    o.server.log_level = LD__LOG_INFO;
+    o.server.log_level = LDS_LOG_INFO;
     o.server.log_level_set = 1;
-    g.app = ld__app_new(B, &o);
+    g.app = lds_app_new(B, &o);
     ck_assert_ptr_nonnull(g.app);
-    g.port = ld__app_port(g.app);
+    g.port = lds_app_port(g.app);
     ck_assert_int_gt(g.port, 0);
 }
 
 static void app_ready(void)
 {
-    ld_test_await_ok(ld_data_system_ready(ld__app_data_system(g.app)));
+    ld_test_await_ok(ld_data_system_ready(lds_app_data_system(g.app)));
 }
 
 /* What SIGTERM does, then the frees of main.c. */
@@ -120,11 +120,11 @@ static void app_stop(void)
     if (g.conn)
         evhttp_connection_free(g.conn);
     g.conn = NULL;
-    ld_future *f = ld__app_close(g.app);
+    ld_future *f = lds_app_close(g.app);
     ck_assert_ptr_nonnull(f);
     ld_test_await_ok(f);
     ck_assert_ptr_nonnull(strstr(g.log, "[info] stopped"));
-    ld__app_free(g.app);
+    lds_app_free(g.app);
     g.app = NULL;
     ld_test_flush();
 }
@@ -337,7 +337,7 @@ static json_t *stream_expect(struct stream *s, const char *want)
 /* The store's collection of `kind`, as a new reference. */
 static json_t *store_all(const ld_kind *kind)
 {
-    ld_future *f = ld_test_fulfilled(ld_store_all(ld__app_store(g.app), kind));
+    ld_future *f = ld_test_fulfilled(ld_store_all(lds_app_store(g.app), kind));
     json_t *j = json_incref(ld_future_json(f));
     ld_future_unref(f);
     return j;
@@ -591,7 +591,7 @@ START_TEST(test_flag_values_are_served_as_launchdarkly_flags)
     json_decref(got);
     /* and they evaluate as such: to their value, for anyone */
     ld_context *ctx = ld_test_ctx_of("{'key': 'anyone'}");
-    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ld__app_evaluator(g.app), ctx, 0));
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(lds_app_evaluator(g.app), ctx, 0));
     json_t *state = ld_future_json(f);
     ck_assert_str_eq(json_string_value(json_object_get(state, "greeting")), "hello");
     ck_assert_int_eq(json_integer_value(json_object_get(state, "limit")), 3);
@@ -661,15 +661,15 @@ START_TEST(test_several_files_merge_and_a_key_defined_twice_interrupts)
     char more[600];
     snprintf(more, sizeof more, "%s/more.json", g.dir);
     const char *paths[] = {g.path, more};
-    struct ld__app_options o = {0};
+    struct lds_app_options o = {0};
     o.paths = paths;
     o.n_paths = 2;
     o.server.bind_address = "127.0.0.1";
     o.server.sdk_key = KEY;
     o.server.log = log_fn;
-    g.app = ld__app_new(B, &o);
+    g.app = lds_app_new(B, &o);
     ck_assert_ptr_nonnull(g.app);
-    g.port = ld__app_port(g.app);
+    g.port = lds_app_port(g.app);
     app_ready();
     json_t *all = get_json("/sdk/latest-all", 200);
     ck_assert_int_eq(json_object_size(json_object_get(all, "flags")), 2);
@@ -784,7 +784,7 @@ static void expect_evaluators_results(const char *ctx_text, const json_t *got)
 {
     ld_context *ctx = ld_test_ctx_of(ctx_text);
     ld_future *f = ld_test_fulfilled(
-        ld_evaluator_all_flags(ld__app_evaluator(g.app), ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY));
+        ld_evaluator_all_flags(lds_app_evaluator(g.app), ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY));
     json_t *state = ld_future_json(f);
     json_t *meta = json_object_get(state, "$flagsState");
     ck_assert_int_eq(json_object_size(got), json_object_size(meta));
@@ -933,8 +933,8 @@ START_TEST(test_ten_thousand_requests_with_64_in_flight_all_answered)
         loop_once();
     ck_assert_msg(l->ok == LOAD_REQUESTS, "%d of %d right; first wrong: %s", l->ok, LOAD_REQUESTS,
                   l->first_bad);
-    struct ld__server_stats st;
-    ld__server_stats(ld__app_server(g.app), &st);
+    struct lds_server_stats st;
+    lds_server_stats(lds_app_server(g.app), &st);
     ck_assert_uint_ge(st.requests, LOAD_REQUESTS);
     ck_assert_uint_eq(st.pending, 0);
     /* keep-alive: the requests shared the connections */
@@ -990,8 +990,8 @@ START_TEST(test_close_with_100_streams_and_requests_in_flight_then_free)
         stream_open(&s[i]);
     for (int i = 0; i < N_STREAMS; i++)
         json_decref(stream_expect(&s[i], "put"));
-    struct ld__server_stats st;
-    ld__server_stats(ld__app_server(g.app), &st);
+    struct lds_server_stats st;
+    lds_server_stats(lds_app_server(g.app), &st);
     ck_assert_uint_eq(st.streams, N_STREAMS);
     /* requests on 8 connections, sent but not answered yet */
     struct evhttp_connection *c[8];
@@ -1017,11 +1017,11 @@ START_TEST(test_close_with_100_streams_and_requests_in_flight_then_free)
     write_data("{'flags': {'c1': {'on': false, 'variations': [0], 'offVariation': 0}}}");
 
     bool closed = false;
-    ld_future *f = ld__app_close(g.app);
+    ld_future *f = lds_app_close(g.app);
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), closed_cb, &closed), 0);
     /* closing twice: the same shutdown */
-    ld_future *again = ld__app_close(g.app);
+    ld_future *again = lds_app_close(g.app);
     ck_assert_ptr_eq(again, f);
     ld_future_unref(again);
     ld_test_await_ok(f);
@@ -1034,13 +1034,13 @@ START_TEST(test_close_with_100_streams_and_requests_in_flight_then_free)
     while (fl.answered < N_INFLIGHT)
         loop_once();
     ck_assert_int_eq(fl.ok + fl.unavailable + fl.failed, N_INFLIGHT);
-    ld__server_stats(ld__app_server(g.app), &st);
+    lds_server_stats(lds_app_server(g.app), &st);
     ck_assert_uint_eq(st.streams, 0);
     ck_assert_uint_eq(st.pending, 0);
     /* the store is closed */
-    ld_test_expect_error(ld_store_get(ld__app_store(g.app), ld_kind_features(), "c1"), LD_ECLOSED,
+    ld_test_expect_error(ld_store_get(lds_app_store(g.app), ld_kind_features(), "c1"), LD_ECLOSED,
                          NULL);
-    ld__app_free(g.app);
+    lds_app_free(g.app);
     g.app = NULL;
     ck_assert(closed);
     for (int i = 0; i < 8; i++)
@@ -1062,9 +1062,9 @@ START_TEST(test_free_while_closing_cancels_the_close)
     stream_open(&s);
     json_decref(stream_expect(&s, "put"));
     /* the second signal: free at once, the close still running */
-    ld_future *f = ld__app_close(g.app);
+    ld_future *f = lds_app_close(g.app);
     ck_assert_ptr_nonnull(f);
-    ld__app_free(g.app);
+    lds_app_free(g.app);
     g.app = NULL;
     ld_test_wait(f);
     ck_assert(ld_future_is_rejected(f));
@@ -1159,20 +1159,20 @@ START_TEST(test_app_that_cannot_listen_is_not_made_and_leaks_nothing)
 {
     write_data(DATA1);
     app_start();
-    struct ld__app_options o = {0};
+    struct lds_app_options o = {0};
     o.paths = g.paths;
     o.n_paths = 1;
     o.server.bind_address = "127.0.0.1";
     o.server.port = g.port; /* taken */
     o.server.log = log_fn;
-    ck_assert_ptr_null(ld__app_new(B, &o));
+    ck_assert_ptr_null(lds_app_new(B, &o));
     ck_assert_msg(strstr(g.log, "cannot listen") != NULL, "%s", g.log);
-    ck_assert_ptr_null(ld__app_new(NULL, &o));
-    ck_assert_ptr_null(ld__app_new(B, NULL));
+    ck_assert_ptr_null(lds_app_new(NULL, &o));
+    ck_assert_ptr_null(lds_app_new(B, NULL));
     o.n_paths = 0;
-    ck_assert_ptr_null(ld__app_new(B, &o));
-    ck_assert_ptr_null(ld__app_close(NULL));
-    ld__app_free(NULL);
+    ck_assert_ptr_null(lds_app_new(B, &o));
+    ck_assert_ptr_null(lds_app_close(NULL));
+    lds_app_free(NULL);
     /* the first one still serves */
     app_ready();
     json_t *j = get_json("/sdk/latest-flags/f1", 200);

@@ -1,0 +1,73 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * serve/routes.c: the route table, what the server serves where. The first
+ * route whose path takes the request's answers it (server.c's route()).
+ */
+#include "serve-internal.h"
+
+#define GET EVHTTP_REQ_GET
+#define HEAD EVHTTP_REQ_HEAD
+
+const struct lds_route lds_routes[] = {
+    {{"status"}, 1, GET | HEAD, "GET, HEAD", 0, lds_status_begin, lds_status_finish, 0},
+    {{"all"}, 1, GET, "GET", LDS_R_KEY, lds_stream_begin, NULL, 0},
+    {{"sdk", "latest-all"},
+     2,
+     GET | HEAD,
+     "GET, HEAD",
+     LDS_R_KEY,
+     lds_polling_begin,
+     lds_polling_finish,
+     LDS_P_ALL},
+    {{"sdk", "latest-flags"},
+     2,
+     GET | HEAD,
+     "GET, HEAD",
+     LDS_R_KEY,
+     lds_polling_begin,
+     lds_polling_finish,
+     LDS_P_FLAGS},
+    {{"sdk", "latest-flags", "*"},
+     3,
+     GET | HEAD,
+     "GET, HEAD",
+     LDS_R_KEY,
+     lds_polling_begin,
+     lds_polling_finish,
+     LDS_P_FLAG},
+    {{"sdk", "latest-segments"},
+     2,
+     GET | HEAD,
+     "GET, HEAD",
+     LDS_R_KEY,
+     lds_polling_begin,
+     lds_polling_finish,
+     LDS_P_SEGMENTS},
+    {{"sdk", "latest-segments", "*"},
+     3,
+     GET | HEAD,
+     "GET, HEAD",
+     LDS_R_KEY,
+     lds_polling_begin,
+     lds_polling_finish,
+     LDS_P_SEGMENT},
+    {{"sdk", "evalx", "+", "contexts", "*"},
+     5,
+     GET | HEAD,
+     "GET, HEAD, OPTIONS",
+     LDS_R_CORS | LDS_R_PREFLIGHT,
+     lds_evalx_get_begin,
+     lds_evalx_finish,
+     0},
+    {{"sdk", "evalx", "+", "context"},
+     4,
+     LDS_M_REPORT,
+     "REPORT, OPTIONS",
+     LDS_R_CORS | LDS_R_PREFLIGHT,
+     lds_evalx_report_begin,
+     lds_evalx_finish,
+     0},
+    /* anything else under /sdk/evalx/ is a 404 with CORS headers */
+    {{"sdk", "evalx", "*"}, -3, LDS_M_ANY, NULL, LDS_R_CORS, lds_not_found, NULL, 0},
+    {{NULL}, 0, 0, NULL, 0, NULL, NULL, 0},
+};
