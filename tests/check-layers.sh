@@ -11,7 +11,7 @@
 # layer or below. Each folder has at most one internal header, named after
 # the folder. The order and the public headers' layers are written here
 # once; a new folder or a new public header must be added below, or this
-# check fails.
+# check fails. A program of the tree (serve/) includes public headers only.
 #
 # Usage: tests/check-layers.sh [SRCDIR]  (default: $top_srcdir, else .)
 # Exit status: 0 when every include goes down or sideways, 1 otherwise.
@@ -43,6 +43,15 @@ rank() {
 }
 
 src=${1:-${top_srcdir:-.}}
+# check_program FILE: a program (serve/) uses the library as its users do:
+# public headers only, nothing of lib/.
+check_program() {
+    sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*/[^"]*\)".*|\1|p' "$1" |
+        while read -r path; do
+            echo "$1 includes \"$path\": a program includes the library's public headers only"
+        done
+}
+
 # check_file FILE LAYER: every include of FILE is of LAYER or below.
 check_file() {
     own=$(rank "$2")
@@ -83,6 +92,9 @@ out=$(
             [ -e "$f" ] && check_file "$f" "$layer"
         done
     done
+    for f in "$src"/serve/*.c "$src"/serve/*.h; do
+        [ -e "$f" ] && check_program "$f"
+    done
     for h in "$src"/include/ldasync/*.h "$src"/include/ldasync/*.h.in; do
         [ -e "$h" ] || continue
         name=$(basename "$h" .in)
@@ -99,5 +111,5 @@ if [ -n "$out" ]; then
     printf '%s\n' "$out" | sed 's/^/check-layers: /' >&2
     exit 1
 fi
-echo "check-layers: every include of lib/ and include/ldasync/ goes to its own layer or below ($LAYERS)"
+echo "check-layers: every include of lib/ and include/ldasync/ goes to its own layer or below ($LAYERS); serve/ includes public headers only"
 exit 0
