@@ -52,7 +52,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
 #include <ldasync/future.h>
@@ -95,6 +94,11 @@ enum ld_eval_error {
     LD_EVAL_ERROR_WRONG_TYPE,         /* the value is not of the type asked for */
     LD_EVAL_ERROR_EXCEPTION           /* the store failed */
 };
+
+/* The big segment store interface is the store layer's
+ * (<ldasync/big_segments.h>); the evaluator only takes a pointer to one.
+ * C11 allows this typedef to be repeated. */
+typedef struct ld_big_segment_store ld_big_segment_store;
 
 /** An opaque evaluator. @since 0.1.0 */
 typedef struct ld_evaluator ld_evaluator;

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include <ldasync/big_segments.h>
 #include <ldasync/error.h>
 #include <ldasync/eval.h>
 #include <ldasync/kind.h>
