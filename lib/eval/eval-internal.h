@@ -615,6 +615,7 @@ struct ld__job {
     uint8_t type;
     uint8_t metadata_state;
     bool all;
+    bool state; /* all flags: fulfil with an ld_flags_state, not JSON */
     bool nomem;
 };
 
@@ -648,8 +649,32 @@ extern const struct ld__resolver ld__job_resolver;
 
 /* ---- all flags (eval_all.c) */
 
-/* The all-flags state of the job's snapshots; NULL when memory ran out or
- * *rc is LD__E_NEED (memberships to read). */
+/* One flag of an all-flags state: what its evaluation gave, and which of
+ * LaunchDarkly's $flagsState fields it carries (LD_FLAG_STATE_*). */
+struct ld__flag_result {
+    ld_detail d;        /* borrows from f (d.flag is NULL) */
+    struct ld__flag *f; /* referenced in an ld_flags_state */
+    const char *key;    /* the flags snapshot's */
+    size_t len;
+    unsigned fields;
+};
+
+/* The results of ld_evaluator_flags_state() (eval_state.c reads them). */
+struct ld_flags_state {
+    struct ld__flag_result *r;
+    size_t n, cap;
+    json_t *flags; /* the flags snapshot the keys and values are of, referenced */
+    bool valid;
+};
+
+/* Frees a state (NULL-safe): an ld_future_fulfill_ptr() destructor. */
+void ld__flags_state_free(void *p);
+
+/* The all-flags state of the job's snapshots, as JSON; NULL when memory
+ * ran out or *rc is LD__E_NEED (memberships to read). */
 json_t *ld__all_flags_state(struct ld__job *j, int *rc);
+
+/* The same as an ld_flags_state (a new one). */
+struct ld_flags_state *ld__all_flags_results(struct ld__job *j, int *rc);
 
 #endif /* LDASYNC_EVAL_INTERNAL_H */

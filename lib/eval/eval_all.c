@@ -1,7 +1,10 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * All flags (eval.h): every flag of the store evaluated for one context,
- * as LaunchDarkly's all-flags state.
+ * as LaunchDarkly's all-flags state. Each flag's result (struct
+ * ld__flag_result: its detail and $flagsState fields) is made once, then
+ * either written as JSON (ld_evaluator_all_flags()) or kept in an
+ * ld_flags_state (ld_evaluator_flags_state(); eval_state.c reads it).
  */
 #include <string.h>
 
@@ -148,55 +151,79 @@ static json_t *prerequisite_keys(const struct ld__flag *f, size_t n)
     return a;
 }
 
-/* Adds flag `f`'s result to the state `st` (its values) and `meta`
- * ($flagsState) under `key` (`klen` bytes): the key the store filed it
- * under, which a store implementation may answer with an item whose own
- * "key" is missing or not a string. @return 0, LD__E_NEED or LD_ENOMEM. */
-static int add_flag(struct ld__job *j, struct ld__flag *f, const char *key, size_t klen, json_t *st,
-                    json_t *meta)
+/* Evaluates flag `f`, filed under `key` (`klen` bytes) in the snapshot,
+ * into `r`, with the $flagsState fields the job's options give it.
+ * @return 0 or LD__E_NEED. */
+static int flag_result(struct ld__job *j, struct ld__flag *f, const char *key, size_t klen,
+                       struct ld__flag_result *r)
 {
-    ld_detail d;
-    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, &d) ==
-        LD__E_NEED)
+    ld_detail *d = &r->d;
+    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d) == LD__E_NEED)
         return LD__E_NEED;
-    bool track_reason = d.in_experiment ||
-                        (d.kind == LD_REASON_RULE_MATCH && d.rule >= 0 &&
-                         (size_t)d.rule < f->nrules && f->rules[d.rule].track_events) ||
-                        (d.kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
+    bool track_reason = d->in_experiment ||
+                        (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
+                         (size_t)d->rule < f->nrules && f->rules[d->rule].track_events) ||
+                        (d->kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
     bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) || f->track_events ||
                    track_reason || f->has_debug;
     bool reason = (details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason;
+    r->f = f;
+    r->key = key;
+    r->len = klen;
+    r->fields = (details ? LD_FLAG_STATE_VERSION : 0u) | (reason ? LD_FLAG_STATE_REASON : 0u) |
+                (f->track_events || track_reason ? LD_FLAG_STATE_TRACK_EVENTS : 0u) |
+                (track_reason ? LD_FLAG_STATE_TRACK_REASON : 0u) |
+                (f->has_debug ? LD_FLAG_STATE_DEBUG_EVENTS_UNTIL : 0u);
+    return 0;
+}
+
+/* Where result_json() writes: the state's values and its $flagsState. */
+struct json_out {
+    ld_evaluator *ev;
+    json_t *st, *meta;
+};
+
+/* Adds flag result `r` to the state (its value) and $flagsState (its
+ * entry) under the key the store filed it under, which a store
+ * implementation may answer with an item whose own "key" is missing or
+ * not a string. @return 0 or LD_ENOMEM. */
+static int result_json(void *arg, const struct ld__flag_result *r)
+{
+    struct json_out *out = arg;
+    struct ld__flag *f = r->f;
+    const ld_detail *d = &r->d;
+    bool details = r->fields & LD_FLAG_STATE_VERSION;
     json_t *m;
     int e = 0;
-    if (!reason && d.index >= 0 && d.nprereqs == 0) {
-        m = shared_meta(j->ev, f, d.index, details);
+    if (!(r->fields & LD_FLAG_STATE_REASON) && d->index >= 0 && d->nprereqs == 0) {
+        m = shared_meta(out->ev, f, d->index, details);
         e = m ? 0 : -1;
     } else {
         m = json_object();
         e = m ? 0 : -1;
-        if (m && d.index >= 0)
-            e |= set_new(m, "variation", json_integer(d.index));
+        if (m && d->index >= 0)
+            e |= set_new(m, "variation", json_integer(d->index));
         if (m && details)
             e |= set_new(m, "version", json_integer(f->h.version));
-        if (m && reason) {
-            json_t *r = ld_detail_reason_to_json(&d);
-            e |= r ? set_new(m, "reason", r) : -1;
+        if (m && (r->fields & LD_FLAG_STATE_REASON)) {
+            json_t *reason = ld_detail_reason_to_json(d);
+            e |= reason ? set_new(m, "reason", reason) : -1;
         }
-        if (m && (f->track_events || track_reason))
+        if (m && (r->fields & LD_FLAG_STATE_TRACK_EVENTS))
             e |= set_new(m, "trackEvents", json_true());
-        if (m && track_reason)
+        if (m && (r->fields & LD_FLAG_STATE_TRACK_REASON))
             e |= set_new(m, "trackReason", json_true());
-        if (m && f->has_debug)
+        if (m && (r->fields & LD_FLAG_STATE_DEBUG_EVENTS_UNTIL))
             e |= set_new(m, "debugEventsUntilDate", json_integer(f->debug_until));
-        if (m && d.nprereqs > 0)
-            e |= set_new(m, "prerequisites", prerequisite_keys(f, d.nprereqs));
+        if (m && d->nprereqs > 0)
+            e |= set_new(m, "prerequisites", prerequisite_keys(f, d->nprereqs));
     }
     if (e) {
         json_decref(m);
         return LD_ENOMEM;
     }
-    e |= json_object_setn_new_nocheck(meta, key, klen, m);
-    e |= json_object_setn_nocheck(st, key, klen, d.value ? d.value : json_null());
+    e |= json_object_setn_new_nocheck(out->meta, r->key, r->len, m);
+    e |= json_object_setn_nocheck(out->st, r->key, r->len, d->value ? d->value : json_null());
     return e ? LD_ENOMEM : 0;
 }
 
@@ -245,18 +272,15 @@ static int plan_make(ld_evaluator *ev, json_t *flags)
     return 0;
 }
 
-/* The all-flags state of the job's snapshots; NULL when memory ran out or
- * *rc is LD__E_NEED (memberships to read). */
-json_t *ld__all_flags_state(struct ld__job *j, int *rc)
+/* Evaluates the flags of the job's flags snapshot (through the
+ * evaluator's plan, in its order), calling fn(arg, result) for each.
+ * @return 0; LD__E_NEED (memberships to read); LD_ENOMEM, or what fn
+ * returned. */
+static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__flag_result *r),
+                       void *arg)
 {
-    *rc = 0;
-    if (j->store_error || j->uninitialized)
-        return invalid_state();
-    json_t *st = json_object(), *meta = json_object();
-    if (!st || !meta)
-        goto fail;
     if (j->ev->cache.plan.snapshot != j->flags && plan_make(j->ev, j->flags) != 0)
-        goto fail;
+        return LD_ENOMEM;
     const struct ld__plan *p = &j->ev->cache.plan;
     for (size_t i = 0; i < p->n; i++) {
         /* The flags are cold at 10,000: ask for the ones ahead. */
@@ -265,10 +289,28 @@ json_t *ld__all_flags_state(struct ld__job *j, int *rc)
         struct ld__flag *f = p->e[i].f;
         if ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side)
             continue;
-        *rc = add_flag(j, f, p->e[i].key, p->e[i].len, st, meta);
-        if (*rc != 0)
-            goto fail;
+        struct ld__flag_result r;
+        int rc = flag_result(j, f, p->e[i].key, p->e[i].len, &r);
+        if (rc == 0)
+            rc = fn(arg, &r);
+        if (rc != 0)
+            return rc;
     }
+    return 0;
+}
+
+json_t *ld__all_flags_state(struct ld__job *j, int *rc)
+{
+    *rc = 0;
+    if (j->store_error || j->uninitialized)
+        return invalid_state();
+    struct json_out out = {j->ev, json_object(), json_object()};
+    json_t *st = out.st, *meta = out.meta;
+    if (!st || !meta)
+        goto fail;
+    *rc = each_result(j, result_json, &out);
+    if (*rc != 0)
+        goto fail;
     if (json_object_set_new(st, "$flagsState", meta) != 0) {
         meta = NULL;
         goto fail;
@@ -287,7 +329,50 @@ fail:
     return NULL;
 }
 
-ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options)
+/* Appends `r` to the state `arg`, referencing its flag. @return 0 or
+ * LD_ENOMEM. */
+static int result_add(void *arg, const struct ld__flag_result *r)
+{
+    struct ld_flags_state *st = arg;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 64;
+        struct ld__flag_result *t =
+            cap <= SIZE_MAX / sizeof *t ? ld__realloc(st->r, cap * sizeof *t) : NULL;
+        if (!t)
+            return LD_ENOMEM;
+        st->r = t;
+        st->cap = cap;
+    }
+    st->r[st->n] = *r;
+    ld__item_ref(&r->f->h);
+    st->n++;
+    return 0;
+}
+
+struct ld_flags_state *ld__all_flags_results(struct ld__job *j, int *rc)
+{
+    *rc = 0;
+    struct ld_flags_state *st = ld__calloc(1, sizeof *st);
+    if (!st) {
+        *rc = LD_ENOMEM;
+        j->nomem = true;
+        return NULL;
+    }
+    if (j->store_error || j->uninitialized)
+        return st;
+    st->valid = true;
+    st->flags = json_incref(j->flags);
+    *rc = each_result(j, result_add, st);
+    if (*rc == 0)
+        return st;
+    ld__flags_state_free(st);
+    if (*rc == LD_ENOMEM)
+        j->nomem = true;
+    return NULL;
+}
+
+/* ld_evaluator_all_flags() (JSON) or ld_evaluator_flags_state() (`state`). */
+static ld_future *all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options, bool state)
 {
     if (!ev)
         return NULL;
@@ -298,6 +383,7 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
     if (!j)
         return ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
     j->all = true;
+    j->state = state;
     j->options = options;
     json_t *flags = NULL, *segments = NULL;
     int init = ld__store_initialized_now(ev->store);
@@ -307,11 +393,17 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
         j->flags = flags;
         j->segments = segments;
         int rc;
-        json_t *state = ld__all_flags_state(j, &rc);
-        if (state) {
+        struct ld_flags_state *st = NULL;
+        json_t *json = NULL;
+        if (state)
+            st = ld__all_flags_results(j, &rc);
+        else
+            json = ld__all_flags_state(j, &rc);
+        if (st || json) {
             ld__job_unlink(j);
             ld__job_free(j);
-            ld_future *r = ld__future_later_json(ev->base, state, NULL);
+            ld_future *r = st ? ld__future_later_ptr(ev->base, st, ld__flags_state_free)
+                              : ld__future_later_json(ev->base, json, NULL);
             return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
         }
         if (rc != LD__E_NEED) {
@@ -324,4 +416,14 @@ ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned op
     }
     json_decref(flags);
     return ld__job_read_all(j, init);
+}
+
+ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options)
+{
+    return all_flags(ev, ctx, options, false);
+}
+
+ld_future *ld_evaluator_flags_state(ld_evaluator *ev, ld_context *ctx, unsigned options)
+{
+    return all_flags(ev, ctx, options, true);
 }

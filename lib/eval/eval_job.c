@@ -80,12 +80,13 @@ void ld__job_unlink(struct ld__job *j)
     j->ev = NULL;
 }
 
-/* Ends the job: `d` (or `all`) fulfils its future, or `code` rejects it. */
-static void job_end(struct ld__job *j, ld_detail *d, json_t *all, int code)
+/* Ends the job: `ptr` (a detail or a state, freed by `free_ptr`) or `all`
+ * fulfils its future, or `code` rejects it. */
+static void job_end(struct ld__job *j, void *ptr, ld_free_fn free_ptr, json_t *all, int code)
 {
     ld__job_unlink(j);
-    if (d)
-        ld_future_fulfill_ptr(j->out, d, ld__detail_free);
+    if (ptr)
+        ld_future_fulfill_ptr(j->out, ptr, free_ptr);
     else if (all)
         ld_future_fulfill_json(j->out, all);
     else
@@ -408,28 +409,33 @@ static int job_issue(struct ld__job *j)
 static void job_step(struct ld__job *j)
 {
     if (!j->ev) {
-        job_end(j, NULL, NULL, LD_ECANCELED);
+        job_end(j, NULL, NULL, NULL, LD_ECANCELED);
         return;
     }
     if (j->nomem) {
-        job_end(j, NULL, NULL, LD_ENOMEM);
+        job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         return;
     }
     if (job_issue(j) > 0)
         return;
     if (j->nomem) {
-        job_end(j, NULL, NULL, LD_ENOMEM);
+        job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         return;
     }
     if (j->all) {
         int rc;
-        json_t *state = ld__all_flags_state(j, &rc);
+        struct ld_flags_state *st = NULL;
+        json_t *state = NULL;
+        if (j->state)
+            st = ld__all_flags_results(j, &rc);
+        else
+            state = ld__all_flags_state(j, &rc);
         if (rc == LD__E_NEED && !j->nomem && job_issue(j) > 0)
             return;
-        if (!state)
-            job_end(j, NULL, NULL, LD_ENOMEM);
+        if (!state && !st)
+            job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         else
-            job_end(j, NULL, state, 0);
+            job_end(j, st, ld__flags_state_free, state, 0);
         return;
     }
     const struct ld__item *f = NULL;
@@ -458,10 +464,10 @@ static void job_step(struct ld__job *j)
         }
     }
     if (!d) {
-        job_end(j, NULL, NULL, LD_ENOMEM);
+        job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         return;
     }
-    job_end(j, d, NULL, 0);
+    job_end(j, d, ld__detail_free, NULL, 0);
 }
 
 struct ld__job *ld__job_new(ld_evaluator *ev, ld_context *ctx)
