@@ -1572,8 +1572,76 @@ END_TEST
 
 /* ---- all flags (spec 7) --------------------------------------------------------- */
 
+/* LaunchDarkly's all-flags JSON written from the accessors of `st`, as a
+ * program that serializes a state (ldasync-serve's evalx) reads them. */
+static json_t *json_of_state(const ld_flags_state *st)
+{
+    json_t *o = json_object(), *meta = json_object();
+    for (size_t i = 0; i < ld_flags_state_count(st); i++) {
+        size_t len;
+        const char *key = ld_flags_state_key(st, i, &len);
+        ck_assert_ptr_nonnull(key);
+        ck_assert_uint_eq(len, strlen(key));
+        const ld_detail *d = ld_flags_state_detail(st, i);
+        unsigned fields = ld_flags_state_fields(st, i);
+        json_t *m = json_object();
+        if (ld_detail_variation_index(d) >= 0)
+            json_object_set_new(m, "variation", json_integer(ld_detail_variation_index(d)));
+        if (fields & LD_FLAG_STATE_VERSION)
+            json_object_set_new(m, "version", json_integer(ld_flags_state_version(st, i)));
+        if (fields & LD_FLAG_STATE_REASON)
+            json_object_set_new(m, "reason", ld_detail_reason_to_json(d));
+        if (fields & LD_FLAG_STATE_TRACK_EVENTS)
+            json_object_set_new(m, "trackEvents", json_true());
+        if (fields & LD_FLAG_STATE_TRACK_REASON)
+            json_object_set_new(m, "trackReason", json_true());
+        if (fields & LD_FLAG_STATE_DEBUG_EVENTS_UNTIL)
+            json_object_set_new(m, "debugEventsUntilDate",
+                                json_integer(ld_flags_state_debug_events_until(st, i)));
+        else
+            ck_assert_int_eq(ld_flags_state_debug_events_until(st, i), 0);
+        size_t n = ld_flags_state_prerequisite_count(st, i);
+        if (n > 0) {
+            json_t *a = json_array();
+            for (size_t k = 0; k < n; k++) {
+                size_t plen;
+                const char *p = ld_flags_state_prerequisite(st, i, k, &plen);
+                ck_assert_ptr_nonnull(p);
+                json_array_append_new(a, json_stringn(p, plen));
+            }
+            ck_assert_ptr_null(ld_flags_state_prerequisite(st, i, n, NULL));
+            json_object_set_new(m, "prerequisites", a);
+        }
+        json_t *v = ld_detail_value(d);
+        json_object_setn_new(meta, key, len, m);
+        json_object_setn(o, key, len, v ? v : json_null());
+    }
+    json_object_set_new(o, "$flagsState", meta);
+    json_object_set_new(o, "$valid", json_boolean(ld_flags_state_valid(st)));
+    return o;
+}
+
+/* Asserts that ld_evaluator_flags_state() of `ctx` with `options` says what
+ * the all-flags JSON `want` says. */
+static void expect_state_as(const char *what, ld_evaluator *ev, ld_context *ctx, unsigned options,
+                            const json_t *want)
+{
+    ld_future *f = ld_test_fulfilled(ld_evaluator_flags_state(ev, ctx, options));
+    json_t *got = json_of_state(ld_future_ptr(f));
+    bool eq = json_equal(got, (json_t *)want);
+    if (!eq) {
+        static char g[4096], x[4096];
+        dump(got, g, sizeof(g));
+        dump(want, x, sizeof(x));
+        ck_abort_msg("%s, from the state:\n  got  %s\n  want %s", what, g, x);
+    }
+    json_decref(got);
+    ld_future_unref(f);
+}
+
 /* ld_evaluator_all_flags() of `flags` for `ctx` with `options`, compared
- * as a JSON object with `want`. */
+ * as a JSON object with `want`; and ld_evaluator_flags_state() says the
+ * same. */
 static void expect_all_flags(const char *what, ld_store *s, const char *ctx_text, unsigned options,
                              const char *want)
 {
@@ -1581,6 +1649,7 @@ static void expect_all_flags(const char *what, ld_store *s, const char *ctx_text
     ld_context *ctx = ctx_of(ctx_text);
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, options));
     expect_json(what, ld_future_json(f), want);
+    expect_state_as(what, ev, ctx, options, ld_future_json(f));
     ld_future_unref(f);
     ld_context_unref(ctx);
     ld_evaluator_free(ev);
@@ -1953,6 +2022,125 @@ START_TEST(test_all_flags_arguments)
     ld_future_unref(b);
     ck_assert(json_is_true(json_object_get(kept, "$valid")));
     json_decref(kept);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
+START_TEST(test_flags_state_arguments)
+{
+    ld_store *s = store_with(JAVA_FLAGS, NULL);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ck_assert_ptr_null(ld_evaluator_flags_state(NULL, ctx, 0));
+    ld_test_expect_error(ld_evaluator_flags_state(ev, NULL, 0), LD_EINVAL, NULL);
+    ld_test_expect_error(ld_evaluator_flags_state(ev, ctx, 8), LD_EINVAL, NULL);
+    ld_test_expect_error(ld_evaluator_flags_state(ev, ctx, ~0u), LD_EINVAL, NULL);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
+/* Every accessor answers "none" for NULL and for an index out of range. */
+START_TEST(test_flags_state_bad_inputs)
+{
+    ld_store *s = store_with(JAVA_FLAGS, NULL);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_future *f = ld_test_fulfilled(ld_evaluator_flags_state(ev, ctx, 0));
+    const ld_flags_state *states[] = {NULL, ld_future_ptr(f)};
+    for (size_t k = 0; k < N_OF(states); k++) {
+        const ld_flags_state *st = states[k];
+        size_t i = st ? 2 : 0; /* two flags */
+        ck_assert(ld_flags_state_valid(st) == (st != NULL));
+        ck_assert_uint_eq(ld_flags_state_count(st), i);
+        size_t len = 99;
+        ck_assert_ptr_null(ld_flags_state_key(st, i, &len));
+        ck_assert_uint_eq(len, 0);
+        ck_assert_ptr_null(ld_flags_state_key(st, SIZE_MAX, NULL));
+        ck_assert_ptr_null(ld_flags_state_detail(st, i));
+        ck_assert_uint_eq(ld_flags_state_fields(st, i), 0);
+        ck_assert_int_eq(ld_flags_state_version(st, i), -1);
+        ck_assert_int_eq(ld_flags_state_debug_events_until(st, i), 0);
+        ck_assert_uint_eq(ld_flags_state_prerequisite_count(st, i), 0);
+        len = 99;
+        ck_assert_ptr_null(ld_flags_state_prerequisite(st, i, 0, &len));
+        ck_assert_uint_eq(len, 0);
+        ck_assert_ptr_null(ld_flags_state_prerequisite(st, 0, 0, NULL)); /* none */
+    }
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
+/* A state lists each flag with what the all-flags JSON writes of it, and
+ * stays as it was made after the store changes and the evaluator and the
+ * store are gone. */
+START_TEST(test_flags_state_accessors)
+{
+    ld_store *s = store_with(
+        "{'key1':{'version':100,'on':true,'fallthrough':{'variation':0},'variations':['value1']},"
+        "'key2':{'version':200,'trackEvents':true,'debugEventsUntilDate':1000,'on':true,"
+        "'prerequisites':[{'key':'key1','variation':0}],"
+        "'fallthrough':{'variation':1},'variations':['off',{'v':2}]}}",
+        NULL);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_future *f = ld_test_fulfilled(ld_evaluator_flags_state(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
+    json_t *changed =
+        J("{'key':'key1','version':101,'on':false,'offVariation':0,'variations':['changed']}");
+    ld_future *u = ld_test_fulfilled(ld_store_upsert(s, ld_kind_features(), changed));
+    ck_assert(ld_future_bool(u));
+    ld_future_unref(u);
+    json_decref(changed);
+    ld_evaluator_free(ev);
+    ld_store_free(s);
+    ld_test_flush();
+    const ld_flags_state *st = ld_future_ptr(f);
+    ck_assert(ld_flags_state_valid(st));
+    ck_assert_uint_eq(ld_flags_state_count(st), 2);
+    /* in the snapshot's order */
+    size_t k1 = strcmp(ld_flags_state_key(st, 0, NULL), "key1") == 0 ? 0 : 1, k2 = 1 - k1;
+    size_t len;
+    ck_assert_str_eq(ld_flags_state_key(st, k1, &len), "key1");
+    ck_assert_uint_eq(len, 4);
+    ck_assert_str_eq(ld_flags_state_key(st, k2, NULL), "key2");
+    const ld_detail *d = ld_flags_state_detail(st, k1);
+    ck_assert_str_eq(json_string_value(ld_detail_value(d)), "value1");
+    ck_assert_int_eq(ld_detail_reason_kind(d), LD_REASON_FALLTHROUGH);
+    ck_assert_uint_eq(ld_flags_state_fields(st, k1), LD_FLAG_STATE_VERSION | LD_FLAG_STATE_REASON);
+    ck_assert_int_eq(ld_flags_state_version(st, k1), 100);
+    ck_assert_uint_eq(ld_flags_state_prerequisite_count(st, k1), 0);
+    d = ld_flags_state_detail(st, k2);
+    expect_json("key2's value", ld_detail_value(d), "{'v':2}");
+    ck_assert_int_eq(ld_detail_variation_index(d), 1);
+    ck_assert_int_eq(ld_detail_reason_kind(d), LD_REASON_FALLTHROUGH);
+    ck_assert_uint_eq(ld_flags_state_fields(st, k2), LD_FLAG_STATE_VERSION | LD_FLAG_STATE_REASON |
+                                                         LD_FLAG_STATE_TRACK_EVENTS |
+                                                         LD_FLAG_STATE_DEBUG_EVENTS_UNTIL);
+    ck_assert_int_eq(ld_flags_state_version(st, k2), 200);
+    ck_assert_int_eq(ld_flags_state_debug_events_until(st, k2), 1000);
+    ck_assert_uint_eq(ld_flags_state_prerequisite_count(st, k2), 1);
+    ck_assert_str_eq(ld_flags_state_prerequisite(st, k2, 0, &len), "key1");
+    ck_assert_uint_eq(len, 4);
+    ck_assert_ptr_null(ld_flags_state_prerequisite(st, k2, 1, &len));
+    ck_assert_uint_eq(len, 0);
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+}
+END_TEST
+
+/* A state of a store that was never initialized is not valid, and empty. */
+START_TEST(test_flags_state_uninitialized)
+{
+    ld_store *s = ld_memory_store_new(B);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = ctx_of(USER("u"));
+    ld_future *f = ld_test_fulfilled(ld_evaluator_flags_state(ev, ctx, 7));
+    ck_assert(!ld_flags_state_valid(ld_future_ptr(f)));
+    ck_assert_uint_eq(ld_flags_state_count(ld_future_ptr(f)), 0);
+    ld_future_unref(f);
     ld_context_unref(ctx);
     done_with(ev, s);
 }
@@ -2455,6 +2643,8 @@ START_TEST(test_later_store_same_details_in_one_round_trip_per_level)
     ld_future *fm = ld_test_fulfilled(ld_evaluator_all_flags(mev, ctx, LD_ALL_FLAGS_WITH_REASONS));
     ld_future *fa = ld_test_fulfilled(ld_evaluator_all_flags(lev, ctx, LD_ALL_FLAGS_WITH_REASONS));
     ck_assert(json_equal(ld_future_json(fm), ld_future_json(fa)));
+    expect_state_as("all flags, a store that answers later", lev, ctx, LD_ALL_FLAGS_WITH_REASONS,
+                    ld_future_json(fa));
     expect_json(
         "all flags", ld_future_json(fa),
         "{'f':'yes','p1':true,'p2':true,'$flagsState':{"
@@ -2496,6 +2686,7 @@ START_TEST(test_store_failure_is_exception)
     ld_evaluator *ev = evaluator_of(s);
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, LD_ALL_FLAGS_WITH_REASONS));
     expect_json("all flags, store failing", ld_future_json(f), "{'$flagsState':{},'$valid':false}");
+    expect_state_as("all flags, store failing", ev, ctx, 0, ld_future_json(f));
     ld_future_unref(f);
     done_with(ev, s);
     ld_context_unref(ctx);
@@ -2542,6 +2733,10 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_track_reason);
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
     tcase_add_test(tc, test_all_flags_arguments);
+    tcase_add_test(tc, test_flags_state_arguments);
+    tcase_add_test(tc, test_flags_state_bad_inputs);
+    tcase_add_test(tc, test_flags_state_accessors);
+    tcase_add_test(tc, test_flags_state_uninitialized);
     tcase_add_test(tc, test_all_flags_shared_entries);
     tcase_add_test(tc, test_all_flags_lists_the_prerequisites_entered);
     tcase_add_test(tc, test_evaluations_on_the_memory_store_complete_in_issue_order);

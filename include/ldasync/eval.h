@@ -52,7 +52,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ldasync/big_segments.h>
 #include <ldasync/common.h>
 #include <ldasync/context.h>
 #include <ldasync/future.h>
@@ -95,6 +94,11 @@ enum ld_eval_error {
     LD_EVAL_ERROR_WRONG_TYPE,         /* the value is not of the type asked for */
     LD_EVAL_ERROR_EXCEPTION           /* the store failed */
 };
+
+/* The big segment store interface is the store layer's
+ * (<ldasync/big_segments.h>); the evaluator only takes a pointer to one.
+ * C11 allows this typedef to be repeated. */
+typedef struct ld_big_segment_store ld_big_segment_store;
 
 /** An opaque evaluator. @since 0.1.0 */
 typedef struct ld_evaluator ld_evaluator;
@@ -166,8 +170,91 @@ enum {
  *  which are the store's, and the $flagsState entries, which states share)
  *  must not be modified; rejected with LD_EINVAL if `ctx` is NULL or `options` has
  *  unknown bits, LD_ENOMEM, LD_ECANCELED if the evaluator is freed first.
- *  NULL only if `ev` is NULL. @since 0.1.0 */
+ *  NULL only if `ev` is NULL. To write the state in another form, read it
+ *  from ld_evaluator_flags_state() instead. @since 0.1.0 */
 LD_EXPORT ld_future *ld_evaluator_all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options);
+
+/* ------------------------------------------------------------------------- */
+/* All-flags states as results to read, rather than JSON.                    */
+
+/** The all-flags state of one context as the evaluator made it: each flag's
+ *  key, detail and $flagsState fields, to be written (as LaunchDarkly's
+ *  all-flags JSON, ld-relay's evalx, or anything else) straight from it,
+ *  without a JSON tree in between. ld_evaluator_all_flags() writes its
+ *  JSON from the same results.
+ *
+ *  Owned by the future it fulfils (ld_future_ptr() returns it); valid, and
+ *  every string, detail and value it lends valid, while that future is
+ *  referenced. It is immutable, but it shares JSON with the store (the
+ *  keys and values are the store's): read it, and release its future, on
+ *  the thread of the evaluator's loop. Every accessor takes NULL and an
+ *  index out of range, and then answers as for "none". @since 0.1.0 */
+typedef struct ld_flags_state ld_flags_state;
+
+/** Which of LaunchDarkly's $flagsState fields a flag carries
+ *  (ld_flags_state_fields()), as the all-flags options decided. "variation"
+ *  is written when the detail has a variation index; "prerequisites" when
+ *  ld_flags_state_prerequisite_count() is not 0. @since 0.1.0 */
+enum {
+    LD_FLAG_STATE_VERSION = 1,            /**< "version": ld_flags_state_version() */
+    LD_FLAG_STATE_REASON = 2,             /**< "reason": the detail's reason */
+    LD_FLAG_STATE_TRACK_EVENTS = 4,       /**< "trackEvents": true */
+    LD_FLAG_STATE_TRACK_REASON = 8,       /**< "trackReason": true */
+    LD_FLAG_STATE_DEBUG_EVENTS_UNTIL = 16 /**< "debugEventsUntilDate":
+                                             ld_flags_state_debug_events_until() */
+};
+
+/** Evaluates every flag of the store for `ctx` (borrowed, referenced while
+ *  pending) as ld_evaluator_all_flags() does, with the same `options`, but
+ *  answers the results rather than JSON. @return a new reference to a
+ *  future fulfilled with an ld_flags_state (ld_future_ptr()), which lists
+ *  the flags in the order ld_evaluator_all_flags() writes them; rejected
+ *  as ld_evaluator_all_flags() is (LD_EINVAL if `ctx` is NULL or `options`
+ *  has unknown bits, LD_ENOMEM, LD_ECANCELED). NULL only if `ev` is NULL.
+ *  @since 0.1.0 */
+LD_EXPORT ld_future *ld_evaluator_flags_state(ld_evaluator *ev, ld_context *ctx, unsigned options);
+
+/** False when the store failed or was never initialized (the state then
+ *  holds no flag: LaunchDarkly's {"$flagsState": {}, "$valid": false});
+ *  false for NULL. @since 0.1.0 */
+LD_EXPORT bool ld_flags_state_valid(const ld_flags_state *s);
+
+/** How many flags the state holds. @since 0.1.0 */
+LD_EXPORT size_t ld_flags_state_count(const ld_flags_state *s);
+
+/** The key of flag `i` (borrowed), as the store filed it; its length in
+ *  *len when `len` is not NULL (0 when there is no such flag). @return the
+ *  key, NUL-terminated; NULL if `i` is out of range. @since 0.1.0 */
+LD_EXPORT const char *ld_flags_state_key(const ld_flags_state *s, size_t i, size_t *len);
+
+/** The detail of flag `i` (borrowed: read it with the ld_detail_*()
+ *  functions; the value is NULL for JSON null), or NULL if `i` is out of
+ *  range. Do not release it; it lives as long as the state. @since 0.1.0 */
+LD_EXPORT const ld_detail *ld_flags_state_detail(const ld_flags_state *s, size_t i);
+
+/** The LD_FLAG_STATE_* bits of flag `i`; 0 if `i` is out of range.
+ *  @since 0.1.0 */
+LD_EXPORT unsigned ld_flags_state_fields(const ld_flags_state *s, size_t i);
+
+/** The version of flag `i`, also when LD_FLAG_STATE_VERSION is not set;
+ *  -1 if `i` is out of range. @since 0.1.0 */
+LD_EXPORT int64_t ld_flags_state_version(const ld_flags_state *s, size_t i);
+
+/** The flag's debugEventsUntilDate (Unix milliseconds) when
+ *  LD_FLAG_STATE_DEBUG_EVENTS_UNTIL is set; 0 otherwise. @since 0.1.0 */
+LD_EXPORT int64_t ld_flags_state_debug_events_until(const ld_flags_state *s, size_t i);
+
+/** How many prerequisites of flag `i` its evaluation entered: the keys
+ *  LaunchDarkly lists as its "prerequisites"; 0 if `i` is out of range.
+ *  @since 0.1.0 */
+LD_EXPORT size_t ld_flags_state_prerequisite_count(const ld_flags_state *s, size_t i);
+
+/** The key of prerequisite `k` of flag `i` (borrowed; `k` counts in the
+ *  order they were evaluated); its length in *len when `len` is not NULL
+ *  (0 when there is no such key). @return the key, NUL-terminated; NULL if
+ *  `i` or `k` is out of range. @since 0.1.0 */
+LD_EXPORT const char *ld_flags_state_prerequisite(const ld_flags_state *s, size_t i, size_t k,
+                                                  size_t *len);
 
 /** What an evaluator holds: the flags and segments it compiled and the heap
  *  bytes of their compiled forms (not counting the store's JSON, which the

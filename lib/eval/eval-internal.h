@@ -1,8 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the evaluation layer's internal header: the hashes of bucketing,
- * the clause operators, and the compiled forms of flags and segments. Never
- * installed.
+ * the clause operators, the compiled forms of flags and segments, and the
+ * evaluator's parts. Never installed.
  */
 #ifndef LDASYNC_EVAL_INTERNAL_H
 #define LDASYNC_EVAL_INTERNAL_H
@@ -12,6 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <ldasync/eval.h>
+#include <ldasync/kind.h>
+
+#include "core/core-internal.h"
+#include "model/model-internal.h"
 
 /*
  * The hashes of flag evaluation (LaunchDarkly semantics): the bucket
@@ -382,5 +389,292 @@ void ld__item_unref(struct ld__item *it); /* NULL-safe */
 void ld__item_references(const struct ld__item *it,
                          void (*fn)(void *arg, enum ld__item_type type, const struct ld__str *key),
                          void *arg);
+
+/*
+ * The evaluator's parts, shared by eval.c, eval_cache.c, eval_walk.c,
+ * eval_job.c, eval_detail.c and eval_all.c.
+ */
+
+/* ---- the cache of compiled items (eval_cache.c) */
+
+/* The flags of the last flags snapshot an all-flags state was made of, in
+ * its order: a store that answers all with the same snapshot while nothing
+ * changed (the memory store) is then walked without a lookup per flag. */
+struct ld__plan_entry {
+    const char *key; /* the snapshot's */
+    size_t len;
+    struct ld__flag *f; /* referenced */
+};
+
+struct ld__plan {
+    json_t *snapshot; /* referenced, or NULL */
+    struct ld__plan_entry *e;
+    size_t n;
+};
+
+void ld__plan_free(struct ld__plan *p);
+
+struct ld__centry {
+    const json_t *json;
+    struct ld__item *item;
+};
+
+/* The $flagsState entries without a reason, one per distinct content
+ * (variation, version when given, trackEvents, debugEventsUntilDate) and
+ * shared by every flag with that content: the entries of 10,000 flags are
+ * then a few hot objects, not 10,000 cold ones that each state references
+ * when made and again when released (they were 40% of a state's time). */
+struct ld__mentry {
+    int64_t version;
+    int64_t debug;
+    int index;
+    bool with_version;
+    bool with_debug;
+    bool track;
+    json_t *obj; /* referenced; NULL: a free slot */
+};
+
+struct ld__metas {
+    struct ld__mentry *t;
+    size_t mask; /* capacity - 1; capacity a power of two, or 0 */
+    size_t n;
+};
+
+struct ld__cache {
+    struct ld__centry *t;
+    size_t mask; /* capacity - 1; capacity a power of two, or 0 */
+    size_t n;
+    size_t bytes; /* of the items */
+    size_t nflags, nsegments;
+    struct ld__plan plan; /* dropped with the stale entries */
+    struct ld__metas metas;
+    bool deferred; /* a grow within an evaluation kept the stale entries */
+};
+
+static inline size_t ld__hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The entry of `json` compiled as `type`: the store may hold the same JSON
+ * as a flag and as a segment (it shares what it is given), so both key it. */
+static inline struct ld__item *ld__cache_find(const struct ld__cache *c, enum ld__item_type type,
+                                              const json_t *json)
+{
+    if (!c->t)
+        return NULL;
+    for (size_t i = ld__hash_ptr(json) & c->mask;; i = (i + 1) & c->mask) {
+        if (c->t[i].json == json && c->t[i].item && c->t[i].item->type == type)
+            return c->t[i].item;
+        if (!c->t[i].json)
+            return NULL;
+    }
+}
+
+/* Compiles `json` as `type` into the cache (after a miss of
+ * ld__cache_find()); `keep`: see ld__cache_grow(). @return the item
+ * (borrowed from the cache), or NULL when memory ran out. */
+struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, json_t *json,
+                               bool keep);
+
+/* The compiled form of `json` (a stored flag or segment, borrowed), from
+ * the cache or compiled now; `keep`: see ld__cache_grow(). @return it
+ * (borrowed from the cache), or NULL when memory ran out. */
+static inline struct ld__item *ld__cache_get_keep(struct ld__cache *c, enum ld__item_type type,
+                                                  json_t *json, bool keep)
+{
+    struct ld__item *it = ld__cache_find(c, type, json);
+    return it ? it : ld__cache_add(c, type, json, keep);
+}
+
+static inline struct ld__item *ld__cache_get(struct ld__cache *c, enum ld__item_type type,
+                                             json_t *json)
+{
+    return ld__cache_get_keep(c, type, json, false);
+}
+
+/* Makes room for one more entry: drops the stale entries (unless `keep`:
+ * an evaluation reading at once may be walking one, when the store lets go
+ * of what it read, or answered with a copy) and resizes to four times what
+ * is left (at least 64). @return 0 or LD_ENOMEM. */
+int ld__cache_grow(struct ld__cache *c, bool keep);
+
+void ld__cache_free(struct ld__cache *c);
+
+/* ---- the evaluator */
+
+struct ld__job;
+
+struct ld_evaluator {
+    ld_store *store;
+    struct event_base *base;
+    ld_big_segment_store *bss;
+    int64_t stale_after;
+    struct ld__cache cache;
+    struct ld__job *jobs; /* waiting for the store */
+};
+
+/* ---- details (eval_detail.c) */
+
+struct ld_detail {
+    struct ld__item *flag; /* referenced, or NULL */
+    json_t *value; /* a variation, borrowed from flag; the fallback, owned, when index < 0 */
+    struct ld__str rule_id, prereq; /* borrowed from flag */
+    int index;
+    int rule;
+    uint8_t kind;  /* enum ld_reason_kind */
+    uint8_t error; /* enum ld_eval_error */
+    int8_t big;    /* enum ld_big_segments_status, or -1 */
+    bool in_experiment;
+    /* The flag's first nprereqs prerequisites were evaluated (found in the
+     * store and entered, whatever their result): the all-flags state lists
+     * their keys. Saturates at UINT16_MAX. */
+    uint16_t nprereqs;
+};
+
+_Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
+_Static_assert(LD_REASON_OFF == 0 && LD_REASON_FALLTHROUGH == 1, "eval_compile.c's simple_kind");
+
+void ld__detail_free(void *p); /* an ld_future_fulfill_ptr() destructor */
+
+/* True for jansson's true, false and null, which are never freed (their
+ * count is (size_t)-1 and never changes). */
+static inline bool ld__json_immortal(const json_t *v)
+{
+    return __atomic_load_n(&v->refcount, __ATOMIC_RELAXED) == (size_t)-1;
+}
+
+/* ---- one evaluation (eval_walk.c) */
+
+/* What a step answers besides 0 (and 1 for a match). */
+#define LD__E_FAIL (-100) /* an evaluation error, in es->error (none: the store) */
+#define LD__E_NEED (-101) /* something is not at hand: the resolver noted what */
+
+struct ld__resolver {
+    /* 0 with *out (NULL when absent or deleted); LD__E_NEED; LD__E_FAIL (with
+     * es->error set). */
+    int (*item)(void *arg, enum ld__item_type type, const struct ld__str *key,
+                const struct ld__item **out);
+    /* 0 with *m (borrowed; NULL when the context is in no big segment)
+     * and *status; LD__E_NEED. `key` is the context key. */
+    int (*membership)(void *arg, const json_t *key, const json_t **m, int *status);
+};
+
+/* Evaluates `f` (NULL: not found) into `d`, whose value and strings it
+ * borrows from `f` (value NULL: the fallback is served). @return 0 or
+ * LD__E_NEED (d is then undefined). */
+int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
+                      const struct ld__item *f, ld_value_type type, const json_t *fallback,
+                      ld_detail *d);
+
+/* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
+ * out; fallback stolen), or LD__E_NEED (fallback not taken). */
+int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
+                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out);
+
+/* ---- reading the store (eval.c, eval_job.c) */
+
+static inline const ld_kind *ld__item_kind(enum ld__item_type type)
+{
+    return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
+}
+
+/* False for a key no store can hold: empty, with a NUL inside (JSON allows
+ * "p\u0000x"; the store's get takes a C string, which would ask for "p"),
+ * or not valid UTF-8 (a store rejects it with LD_EINVAL). Such a flag,
+ * prerequisite or segment is absent, on every store. */
+static inline bool ld__key_ok(const struct ld__str *key)
+{
+    return key->len > 0 && !memchr(key->s, '\0', key->len) && ld__utf8_valid(key->s, key->len);
+}
+
+/* ---- jobs (eval_job.c) */
+
+struct ld__job {
+    struct ld__job *prev, *next;
+    ld_evaluator *ev; /* NULL once the evaluator is freed */
+    ld_store *store;
+    ld_future *out;
+    ld_context *ctx;
+    json_t *fallback;
+    char *key;
+    size_t len;
+    struct ld__slot *slots;
+    struct ld__mslot *mslots;
+    json_t *flags, *segments; /* all flags: the snapshots */
+    int64_t metadata;
+    int metadata_error;
+    int outstanding;
+    int store_error;    /* a store read failed: EXCEPTION */
+    bool uninitialized; /* all flags: the store was never initialized */
+    unsigned options;
+    uint8_t type;
+    uint8_t metadata_state;
+    bool all;
+    bool state; /* all flags: fulfil with an ld_flags_state, not JSON */
+    bool nomem;
+};
+
+/* A job of `ev` for `ctx` (referenced), linked into ev->jobs. @return it,
+ * or NULL when memory ran out. */
+struct ld__job *ld__job_new(ld_evaluator *ev, ld_context *ctx);
+
+/* Starts the job; returns the caller's reference to its future. */
+ld_future *ld__job_start(struct ld__job *j);
+
+/* Unlinks the job from its evaluator, which no longer knows it. */
+void ld__job_unlink(struct ld__job *j);
+
+/* Frees the job (unlinked, with no read outstanding). */
+void ld__job_free(struct ld__job *j);
+
+/* Notes that the job wants item `key` (`len` bytes) of `type` (nothing for a
+ * key no store can hold). @return its slot, or NULL (j->nomem when memory
+ * ran out). */
+struct ld__slot *ld__job_want(struct ld__job *j, enum ld__item_type type, const char *key,
+                              size_t len);
+
+/* Reads what all-flags job `j` needs from a store that does not answer at
+ * once: whether it is initialized (`init`: 1 or 0 when known, < 0 to ask)
+ * and both snapshots. @return the caller's reference to the job's future. */
+ld_future *ld__job_read_all(struct ld__job *j, int init);
+
+/* The resolver of jobs: items from what came back (or from the snapshots of
+ * an all-flags job), noting what is missing. */
+extern const struct ld__resolver ld__job_resolver;
+
+/* ---- all flags (eval_all.c) */
+
+/* One flag of an all-flags state: what its evaluation gave, and which of
+ * LaunchDarkly's $flagsState fields it carries (LD_FLAG_STATE_*). */
+struct ld__flag_result {
+    ld_detail d;        /* borrows from f (d.flag is NULL) */
+    struct ld__flag *f; /* referenced in an ld_flags_state */
+    const char *key;    /* the flags snapshot's */
+    size_t len;
+    unsigned fields;
+};
+
+/* The results of ld_evaluator_flags_state() (eval_state.c reads them). */
+struct ld_flags_state {
+    struct ld__flag_result *r;
+    size_t n, cap;
+    json_t *flags; /* the flags snapshot the keys and values are of, referenced */
+    bool valid;
+};
+
+/* Frees a state (NULL-safe): an ld_future_fulfill_ptr() destructor. */
+void ld__flags_state_free(void *p);
+
+/* The all-flags state of the job's snapshots, as JSON; NULL when memory
+ * ran out or *rc is LD__E_NEED (memberships to read). */
+json_t *ld__all_flags_state(struct ld__job *j, int *rc);
+
+/* The same as an ld_flags_state (a new one). */
+struct ld_flags_state *ld__all_flags_results(struct ld__job *j, int *rc);
 
 #endif /* LDASYNC_EVAL_INTERNAL_H */

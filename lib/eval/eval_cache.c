@@ -1,0 +1,130 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The evaluator's cache of compiled items (eval-internal.h).
+ *
+ * Compiled items are cached by the address of their stored JSON, which the
+ * cache references, so an address is never reused while it is in the
+ * cache. An entry whose JSON only the cache still references (the store
+ * replaced or deleted the item, or answered with a copy) is dropped when
+ * the table is next resized, or once the evaluation reading at once that
+ * resized it (and may be walking that item) is over.
+ */
+#include <string.h>
+
+#include <ldasync/error.h>
+
+#include "core/core-internal.h"
+#include "eval/eval-internal.h"
+
+void ld__plan_free(struct ld__plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        ld__item_unref(&p->e[i].f->h);
+    ld__free(p->e);
+    json_decref(p->snapshot);
+    memset(p, 0, sizeof *p);
+}
+
+/* The slot of the entry of `json` compiled as the other kind than `it`,
+ * or NULL. */
+static struct ld__centry *cache_twin(const struct ld__cache *c, const struct ld__item *it)
+{
+    enum ld__item_type other = it->type == LD__FLAG ? LD__SEGMENT : LD__FLAG;
+    for (size_t i = ld__hash_ptr(it->json) & c->mask;; i = (i + 1) & c->mask) {
+        if (c->t[i].json == it->json && c->t[i].item && c->t[i].item->type == other)
+            return &c->t[i];
+        if (!c->t[i].json)
+            return NULL;
+    }
+}
+
+static void cache_put(struct ld__cache *c, struct ld__item *it)
+{
+    size_t i = ld__hash_ptr(it->json) & c->mask;
+    while (c->t[i].json)
+        i = (i + 1) & c->mask;
+    c->t[i].json = it->json;
+    c->t[i].item = it;
+    c->n++;
+    c->bytes += it->bytes;
+    if (it->type == LD__FLAG)
+        c->nflags++;
+    else
+        c->nsegments++;
+}
+
+/* True when only the cache still holds the item's JSON (once, or twice
+ * when it compiled it as both kinds). */
+static bool cache_stale(const struct ld__cache *c, const struct ld__item *it)
+{
+    size_t held = cache_twin(c, it) ? 2 : 1;
+    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == held;
+}
+
+/* Makes room for one more entry: drops the stale entries (unless `keep`:
+ * an evaluation reading at once may be walking one, when the store lets go
+ * of what it read, or answered with a copy) and resizes to four times what
+ * is left (at least 64). @return 0 or LD_ENOMEM. */
+int ld__cache_grow(struct ld__cache *c, bool keep)
+{
+    if (c->plan.snapshot && __atomic_load_n(&c->plan.snapshot->refcount, __ATOMIC_ACQUIRE) == 1)
+        ld__plan_free(&c->plan); /* the store let go of that snapshot */
+    c->deferred = keep;
+    size_t live = 0;
+    for (size_t i = 0; c->t && i <= c->mask; i++)
+        live += c->t[i].json && (keep || !cache_stale(c, c->t[i].item));
+    size_t cap = 64;
+    while (cap < 4 * (live + 1))
+        cap *= 2;
+    struct ld__centry *t = ld__calloc(cap, sizeof *t);
+    if (!t)
+        return LD_ENOMEM;
+    struct ld__cache old = *c;
+    c->t = t;
+    c->mask = cap - 1;
+    c->n = c->bytes = c->nflags = c->nsegments = 0;
+    for (size_t i = 0; old.t && i <= old.mask; i++) {
+        struct ld__item *it = old.t[i].item;
+        if (!it)
+            continue;
+        if (!keep && cache_stale(&old, it)) {
+            struct ld__centry *twin = cache_twin(&old, it);
+            if (twin) { /* stale as well: drop both before either changes the count */
+                ld__item_unref(twin->item);
+                twin->item = NULL;
+            }
+            ld__item_unref(it);
+        } else {
+            cache_put(c, it);
+        }
+    }
+    ld__free(old.t);
+    return 0;
+}
+
+/* The compiled form of `json` (a stored flag or segment, borrowed), from
+ * compiled now (ld__cache_get_keep() looked in the cache first); `keep`: see ld__cache_grow().
+ * @return it (borrowed from the cache), or NULL when memory ran out. */
+struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, json_t *json,
+                               bool keep)
+{
+    struct ld__item *it;
+    if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && ld__cache_grow(c, keep) != 0)
+        return NULL;
+    if (ld__item_compile(type, json, &it) != 0)
+        return NULL;
+    cache_put(c, it);
+    return it;
+}
+
+void ld__cache_free(struct ld__cache *c)
+{
+    ld__plan_free(&c->plan);
+    for (size_t i = 0; c->metas.t && i <= c->metas.mask; i++)
+        json_decref(c->metas.t[i].obj);
+    ld__free(c->metas.t);
+    for (size_t i = 0; c->t && i <= c->mask; i++)
+        ld__item_unref(c->t[i].item);
+    ld__free(c->t);
+    memset(c, 0, sizeof *c);
+}
