@@ -47,3 +47,20 @@ void ld__free(void *ptr)
     ld_get_alloc_funcs(NULL, NULL, &fn);
     fn(ptr);
 }
+
+/* Whether libevent threading is on, as the library's futures tell it (for
+ * lib/core/worker.c, which runs its jobs on a thread only then). */
+#ifdef HAVE_EVTHREAD_GET_LOCK_CALLBACKS
+#include <event2/thread.h>
+struct evthread_lock_callbacks *evthread_get_lock_callbacks(void);
+bool ld__future_threads(void)
+{
+    const struct evthread_lock_callbacks *cb = evthread_get_lock_callbacks();
+    return cb && cb->alloc;
+}
+#else
+bool ld__future_threads(void)
+{
+    return true;
+}
+#endif
