@@ -1,6 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The file data source (file_source.h): initializer and synchronizer, on
- * files in a mkdtemp directory. */
+ * files in a mkdtemp directory; and its data (lib/sources/file_data.c,
+ * compiled in), called directly. */
 #include <dirent.h>
 #include <errno.h>
 #include <event2/thread.h>
@@ -16,6 +17,7 @@
 
 #include "check_suites.h"
 #include "check_util.h"
+#include "sources/sources-internal.h"
 
 #define B ld_test_base
 
@@ -1388,6 +1390,155 @@ START_TEST(test_sync_polling_never_yields_a_half_written_file)
 }
 END_TEST
 
+/* ---- the data, without a loop (lib/sources/file_data.c) ------------------ */
+
+/* The files' text (with ' for ") parsed, as ld__fs_read_file would give it. */
+static json_t *doc_of(const char *text)
+{
+    char buf[1024];
+    size_t i = 0;
+    for (; text[i] && i < sizeof(buf) - 1; i++)
+        buf[i] = text[i] == '\'' ? '"' : text[i];
+    buf[i] = '\0';
+    json_t *doc = json_loads(buf, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    return doc;
+}
+
+/* ld__fs_build() on docs made of `texts`, named p0, p1, ...: its code, and
+ * its result in *r (to free with ld__fs_result_free). */
+static int build_texts(const char *const *texts, size_t n, struct ld__fs_versions *ver,
+                       struct ld__fs_result **r)
+{
+    static char p0[] = "p0", p1[] = "p1", p2[] = "p2", p3[] = "p3";
+    char *const paths[] = {p0, p1, p2, p3};
+    json_t *docs[4];
+    for (size_t i = 0; i < n; i++)
+        docs[i] = doc_of(texts[i]);
+    *r = calloc(1, sizeof(**r));
+    int code = ld__fs_build(docs, paths, n, ver, NULL, *r);
+    ck_assert_int_eq(code, (*r)->code);
+    for (size_t i = 0; i < n; i++)
+        json_decref(docs[i]);
+    return code;
+}
+
+START_TEST(test_data_build_merges_files_flags_first_with_keys_and_versions)
+{
+    const char *texts[] = {"{'flags': {'f1': {'on': true}}, 'segments': {'s1': {}}}",
+                           "{'flagValues': {'f2': 2}, 'segments': {'s2': {'version': 4}}}"};
+    struct ld__fs_result *r;
+    ck_assert_int_eq(build_texts(texts, 2, NULL, &r), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(r->cs), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(r->cs), 4);
+    const char *order[] = {"f1", "f2", "s1", "s2"};
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_str_eq(ld_fdv2_change_key(ld_fdv2_change_set_get(r->cs, i)), order[i]);
+    ck_assert_str_eq(json_string_value(json_object_get(flag_in(r->cs, "f1"), "key")), "f1");
+    ck_assert_int_eq(version_in(r->cs, "f1"), 1);
+    json_t *f2 = flag_in(r->cs, "f2");
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(f2, "variations"), 0)), 2);
+    ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(r->cs, 3)), 4);
+    ld__fs_result_free(r);
+}
+END_TEST
+
+START_TEST(test_data_build_duplicate_keys_name_both_files)
+{
+    const char *texts[] = {"{'flags': {'dup': {}}}", "{'flagValues': {'dup': 1}}"};
+    struct ld__fs_result *r;
+    ck_assert_int_eq(build_texts(texts, 2, NULL, &r), LD_EPARSE);
+    ck_assert_str_eq(r->msg, "p1: flag \"dup\" is defined twice (also in p0)");
+    ck_assert_ptr_null(r->cs);
+    ld__fs_result_free(r);
+    const char *one[] = {"{'flags': {'dup': {}}, 'flagValues': {'dup': 1}}"};
+    ck_assert_int_eq(build_texts(one, 1, NULL, &r), LD_EPARSE);
+    ck_assert_str_eq(r->msg, "p0: flag \"dup\" is defined twice (in \"flags\" and \"flagValues\")");
+    ld__fs_result_free(r);
+}
+END_TEST
+
+START_TEST(test_data_versions_go_up_for_changes_only)
+{
+    struct ld__fs_versions ver = {{NULL, NULL}};
+    struct ld__fs_result *r1, *r2;
+    const char *v1[] = {"{'flags': {'a': {'on': true}, 'b': {'on': true, 'version': 5}}}"};
+    const char *v2[] = {"{'flags': {'a': {'on': false}, 'b': {'on': true, 'version': 5}}}"};
+    ck_assert_int_eq(build_texts(v1, 1, &ver, &r1), 0);
+    ck_assert_int_eq(build_texts(v2, 1, &ver, &r2), 0);
+    ck_assert_int_eq(version_in(r2->cs, "a"), 2); /* changed, same version in the file */
+    ck_assert_int_eq(version_in(r2->cs, "b"), 5); /* unchanged: the object yielded last */
+    ck_assert_ptr_eq(flag_in(r2->cs, "b"), flag_in(r1->cs, "b"));
+    ld__fs_result_free(r1);
+    ld__fs_result_free(r2);
+    ld__fs_versions_clear(&ver);
+}
+END_TEST
+
+START_TEST(test_data_versions_item_back_after_deletion_is_above_it)
+{
+    struct ld__fs_versions ver = {{NULL, NULL}};
+    struct ld__fs_result *r;
+    const char *both[] = {"{'flags': {'a': {'version': 3}, 'b': {}}}"};
+    const char *only_b[] = {"{'flags': {'b': {}}}"};
+    const char *bad[] = {"{'flags': {'a': 7}}"};
+    ck_assert_int_eq(build_texts(both, 1, &ver, &r), 0);
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(only_b, 1, &ver, &r), 0); /* a deleted at 4 */
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(bad, 1, &ver, &r), LD_EPARSE); /* changes nothing */
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(both, 1, &ver, &r), 0);
+    ck_assert_int_eq(version_in(r->cs, "a"), 5);
+    ld__fs_result_free(r);
+    ld__fs_versions_clear(&ver);
+}
+END_TEST
+
+static bool never_wanted(const void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+START_TEST(test_data_read_all_reads_and_reports_files)
+{
+    char *paths[] = {(char *)path_of(0, "a.json"), (char *)path_of(1, "missing.json")};
+    write_text(paths[0], "{'flagValues': {'x': 1}}");
+    struct ld__fs_result *r = ld__fs_read_all(paths, 1, NULL, NULL);
+    ck_assert_int_eq(r->code, 0);
+    ck_assert_ptr_nonnull(flag_in(r->cs, "x"));
+    struct ld__fs_sig now;
+    ld__fs_sig_of_path(&now, paths[0]);
+    ck_assert(ld__fs_sig_eq(&r->sigs[0], &now));
+    ld__fs_result_free(r);
+    r = ld__fs_read_all(paths, 2, NULL, NULL);
+    ck_assert_int_eq(r->code, LD_EIO);
+    ck_assert_msg(strstr(r->msg, paths[1]) && strstr(r->msg, strerror(ENOENT)), "%s", r->msg);
+    ck_assert_int_eq(r->sigs[1].err, ENOENT);
+    ld__fs_result_free(r);
+    struct ld__fs_ctl unwanted = {never_wanted, NULL, true};
+    ck_assert_ptr_null(ld__fs_read_all(paths, 1, NULL, &unwanted));
+}
+END_TEST
+
+START_TEST(test_data_read_file_gives_line_and_column_of_a_parse_error)
+{
+    const char *p = path_of(0, "bad.json");
+    write_text(p, "{\n  'flags': {,}\n}");
+    struct ld__fs_result r = {0};
+    struct ld__fs_sig sig;
+    json_t *doc = (json_t *)1;
+    struct ld__fs_ctl no_wait = {NULL, NULL, false}; /* at once, though just written */
+    ck_assert_int_eq(ld__fs_read_file(&no_wait, p, &doc, &sig, &r), LD_EPARSE);
+    ck_assert_ptr_null(doc);
+    char want[600];
+    snprintf(want, sizeof(want), "%s:2:13:", p);
+    ck_assert_msg(strncmp(r.msg, want, strlen(want)) == 0, "%s", r.msg);
+    free(r.msg);
+}
+END_TEST
+
 Suite *ld_suite_file_source(void)
 {
     Suite *s = suite_create("file_source");
@@ -1461,6 +1612,16 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_polling_never_yields_a_half_written_file);
     tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("data");
+    tcase_add_checked_fixture(tc, unthreaded_setup, file_teardown);
+    tcase_add_test(tc, test_data_build_merges_files_flags_first_with_keys_and_versions);
+    tcase_add_test(tc, test_data_build_duplicate_keys_name_both_files);
+    tcase_add_test(tc, test_data_versions_go_up_for_changes_only);
+    tcase_add_test(tc, test_data_versions_item_back_after_deletion_is_above_it);
+    tcase_add_test(tc, test_data_read_all_reads_and_reports_files);
+    tcase_add_test(tc, test_data_read_file_gives_line_and_column_of_a_parse_error);
     suite_add_tcase(s, tc);
     return s;
 }

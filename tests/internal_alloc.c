@@ -8,7 +8,9 @@
  * (ld_get_alloc_funcs), so ld_set_alloc_funcs() governs both, and a test
  * that makes allocations fail reaches the compiled-in file too.
  */
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/core-internal.h"
@@ -64,3 +66,16 @@ bool ld__future_threads(void)
     return true;
 }
 #endif
+
+/* A formatted string, or NULL when memory ran out (as lib/core/alloc.c). */
+char *ld__vasprintf(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    char *msg = len >= 0 ? ld__malloc((size_t)len + 1) : NULL;
+    if (msg)
+        vsnprintf(msg, (size_t)len + 1, fmt, again);
+    va_end(again);
+    return msg;
+}
