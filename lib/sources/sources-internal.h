@@ -12,7 +12,11 @@
 
 #include <jansson.h>
 
+#include <event2/util.h>
+
+#include <ldasync/data_system.h>
 #include <ldasync/fdv2.h>
+#include <ldasync/sink.h>
 
 /* ---- The file source's data ---------------------------------------------
  * What the file source (file_source.h) reads, as pure functions of their
@@ -91,5 +95,95 @@ int ld__fs_build(json_t *const *docs, char *const *paths, size_t n, struct ld__f
  * wanted. */
 struct ld__fs_result *ld__fs_read_all(char *const *paths, size_t n, struct ld__fs_versions *ver,
                                       const struct ld__fs_ctl *ctl);
+
+/* ---- The data system ------------------------------------------------------
+ * Shared by data_system.c (the sources, applying change sets, the API) and
+ * data_changes.c (the change listeners and the delivery of notes).
+ */
+
+#define LD__DS_SLICE_NS 1000000 /* the longest a slice of the loop's time should run */
+#define LD__DS_CLOCK_EVERY 32   /* steps between two looks at the clock */
+
+/* The order a full set's changes are heard in. */
+enum { LD__DS_SEGMENTS = 0, LD__DS_FEATURES = 1 };
+
+/* A change listener. */
+struct ld__ds_listener {
+    struct ld__ds_listener *next;
+    int64_t id;
+    uint64_t after;              /* hears the notes numbered above this */
+    ld_data_system_change_fn fn; /* NULL once removed */
+    void *arg;
+};
+
+/* Changes applied, waiting to be heard. */
+struct ld__ds_note {
+    struct ld__ds_note *next;
+    uint64_t seq;
+    bool diff;
+    /* a change set's changes: those applied[i] */
+    ld_future *holder; /* keeps `cs` alive */
+    const ld_fdv2_change_set *cs;
+    unsigned char *applied;
+    size_t i;
+    /* a full change set: `data` against `old` */
+    json_t *old[2]; /* the snapshots it replaced (NULL: none) */
+    json_t *data;   /* {"features": {...}, "segments": {...}} */
+    int kind;       /* LD__DS_SEGMENTS, LD__DS_FEATURES, then 2: done */
+    bool deletes;   /* false: the puts of the new data; true: the deletes */
+    void *iter;
+};
+
+struct ld__ds_job;
+struct ld__ds_status_listener;
+
+struct ld_data_system {
+    struct event_base *base;
+    ld_store *store;
+    ld_update_sink *sink;
+    ld_initializer **inits;
+    size_t n_inits, next_init;
+    ld_synchronizer *sync;
+    ld_future *ready; /* ours to complete */
+    unsigned refs;
+    bool started, freed, closing, has_data;
+    int last_code;
+    char *last_msg;
+    int64_t initial_delay_ms, max_delay_ms, delay_ms;
+    struct event *timer;         /* the start, then the retries */
+    struct event *slicer;        /* the delivery of notes */
+    struct event *builder;       /* the building of a full change set's data */
+    struct ld__ds_job *building; /* the job whose data is being built */
+    bool slicing;                /* slicer added */
+    /* change listeners */
+    struct ld__ds_listener *head, *tail;
+    size_t live;
+    unsigned delivering;
+    int64_t last_id;
+    uint64_t seq;
+    struct ld__ds_note *notes, *notes_tail;
+    struct ld__ds_status_listener *status_listeners;
+};
+
+/* Drops a reference of the data system; the last one frees it. */
+void ld__ds_release(ld_data_system *ds);
+
+/* The monotonic clock, in ns. */
+int64_t ld__ds_now_ns(void);
+
+/* The kind of LD__DS_SEGMENTS or LD__DS_FEATURES. */
+const ld_kind *ld__ds_kind_of(int k);
+
+/* Frees a note and what it holds. */
+void ld__ds_note_free(struct ld__ds_note *n);
+
+/* Queues note `n` (taken) for the change listeners, and the slicer. */
+void ld__ds_queue_note(ld_data_system *ds, struct ld__ds_note *n);
+
+/* The slicer's callback: delivers notes for about a millisecond. */
+void ld__ds_slice(evutil_socket_t fd, short what, void *arg);
+
+/* Drops the change listeners removed (none is being called). */
+void ld__ds_sweep(ld_data_system *ds);
 
 #endif /* LDASYNC_SOURCES_INTERNAL_H */
