@@ -297,6 +297,8 @@ static void job_done(struct ld__ds_job *j)
                                          ld_fdv2_update_error(j->update));
             if (j->full)
                 fulfill_ready(ds);
+        } else {
+            ld__file_synchronizer_lost(ds->sync); /* a full set next, not changes */
         }
         job_free(j);
         request_next(ds);
@@ -393,10 +395,12 @@ static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_se
         ld__free(j);
         ld_future_unref(holder);
         set_last_error(ds, LD_ENOMEM, NULL);
-        if (update)
+        if (update) {
+            ld__file_synchronizer_lost(ds->sync);
             request_next(ds); /* the update is lost; the next one may fit */
-        else
+        } else {
             run_initializers(ds);
+        }
         return;
     }
     j->ds = ds;

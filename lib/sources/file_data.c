@@ -299,6 +299,9 @@ struct merge {
     char *const *paths;
     json_t *const *docs;
     json_t *items[KINDS]; /* key -> item, in file order */
+    /* changes only: what was yielded before this read (a reference) */
+    bool changes_only;
+    json_t *prev[KINDS];
 };
 
 static const char *const MEMBERS[3] = {"flags", "flagValues", "segments"};
@@ -498,10 +501,11 @@ static int keep_versions(struct ld__fs_versions *s, struct merge *mg)
         if (code) {
             json_decref(next[k]);
         } else {
-            json_decref(s->seen[k]);
+            mg->prev[k] = s->seen[k]; /* for the changes; released with `mg` */
             s->seen[k] = next[k];
         }
     }
+    mg->changes_only = !code && s->changes_only && mg->prev[0] && mg->prev[1];
     return code;
 }
 
@@ -515,11 +519,37 @@ void ld__fs_versions_clear(struct ld__fs_versions *ver)
 
 /* ---- a whole read -------------------------------------------------------- */
 
-static int build_change_set(struct merge *mg)
+/* Adds the deletes of kind `k` since the previous read: the items yielded
+ * then and gone now, at the version of their deletion (in `seen`). */
+static int add_deletes(ld_fdv2_change_set_builder *b, struct merge *mg, int k, json_t *seen)
+{
+    const char *key;
+    json_t *was;
+    json_object_foreach(mg->prev[k], key, was)
+    {
+        if (json_object_size(was) == 1 || json_object_get(mg->items[k], key))
+            continue; /* deleted before, or still there */
+        int code = ld_fdv2_change_set_builder_add_delete(b, kind_of(k), key,
+                                                         version_of(json_object_get(seen, key)));
+        if (code)
+            return code;
+    }
+    return 0;
+}
+
+/* The change set of the items: all of them (full, flags first), or, with
+ * changes only, the puts of the items not yielded before as they are and
+ * the deletes of those gone, segments first: the order in which the data
+ * system hears the difference a full set makes (data_system.h), so that
+ * listeners hear the same either way. */
+static int build_change_set(struct merge *mg, struct ld__fs_versions *ver)
 {
     ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
-    int code = b ? ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL) : LD_ENOMEM;
-    for (int k = 0; k < KINDS && !code; k++) {
+    int code = b ? ld_fdv2_change_set_builder_start(
+                       b, mg->changes_only ? LD_FDV2_INTENT_XFER_CHANGES : LD_FDV2_INTENT_XFER_FULL)
+                 : LD_ENOMEM;
+    for (int i = 0; i < KINDS && !code; i++) {
+        int k = mg->changes_only ? KINDS - 1 - i : i;
         const char *key;
         json_t *item;
         json_object_foreach(mg->items[k], key, item)
@@ -528,10 +558,14 @@ static int build_change_set(struct merge *mg)
                 code = LD_ECANCELED;
                 break;
             }
+            if (mg->changes_only && json_object_get(mg->prev[k], key) == item)
+                continue; /* yielded before, this very object */
             code = ld_fdv2_change_set_builder_add_put(b, kind_of(k), key, version_of(item), item);
             if (code)
                 break;
         }
+        if (!code && mg->changes_only)
+            code = add_deletes(b, mg, k, ver->seen[k]);
     }
     if (!code)
         code = ld_fdv2_change_set_builder_finish(b, NULL, &mg->r->cs);
@@ -544,16 +578,18 @@ static int build_change_set(struct merge *mg)
 int ld__fs_build(json_t *const *docs, char *const *paths, size_t n, struct ld__fs_versions *ver,
                  const struct ld__fs_ctl *ctl, struct ld__fs_result *r)
 {
-    struct merge mg = {r, ctl, paths, docs, {json_object(), json_object()}};
+    struct merge mg = {r, ctl, paths, docs, {json_object(), json_object()}, false, {NULL, NULL}};
     int code = mg.items[0] && mg.items[1] ? 0 : oom(r);
     for (size_t f = 0; f < n && !code; f++)
         code = merge_file(&mg, f);
     if (!code && ver)
         code = keep_versions(ver, &mg);
     if (!code)
-        code = build_change_set(&mg);
-    json_decref(mg.items[0]);
-    json_decref(mg.items[1]);
+        code = build_change_set(&mg, ver);
+    for (int k = 0; k < KINDS; k++) {
+        json_decref(mg.items[k]);
+        json_decref(mg.prev[k]);
+    }
     return code;
 }
 

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -243,7 +244,47 @@ struct fsync {
     int ino_fd;
     char **names; /* base names to match inotify events with */
     size_t nnames;
+    /* changes only: the consumer holds what was yielded last (a full set,
+     * and every update since) */
+    bool synced;
+    ld_synchronizer *self; /* the registry's key */
+    struct fsync *next_live;
 };
+
+/* The live synchronizers, for ld__file_synchronizer_lost(): a consumer on
+ * any loop (thread) may ask about its own. */
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fsync *g_live;
+
+static void live_add(struct fsync *y, ld_synchronizer *self)
+{
+    y->self = self;
+    pthread_mutex_lock(&g_live_mu);
+    y->next_live = g_live;
+    g_live = y;
+    pthread_mutex_unlock(&g_live_mu);
+}
+
+static void live_remove(struct fsync *y)
+{
+    pthread_mutex_lock(&g_live_mu);
+    for (struct fsync **link = &g_live; *link; link = &(*link)->next_live) {
+        if (*link == y) {
+            *link = y->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_live_mu);
+}
+
+void ld__file_synchronizer_lost(ld_synchronizer *sync)
+{
+    pthread_mutex_lock(&g_live_mu);
+    for (struct fsync *y = g_live; y; y = y->next_live)
+        if (y->self == sync)
+            y->synced = false; /* the loop thread's own synchronizer */
+    pthread_mutex_unlock(&g_live_mu);
+}
 
 static const char *sync_name(void *impl)
 {
@@ -304,6 +345,7 @@ static void maybe_load(struct fsync *y)
 {
     if (y->stopped || y->loading || !y->dirty || !y->whead)
         return;
+    y->s.seen.changes_only = y->synced; /* no read runs: the reader's to read */
     ld_future *read = ld__worker_submit(y->s.worker, read_job, &y->s, ld__fs_result_free);
     if (!read || ld_future_on_complete(read, sync_read, y) != 0) {
         /* no memory: try again after a quiet time */
@@ -564,7 +606,8 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
         return;
     if (!r || r->unstable || r->code == LD_ENOMEM) {
         /* no memory, or a file still being written: read again after a
-         * quiet time */
+         * quiet time (a full set: the versions may have moved on) */
+        y->synced = false;
         y->named = true;
         arm_quiet(y);
         return;
@@ -572,6 +615,7 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
     if (r->sigs)
         memcpy(y->loaded, r->sigs, s->n * sizeof(struct ld__fs_sig));
     ld_fdv2_update *u;
+    bool full = ld_fdv2_change_set_intent(r->cs) == LD_FDV2_INTENT_XFER_FULL;
     if (r->code == 0) {
         u = ld_fdv2_update_new(LD_DS_STATE_VALID, r->cs, NULL, NULL);
         r->cs = NULL; /* stolen */
@@ -579,8 +623,13 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
         ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, r->msg};
         u = ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, NULL, &e, NULL);
     }
-    if (!deliver(y, u, LD_ENOMEM))
+    bool taken = u != NULL;
+    if (!deliver(y, u, LD_ENOMEM)) {
         y->dirty = true; /* nobody took it: read again for the next next() */
+        taken = false;
+    }
+    if (r->code == 0) /* data lost on the way: a full set next time */
+        y->synced = taken && (full || y->synced);
     if (y->recheck) {
         y->recheck = false;
         settle(y);
@@ -646,6 +695,7 @@ static void sync_destroy(struct fsync *y)
 static void sync_free(void *impl)
 {
     struct fsync *y = impl;
+    live_remove(y);
     sync_halt(y);
     src_stop_reader(&y->s);
     sync_destroy(y);
@@ -696,6 +746,8 @@ ld_synchronizer *ld_file_synchronizer_new(struct event_base *base, const char *c
     if (!code && poll)
         code = start_polling(y);
     ld_synchronizer *sy = code ? NULL : ld_synchronizer_new(base, &SYNC_OPS, y);
+    if (sy)
+        live_add(y, sy);
     if (!sy) {
         y->stopped = false;
         sync_halt(y);

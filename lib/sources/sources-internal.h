@@ -66,9 +66,14 @@ void ld__fs_result_free(void *r);
 
 /* The synchronizer's versions: per kind, key -> the item yielded last (or,
  * for an item gone from the files, {"version": its deletion's}). Zeroed:
- * none yet. */
+ * none yet. `changes_only`, set by the reader's owner between reads: the
+ * consumer holds what was yielded last, so a read builds the changes since
+ * then (xfer-changes: a put of each item new or changed, a delete of each
+ * item gone, at the version of its deletion), not a full set (a read with
+ * nothing yielded before is full all the same). */
 struct ld__fs_versions {
     json_t *seen[LD__FS_KINDS];
+    bool changes_only;
 };
 
 /* Forgets the versions (back to none yet). */
@@ -84,7 +89,8 @@ int ld__fs_read_file(const struct ld__fs_ctl *ctl, const char *path, json_t **do
 /* Merges the `n` parsed files `docs` (their items are given keys and
  * versions in place; `paths` name them in messages), keeps the versions
  * of `ver` (NULL: none are kept; changed only when everything succeeds),
- * and builds the full change set into r->cs. @return 0, or the code of `r`
+ * and builds the change set into r->cs: full, or the changes (see struct
+ * ld__fs_versions). @return 0, or the code of `r`
  * (set, with its message); LD_ECANCELED when no longer wanted. */
 int ld__fs_build(json_t *const *docs, char *const *paths, size_t n, struct ld__fs_versions *ver,
                  const struct ld__fs_ctl *ctl, struct ld__fs_result *r);
@@ -95,6 +101,14 @@ int ld__fs_build(json_t *const *docs, char *const *paths, size_t n, struct ld__f
  * wanted. */
 struct ld__fs_result *ld__fs_read_all(char *const *paths, size_t n, struct ld__fs_versions *ver,
                                       const struct ld__fs_ctl *ctl);
+
+/* ---- The file synchronizer ------------------------------------------------ */
+
+/* Tells `sync`, if it is a file synchronizer (file_source.c), that an
+ * update it gave was lost (not applied): it yields a full set next, not
+ * the changes since that update. Anything else: nothing. The thread of
+ * `sync`'s loop. */
+void ld__file_synchronizer_lost(ld_synchronizer *sync);
 
 /* ---- The data system ------------------------------------------------------
  * Shared by data_system.c (the sources, applying change sets, the API) and
