@@ -138,6 +138,7 @@ static void src_unref(struct src *s)
 {
     if (--s->refs)
         return;
+    ld__worker_free(s->worker); /* not stopped yet when made in vain */
     ld__fs_versions_clear(&s->seen);
     src_destroy(s);
     ld__free(s); /* struct src is first in both sources */
