@@ -2,8 +2,10 @@
 /* The data system (data_system.h), with the mock data sources of the testing
  * kit and the memory store. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ldasync/testing.h>
 
@@ -1286,6 +1288,65 @@ START_TEST(test_full_set_of_10000_flags_is_diffed_in_slices)
 }
 END_TEST
 
+/* ---- the file synchronizer ------------------------------------------------ */
+
+/* Writes flags f0..f9 (flagValues: fi serves values[i]) to `path`, renamed
+ * into place. */
+static void write_flags(const char *path, const int *values)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.tmp~", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"flagValues\": {", f);
+    for (int i = 0; i < 10; i++)
+        fprintf(f, "%s\"f%d\": %d", i ? ", " : "", i, values[i]);
+    fputs("}}", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+START_TEST(test_file_synchronizer_sends_changes_and_a_full_set_after_a_lost_update)
+{
+    ld_store_free(S);
+    S = ld_mock_store_new(B);
+    char dir[] = "/tmp/ldasync-ds-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/flags.json", dir);
+    int values[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    write_flags(path, values);
+    const char *paths[] = {path};
+    ld_data_system *ds = ds_with(NULL, ld_file_synchronizer_new(B, paths, 1, 20));
+    await_ready(ds);
+    ck_assert_int_eq(ld_mock_store_init_count(S), 1);
+    /* one flag changed among ten: one upsert */
+    values[3] = 2;
+    write_flags(path, values);
+    RUN_UNTIL(ld_mock_store_calls(S, LD_MOCK_OP_UPSERT) == 1);
+    RUN_UNTIL(state_of(ds) == LD_DS_STATE_VALID);
+    ck_assert_int_eq(FLAG("f3"), 2);
+    ck_assert_int_eq(ld_mock_store_init_count(S), 1);
+    /* an update the store fails is lost: the next one is a full set */
+    ck_assert_int_eq(ld_mock_store_fail_next(S, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
+    values[5] = 2;
+    write_flags(path, values);
+    RUN_UNTIL(state_of(ds) == LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(FLAG("f5"), 1);
+    values[7] = 2;
+    write_flags(path, values);
+    RUN_UNTIL(ld_mock_store_init_count(S) == 2);
+    RUN_UNTIL(state_of(ds) == LD_DS_STATE_VALID);
+    ck_assert_int_eq(ld_mock_store_calls(S, LD_MOCK_OP_UPSERT), 2);
+    ck_assert_int_eq(FLAG("f5"), 2); /* the lost change, in the full set */
+    ck_assert_int_eq(FLAG("f7"), 2);
+    ck_assert_int_eq(FLAG("f3"), 2);
+    ld_data_system_free(ds);
+    ld_test_flush();
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *ld_suite_data_system(void)
 {
     Suite *s = suite_create("data_system");
@@ -1319,6 +1380,7 @@ Suite *ld_suite_data_system(void)
     tcase_add_test(tc, test_store_failure_reports_store_error_not_the_update_state);
     tcase_add_test(tc, test_invalid_item_reports_invalid_data);
     tcase_add_test(tc, test_put_whose_object_disagrees_takes_the_change_key_and_version);
+    tcase_add_test(tc, test_file_synchronizer_sends_changes_and_a_full_set_after_a_lost_update);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listeners");

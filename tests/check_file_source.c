@@ -1,6 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The file data source (file_source.h): initializer and synchronizer, on
- * files in a mkdtemp directory. */
+ * files in a mkdtemp directory; and its data (lib/sources/file_data.c,
+ * compiled in), called directly. */
 #include <dirent.h>
 #include <errno.h>
 #include <event2/thread.h>
@@ -16,6 +17,7 @@
 
 #include "check_suites.h"
 #include "check_util.h"
+#include "sources/sources-internal.h"
 
 #define B ld_test_base
 
@@ -750,6 +752,74 @@ static ld_future *next_update(void)
     return f;
 }
 
+/* The change of `kind` and `key` in `cs`, or NULL. */
+static const ld_fdv2_change *change_in(const ld_fdv2_change_set *cs, const ld_kind *kind,
+                                       const char *key)
+{
+    for (size_t i = 0; cs && i < ld_fdv2_change_set_count(cs); i++) {
+        const ld_fdv2_change *c = ld_fdv2_change_set_get(cs, i);
+        if (ld_fdv2_change_kind(c) == kind && strcmp(ld_fdv2_change_key(c), key) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static void add_put(ld_fdv2_change_set_builder *b, const ld_fdv2_change *c)
+{
+    ck_assert_int_eq(
+        ld_fdv2_change_set_builder_add_put(b, ld_fdv2_change_kind(c), ld_fdv2_change_key(c),
+                                           ld_fdv2_change_version(c), ld_fdv2_change_object(c)),
+        0);
+}
+
+/* The data a consumer holds after `cs`, as a full change set: `cs` when it
+ * is full, else `held` with its changes (the synchronizer sends only what
+ * changed after its first full set): the items held in their order, each
+ * replaced by its put or dropped by its delete, then the new ones, flags
+ * first. */
+static ld_fdv2_change_set *data_after(const ld_fdv2_change_set *held, const ld_fdv2_change_set *cs)
+{
+    bool full = ld_fdv2_change_set_intent(cs) == LD_FDV2_INTENT_XFER_FULL;
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    ck_assert_int_eq(ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL), 0);
+    const ld_kind *kinds[] = {ld_kind_features(), ld_kind_segments()};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; !full && i < ld_fdv2_change_set_count(held); i++) {
+            const ld_fdv2_change *c = ld_fdv2_change_set_get(held, i);
+            const ld_fdv2_change *d = ld_fdv2_change_kind(c) == kinds[k]
+                                          ? change_in(cs, kinds[k], ld_fdv2_change_key(c))
+                                          : c;
+            if (ld_fdv2_change_kind(c) == kinds[k] &&
+                (!d || ld_fdv2_change_action(d) == LD_FDV2_ACTION_PUT))
+                add_put(b, d ? d : c);
+        }
+        for (size_t i = 0; i < ld_fdv2_change_set_count(cs); i++) {
+            const ld_fdv2_change *d = ld_fdv2_change_set_get(cs, i);
+            if (ld_fdv2_change_kind(d) == kinds[k] &&
+                ld_fdv2_change_action(d) == LD_FDV2_ACTION_PUT &&
+                (full || !change_in(held, kinds[k], ld_fdv2_change_key(d))))
+                add_put(b, d);
+        }
+    }
+    ld_fdv2_change_set *out;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &out), 0);
+    ld_fdv2_change_set_builder_free(b);
+    return out;
+}
+
+enum { HELD_MAX = 64 };
+static ld_fdv2_change_set *g_held[HELD_MAX]; /* the data held after each update */
+static size_t g_nheld;
+
+static void forget_held(void)
+{
+    while (g_nheld > 0)
+        ld_fdv2_change_set_free(g_held[--g_nheld]);
+}
+
+/* The data held once update `f` is applied (a full change set, valid until
+ * sync_on() or sync_done()): `f` must be valid, with a full change set, or
+ * changes after a full one. */
 static const ld_fdv2_change_set *valid_cs(ld_future *f)
 {
     const ld_fdv2_update *u = ld_fdv2_future_update(f);
@@ -759,8 +829,13 @@ static const ld_fdv2_change_set *valid_cs(ld_future *f)
     ck_assert_ptr_null(e);
     const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(u);
     ck_assert_ptr_nonnull(cs);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
-    return cs;
+    if (ld_fdv2_change_set_intent(cs) != LD_FDV2_INTENT_XFER_FULL) {
+        ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_CHANGES);
+        ck_assert_msg(g_nheld > 0, "changes before a full set");
+    }
+    ck_assert_uint_lt(g_nheld, HELD_MAX);
+    g_held[g_nheld] = data_after(g_nheld ? g_held[g_nheld - 1] : NULL, cs);
+    return g_held[g_nheld++];
 }
 
 static const char *interrupted_message(ld_future *f)
@@ -778,6 +853,7 @@ static const char *interrupted_message(ld_future *f)
 
 static void sync_on(const char *const *paths, size_t n, int64_t interval)
 {
+    forget_held();
     g_sync = ld_file_synchronizer_new(B, paths, n, interval);
     ck_assert_ptr_nonnull(g_sync);
     ck_assert_str_eq(ld_synchronizer_name(g_sync), "file");
@@ -789,6 +865,7 @@ static void sync_done(void)
     ld_synchronizer_free(g_sync);
     g_sync = NULL;
     ld_test_flush();
+    forget_held();
 }
 
 static void poll_setup(void)
@@ -1388,6 +1465,222 @@ START_TEST(test_sync_polling_never_yields_a_half_written_file)
 }
 END_TEST
 
+/* ---- the data, without a loop (lib/sources/file_data.c) ------------------ */
+
+/* The files' text (with ' for ") parsed, as ld__fs_read_file would give it. */
+static json_t *doc_of(const char *text)
+{
+    char buf[1024];
+    size_t i = 0;
+    for (; text[i] && i < sizeof(buf) - 1; i++)
+        buf[i] = text[i] == '\'' ? '"' : text[i];
+    buf[i] = '\0';
+    json_t *doc = json_loads(buf, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    return doc;
+}
+
+/* ld__fs_build() on docs made of `texts`, named p0, p1, ...: its code, and
+ * its result in *r (to free with ld__fs_result_free). */
+static int build_texts(const char *const *texts, size_t n, struct ld__fs_versions *ver,
+                       struct ld__fs_result **r)
+{
+    static char p0[] = "p0", p1[] = "p1", p2[] = "p2", p3[] = "p3";
+    char *const paths[] = {p0, p1, p2, p3};
+    json_t *docs[4];
+    for (size_t i = 0; i < n; i++)
+        docs[i] = doc_of(texts[i]);
+    *r = calloc(1, sizeof(**r));
+    int code = ld__fs_build(docs, paths, n, ver, NULL, *r);
+    ck_assert_int_eq(code, (*r)->code);
+    for (size_t i = 0; i < n; i++)
+        json_decref(docs[i]);
+    return code;
+}
+
+START_TEST(test_data_build_merges_files_flags_first_with_keys_and_versions)
+{
+    const char *texts[] = {"{'flags': {'f1': {'on': true}}, 'segments': {'s1': {}}}",
+                           "{'flagValues': {'f2': 2}, 'segments': {'s2': {'version': 4}}}"};
+    struct ld__fs_result *r;
+    ck_assert_int_eq(build_texts(texts, 2, NULL, &r), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(r->cs), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(r->cs), 4);
+    const char *order[] = {"f1", "f2", "s1", "s2"};
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_str_eq(ld_fdv2_change_key(ld_fdv2_change_set_get(r->cs, i)), order[i]);
+    ck_assert_str_eq(json_string_value(json_object_get(flag_in(r->cs, "f1"), "key")), "f1");
+    ck_assert_int_eq(version_in(r->cs, "f1"), 1);
+    json_t *f2 = flag_in(r->cs, "f2");
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(f2, "variations"), 0)), 2);
+    ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(r->cs, 3)), 4);
+    ld__fs_result_free(r);
+}
+END_TEST
+
+START_TEST(test_data_build_duplicate_keys_name_both_files)
+{
+    const char *texts[] = {"{'flags': {'dup': {}}}", "{'flagValues': {'dup': 1}}"};
+    struct ld__fs_result *r;
+    ck_assert_int_eq(build_texts(texts, 2, NULL, &r), LD_EPARSE);
+    ck_assert_str_eq(r->msg, "p1: flag \"dup\" is defined twice (also in p0)");
+    ck_assert_ptr_null(r->cs);
+    ld__fs_result_free(r);
+    const char *one[] = {"{'flags': {'dup': {}}, 'flagValues': {'dup': 1}}"};
+    ck_assert_int_eq(build_texts(one, 1, NULL, &r), LD_EPARSE);
+    ck_assert_str_eq(r->msg, "p0: flag \"dup\" is defined twice (in \"flags\" and \"flagValues\")");
+    ld__fs_result_free(r);
+}
+END_TEST
+
+START_TEST(test_data_versions_go_up_for_changes_only)
+{
+    struct ld__fs_versions ver = {{NULL, NULL}, false};
+    struct ld__fs_result *r1, *r2;
+    const char *v1[] = {"{'flags': {'a': {'on': true}, 'b': {'on': true, 'version': 5}}}"};
+    const char *v2[] = {"{'flags': {'a': {'on': false}, 'b': {'on': true, 'version': 5}}}"};
+    ck_assert_int_eq(build_texts(v1, 1, &ver, &r1), 0);
+    ck_assert_int_eq(build_texts(v2, 1, &ver, &r2), 0);
+    ck_assert_int_eq(version_in(r2->cs, "a"), 2); /* changed, same version in the file */
+    ck_assert_int_eq(version_in(r2->cs, "b"), 5); /* unchanged: the object yielded last */
+    ck_assert_ptr_eq(flag_in(r2->cs, "b"), flag_in(r1->cs, "b"));
+    ld__fs_result_free(r1);
+    ld__fs_result_free(r2);
+    ld__fs_versions_clear(&ver);
+}
+END_TEST
+
+START_TEST(test_data_versions_item_back_after_deletion_is_above_it)
+{
+    struct ld__fs_versions ver = {{NULL, NULL}, false};
+    struct ld__fs_result *r;
+    const char *both[] = {"{'flags': {'a': {'version': 3}, 'b': {}}}"};
+    const char *only_b[] = {"{'flags': {'b': {}}}"};
+    const char *bad[] = {"{'flags': {'a': 7}}"};
+    ck_assert_int_eq(build_texts(both, 1, &ver, &r), 0);
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(only_b, 1, &ver, &r), 0); /* a deleted at 4 */
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(bad, 1, &ver, &r), LD_EPARSE); /* changes nothing */
+    ld__fs_result_free(r);
+    ck_assert_int_eq(build_texts(both, 1, &ver, &r), 0);
+    ck_assert_int_eq(version_in(r->cs, "a"), 5);
+    ld__fs_result_free(r);
+    ld__fs_versions_clear(&ver);
+}
+END_TEST
+
+static bool never_wanted(const void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+START_TEST(test_data_read_all_reads_and_reports_files)
+{
+    char *paths[] = {(char *)path_of(0, "a.json"), (char *)path_of(1, "missing.json")};
+    write_text(paths[0], "{'flagValues': {'x': 1}}");
+    struct ld__fs_result *r = ld__fs_read_all(paths, 1, NULL, NULL);
+    ck_assert_int_eq(r->code, 0);
+    ck_assert_ptr_nonnull(flag_in(r->cs, "x"));
+    struct ld__fs_sig now;
+    ld__fs_sig_of_path(&now, paths[0]);
+    ck_assert(ld__fs_sig_eq(&r->sigs[0], &now));
+    ld__fs_result_free(r);
+    r = ld__fs_read_all(paths, 2, NULL, NULL);
+    ck_assert_int_eq(r->code, LD_EIO);
+    ck_assert_msg(strstr(r->msg, paths[1]) && strstr(r->msg, strerror(ENOENT)), "%s", r->msg);
+    ck_assert_int_eq(r->sigs[1].err, ENOENT);
+    ld__fs_result_free(r);
+    struct ld__fs_ctl unwanted = {never_wanted, NULL, true};
+    ck_assert_ptr_null(ld__fs_read_all(paths, 1, NULL, &unwanted));
+}
+END_TEST
+
+START_TEST(test_data_read_file_gives_line_and_column_of_a_parse_error)
+{
+    const char *p = path_of(0, "bad.json");
+    write_text(p, "{\n  'flags': {,}\n}");
+    struct ld__fs_result r = {0};
+    struct ld__fs_sig sig;
+    json_t *doc = (json_t *)1;
+    struct ld__fs_ctl no_wait = {NULL, NULL, false}; /* at once, though just written */
+    ck_assert_int_eq(ld__fs_read_file(&no_wait, p, &doc, &sig, &r), LD_EPARSE);
+    ck_assert_ptr_null(doc);
+    char want[600];
+    snprintf(want, sizeof(want), "%s:2:13:", p);
+    ck_assert_msg(strncmp(r.msg, want, strlen(want)) == 0, "%s", r.msg);
+    free(r.msg);
+}
+END_TEST
+
+/* The change set of update `f` as the synchronizer made it. */
+static const ld_fdv2_change_set *raw_cs(ld_future *f)
+{
+    return ld_fdv2_update_change_set(ld_fdv2_future_update(f));
+}
+
+START_TEST(test_sync_after_the_first_full_set_yields_only_what_changed)
+{
+    const char *p = path_of(0, "f.json");
+    write_text(p, "{'flagValues': {'a': 1, 'b': 1, 'c': 1, 'd': 1, 'e': 1, 'f': 1}}");
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *f = next_update();
+    ck_assert_int_eq(ld_fdv2_change_set_intent(raw_cs(f)), LD_FDV2_INTENT_XFER_FULL);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(raw_cs(f)), 6);
+    ld_future_unref(f);
+    /* one flag changed among six: one put */
+    write_renamed(p, "{'flagValues': {'a': 1, 'b': 1, 'c': 2, 'd': 1, 'e': 1, 'f': 1}}");
+    f = next_update();
+    const ld_fdv2_change_set *cs = raw_cs(f);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_CHANGES);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 1);
+    const ld_fdv2_change *c = ld_fdv2_change_set_get(cs, 0);
+    ck_assert_str_eq(ld_fdv2_change_key(c), "c");
+    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_PUT);
+    ck_assert_int_eq(ld_fdv2_change_version(c), 2);
+    ld_future_unref(f);
+    /* one gone: one delete, at the version of its deletion */
+    write_renamed(p, "{'flagValues': {'a': 1, 'b': 1, 'c': 2, 'd': 1, 'e': 1}}");
+    f = next_update();
+    cs = raw_cs(f);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_CHANGES);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 1);
+    c = ld_fdv2_change_set_get(cs, 0);
+    ck_assert_str_eq(ld_fdv2_change_key(c), "f");
+    ck_assert_int_eq(ld_fdv2_change_action(c), LD_FDV2_ACTION_DELETE);
+    ck_assert_int_eq(ld_fdv2_change_version(c), 2);
+    ld_future_unref(f);
+    sync_done();
+}
+END_TEST
+
+START_TEST(test_data_changes_only_puts_what_changed_and_deletes_what_left)
+{
+    struct ld__fs_versions ver = {{NULL, NULL}, false};
+    struct ld__fs_result *r;
+    const char *v1[] = {"{'flags': {'a': {}, 'b': {}, 'c': {}}, 'segments': {'s': {}}}"};
+    const char *v2[] = {"{'flags': {'a': {}, 'b': {'on': true}, 'n': {}}, 'segments': {'s': {}}}"};
+    ck_assert_int_eq(build_texts(v1, 1, &ver, &r), 0);
+    ld__fs_result_free(r);
+    ver.changes_only = true;
+    ck_assert_int_eq(build_texts(v2, 1, &ver, &r), 0);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(r->cs), LD_FDV2_INTENT_XFER_CHANGES);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(r->cs), 3);
+    const char *want[] = {"put b 2", "put n 1", "delete c 2"};
+    for (size_t i = 0; i < 3; i++) {
+        const ld_fdv2_change *c = ld_fdv2_change_set_get(r->cs, i);
+        char got[64];
+        snprintf(got, sizeof(got), "%s %s %lld", ld_fdv2_action_name(ld_fdv2_change_action(c)),
+                 ld_fdv2_change_key(c), (long long)ld_fdv2_change_version(c));
+        ck_assert_str_eq(got, want[i]);
+    }
+    ld__fs_result_free(r);
+    ld__fs_versions_clear(&ver);
+}
+END_TEST
+
 Suite *ld_suite_file_source(void)
 {
     Suite *s = suite_create("file_source");
@@ -1452,6 +1745,7 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_stop_does_not_wait_for_the_kernel);
     tcase_add_test(tc, test_sync_free_leaves_no_descriptor_and_no_thread);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
+    tcase_add_test(tc, test_sync_after_the_first_full_set_yields_only_what_changed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("polling");
@@ -1461,6 +1755,17 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_polling_never_yields_a_half_written_file);
     tcase_add_test(tc, test_sync_broken_file_interrupts_then_recovers);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("data");
+    tcase_add_checked_fixture(tc, unthreaded_setup, file_teardown);
+    tcase_add_test(tc, test_data_build_merges_files_flags_first_with_keys_and_versions);
+    tcase_add_test(tc, test_data_build_duplicate_keys_name_both_files);
+    tcase_add_test(tc, test_data_versions_go_up_for_changes_only);
+    tcase_add_test(tc, test_data_versions_item_back_after_deletion_is_above_it);
+    tcase_add_test(tc, test_data_read_all_reads_and_reports_files);
+    tcase_add_test(tc, test_data_read_file_gives_line_and_column_of_a_parse_error);
+    tcase_add_test(tc, test_data_changes_only_puts_what_changed_and_deletes_what_left);
     suite_add_tcase(s, tc);
     return s;
 }

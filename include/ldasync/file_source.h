@@ -104,12 +104,22 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
 
 /**
  * A synchronizer (fdv2.h) named "file" that watches the `n` files of
- * `paths` (copied) and yields their data as full updates:
+ * `paths` (copied) and yields their data, in full first, then what changed:
  *   - the first next() yields the data of the files as they are (state
  *     valid, a full change set);
  *   - each later next() waits until a file has changed since the previous
- *     read and yields the new data as a full update (changes made while no
- *     next was waiting are not lost: the next next() reads at once);
+ *     read and yields what changed since the data yielded last (state
+ *     valid, a change set of intent xfer-changes: a put of each item new or
+ *     changed, with its version (see Versions), a delete of each item gone,
+ *     at the version of its deletion; segments first, then flags, each
+ *     kind's puts in file order, then its deletes, the order in which the
+ *     data system hears the difference a full set makes; no changes when
+ *     only the files' status changed); changes made while no next was
+ *     waiting are not lost: the next next() reads at once. The update is a
+ *     full change set again when an update was lost on the way: one no
+ *     next took (a next cancelled, the synchronizer stopped), one that ran
+ *     out of memory, or one a data system (data_system.h) that runs this
+ *     synchronizer could not apply (the store failed it);
  *   - a file that cannot be read or parsed yields an update with state
  *     interrupted, no change set, and an error of kind invalid_data whose
  *     message is the error message described at the top of this file: the
@@ -154,10 +164,12 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * reference); an item whose JSON (apart from "version") changed since then
  * gets the version of the file when that is higher than the one yielded
  * last, else the one yielded last + 1; an item that did not change keeps
- * the version yielded last (and is yielded as the same object). An item
- * that leaves the files is remembered by the version of its deletion only:
- * the version yielded last + 1, the version consumers that turn the full
- * update into a delete use (the data system does, data_system.h), so that
+ * the version yielded last (and, in a full set, is yielded as the same
+ * object; a set of changes leaves it out). An item that leaves the files
+ * is remembered by the version of its deletion only: the version yielded
+ * last + 1, the version of the delete a set of changes carries and the one
+ * consumers that turn a full update into a delete use (the data system
+ * does, data_system.h), so that
  * it comes back with a higher one (the file's, when higher, else that + 1)
  * and is not ignored by whoever holds the deletion. Data that failed to
  * load changes nothing here.

@@ -130,6 +130,67 @@ void ld__later_adopt_into(ld_future *f, ld_future *src);
  * (made with a static free function) from others without reading them. */
 ld_free_fn ld__future_ptr_free_fn(const ld_future *f);
 
+/* ---- Workers --------------------------------------------------------------
+ * "Run this job off the loop and complete this future with its result"
+ * (worker.c). A worker runs its jobs one at a time, in the order given, on
+ * a thread of its own (started at the first job, reused, joined by
+ * ld__worker_free()); a job's outcome completes the job's future from the
+ * loop of the worker's base (callbacks from the loop, FIFO, as every
+ * future). When libevent threading is off (ld__future_threads() false), or
+ * no thread can be started, a job runs on the loop instead, from a loop
+ * callback (one job per pass), never inside the call that gave it. A worker
+ * belongs to the loop thread; only the job functions run elsewhere.
+ */
+struct ld__worker;
+struct ld__job;
+
+/* A job's function, run once (on the worker's thread, or on the loop):
+ * returns the job's value, which fulfils the job's future (as
+ * ld_future_fulfill_ptr() with the free function given to
+ * ld__worker_submit()), or NULL with *code set to the code to reject it
+ * with (left 0: LD_ENOMEM). A long job should look at ld__job_wanted() now
+ * and then and return NULL once it is false. */
+typedef void *(*ld__job_fn)(const struct ld__job *job, void *arg, int *code);
+
+/* A new worker for `base`, without a thread yet; NULL if memory ran out. */
+struct ld__worker *ld__worker_new(struct event_base *base);
+
+/* Queues the job fn(job, arg). @return its future (a new reference),
+ * pending until the job is over, then completed from the loop: fulfilled
+ * with fn's value (freed with `free_fn`, which may be NULL), or rejected
+ * with fn's code, or with LD_ECANCELED when the job was no longer wanted
+ * before or while it ran (its future cancelled, the worker stopped or
+ * freed; a value made meanwhile is freed off the loop). Cancelling the
+ * future cancels the job: not started, it never runs; running, it is told
+ * by ld__job_wanted(). NULL only if memory ran out (fn never runs). `arg`
+ * is borrowed: it must outlive the job's run, which freeing the worker
+ * (it joins the thread) before `arg` ensures. */
+ld_future *ld__worker_submit(struct ld__worker *w, ld__job_fn fn, void *arg, ld_free_fn free_fn);
+
+/* Whether the job is still wanted: false once its future is cancelled or
+ * its worker stopped. For its function, on the thread that runs it. */
+bool ld__job_wanted(const struct ld__job *job);
+
+/* True when the job runs on the loop (threading off): it must not sleep. */
+bool ld__job_on_loop(const struct ld__job *job);
+
+/* Closes `fd` off the loop, on the worker's thread, which free joins, so
+ * that no descriptor outlives the worker (an inotify close waits for the
+ * kernel). On the loop, now, when there is no thread (or it has stopped,
+ * or its short list is full). Loop thread. */
+void ld__worker_close_later(struct ld__worker *w, int fd);
+
+/* Stops the worker: the running job is no longer wanted, the jobs queued
+ * and those submitted from now on are rejected with LD_ECANCELED (from the
+ * loop), and the thread ends. Loop thread. */
+void ld__worker_stop(struct ld__worker *w);
+
+/* Stops the worker, waits for its thread to end (the running job, if any,
+ * returns), and frees it. The futures of its jobs still complete from the
+ * loop, with LD_ECANCELED when their job never ran. Safe from inside a
+ * callback of a job's future. NULL-safe. Loop thread. */
+void ld__worker_free(struct ld__worker *w);
+
 #ifdef LD_CORE_FUTURE_LAYOUT
 
 /* ---- The layout of futures ------------------------------------------------

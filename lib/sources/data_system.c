@@ -10,7 +10,7 @@
  * become a note: a queue of notes is delivered to the change listeners from
  * a timer of the loop, a slice of about a millisecond at a time, so that
  * diffing a full set of 10,000 flags against the data it replaced never
- * holds the loop for long.
+ * holds the loop for long (data_changes.c delivers them).
  *
  * Lifetime: the data system is reference counted; the owner holds one
  * reference until ld_data_system_free() and every callback pending on a
@@ -28,52 +28,22 @@
 #include <ldasync/sink.h>
 
 #include "core/core-internal.h"
+#include "sources/sources-internal.h"
 
 #define DEFAULT_INITIAL_DELAY_MS 1000
 #define DEFAULT_MAX_DELAY_MS 30000
-#define SLICE_NS 1000000 /* the longest a slice of change delivery should run */
-#define CLOCK_EVERY 32   /* steps between two looks at the clock */
-
-enum { SEGMENTS = 0, FEATURES = 1 }; /* the order a full set's changes are heard in */
-
-/* A change listener. */
-struct listener {
-    struct listener *next;
-    int64_t id;
-    uint64_t after;              /* hears the notes numbered above this */
-    ld_data_system_change_fn fn; /* NULL once removed */
-    void *arg;
-};
 
 /* A status listener, registered with the sink. */
-struct status_listener {
-    struct status_listener *next;
+struct ld__ds_status_listener {
+    struct ld__ds_status_listener *next;
     ld_data_system *ds;
     int64_t id; /* the sink's */
     ld_data_system_status_fn fn;
     void *arg;
 };
 
-/* Changes applied, waiting to be heard. */
-struct note {
-    struct note *next;
-    uint64_t seq;
-    bool diff;
-    /* a change set's changes: those applied[i] */
-    ld_future *holder; /* keeps `cs` alive */
-    const ld_fdv2_change_set *cs;
-    unsigned char *applied;
-    size_t i;
-    /* a full change set: `data` against `old` */
-    json_t *old[2]; /* the snapshots it replaced (NULL: none) */
-    json_t *data;   /* {"features": {...}, "segments": {...}} */
-    int kind;       /* SEGMENTS, FEATURES, then 2: done */
-    bool deletes;   /* false: the puts of the new data; true: the deletes */
-    void *iter;
-};
-
 /* The application of a change set. */
-struct job {
+struct ld__ds_job {
     ld_data_system *ds;
     ld_future *holder; /* the fetch or next that brought the change set */
     const ld_fdv2_change_set *cs;
@@ -88,58 +58,20 @@ struct job {
     ld_future **ops; /* full: [init] or [all segments, all features, init] */
 };
 
-struct ld_data_system {
-    struct event_base *base;
-    ld_store *store;
-    ld_update_sink *sink;
-    ld_initializer **inits;
-    size_t n_inits, next_init;
-    ld_synchronizer *sync;
-    ld_future *ready; /* ours to complete */
-    unsigned refs;
-    bool started, freed, closing, has_data;
-    int last_code;
-    char *last_msg;
-    int64_t initial_delay_ms, max_delay_ms, delay_ms;
-    struct event *timer;   /* the start, then the retries */
-    struct event *slicer;  /* the delivery of notes */
-    struct event *builder; /* the building of a full change set's data */
-    struct job *building;  /* the job whose data is being built */
-    bool slicing;          /* slicer added */
-    /* change listeners */
-    struct listener *head, *tail;
-    size_t live;
-    unsigned delivering;
-    int64_t last_id;
-    uint64_t seq;
-    struct note *notes, *notes_tail;
-    struct status_listener *status_listeners;
-};
-
 /* ------------------------------------------------------------------------- */
 /* Lifetime                                                                  */
 
-static void note_free(struct note *n)
-{
-    ld_future_unref(n->holder);
-    ld__free(n->applied);
-    json_decref(n->old[0]);
-    json_decref(n->old[1]);
-    json_decref(n->data);
-    ld__free(n);
-}
-
-static void release(ld_data_system *ds)
+void ld__ds_release(ld_data_system *ds)
 {
     if (--ds->refs > 0)
         return;
-    for (struct listener *l = ds->head, *next; l; l = next) {
+    for (struct ld__ds_listener *l = ds->head, *next; l; l = next) {
         next = l->next;
         ld__free(l);
     }
-    for (struct note *n = ds->notes, *next; n; n = next) {
+    for (struct ld__ds_note *n = ds->notes, *next; n; n = next) {
         next = n->next;
-        note_free(n);
+        ld__ds_note_free(n);
     }
     if (ds->timer)
         event_free(ds->timer);
@@ -192,159 +124,6 @@ static void fulfill_ready(ld_data_system *ds)
 }
 
 /* ------------------------------------------------------------------------- */
-/* Change listeners and the delivery of notes                                */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sweep(ld_data_system *ds)
-{
-    struct listener **link = &ds->head, *l;
-    ds->tail = NULL;
-    while ((l = *link) != NULL) {
-        if (l->fn) {
-            ds->tail = l;
-            link = &l->next;
-        } else {
-            *link = l->next;
-            ld__free(l);
-        }
-    }
-}
-
-/* Calls the listeners that hear note `seq` with one change. */
-static void emit(ld_data_system *ds, uint64_t seq, const ld_kind *kind, const char *key,
-                 int64_t version, const json_t *item)
-{
-    for (struct listener *l = ds->head; l && !ds->freed; l = l->next)
-        if (l->fn && l->after < seq)
-            l->fn(ds, kind, key, version, item, l->arg);
-}
-
-static const ld_kind *kind_of(int k)
-{
-    return k == SEGMENTS ? ld_kind_segments() : ld_kind_features();
-}
-
-static int64_t version_of(const json_t *item)
-{
-    return json_integer_value(json_object_get(item, "version"));
-}
-
-static bool is_tombstone(const json_t *item)
-{
-    return json_is_true(json_object_get(item, "deleted"));
-}
-
-/* One step of a diff: one item looked at. @return false when done. */
-static bool diff_step(ld_data_system *ds, struct note *n)
-{
-    while (n->kind < 2) {
-        const char *ns = ld_kind_namespace(kind_of(n->kind));
-        json_t *fresh = json_object_get(n->data, ns);
-        json_t *old = n->old[n->kind];
-        json_t *from = n->deletes ? old : fresh;
-        if (!n->iter)
-            n->iter = json_object_iter(from);
-        else
-            n->iter = json_object_iter_next(from, n->iter);
-        if (!n->iter) {
-            if (n->deletes)
-                n->kind++;
-            n->deletes = !n->deletes;
-            continue;
-        }
-        const char *key = json_object_iter_key(n->iter);
-        json_t *item = json_object_iter_value(n->iter);
-        if (n->deletes) {
-            json_t *now = json_object_get(fresh, key);
-            int64_t v = version_of(item);
-            if (!now) /* above the item's version, which may be the greatest */
-                emit(ds, n->seq, kind_of(n->kind), key, v < INT64_MAX ? v + 1 : v, NULL);
-        } else {
-            json_t *was = json_object_get(old, key);
-            if (is_tombstone(item)) {
-                if (was)
-                    emit(ds, n->seq, kind_of(n->kind), key, version_of(item), NULL);
-            } else if (!was || (was != item &&
-                                (version_of(was) != version_of(item) || !json_equal(was, item)))) {
-                emit(ds, n->seq, kind_of(n->kind), key, version_of(item), item);
-            }
-        }
-        return true;
-    }
-    return false;
-}
-
-/* One step of a change set's note. @return false when done. */
-static bool changes_step(ld_data_system *ds, struct note *n)
-{
-    size_t count = ld_fdv2_change_set_count(n->cs);
-    while (n->i < count && !n->applied[n->i])
-        n->i++;
-    if (n->i >= count)
-        return false;
-    const ld_fdv2_change *c = ld_fdv2_change_set_get(n->cs, n->i++);
-    json_t *item = ld_fdv2_change_object(c); /* NULL for a delete */
-    emit(ds, n->seq, ld_fdv2_change_kind(c), ld_fdv2_change_key(c), ld_fdv2_change_version(c),
-         item);
-    return true;
-}
-
-static void schedule_slice(ld_data_system *ds)
-{
-    static const struct timeval zero = {0, 0};
-    if (!ds->slicing && ds->notes && !ds->freed && event_add(ds->slicer, &zero) == 0) {
-        ds->slicing = true;
-        ds->refs++;
-    }
-}
-
-static void slice(evutil_socket_t fd, short what, void *arg)
-{
-    ld_data_system *ds = arg;
-    (void)fd;
-    (void)what;
-    ds->slicing = false;
-    ds->delivering++;
-    int64_t deadline = now_ns() + SLICE_NS;
-    unsigned steps = 0;
-    while (ds->notes && !ds->freed) {
-        struct note *n = ds->notes;
-        bool more = n->diff ? diff_step(ds, n) : changes_step(ds, n);
-        if (ds->freed)
-            break;
-        if (!more) {
-            ds->notes = n->next;
-            if (!ds->notes)
-                ds->notes_tail = NULL;
-            note_free(n);
-        }
-        if (++steps % CLOCK_EVERY == 0 && now_ns() >= deadline)
-            break;
-    }
-    if (--ds->delivering == 0 && !ds->freed)
-        sweep(ds);
-    schedule_slice(ds);
-    release(ds);
-}
-
-static void queue_note(ld_data_system *ds, struct note *n)
-{
-    n->next = NULL;
-    if (ds->notes_tail)
-        ds->notes_tail->next = n;
-    else
-        ds->notes = n;
-    ds->notes_tail = n;
-    schedule_slice(ds);
-}
-
-/* ------------------------------------------------------------------------- */
 /* Applying change sets                                                      */
 
 static void run_initializers(ld_data_system *ds);
@@ -382,7 +161,8 @@ static json_t *tombstone_of(const ld_fdv2_change *c)
 static int add_to_data(json_t *const by[2], const ld_fdv2_change *c)
 {
     json_t *item = ld_fdv2_change_action(c) == LD_FDV2_ACTION_PUT ? item_of(c) : tombstone_of(c);
-    json_t *into = by[ld_fdv2_change_kind(c) == ld_kind_segments() ? SEGMENTS : FEATURES];
+    json_t *into =
+        by[ld_fdv2_change_kind(c) == ld_kind_segments() ? LD__DS_SEGMENTS : LD__DS_FEATURES];
     return item && json_object_set_new(into, ld_fdv2_change_key(c), item) == 0 ? 0 : LD_ENOMEM;
 }
 
@@ -391,11 +171,13 @@ static int add_to_data(json_t *const by[2], const ld_fdv2_change *c)
 static json_t *empty_data(json_t *by[2])
 {
     json_t *data = json_object();
-    by[SEGMENTS] = json_object();
-    by[FEATURES] = json_object();
+    by[LD__DS_SEGMENTS] = json_object();
+    by[LD__DS_FEATURES] = json_object();
     int rc = !data || !by[0] || !by[1];
-    rc |= json_object_set_new(data, ld_kind_namespace(kind_of(FEATURES)), by[FEATURES]);
-    rc |= json_object_set_new(data, ld_kind_namespace(kind_of(SEGMENTS)), by[SEGMENTS]);
+    rc |= json_object_set_new(data, ld_kind_namespace(ld__ds_kind_of(LD__DS_FEATURES)),
+                              by[LD__DS_FEATURES]);
+    rc |= json_object_set_new(data, ld_kind_namespace(ld__ds_kind_of(LD__DS_SEGMENTS)),
+                              by[LD__DS_SEGMENTS]);
     if (rc) {
         json_decref(data);
         return NULL;
@@ -403,7 +185,7 @@ static json_t *empty_data(json_t *by[2])
     return data;
 }
 
-static void job_free(struct job *j)
+static void job_free(struct ld__ds_job *j)
 {
     for (size_t i = 0; i < j->n; i++)
         ld_future_unref(j->ops[i]);
@@ -415,9 +197,9 @@ static void job_free(struct job *j)
 
 /* The note of a complete job (NULL when there is nothing to hear or no
  * memory: then the changes go unheard). Takes what it keeps from `j`. */
-static struct note *note_of(struct job *j)
+static struct ld__ds_note *note_of(struct ld__ds_job *j)
 {
-    struct note *n = ld__calloc(1, sizeof(*n));
+    struct ld__ds_note *n = ld__calloc(1, sizeof(*n));
     if (!n)
         return NULL;
     n->seq = j->seq;
@@ -441,7 +223,7 @@ static struct note *note_of(struct job *j)
     for (size_t i = 0; i < j->n; i++)
         any |= n->applied[i] = ld_future_is_fulfilled(j->ops[i]) && ld_future_bool(j->ops[i]);
     if (!any) {
-        note_free(n);
+        ld__ds_note_free(n);
         return NULL;
     }
     n->holder = j->holder;
@@ -452,7 +234,7 @@ static struct note *note_of(struct job *j)
 
 /* The code of the first failure among the job's writes (0: none), with its
  * message in *msg. */
-static int job_error(const struct job *j, const char **msg)
+static int job_error(const struct ld__ds_job *j, const char **msg)
 {
     for (size_t i = j->full && j->n > 0 ? j->n - 1 : 0; i < j->n; i++) {
         if (!j->ops[i]) { /* not even a rejection could be made */
@@ -470,12 +252,12 @@ static int job_error(const struct job *j, const char **msg)
 
 /* Every operation of `j` is complete: hears of its changes, reports, and
  * goes on. */
-static void job_done(struct job *j)
+static void job_done(struct ld__ds_job *j)
 {
     ld_data_system *ds = j->ds;
     if (ds->freed || j->dropped) {
         job_free(j);
-        release(ds);
+        ld__ds_release(ds);
         return;
     }
     const char *msg;
@@ -484,13 +266,13 @@ static void job_done(struct job *j)
     /* applied: heard even when closing; a full set is heard when the data
      * it replaced was read (listeners were there when it was issued) */
     if (!failed && ds->live > 0 && (!j->full || j->n == 3)) {
-        struct note *n = note_of(j);
+        struct ld__ds_note *n = note_of(j);
         if (n)
-            queue_note(ds, n);
+            ld__ds_queue_note(ds, n);
     }
     if (ds->closing) {
         job_free(j);
-        release(ds);
+        ld__ds_release(ds);
         return;
     }
     if (failed) {
@@ -515,23 +297,25 @@ static void job_done(struct job *j)
                                          ld_fdv2_update_error(j->update));
             if (j->full)
                 fulfill_ready(ds);
+        } else {
+            ld__file_synchronizer_lost(ds->sync); /* a full set next, not changes */
         }
         job_free(j);
         request_next(ds);
     }
-    release(ds);
+    ld__ds_release(ds);
 }
 
 static void op_done(ld_future *f, void *arg)
 {
-    struct job *j = arg;
+    struct ld__ds_job *j = arg;
     (void)f;
     if (--j->left == 0)
         job_done(j);
 }
 
 /* Hands the job's operation `f` (a new reference, maybe NULL) to the job. */
-static void add_op(struct job *j, ld_future *f)
+static void add_op(struct ld__ds_job *j, ld_future *f)
 {
     if (!f)
         f = ld_future_rejected(j->ds->base, LD_ENOMEM, NULL);
@@ -543,7 +327,7 @@ static void add_op(struct job *j, ld_future *f)
 
 /* Issues the store operations of a full change set whose data is built
  * (NULL: no memory), and lets the job wait for them. */
-static void issue_full(struct job *j)
+static void issue_full(struct ld__ds_job *j)
 {
     ld_data_system *ds = j->ds;
     add_op(j, j->data ? ld_update_sink_init(ds->sink, j->data) : NULL);
@@ -553,11 +337,11 @@ static void issue_full(struct job *j)
 
 /* Builds the data of a full change set, a slice of the loop's time at a
  * time (jansson needs about half a microsecond an item), then issues it. */
-static void build(struct job *j)
+static void build(struct ld__ds_job *j)
 {
     ld_data_system *ds = j->ds;
     size_t count = ld_fdv2_change_set_count(j->cs);
-    int64_t deadline = now_ns() + SLICE_NS;
+    int64_t deadline = ld__ds_now_ns() + LD__DS_SLICE_NS;
     while (j->data && j->built < count) {
         if (add_to_data(j->by, ld_fdv2_change_set_get(j->cs, j->built++)) != 0) {
             json_decref(j->data);
@@ -565,7 +349,7 @@ static void build(struct job *j)
             break;
         }
         static const struct timeval zero = {0, 0};
-        if (j->built % CLOCK_EVERY == 0 && j->built < count && now_ns() >= deadline &&
+        if (j->built % LD__DS_CLOCK_EVERY == 0 && j->built < count && ld__ds_now_ns() >= deadline &&
             event_add(ds->builder, &zero) == 0) {
             ds->building = j; /* goes on from the loop */
             return;
@@ -576,7 +360,7 @@ static void build(struct job *j)
 
 /* Gives up a job whose data is being built (closed or freed meanwhile):
  * it ends once the snapshots it asked for are complete. */
-static void drop(struct job *j)
+static void drop(struct ld__ds_job *j)
 {
     j->dropped = true;
     if (--j->left == 0)
@@ -586,7 +370,7 @@ static void drop(struct job *j)
 static void build_more(evutil_socket_t fd, short what, void *arg)
 {
     ld_data_system *ds = arg;
-    struct job *j = ds->building;
+    struct ld__ds_job *j = ds->building;
     (void)fd;
     (void)what;
     ds->building = NULL;
@@ -601,7 +385,7 @@ static void build_more(evutil_socket_t fd, short what, void *arg)
 static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_set *cs,
                   const ld_fdv2_update *update)
 {
-    struct job *j = ld__calloc(1, sizeof(*j));
+    struct ld__ds_job *j = ld__calloc(1, sizeof(*j));
     int intent = ld_fdv2_change_set_intent(cs);
     size_t count = ld_fdv2_change_set_count(cs);
     size_t max = intent == LD_FDV2_INTENT_XFER_FULL ? 3 : count;
@@ -611,10 +395,12 @@ static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_se
         ld__free(j);
         ld_future_unref(holder);
         set_last_error(ds, LD_ENOMEM, NULL);
-        if (update)
+        if (update) {
+            ld__file_synchronizer_lost(ds->sync);
             request_next(ds); /* the update is lost; the next one may fit */
-        else
+        } else {
             run_initializers(ds);
+        }
         return;
     }
     j->ds = ds;
@@ -677,7 +463,7 @@ static void fetched(ld_future *f, void *arg)
             run_initializers(ds);
         }
     }
-    release(ds);
+    ld__ds_release(ds);
 }
 
 /* Fetches from the next initializer, or goes on to the synchronizer. */
@@ -718,7 +504,7 @@ static void got_update(ld_future *f, void *arg)
 {
     ld_data_system *ds = arg;
     if (stopped(ds)) {
-        release(ds);
+        ld__ds_release(ds);
         return;
     }
     const ld_fdv2_update *u = ld_fdv2_future_update(f);
@@ -756,7 +542,7 @@ static void got_update(ld_future *f, void *arg)
         else
             request_next(ds);
     }
-    release(ds);
+    ld__ds_release(ds);
 }
 
 static void request_next(ld_data_system *ds)
@@ -786,7 +572,7 @@ static void timer_fired(evutil_socket_t fd, short what, void *arg)
             request_next(ds);
         }
     }
-    release(ds);
+    ld__ds_release(ds);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -818,14 +604,14 @@ ld_data_system *ld_data_system_new(struct event_base *base, ld_store *store,
     ds->sink = ld_store_sink_new(store);
     ds->ready = ld_future_new(base);
     ds->timer = event_new(base, -1, 0, timer_fired, ds);
-    ds->slicer = event_new(base, -1, 0, slice, ds);
+    ds->slicer = event_new(base, -1, 0, ld__ds_slice, ds);
     ds->builder = event_new(base, -1, 0, build_more, ds);
     static const struct timeval zero = {0, 0};
     if (!ds->inits || !ds->sink || !ds->ready || !ds->timer || !ds->slicer || !ds->builder ||
         event_add(ds->timer, &zero) != 0) {
         ld_update_sink_free(ds->sink);
         ld_future_unref(ds->ready);
-        release(ds);
+        ld__ds_release(ds);
         goto fail;
     }
     ds->refs++; /* the start */
@@ -867,7 +653,7 @@ ld_store *ld_data_system_store(const ld_data_system *ds)
 
 static void status_trampoline(ld_update_sink *sink, const ld_ds_status *status, void *arg)
 {
-    struct status_listener *l = arg;
+    struct ld__ds_status_listener *l = arg;
     (void)sink;
     l->fn(l->ds, status, l->arg);
 }
@@ -877,7 +663,7 @@ int64_t ld_data_system_add_status_listener(ld_data_system *ds, ld_data_system_st
 {
     if (!ds || !fn)
         return LD_EINVAL;
-    struct status_listener *l = ld__malloc(sizeof(*l));
+    struct ld__ds_status_listener *l = ld__malloc(sizeof(*l));
     if (!l)
         return LD_ENOMEM;
     l->ds = ds;
@@ -898,50 +684,13 @@ int ld_data_system_remove_status_listener(ld_data_system *ds, int64_t id)
 {
     if (!ds)
         return LD_EINVAL;
-    for (struct status_listener **link = &ds->status_listeners; *link; link = &(*link)->next) {
-        struct status_listener *l = *link;
+    for (struct ld__ds_status_listener **link = &ds->status_listeners; *link;
+         link = &(*link)->next) {
+        struct ld__ds_status_listener *l = *link;
         if (l->id == id) {
             ld_store_sink_remove_listener(ds->sink, id);
             *link = l->next;
             ld__free(l);
-            return 0;
-        }
-    }
-    return LD_EINVAL;
-}
-
-int64_t ld_data_system_add_change_listener(ld_data_system *ds, ld_data_system_change_fn fn,
-                                           void *arg)
-{
-    if (!ds || !fn)
-        return LD_EINVAL;
-    struct listener *l = ld__malloc(sizeof(*l));
-    if (!l)
-        return LD_ENOMEM;
-    l->next = NULL;
-    l->id = ++ds->last_id;
-    l->after = ds->seq;
-    l->fn = fn;
-    l->arg = arg;
-    if (ds->tail)
-        ds->tail->next = l;
-    else
-        ds->head = l;
-    ds->tail = l;
-    ds->live++;
-    return l->id;
-}
-
-int ld_data_system_remove_change_listener(ld_data_system *ds, int64_t id)
-{
-    if (!ds)
-        return LD_EINVAL;
-    for (struct listener *l = ds->head; l; l = l->next) {
-        if (l->id == id && l->fn) {
-            l->fn = NULL;
-            ds->live--;
-            if (ds->delivering == 0)
-                sweep(ds);
             return 0;
         }
     }
@@ -957,7 +706,7 @@ ld_future *ld_data_system_close(ld_data_system *ds)
     if (first) {
         if (event_pending(ds->timer, EV_TIMEOUT, NULL)) {
             event_del(ds->timer);
-            release(ds);
+            ld__ds_release(ds);
         }
         reject_ready(ds, LD_ECLOSED, "the data system was closed");
         report(ds, LD_DS_STATE_OFF, LD_DS_ERROR_KIND_UNKNOWN, NULL);
@@ -994,7 +743,7 @@ void ld_data_system_free(ld_data_system *ds)
     }
     if (ds->building) {
         event_del(ds->builder);
-        struct job *j = ds->building;
+        struct ld__ds_job *j = ds->building;
         ds->building = NULL;
         drop(j);
     }
@@ -1010,7 +759,7 @@ void ld_data_system_free(ld_data_system *ds)
     }
     ds->n_inits = 0;
     ds->sync = NULL;
-    for (struct status_listener *l = ds->status_listeners, *next; l; l = next) {
+    for (struct ld__ds_status_listener *l = ds->status_listeners, *next; l; l = next) {
         next = l->next;
         ld__free(l);
     }
@@ -1020,5 +769,5 @@ void ld_data_system_free(ld_data_system *ds)
     reject_ready(ds, LD_ECANCELED, "the data system was freed");
     ld_future_unref(ds->ready);
     ds->ready = NULL;
-    release(ds);
+    ld__ds_release(ds);
 }
