@@ -1,0 +1,453 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: the core's internal header (never installed). What the layers
+ * above use of the core: the allocation functions, futures completed later,
+ * leases. Then, for the three files that implement futures only (future.c,
+ * loop.c and pool.c, which define LD_CORE_FUTURE_LAYOUT before including
+ * this header), the layout of futures and of the per-base dispatcher.
+ */
+#ifndef LDASYNC_CORE_INTERNAL_H
+#define LDASYNC_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ldasync/alloc.h>
+#include <ldasync/future.h>
+
+/* ---- Allocation ----------------------------------------------------------
+ * The library's allocation functions (alloc.h's hooks behind them). Every
+ * allocation of libldasync goes through these. */
+
+/* Like malloc/calloc/realloc/free/strdup, through the hooks. A size of 0
+ * allocates one byte (never NULL for 0). ld__calloc checks n * size for
+ * overflow. ld__realloc(NULL, n) is ld__malloc(n). ld__free(NULL) is a
+ * no-op. */
+void *ld__malloc(size_t size);
+void *ld__calloc(size_t n, size_t size);
+void *ld__realloc(void *ptr, size_t size);
+void ld__free(void *ptr);
+char *ld__strdup(const char *s);
+
+/* A formatted string (vsnprintf), or NULL when memory ran out. */
+LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
+
+/* The cache line the library lays out for: what ld__aligned_alloc()
+ * aligns hot arrays to, what _Alignas keeps writers of different threads
+ * apart by, and the size of the structs that must fill exactly one (a
+ * future, a slot of the memory store; static_assert'ed). 64 bytes on x86-64
+ * and most arm64 cores. */
+#define LD__CACHE_LINE 64
+
+/* `size` bytes aligned to `align` (a power of two, at most 4096), through
+ * the hooks (over-allocating); freed only with ld__aligned_free. */
+void *ld__aligned_alloc(size_t align, size_t size);
+void ld__aligned_free(void *ptr);
+
+/* ---- Leases ------------------------------------------------------------- */
+
+/*
+ * A lease (struct ld_lease, future.h): what keeps a borrowed value alive
+ * while a future holds it. The future does not own the value (it takes no
+ * reference of its own); its lender hands it a lease instead, and the
+ * future calls release(lease) once, when it is freed (from whichever thread
+ * drops its last reference). The lender decides what a lease stands for
+ * (the memory store: one count of a generation of its items). A future that
+ * adopts the value (forward, then, catch, ...) takes a jansson reference of
+ * its own. Any store may lend this way through get_now (store.h).
+ */
+
+/* True once libevent threading is on: futures made from then on may be
+ * released on any thread, so a lease may be released on any thread. */
+bool ld__future_threads(void);
+
+/* A future completed later (see future-internal.h), fulfilled with `v`
+ * (stolen; with `lease`, v is borrowed and `lease`, stolen, keeps it alive
+ * instead); without memory, NULL, and `lease` (or, without a lease, `v`)
+ * released. */
+ld_future *ld__future_later_json(struct event_base *base, json_t *v, struct ld_lease *lease);
+
+/* ---- Futures, for the other modules --------------------------------------- */
+
+/* A future rejected with `code` and `msg`, a string that lives as long as
+ * the process (NULL: ld_strerror(code)); no allocation but the future.
+ * NULL only if memory ran out. */
+ld_future *ld__future_rejected_static(struct event_base *base, int code, const char *msg);
+
+/*
+ * Completing later: a future that is pending when returned and completes
+ * from the loop of its base, after what is queued there, in the order the
+ * futures were given their outcomes (FIFO with all callbacks of the base),
+ * without an event of its own. Loop thread only.
+ *
+ * ld__future_later_new() makes such a future (NULL only if memory ran out);
+ * nobody but its maker can complete it (ld_future_fulfill() and the like
+ * give LD_EALREADY), though it may be cancelled. Its maker then calls
+ * exactly one of the ld__later_* functions, which need no memory and
+ * borrow the maker's reference:
+ *   fulfill: no value (has_value false) or the bool v;
+ *   reject_static: `msg` lives as long as the process (NULL: strerror).
+ * ld__future_later_json() (lease-internal.h) makes one given its value at
+ * once.
+ */
+ld_future *ld__future_later_new(struct event_base *base);
+void ld__later_fulfill(ld_future *f, bool has_value, bool v);
+void ld__later_reject_static(ld_future *f, int code, const char *msg);
+
+/* ld__future_later_new() and ld__later_reject_static() in one call. */
+ld_future *ld__future_later_rejected(struct event_base *base, int code, const char *msg);
+
+/* A future completed later, fulfilled with the pointer `v` and its free
+ * function (as ld_future_fulfill_ptr()); without memory, NULL, and
+ * free_fn(v) called. */
+ld_future *ld__future_later_ptr(struct event_base *base, void *v, ld_free_fn free_fn);
+
+/* A block of LD__LINE_SIZE bytes, aligned to it, from the futures' memory
+ * (their per-thread free lists: cheaper than malloc for small objects made
+ * and released as often as futures, such as the evaluator's details), or
+ * NULL when memory ran out; ld__line_free() (NULL-safe) gives it back, on
+ * any thread. */
+#define LD__LINE_SIZE 64
+void *ld__line_alloc(void);
+void ld__line_free(void *p);
+
+/* Turns `f`, a pending future of ld_future_new() (K_PLAIN) whose producer
+ * is the caller, into one completed later with the outcome of `src`
+ * (complete, stolen). Its callbacks stay; a cancel handler someone set on
+ * it is dropped. It may need memory: when there is none (and only then), f
+ * joins the newest batch still queued, so that it completes after the
+ * futures completed later before it (its callbacks may then run before
+ * callbacks queued after that batch), or, with no batch queued, completes
+ * at once. */
+void ld__later_adopt_into(ld_future *f, ld_future *src);
+
+/* The free function given with the pointer value of `f` (ld_future_ptr),
+ * also when `f` adopted the value from another future; NULL when `f` holds
+ * no pointer or was given none. Lets a module tell its own pointer values
+ * (made with a static free function) from others without reading them. */
+ld_free_fn ld__future_ptr_free_fn(const ld_future *f);
+
+#ifdef LD_CORE_FUTURE_LAYOUT
+
+/* ---- The layout of futures ------------------------------------------------
+ *
+ * The layout of futures and of the per-base dispatcher, private to the files
+ * that implement them: future.c (the future itself), loop.c (the per-base
+ * dispatcher) and pool.c (the memory of futures).
+ *
+ * Also here, as static inline, the small functions of one of those files
+ * that the hot paths of another inline (the pool's fast path, the loop
+ * lookup's thread cache, running a queued node): splitting the files must
+ * not turn them into calls. They keep short names (no linkage, and only
+ * these three files see them); the thread-local variables they read have
+ * hidden external linkage (ld__tl_*), as do the functions the files call
+ * in one another (ld__*).
+ */
+
+#if defined(__GNUC__)
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Declarations of what one file of futures defines for the others: a
+ * direct reference, without the GOT. */
+#define LD__HIDDEN __attribute__((visibility("hidden")))
+#else
+#define TLS _Thread_local
+#define LIKELY(x) (x)
+#define COLD
+#define NOINLINE
+#define ALWAYS_INLINE inline
+#define UNLIKELY(x) (x)
+#define LD__HIDDEN
+#endif
+
+struct event;
+struct event_base;
+struct ld__later;
+
+/*
+ * A callback waiting on a future, or queued on a loop. The first callback of
+ * a future lives inside the future (ld_future.n0); the others, cancel handlers
+ * and combinator actions are ld__xnode. The low bit of `link` says which of
+ * the two this node is (1: an ld__xnode); the rest is the next node.
+ */
+struct ld__node {
+    ld_future_cb fn; /* NULL: the embedded node is free */
+    void *arg;
+    _Atomic uintptr_t link; /* atomic: other threads link queued nodes */
+};
+
+struct ld__xnode {
+    struct ld__node n;
+    ld_future *future;      /* the future passed to fn */
+    struct ld__xnode *tail; /* first extra callback of a future: the last one */
+    unsigned flags;         /* LD__XN_* */
+};
+
+#define LD__XN_HEAP 1u /* free() after it ran */
+
+/*
+ * One per event_base address, created on first use and kept for the life of
+ * the process (see the comment above the registry in loop.c for why).
+ */
+struct ld__loop {
+    /* Set once. */
+    struct event_base *base;
+    struct event *ev_run;   /* made active to run the queue in this pass */
+    struct event *ev_yield; /* a zero timeout: run the rest after a poll */
+    struct ld__loop *next;  /* registry */
+    void *next_block;       /* the start of next's allocation (see loop_create) */
+    /* The draining thread's line: the local FIFO and the consumer end of the
+     * remote one. */
+    _Alignas(LD__CACHE_LINE) struct ld__node *head;
+    struct ld__node *tail;
+    struct ld__node *rhead;
+    /* Completing later (future.c): the batch at the tail of the local
+     * FIFO, if it is still open, and spare batches. */
+    struct ld__later *later_open;
+    struct ld__later *later_spare;
+    unsigned later_nspare;
+    unsigned later_reserved; /* spares promised to futures to come */
+    /* ld_future_forward's cycle check (loop thread): shortcuts up the
+     * chains of futures waiting on one another, an open-addressing table
+     * from a future to one of the futures it waits on. `fwd_stale` (any
+     * thread) says a future on one of those chains completed: the table is
+     * emptied before it is used again. */
+    struct ld__fwd_entry *fwd_tab;
+    size_t fwd_cap; /* 0 or a power of two */
+    size_t fwd_n;
+    atomic_int fwd_stale;
+    /* The producers' line (other threads): an intrusive MPSC FIFO
+     * (Vyukov's) whose producers exchange rtail; the stub node keeps it from
+     * ever being empty. */
+    _Alignas(LD__CACHE_LINE) _Atomic(struct ld__node *) rtail;
+    atomic_int scheduled; /* 1 while ev_run/ev_yield is armed or draining */
+    struct ld__node stub;
+};
+
+/*
+ * The future: 64 bytes, a cache line. `a`, `b` and `c` hold, depending on
+ * the state and kind:
+ *   fulfilled: a = value, b = free_fn (ptr) or owner future (borrowed ptr)
+ *   rejected:  a = code, b = message
+ *   pending plain: a = cancel handler node
+ *   pending then/catch: a = fn, b = arg, c = upstream future
+ *   pending forward: c = upstream future
+ *   all, race, timeout (any state): c = combinator state
+ */
+union ld__slot {
+    uintptr_t u;
+    int64_t i;
+    void *p;
+    json_t *j;
+    char *msg;
+    const char *cmsg;
+    ld_then_fn then;
+    ld_free_fn free;
+    ld_future *f;
+    struct ld__xnode *x;
+};
+
+struct ld_future {
+    struct ld__loop *loop;
+    atomic_uint refs;
+    atomic_ushort word; /* W_* bits in future.c: lock, state, adopting */
+    uint8_t vtype;      /* V_*; written before the state is published */
+    uint8_t kind;       /* K_*; under the lock */
+    struct ld__node n0;
+    union ld__slot a;
+    union ld__slot b;
+    void *c;
+};
+/* One line exactly, so that the futures of a slab (pool.c) never share or
+ * straddle lines; with 4-byte pointers it is smaller. */
+_Static_assert(sizeof(struct ld_future) == LD__CACHE_LINE || sizeof(void *) < 8,
+               "a future is one cache line");
+
+/* ------------------------------------------------------------------------- */
+/* Nodes                                                                     */
+
+static inline uintptr_t link_get(const struct ld__node *n)
+{
+    return atomic_load_explicit(&((struct ld__node *)n)->link, memory_order_relaxed);
+}
+
+static inline void link_put(struct ld__node *n, uintptr_t v)
+{
+    atomic_store_explicit(&n->link, v, memory_order_relaxed);
+}
+
+static inline struct ld__node *node_next(const struct ld__node *n)
+{
+    return (struct ld__node *)(link_get(n) & ~(uintptr_t)1);
+}
+
+static inline void node_set_next(struct ld__node *n, struct ld__node *next)
+{
+    link_put(n, (uintptr_t)next | (link_get(n) & 1));
+}
+
+static inline int node_is_x(const struct ld__node *n)
+{
+    return (int)(link_get(n) & 1);
+}
+
+static inline ld_future *node_future(struct ld__node *n)
+{
+    if (node_is_x(n))
+        return ((struct ld__xnode *)n)->future;
+    return (ld_future *)(void *)((char *)n - offsetof(struct ld_future, n0));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Future memory (pool.c): its fast path                                     */
+
+#define LD_POOL_KEEP 4096 /* per-thread free futures before giving back */
+
+/* A thread's free futures, linked through their first word. */
+struct ld__pool {
+    ld_future *free;
+    size_t n;
+    int registered; /* with the thread-exit hook */
+};
+
+extern TLS struct ld__pool ld__tl_pool LD__HIDDEN;
+extern atomic_int ld__pool_on LD__HIDDEN; /* -1 until ld__pool_init() ran */
+
+/* The first call: reads LDASYNC_NO_POOL; 1 if the pool is on. */
+COLD int ld__pool_init(void) LD__HIDDEN;
+/* p is empty: a future from the shared list or a new slab, or NULL. */
+COLD ld_future *ld__pool_refill(struct ld__pool *p) LD__HIDDEN;
+/* Hands p's free futures to the shared list when its thread exits. */
+COLD void ld__pool_register(struct ld__pool *p) LD__HIDDEN;
+/* p holds more than LD_POOL_KEEP: half of them go to the shared list. */
+COLD void ld__pool_give_back(struct ld__pool *p) LD__HIDDEN;
+
+static inline ld_future *pool_link(ld_future *f)
+{
+    return *(ld_future **)f;
+}
+
+static inline void pool_set_link(ld_future *f, ld_future *next)
+{
+    *(ld_future **)f = next;
+}
+
+static inline int pool_enabled(void)
+{
+    int on = atomic_load_explicit(&ld__pool_on, memory_order_relaxed);
+    if (UNLIKELY(on < 0))
+        on = ld__pool_init();
+    return on;
+}
+
+/* Memory for one future, or NULL. */
+static inline ld_future *future_mem(void)
+{
+    if (!pool_enabled())
+        return ld__malloc(sizeof(ld_future));
+    struct ld__pool *p = &ld__tl_pool;
+    ld_future *f = p->free;
+    if (LIKELY(f != NULL)) {
+        p->free = pool_link(f);
+        p->n--;
+        return f;
+    }
+    return ld__pool_refill(p);
+}
+
+static inline void future_mem_free(ld_future *f)
+{
+    if (!atomic_load_explicit(&ld__pool_on, memory_order_relaxed)) {
+        ld__free(f);
+        return;
+    }
+    struct ld__pool *p = &ld__tl_pool;
+    if (UNLIKELY(!p->registered))
+        ld__pool_register(p);
+    pool_set_link(f, p->free);
+    p->free = f;
+    if (UNLIKELY(++p->n > LD_POOL_KEEP))
+        ld__pool_give_back(p);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The dispatcher (loop.c): what the future's hot paths inline               */
+
+/* The last base this thread looked up and its loop. */
+extern TLS struct event_base *ld__tl_cache_base LD__HIDDEN;
+extern TLS struct ld__loop *ld__tl_cache_loop LD__HIDDEN;
+/* The loop draining on this thread, or NULL. */
+extern TLS struct ld__loop *ld__tl_drain LD__HIDDEN;
+
+/* The registry's lookup (and creation) behind loop_for(). NULL only if
+ * memory ran out. */
+struct ld__loop *ld__loop_find(struct event_base *base) LD__HIDDEN;
+
+/* Queues the chain first..last (linked by node_next) behind everything that
+ * became ready before it. `shared`: the future may be used by other threads,
+ * so this may not be the loop thread. */
+void ld__enqueue(struct ld__loop *l, struct ld__node *first, struct ld__node *last,
+                 unsigned shared) LD__HIDDEN;
+
+/* ld_future_unref() of a future that is not NULL, for the other files of
+ * futures: a direct call, where the exported function goes through the PLT. */
+void ld__future_unref(ld_future *f) LD__HIDDEN;
+
+/* Forgets l's forward cycle-check table (future.c) once a future on one of
+ * its chains completed; from the drain. */
+COLD void ld__fwd_clear(struct ld__loop *l) LD__HIDDEN;
+
+/* The dispatcher of `base`, created on first use; NULL without memory. */
+static inline struct ld__loop *loop_for(struct event_base *base)
+{
+    if (LIKELY(ld__tl_cache_base == base))
+        return ld__tl_cache_loop;
+    return ld__loop_find(base);
+}
+
+static inline int remote_empty(struct ld__loop *l)
+{
+    return l->rhead == &l->stub && atomic_load(&l->rtail) == &l->stub;
+}
+
+static ALWAYS_INLINE void run_node(struct ld__node *n)
+{
+    ld_future_cb fn = n->fn;
+    void *arg = n->arg;
+    ld_future *f;
+    if (node_is_x(n)) {
+        struct ld__xnode *x = (struct ld__xnode *)n;
+        f = x->future;
+        if (x->flags & LD__XN_HEAP)
+            ld__free(x);
+    } else {
+        f = node_future(n);
+        n->fn = NULL; /* the embedded node is free for a later callback */
+        link_put(n, 0);
+    }
+    fn(f, arg);
+    if (f) /* NULL: a batch of futures completed later (future.c) */
+        ld__future_unref(f);
+}
+
+/* Runs the callbacks first..last (linked, not queued) as the drain would
+ * have run them had they been queued with nothing ahead of them. */
+static inline void run_chain(struct ld__node *first, struct ld__node *last)
+{
+    struct ld__node *n = first, *next;
+    do {
+        next = n == last ? NULL : node_next(n);
+        run_node(n);
+    } while ((n = next) != NULL);
+}
+
+#endif /* LD_CORE_FUTURE_LAYOUT */
+
+#endif /* LDASYNC_CORE_INTERNAL_H */
