@@ -1,11 +1,11 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * ldasync: the per-base dispatcher (struct ld__loop, future-layout.h): the
+ * ldasync: the per-base dispatcher (struct ld__loop, core-internal.h): the
  * registry of loops, the FIFO of callback nodes each loop runs (a local one
  * for the loop thread, a lock-free one other threads push onto) and the
  * drain that runs it from libevent. See future.c for the design and its
  * measurements; loop_for()'s fast path and running a node are inline in
- * future-layout.h.
+ * core-internal.h.
  */
 #include <event2/event.h>
 #include <pthread.h>
