@@ -169,8 +169,10 @@ int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t 
 int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
 
 /* The store's `initialized` when its implementation answers within the
- * call (as the memory store does) and nothing of the store waits: 1 or 0;
- * otherwise LD_EBUSY; LD_ENOMEM; or the implementation's error. */
+ * call (initialized_now, or `initialized` completing its future at once)
+ * and nothing of the store waits: 1 or 0; otherwise LD_EBUSY (also once
+ * closed); LD_ENOMEM; or the implementation's error.
+ * ld_store_initialized_now() is the public twin. */
 int ld__store_initialized_now(ld_store *s);
 
 /*
