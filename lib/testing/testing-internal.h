@@ -113,21 +113,21 @@ const char *ld__mock_describe(void *mock);
 
 /*
  * A FIFO whose links are in the things queued (structs that begin with a
- * struct ld__node), so that queueing cannot fail. Zero-initialised means
+ * struct ld__fifo_node), so that queueing cannot fail. Zero-initialised means
  * empty.
  */
-struct ld__node {
-    struct ld__node *next;
+struct ld__fifo_node {
+    struct ld__fifo_node *next;
 };
 struct ld__fifo {
-    struct ld__node *head, *tail;
+    struct ld__fifo_node *head, *tail;
 };
 
 /* Appends `node`. */
-void ld__fifo_push(struct ld__fifo *q, struct ld__node *node);
+void ld__fifo_push(struct ld__fifo *q, struct ld__fifo_node *node);
 
 /* Removes the oldest node and returns it, or NULL if the queue is empty. */
-struct ld__node *ld__fifo_pop(struct ld__fifo *q);
+struct ld__fifo_node *ld__fifo_pop(struct ld__fifo *q);
 
 /*
  * A FIFO of futures that wait for something scripted (a synchronizer's
