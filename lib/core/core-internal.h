@@ -9,6 +9,7 @@
 #ifndef LDASYNC_CORE_INTERNAL_H
 #define LDASYNC_CORE_INTERNAL_H
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -46,6 +47,37 @@ LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
  * the hooks (over-allocating); freed only with ld__aligned_free. */
 void *ld__aligned_alloc(size_t align, size_t size);
 void ld__aligned_free(void *ptr);
+
+/* ---- jansson's reference counts -------------------------------------------
+ * jansson has no call that reads a value's reference count, and its
+ * json_incref() and json_decref() read the count plainly before counting
+ * atomically: a data race once values are released on other threads. The
+ * library reads and counts json_t references across threads through these,
+ * the one place that touches jansson's struct. Not for jansson's static
+ * values (true, false, null: a count of (size_t)-1), except
+ * ld__json_refs(), which reads theirs too. */
+
+/* The count of `j` (not NULL); acquire: what the holders of the
+ * references dropped did before dropping them is done. */
+static inline size_t ld__json_refs(const json_t *j)
+{
+    return __atomic_load_n(&((json_t *)j)->refcount, __ATOMIC_ACQUIRE);
+}
+
+/* json_incref() of an object or array (NULL-safe), atomically. */
+static inline json_t *ld__json_incref(json_t *j)
+{
+    if (j)
+        __atomic_fetch_add(&j->refcount, 1, __ATOMIC_RELAXED);
+    return j;
+}
+
+/* json_decref() of an object or array (NULL-safe), atomically. */
+static inline void ld__json_decref(json_t *j)
+{
+    if (j && __atomic_sub_fetch(&j->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(j);
+}
 
 /* ---- Leases ------------------------------------------------------------- */
 

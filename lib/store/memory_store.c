@@ -266,7 +266,7 @@ static json_t *snap_copy(const json_t *snap)
  * load; acquire: what they did before dropping it is done. */
 static bool sole(json_t *json)
 {
-    return __atomic_load_n(&json->refcount, __ATOMIC_ACQUIRE) == 1;
+    return ld__json_refs(json) == 1;
 }
 
 /* Keeps the snapshots of all in step with a write under `key` of `item`

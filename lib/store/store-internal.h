@@ -281,15 +281,12 @@ void ld__mem_slots_free(struct slot *slots, size_t mask);
  * of its items on the thread that releases its last lease. */
 static inline json_t *item_ref(json_t *item)
 {
-    if (item)
-        __atomic_fetch_add(&item->refcount, 1, __ATOMIC_RELAXED);
-    return item;
+    return ld__json_incref(item);
 }
 
 static inline void item_unref(json_t *item)
 {
-    if (item && __atomic_sub_fetch(&item->refcount, 1, __ATOMIC_ACQ_REL) == 0)
-        json_delete(item);
+    ld__json_decref(item);
 }
 
 static inline void gen_add(struct gen *g)
