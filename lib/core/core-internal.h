@@ -218,6 +218,9 @@ struct ld__node {
     _Atomic uintptr_t link; /* atomic: other threads link queued nodes */
 };
 
+/* The low bit of ld__node.link: the node is an ld__xnode. */
+#define LD__LINK_XNODE ((uintptr_t)1)
+
 struct ld__xnode {
     struct ld__node n;
     ld_future *future;      /* the future passed to fn */
@@ -320,17 +323,17 @@ static inline void link_put(struct ld__node *n, uintptr_t v)
 
 static inline struct ld__node *node_next(const struct ld__node *n)
 {
-    return (struct ld__node *)(link_get(n) & ~(uintptr_t)1);
+    return (struct ld__node *)(link_get(n) & ~LD__LINK_XNODE);
 }
 
 static inline void node_set_next(struct ld__node *n, struct ld__node *next)
 {
-    link_put(n, (uintptr_t)next | (link_get(n) & 1));
+    link_put(n, (uintptr_t)next | (link_get(n) & LD__LINK_XNODE));
 }
 
 static inline int node_is_x(const struct ld__node *n)
 {
-    return (int)(link_get(n) & 1);
+    return (int)(link_get(n) & LD__LINK_XNODE);
 }
 
 static inline ld_future *node_future(struct ld__node *n)
@@ -647,7 +650,7 @@ static inline void comb_queue_action(ld_future *f, struct ld__node **first, stru
     struct comb *s = f->c;
     s->action.n.fn = ld__comb_action;
     s->action.n.arg = s;
-    link_put(&s->action.n, 1);
+    link_put(&s->action.n, LD__LINK_XNODE);
     s->action.future = ld_future_ref(f);
     s->action.tail = &s->action;
     s->action.flags = 0;

@@ -110,7 +110,7 @@ struct ld__xnode *ld__xnode_new(ld_future *f, ld_future_cb fn, void *arg)
         return NULL;
     x->n.fn = fn;
     x->n.arg = arg;
-    link_put(&x->n, 1);
+    link_put(&x->n, LD__LINK_XNODE);
     x->future = f;
     x->tail = x;
     x->flags = LD__XN_HEAP;
@@ -316,7 +316,7 @@ int ld__future_settle(ld_future *f, struct ld__settle_req *r)
      * callbacks; it holds its own reference to f. */
     struct ld__node *pre_first = NULL, *pre_last = NULL;
     if (r->cancel && handler) {
-        link_put(&handler->n, 1);
+        link_put(&handler->n, LD__LINK_XNODE);
         pre_first = pre_last = &handler->n;
         ld_future_ref(f);
     } else if (handler) {

@@ -241,7 +241,7 @@ static void later_push(ld_future *f, bool reserved)
     }
     b->x.n.fn = later_run;
     b->x.n.arg = b;
-    link_put(&b->x.n, 1);
+    link_put(&b->x.n, LD__LINK_XNODE);
     b->x.future = NULL;
     b->x.tail = &b->x;
     b->x.flags = 0;
