@@ -23,35 +23,13 @@
 #include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
 
+#include "check_fail_alloc.h"
+
 static struct event_base *B;
 
-/* ---- the failing allocator ---------------------------------------------- */
+/* ---- the failing allocator (check_fail_alloc.h) ------------------------- */
 
-static long g_fail_at; /* 0: nothing fails */
-static long g_calls;
-static bool g_json; /* jansson's allocations count (and fail) too */
-static bool g_counting;
 static const char *g_path; /* the running path's name, for messages */
-
-static bool fail_now(void)
-{
-    return g_counting && g_fail_at && ++g_calls == g_fail_at;
-}
-
-static void *chaos_malloc(size_t n)
-{
-    return fail_now() ? NULL : malloc(n);
-}
-
-static void *chaos_realloc(void *p, size_t n)
-{
-    return fail_now() ? NULL : realloc(p, n);
-}
-
-static void *chaos_json_malloc(size_t n)
-{
-    return g_json && fail_now() ? NULL : malloc(n);
-}
 
 /* Allocation failures count only between ON and OFF: set-up, checks and
  * clean-up allocate normally. */

@@ -30,8 +30,8 @@ int main(void)
     srunner_add_suite(runner, ld_suite_processor());
     srunner_add_suite(runner, ld_suite_fronts());
     srunner_add_suite(runner, ld_suite_contract());
-    srunner_add_suite(runner, ld_suite_mock());
-    srunner_add_suite(runner, ld_suite_mocks2());
+    srunner_add_suite(runner, ld_suite_mock_store());
+    srunner_add_suite(runner, ld_suite_mock_ifaces());
     srunner_add_suite(runner, ld_suite_eval_ops());
     srunner_add_suite(runner, ld_suite_eval());
     srunner_add_suite(runner, ld_suite_eval_attack());

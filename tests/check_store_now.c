@@ -570,6 +570,97 @@ START_TEST(test_busy_without_an_asynchronous_twin_is_ebusy)
 }
 END_TEST
 
+/* ---- ld_store_initialized_now ----------------------------------------- */
+
+START_TEST(test_initialized_now_answers_within_the_call)
+{
+    ld_store *s = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(ld_store_initialized_now(s), 0);
+    json_t *data = json_pack("{s:{}, s:{}}", "features", "segments");
+    ld_future *f = ld_store_init(s, data);
+    json_decref(data);
+    /* The init took effect within its call; only its answer waits. */
+    ck_assert_int_eq(ld_store_initialized_now(s), 1);
+    ld_test_await_ok(f);
+    ck_assert_int_eq(ld_store_initialized_now(s), 1);
+    ld_store_free(s);
+}
+END_TEST
+
+START_TEST(test_initialized_now_bad_input_and_closed)
+{
+    ck_assert_int_eq(ld_store_initialized_now(NULL), LD_EINVAL);
+    ld_store *s = ld_memory_store_new(B);
+    ld_test_await_ok(ld_store_close(s));
+    ck_assert_int_eq(ld_store_initialized_now(s), LD_ECLOSED);
+    ld_store_free(s);
+}
+END_TEST
+
+/* The hybrid store's initialized_now: the injected failure, LD_EBUSY when
+ * busy_always, else its state. */
+static int h_initialized_now(void *impl)
+{
+    struct hybrid *h = impl;
+    if (h->fail_now) {
+        int code = h->fail_now;
+        h->fail_now = 0;
+        return code;
+    }
+    return h->busy_always ? LD_EBUSY : h->inited;
+}
+
+START_TEST(test_initialized_now_is_ebusy_while_an_operation_waits)
+{
+    struct hybrid *h;
+    struct ld_store_ops ops = hybrid_ops;
+    ops.initialized_now = h_initialized_now;
+    ld_store *s = hybrid_new(B, &ops, &h);
+    h->busy_always = true; /* the get goes to the asynchronous twin */
+    ld_future *g = ld_store_get(s, ld_kind_features(), "a");
+    h->busy_always = false;
+    ck_assert(ld_future_is_pending(g));
+    ck_assert_int_eq(ld_store_initialized_now(s), LD_EBUSY);
+    ld_future_unref(ld_test_fulfilled(g));
+    ck_assert_int_eq(ld_store_initialized_now(s), 0);
+    ld_store_free(s);
+}
+END_TEST
+
+START_TEST(test_initialized_now_gives_the_implementation_s_answer)
+{
+    struct hybrid *h;
+    struct ld_store_ops ops = hybrid_ops;
+    ops.initialized_now = h_initialized_now;
+    ld_store *s = hybrid_new(B, &ops, &h);
+    ck_assert_int_eq(ld_store_initialized_now(s), 0);
+    h->inited = true;
+    ck_assert_int_eq(ld_store_initialized_now(s), 1);
+    h->busy_always = true;
+    ck_assert_int_eq(ld_store_initialized_now(s), LD_EBUSY);
+    h->busy_always = false;
+    h->fail_now = LD_ESTORE;
+    ck_assert_int_eq(ld_store_initialized_now(s), LD_ESTORE);
+    ck_assert_int_eq(ld_store_initialized_now(s), 1);
+    ld_store_free(s);
+}
+END_TEST
+
+/* Without initialized_now (a version 1 struct, or a version 2 one that
+ * leaves it NULL), `initialized` answers when it completes within the
+ * call. */
+START_TEST(test_initialized_now_without_the_member_asks_initialized)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    ck_assert_int_eq(ld_store_initialized_now(s), 0);
+    h->inited = true;
+    ck_assert_int_eq(ld_store_initialized_now(s), 1);
+    ld_store_free(s);
+}
+END_TEST
+
 Suite *ld_suite_store_now(void)
 {
     Suite *s = suite_create("store_now");
@@ -584,6 +675,11 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_busy_without_an_asynchronous_twin_is_ebusy);
     tcase_add_test(tc, test_busy_init_now_with_why_set_still_inits_valid_data);
     tcase_add_test(tc, test_no_prefetch_after_close);
+    tcase_add_test(tc, test_initialized_now_answers_within_the_call);
+    tcase_add_test(tc, test_initialized_now_bad_input_and_closed);
+    tcase_add_test(tc, test_initialized_now_is_ebusy_while_an_operation_waits);
+    tcase_add_test(tc, test_initialized_now_gives_the_implementation_s_answer);
+    tcase_add_test(tc, test_initialized_now_without_the_member_asks_initialized);
     suite_add_tcase(s, tc);
     return s;
 }

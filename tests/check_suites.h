@@ -26,8 +26,8 @@ Suite *ld_suite_file_source(void);  /* check_file_source.c */
 Suite *ld_suite_processor(void);    /* check_processor.c */
 Suite *ld_suite_fronts(void);       /* check_fronts.c */
 Suite *ld_suite_contract(void);     /* check_contract.c */
-Suite *ld_suite_mock(void);         /* check_mock.c */
-Suite *ld_suite_mocks2(void);       /* check_mocks2.c */
+Suite *ld_suite_mock_store(void);   /* check_mock_store.c */
+Suite *ld_suite_mock_ifaces(void);  /* check_mock_interfaces.c */
 Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
 Suite *ld_suite_eval(void);         /* check_eval.c */
 Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */

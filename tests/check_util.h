@@ -98,7 +98,7 @@ void ld_test_script_free(void *impl);
 const char *ld_test_script_name(void *impl);
 
 /* The interfaces with a front layer, so that what every front does is
- * tested once for all of them (check_fronts.c, check_mocks2.c). */
+ * tested once for all of them (check_fronts.c, check_mock_interfaces.c). */
 enum ld_test_iface {
     LD_TEST_STORE,
     LD_TEST_EVENT_PROCESSOR,

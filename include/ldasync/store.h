@@ -106,6 +106,21 @@ LD_EXPORT ld_future *ld_store_delete(ld_store *store, const ld_kind *kind, const
  *  succeeded. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_initialized(ld_store *store);
 
+/** ld_store_initialized() answered within the call, without a future, when
+ *  the store can: nothing it was asked before still waits for an answer
+ *  (the answer must not overtake them), and its implementation answers at
+ *  once (the memory store always does; see `initialized_now` in struct
+ *  ld_store_ops; an implementation without it is asked through
+ *  `initialized`, which then costs a future, and answers if it completes
+ *  that within the call). Takes and returns no reference. Loop thread of
+ *  the store's base, as every operation.
+ *  @return 1 once an init has succeeded, 0 before; LD_EBUSY when the store
+ *  cannot answer within the call (ask ld_store_initialized() instead);
+ *  LD_EINVAL for a NULL store; LD_ECLOSED once the store is closed;
+ *  another negative code: the implementation's error (LD_ENOMEM, LD_ESTORE,
+ *  ...). @since 0.1.0 */
+LD_EXPORT int ld_store_initialized_now(ld_store *store);
+
 /** Closes the store gracefully (as every `_close` of ldasync; a `_stop`
  *  aborts): operations issued before complete as usual,
  *  later ones reject with LD_ECLOSED. Closing twice fulfils again.
@@ -201,6 +216,9 @@ LD_EXPORT const char *ld_read_only_store_describe(const ld_read_only_store *view
  *    all_now:    0, with *all a new reference to the object of the items
  *                without tombstones, which nobody modifies afterwards;
  *    upsert_now, del_now: 1 when applied, 0 when not;
+ *    initialized_now: 1 once an init has succeeded, 0 before (it serves
+ *                ld_store_initialized_now() only; `initialized` stays
+ *                required);
  *    init_now:   0; `all_data` is not validated for it: it validates it as
  *                ld_data_validate() does (it may call it), and for invalid
  *                data answers LD_EINVAL with *why set (a static string)
@@ -239,6 +257,7 @@ struct ld_store_ops {
                       const struct ld_item_info *info);
     int (*del_now)(void *impl, const ld_kind *kind, const char *key, int64_t version);
     void (*prefetch)(void *impl, const ld_kind *kind, const char *key, size_t len);
+    int (*initialized_now)(void *impl);
 };
 
 /** Makes a store from an implementation. `ops` is borrowed and must outlive

@@ -2,13 +2,14 @@
 /*
  * ldasync: the core's internal header (never installed). What the layers
  * above use of the core: the allocation functions, futures completed later,
- * leases. Then, for the three files that implement futures only (future.c,
+ * leases. Then, for the files that implement futures only (future*.c,
  * loop.c and pool.c, which define LD_CORE_FUTURE_LAYOUT before including
  * this header), the layout of futures and of the per-base dispatcher.
  */
 #ifndef LDASYNC_CORE_INTERNAL_H
 #define LDASYNC_CORE_INTERNAL_H
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,6 +48,37 @@ LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
 void *ld__aligned_alloc(size_t align, size_t size);
 void ld__aligned_free(void *ptr);
 
+/* ---- jansson's reference counts -------------------------------------------
+ * jansson has no call that reads a value's reference count, and its
+ * json_incref() and json_decref() read the count plainly before counting
+ * atomically: a data race once values are released on other threads. The
+ * library reads and counts json_t references across threads through these,
+ * the one place that touches jansson's struct. Not for jansson's static
+ * values (true, false, null: a count of (size_t)-1), except
+ * ld__json_refs(), which reads theirs too. */
+
+/* The count of `j` (not NULL); acquire: what the holders of the
+ * references dropped did before dropping them is done. */
+static inline size_t ld__json_refs(const json_t *j)
+{
+    return __atomic_load_n(&((json_t *)j)->refcount, __ATOMIC_ACQUIRE);
+}
+
+/* json_incref() of an object or array (NULL-safe), atomically. */
+static inline json_t *ld__json_incref(json_t *j)
+{
+    if (j)
+        __atomic_fetch_add(&j->refcount, 1, __ATOMIC_RELAXED);
+    return j;
+}
+
+/* json_decref() of an object or array (NULL-safe), atomically. */
+static inline void ld__json_decref(json_t *j)
+{
+    if (j && __atomic_sub_fetch(&j->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(j);
+}
+
 /* ---- Leases ------------------------------------------------------------- */
 
 /*
@@ -64,7 +96,7 @@ void ld__aligned_free(void *ptr);
  * released on any thread, so a lease may be released on any thread. */
 bool ld__future_threads(void);
 
-/* A future completed later (see future-internal.h), fulfilled with `v`
+/* A future completed later (see below), fulfilled with `v`
  * (stolen; with `lease`, v is borrowed and `lease`, stolen, keeps it alive
  * instead); without memory, NULL, and `lease` (or, without a lease, `v`)
  * released. */
@@ -90,7 +122,7 @@ ld_future *ld__future_rejected_static(struct event_base *base, int code, const c
  * borrow the maker's reference:
  *   fulfill: no value (has_value false) or the bool v;
  *   reject_static: `msg` lives as long as the process (NULL: strerror).
- * ld__future_later_json() (lease-internal.h) makes one given its value at
+ * ld__future_later_json() (above) makes one given its value at
  * once.
  */
 ld_future *ld__future_later_new(struct event_base *base);
@@ -196,17 +228,20 @@ void ld__worker_free(struct ld__worker *w);
 /* ---- The layout of futures ------------------------------------------------
  *
  * The layout of futures and of the per-base dispatcher, private to the files
- * that implement them: future.c (the future itself), loop.c (the per-base
- * dispatcher) and pool.c (the memory of futures).
+ * that implement them: future*.c (the future itself; see "Futures across
+ * their files" below), loop.c (the per-base dispatcher) and pool.c (the
+ * memory of futures).
  *
  * Also here, as static inline, the small functions of one of those files
  * that the hot paths of another inline (the pool's fast path, the loop
  * lookup's thread cache, running a queued node): splitting the files must
  * not turn them into calls. They keep short names (no linkage, and only
- * these three files see them); the thread-local variables they read have
+ * these files see them); the thread-local variables they read have
  * hidden external linkage (ld__tl_*), as do the functions the files call
  * in one another (ld__*).
  */
+
+#include <sched.h>
 
 #if defined(__GNUC__)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -243,6 +278,9 @@ struct ld__node {
     void *arg;
     _Atomic uintptr_t link; /* atomic: other threads link queued nodes */
 };
+
+/* The low bit of ld__node.link: the node is an ld__xnode. */
+#define LD__LINK_XNODE ((uintptr_t)1)
 
 struct ld__xnode {
     struct ld__node n;
@@ -346,17 +384,17 @@ static inline void link_put(struct ld__node *n, uintptr_t v)
 
 static inline struct ld__node *node_next(const struct ld__node *n)
 {
-    return (struct ld__node *)(link_get(n) & ~(uintptr_t)1);
+    return (struct ld__node *)(link_get(n) & ~LD__LINK_XNODE);
 }
 
 static inline void node_set_next(struct ld__node *n, struct ld__node *next)
 {
-    link_put(n, (uintptr_t)next | (link_get(n) & 1));
+    link_put(n, (uintptr_t)next | (link_get(n) & LD__LINK_XNODE));
 }
 
 static inline int node_is_x(const struct ld__node *n)
 {
-    return (int)(link_get(n) & 1);
+    return (int)(link_get(n) & LD__LINK_XNODE);
 }
 
 static inline ld_future *node_future(struct ld__node *n)
@@ -364,6 +402,98 @@ static inline ld_future *node_future(struct ld__node *n)
     if (node_is_x(n))
         return ((struct ld__xnode *)n)->future;
     return (ld_future *)(void *)((char *)n - offsetof(struct ld_future, n0));
+}
+
+/* ------------------------------------------------------------------------- */
+/* The state of a future                                                     */
+
+/* word bits */
+#define W_LOCK 0x1u
+#define W_FULFILLED 0x2u
+#define W_REJECTED 0x4u
+#define W_DONE (W_FULFILLED | W_REJECTED)
+#define W_ADOPTING 0x8u /* pending, but its outcome comes from other futures */
+#define W_SHARED 0x10u  /* made while libevent threading was on: use atomics */
+#define W_INCHAIN 0x20u /* forward's cycle check has a shortcut over it */
+#define W_LATER 0x40u   /* K_LATER and pending: its outcome may wait in a batch */
+
+/* value types */
+enum {
+    V_NONE,
+    V_BOOL,
+    V_INT,
+    V_JSON,
+    V_JSON_LEASED,
+    V_PTR,
+    V_PTRREF,
+    V_ERR,
+    V_ERR_STATIC,
+    V_ADOPT /* only while K_LATER: a = a complete future whose outcome to take */
+};
+
+/* kinds */
+enum { K_PLAIN, K_THEN, K_CATCH, K_FORWARD, K_TIMEOUT, K_ALL, K_RACE, K_LATER };
+
+/* K_LATER: made by ld__future_later_new(); once given its outcome, it waits
+ * in a batch of the loop (see "Completing later") with a, b and vtype holding
+ * the outcome (V_ERR and V_ERR_STATIC: a rejection) and c the next future of
+ * the batch. */
+
+#define IS_COMB(k) ((k) == K_TIMEOUT || (k) == K_ALL || (k) == K_RACE)
+
+/* ------------------------------------------------------------------------- */
+/* Locking a future                                                          */
+
+/* Locks f, or only reads its word when no other thread can touch it: f is
+ * not shared, or the caller holds its one reference. Returns the word, with
+ * W_LOCK if it took the lock. */
+static inline unsigned f_lock(ld_future *f)
+{
+    unsigned short w = atomic_load_explicit(&f->word, memory_order_relaxed);
+    if (!(w & W_SHARED)) /* W_SHARED never changes */
+        return w;
+    if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1)
+        /* Read again: the holder of a reference dropped since the first
+         * read may have completed f. */
+        return atomic_load_explicit(&f->word, memory_order_acquire);
+    for (;;) {
+        if (!(w & W_LOCK)) {
+            if (atomic_compare_exchange_weak_explicit(&f->word, &w, (unsigned short)(w | W_LOCK),
+                                                      memory_order_acquire, memory_order_relaxed))
+                return w | W_LOCK;
+        } else {
+            sched_yield();
+            w = atomic_load_explicit(&f->word, memory_order_relaxed);
+        }
+    }
+}
+
+static inline void f_unlock(ld_future *f, unsigned w)
+{
+    atomic_store_explicit(&f->word, (unsigned short)(w & ~W_LOCK), memory_order_release);
+}
+
+static inline unsigned f_state(const ld_future *f)
+{
+    return atomic_load_explicit(&((ld_future *)f)->word, memory_order_acquire) & W_DONE;
+}
+
+static inline int f_shared(const ld_future *f)
+{
+    return atomic_load_explicit(&((ld_future *)f)->word, memory_order_relaxed) & W_SHARED;
+}
+
+/* ld_future_ref() of a future that is not NULL, for the other files of
+ * futures to inline (ld__future_unref() is its twin). */
+static inline void f_ref(ld_future *f)
+{
+    /* Like f_lock(): with one reference, the caller's, nobody else can
+     * touch the count. */
+    unsigned n = atomic_load_explicit(&f->refs, memory_order_relaxed);
+    if (n == 1 || !f_shared(f))
+        atomic_store_explicit(&f->refs, n + 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -508,6 +638,91 @@ static inline void run_chain(struct ld__node *first, struct ld__node *last)
         run_node(n);
     } while ((n = next) != NULL);
 }
+
+/* ------------------------------------------------------------------------- */
+/* Futures across their files                                                */
+
+/* What the files of futures (future.c: the future, completing it, its
+ * callbacks, then and catch, waiting; future_later.c: completing later;
+ * future_comb.c: forward, all, race, timeout; future_cancel.c: cancelling)
+ * define for one another. */
+
+/* The state of all, race and timeout: c of such a future. */
+struct comb {
+    atomic_uint refs; /* 1 for the result future, 1 while active > 0 */
+    unsigned kind;
+    size_t n;
+    size_t active;    /* registrations and timer still to come; loop thread */
+    size_t remaining; /* all: inputs still to fulfil */
+    ld_future *out;   /* held while active > 0 */
+    struct event *timer;
+    int timer_armed;
+    struct ld__xnode action; /* queued when the result is cancelled */
+    ld_future *in[];         /* held until the state is freed */
+};
+
+/* An outcome for ld__future_settle(). */
+struct ld__settle_req {
+    unsigned state; /* W_FULFILLED or W_REJECTED */
+    unsigned vtype;
+    union ld__slot a, b;
+    int adopting_ok;     /* may complete a future that is adopting */
+    int cancel;          /* run the cancel handler / combinator action */
+    ld_future *upstream; /* out: referenced input to consider cancelling */
+};
+
+/* The chain of f's callbacks (f locked, pending), or NULL. */
+static inline void callbacks_of(ld_future *f, struct ld__node **first, struct ld__node **last)
+{
+    if (f->n0.fn) {
+        struct ld__xnode *x = (struct ld__xnode *)link_get(&f->n0);
+        *first = &f->n0;
+        *last = x ? &x->tail->n : &f->n0;
+    }
+}
+
+/* A new future of `kind` on l, its word `word` (plus W_SHARED when
+ * libevent threading is on), one reference; NULL without memory. */
+ld_future *ld__future_create(struct ld__loop *l, unsigned kind, unsigned word) LD__HIDDEN;
+/* A callback node for f, freed after it ran (LD__XN_HEAP); NULL without
+ * memory. */
+struct ld__xnode *ld__xnode_new(ld_future *f, ld_future_cb fn, void *arg) LD__HIDDEN;
+/* The place a future becomes complete (future.c); 0 or LD_EALREADY. */
+int ld__future_settle(ld_future *f, struct ld__settle_req *r) LD__HIDDEN;
+/* Rejects f with `code` and `msg` (stolen; NULL: the static strerror). */
+int ld__reject_msg(ld_future *f, int code, char *msg, int adopting_ok) LD__HIDDEN;
+/* Completes `out` the way `src` (complete) did. */
+int ld__adopt(ld_future *out, ld_future *src) LD__HIDDEN;
+/* Adds fn(f, arg) to f's callbacks, stealing the caller's reference. */
+int ld__add_cb(ld_future *f, ld_future_cb fn, void *arg) LD__HIDDEN;
+/* The callbacks by which a then/catch result, a forward's `out` and a
+ * combinator wait on their inputs (cancelling tells them apart). */
+void ld__then_step(ld_future *in, void *arg) LD__HIDDEN;
+void ld__forward_step(ld_future *from, void *arg) LD__HIDDEN;
+void ld__comb_input_done(ld_future *in, void *arg) LD__HIDDEN;
+/* Drops a reference to a combinator's state (c of the future). */
+void ld__comb_release(void *state) LD__HIDDEN;
+/* What runs when a combinator's result is cancelled (future_comb.c). */
+void ld__comb_action(ld_future *out, void *arg) LD__HIDDEN;
+/* Appends the cancel action of combinator f to the chain *first..*last
+ * (ld__future_settle()'s, which inlines it). */
+static inline void comb_queue_action(ld_future *f, struct ld__node **first, struct ld__node **last)
+{
+    struct comb *s = f->c;
+    s->action.n.fn = ld__comb_action;
+    s->action.n.arg = s;
+    link_put(&s->action.n, LD__LINK_XNODE);
+    s->action.future = ld_future_ref(f);
+    s->action.tail = &s->action;
+    s->action.flags = 0;
+    if (*last)
+        node_set_next(*last, &s->action.n);
+    else
+        *first = &s->action.n;
+    *last = &s->action.n;
+}
+/* True if nobody but `extra` of the caller's references wants f's outcome. */
+COLD int ld__future_unwanted(ld_future *f, unsigned extra) LD__HIDDEN;
 
 #endif /* LD_CORE_FUTURE_LAYOUT */
 

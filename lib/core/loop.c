@@ -1,11 +1,11 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * ldasync: the per-base dispatcher (struct ld__loop, future-layout.h): the
+ * ldasync: the per-base dispatcher (struct ld__loop, core-internal.h): the
  * registry of loops, the FIFO of callback nodes each loop runs (a local one
  * for the loop thread, a lock-free one other threads push onto) and the
  * drain that runs it from libevent. See future.c for the design and its
  * measurements; loop_for()'s fast path and running a node are inline in
- * future-layout.h.
+ * core-internal.h.
  */
 #include <event2/event.h>
 #include <pthread.h>
@@ -111,14 +111,14 @@ static void remote_push(struct ld__loop *l, struct ld__node *first, struct ld__n
     node_set_next(last, NULL);
     struct ld__node *prev = atomic_exchange(&l->rtail, last);
     /* release: whoever sees this link sees the chain's contents */
-    atomic_store_explicit(&prev->link, (uintptr_t)first | (link_get(prev) & 1),
+    atomic_store_explicit(&prev->link, (uintptr_t)first | (link_get(prev) & LD__LINK_XNODE),
                           memory_order_release);
 }
 
 static inline struct ld__node *next_acquire(struct ld__node *n)
 {
     return (struct ld__node *)(atomic_load_explicit(&n->link, memory_order_acquire) &
-                               ~(uintptr_t)1);
+                               ~LD__LINK_XNODE);
 }
 
 /* Pops the oldest remote node, or NULL when there is none or a producer is

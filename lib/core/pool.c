@@ -2,7 +2,7 @@
 /*
  * ldasync: the memory of futures: per-thread free lists over 512-future
  * slabs. The fast path (future_mem(), future_mem_free()) is inline in
- * future-layout.h; here are the rare paths: a thread's first use, refilling
+ * core-internal.h; here are the rare paths: a thread's first use, refilling
  * an empty list, giving back a long one, a thread's exit.
  *
  * A future is 64 bytes, one cache line; from a slab it has no malloc header

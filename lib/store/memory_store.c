@@ -266,7 +266,7 @@ static json_t *snap_copy(const json_t *snap)
  * load; acquire: what they did before dropping it is done. */
 static bool sole(json_t *json)
 {
-    return __atomic_load_n(&json->refcount, __ATOMIC_ACQUIRE) == 1;
+    return ld__json_refs(json) == 1;
 }
 
 /* Keeps the snapshots of all in step with a write under `key` of `item`
@@ -532,6 +532,11 @@ static void mem_initialized(void *impl, ld_future *out)
     ld_future_unref(out);
 }
 
+static int mem_initialized_now(void *impl)
+{
+    return ((struct memory *)impl)->inited ? 1 : 0;
+}
+
 static void mem_free(void *impl)
 {
     struct memory *mem = impl;
@@ -574,6 +579,7 @@ static const struct ld_store_ops memory_ops = {
     .upsert_now = mem_upsert_now,
     .del_now = mem_del_now,
     .prefetch = mem_prefetch,
+    .initialized_now = mem_initialized_now,
 };
 
 /* ------------------------------------------------------------------------- */

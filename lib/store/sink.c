@@ -163,59 +163,24 @@ static void snapshot_unref(void *p)
 /* ------------------------------------------------------------------------- */
 /* The store sink                                                            */
 
-struct listener {
-    struct listener *next;
-    int64_t id;
-    uint64_t after;     /* hears the broadcasts numbered above this */
-    ld_ds_status_fn fn; /* NULL once removed */
-    void *arg;
-};
-
 struct store_sink {
     ld_store *store; /* borrowed */
     struct event_base *base;
     ld_update_sink *handle; /* NULL once freed */
     unsigned refs;          /* the owner's (until freed) + one per callback pending */
     unsigned delivering;    /* listener calls in progress */
-    size_t live;            /* listeners not removed */
     struct snapshot *current;
-    uint64_t seq; /* broadcasts made */
-    int64_t last_id;
-    struct listener *head, *tail;
+    uint64_t seq;                   /* broadcasts made */
+    struct ld__listeners listeners; /* each hears the broadcasts numbered above its `after` */
 };
-
-static void free_listeners(struct listener *l)
-{
-    while (l) {
-        struct listener *next = l->next;
-        ld__free(l);
-        l = next;
-    }
-}
 
 static void store_sink_release(struct store_sink *ss)
 {
     if (--ss->refs > 0)
         return;
-    free_listeners(ss->head);
+    ld__listeners_free(&ss->listeners);
     snapshot_unref(ss->current);
     ld__free(ss);
-}
-
-/* Unlinks the listeners marked removed; never while they are being called. */
-static void sweep(struct store_sink *ss)
-{
-    struct listener **link = &ss->head, *l;
-    ss->tail = NULL;
-    while ((l = *link) != NULL) {
-        if (l->fn) {
-            ss->tail = l;
-            link = &l->next;
-        } else {
-            *link = l->next;
-            ld__free(l);
-        }
-    }
 }
 
 static void deliver(ld_future *f, void *arg)
@@ -223,18 +188,18 @@ static void deliver(ld_future *f, void *arg)
     struct store_sink *ss = arg;
     const struct snapshot *snap = ld_future_ptr(f);
     ss->delivering++;
-    for (struct listener *l = ss->head; l && ss->handle; l = l->next)
+    for (struct ld__listener *l = ss->listeners.head; l && ss->handle; l = l->next)
         if (l->fn && l->after < snap->seq)
-            l->fn(ss->handle, &snap->status, l->arg);
+            ((ld_ds_status_fn)l->fn)(ss->handle, &snap->status, l->arg);
     if (--ss->delivering == 0 && ss->handle)
-        sweep(ss);
+        ld__listeners_sweep(&ss->listeners);
     store_sink_release(ss);
 }
 
 /* Queues the call of the listeners with `snap`; nothing when none listens. */
 static int broadcast(struct store_sink *ss, struct snapshot *snap)
 {
-    if (ss->live == 0)
+    if (ss->listeners.live == 0)
         return 0;
     ld_future *f = ld_future_new(ss->base);
     if (!f)
@@ -413,21 +378,7 @@ int64_t ld_store_sink_add_listener(ld_update_sink *s, ld_ds_status_fn fn, void *
     struct store_sink *ss = store_sink_of(s);
     if (!ss || !fn)
         return LD_EINVAL;
-    struct listener *l = ld__malloc(sizeof(*l));
-    if (!l)
-        return LD_ENOMEM;
-    l->next = NULL;
-    l->id = ++ss->last_id;
-    l->after = ss->seq;
-    l->fn = fn;
-    l->arg = arg;
-    if (ss->tail)
-        ss->tail->next = l;
-    else
-        ss->head = l;
-    ss->tail = l;
-    ss->live++;
-    return l->id;
+    return ld__listeners_add(&ss->listeners, (ld__listener_fn)fn, arg, ss->seq);
 }
 
 int ld_store_sink_remove_listener(ld_update_sink *s, int64_t id)
@@ -435,14 +386,5 @@ int ld_store_sink_remove_listener(ld_update_sink *s, int64_t id)
     struct store_sink *ss = store_sink_of(s);
     if (!ss)
         return LD_EINVAL;
-    for (struct listener *l = ss->head; l; l = l->next) {
-        if (l->id == id && l->fn) {
-            l->fn = NULL;
-            ss->live--;
-            if (ss->delivering == 0)
-                sweep(ss);
-            return 0;
-        }
-    }
-    return LD_EINVAL;
+    return ld__listeners_remove(&ss->listeners, id, ss->delivering == 0);
 }

@@ -169,8 +169,10 @@ int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t 
 int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
 
 /* The store's `initialized` when its implementation answers within the
- * call (as the memory store does) and nothing of the store waits: 1 or 0;
- * otherwise LD_EBUSY; LD_ENOMEM; or the implementation's error. */
+ * call (initialized_now, or `initialized` completing its future at once)
+ * and nothing of the store waits: 1 or 0; otherwise LD_EBUSY (also once
+ * closed); LD_ENOMEM; or the implementation's error.
+ * ld_store_initialized_now() is the public twin. */
 int ld__store_initialized_now(ld_store *s);
 
 /*
@@ -185,6 +187,47 @@ int64_t ld__now_ms(void);
  * with a time of 0 replaced by now and a NULL message by "" (the message is
  * still borrowed, from `in` or static). @return true if `in` is valid. */
 bool ld__ds_error_info_prepare(const ld_ds_error_info *in, ld_ds_error_info *out);
+
+/*
+ * A list of listeners (listeners.c): the sink's status listeners; meant
+ * for every list of ldasync's that calls its listeners in the order they
+ * were added, each one only with what happened after it was added, and
+ * lets them be removed from inside a call. Zero-initialised means empty.
+ * The owner calls the listeners itself (walking head..next, skipping those
+ * with fn NULL, and those whose `after` is not below the number of what it
+ * announces), casting fn back to its own type; a listener removed during
+ * the calls is only marked (fn NULL) and unlinked by the sweep afterwards.
+ */
+typedef void (*ld__listener_fn)(void); /* any function type, cast back to call */
+
+struct ld__listener {
+    struct ld__listener *next;
+    int64_t id;
+    uint64_t after;     /* hears what is numbered above this */
+    ld__listener_fn fn; /* NULL once removed */
+    void *arg;
+};
+
+struct ld__listeners {
+    struct ld__listener *head, *tail;
+    int64_t last_id;
+    size_t live; /* listeners not removed */
+};
+
+/* Appends a listener that hears what is numbered above `after`. @return its
+ * id (> 0) or LD_ENOMEM. */
+int64_t ld__listeners_add(struct ld__listeners *ls, ld__listener_fn fn, void *arg, uint64_t after);
+
+/* Marks the listener `id` removed, and unlinks it at once when `sweep` (no
+ * call of the list is in progress). @return 0, or LD_EINVAL if no listener
+ * of the list has that id. */
+int ld__listeners_remove(struct ld__listeners *ls, int64_t id, bool sweep);
+
+/* Unlinks the listeners marked removed; never while they are being called. */
+void ld__listeners_sweep(struct ld__listeners *ls);
+
+/* Frees every listener; the list is empty after. */
+void ld__listeners_free(struct ld__listeners *ls);
 
 /*
  * The memory store's reclamation (memory_reclaim.c) as the
@@ -279,15 +322,12 @@ void ld__mem_slots_free(struct slot *slots, size_t mask);
  * of its items on the thread that releases its last lease. */
 static inline json_t *item_ref(json_t *item)
 {
-    if (item)
-        __atomic_fetch_add(&item->refcount, 1, __ATOMIC_RELAXED);
-    return item;
+    return ld__json_incref(item);
 }
 
 static inline void item_unref(json_t *item)
 {
-    if (item && __atomic_sub_fetch(&item->refcount, 1, __ATOMIC_ACQ_REL) == 0)
-        json_delete(item);
+    ld__json_decref(item);
 }
 
 static inline void gen_add(struct gen *g)

@@ -427,6 +427,8 @@ int ld__store_initialized_now(ld_store *s)
 {
     if (!now(s, true, NULL))
         return LD_EBUSY;
+    if (s->ops.initialized_now)
+        return s->ops.initialized_now(s->c.impl);
     ld_future *f = ld_future_new(base_of(s));
     if (!f)
         return LD_ENOMEM;
@@ -436,4 +438,13 @@ int ld__store_initialized_now(ld_store *s)
                                          : ld_future_error(f);
     ld_future_unref(f);
     return rc;
+}
+
+int ld_store_initialized_now(ld_store *store)
+{
+    if (!store)
+        return LD_EINVAL;
+    if (ld__front_closed(&store->c.front))
+        return LD_ECLOSED;
+    return ld__store_initialized_now(store);
 }

@@ -14,7 +14,7 @@
 enum item_kind { ITEM_UPDATE, ITEM_ERROR, ITEM_END };
 
 struct item {
-    struct ld__node node; /* in the script */
+    struct ld__fifo_node node; /* in the script */
     enum item_kind kind;
     ld_fdv2_update *update; /* ITEM_UPDATE */
     int code;               /* ITEM_ERROR */

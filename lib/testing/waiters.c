@@ -9,7 +9,7 @@
 
 #include "testing-internal.h"
 
-void ld__fifo_push(struct ld__fifo *q, struct ld__node *node)
+void ld__fifo_push(struct ld__fifo *q, struct ld__fifo_node *node)
 {
     node->next = NULL;
     if (q->tail)
@@ -19,9 +19,9 @@ void ld__fifo_push(struct ld__fifo *q, struct ld__node *node)
     q->tail = node;
 }
 
-struct ld__node *ld__fifo_pop(struct ld__fifo *q)
+struct ld__fifo_node *ld__fifo_pop(struct ld__fifo *q)
 {
-    struct ld__node *node = q->head;
+    struct ld__fifo_node *node = q->head;
     if (!node)
         return NULL;
     q->head = node->next;
@@ -31,7 +31,7 @@ struct ld__node *ld__fifo_pop(struct ld__fifo *q)
 }
 
 struct waiter {
-    struct ld__node node;
+    struct ld__fifo_node node;
     ld_future *out;
 };
 

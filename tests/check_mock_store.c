@@ -486,9 +486,9 @@ START_TEST(test_accessors_bad_input)
 }
 END_TEST
 
-Suite *ld_suite_mock(void)
+Suite *ld_suite_mock_store(void)
 {
-    Suite *s = suite_create("mock");
+    Suite *s = suite_create("mock_store");
     TCase *tc = tcase_create("mock_store");
     tcase_add_checked_fixture(tc, mock_setup, mock_teardown);
     tcase_add_test(tc, test_new_and_describe);

@@ -1125,9 +1125,9 @@ END_TEST
 
 /* ---- suite ---------------------------------------------------------------- */
 
-Suite *ld_suite_mocks2(void)
+Suite *ld_suite_mock_ifaces(void)
 {
-    Suite *s = suite_create("mocks2");
+    Suite *s = suite_create("mock_interfaces");
 
     TCase *tc = tcase_create("event_processor");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);

@@ -1,0 +1,45 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The failing allocator of the chaos tests (check_chaos.c,
+ * check_serve_chaos.c): between ON and OFF (g_counting), the g_fail_at-th
+ * allocation fails (0: none does); g_calls counts them. Install
+ * chaos_malloc and chaos_realloc with ld_set_alloc_funcs(), and
+ * chaos_json_malloc with json_set_alloc_funcs() to count (and fail)
+ * jansson's allocations too when g_json is set.
+ *
+ * Definitions, not declarations: each test program that includes it has
+ * its own counters (static), so that the suites of check_ldasync and
+ * check_chaos never share a count.
+ */
+#ifndef LDASYNC_CHECK_FAIL_ALLOC_H
+#define LDASYNC_CHECK_FAIL_ALLOC_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+static long g_fail_at; /* 0: nothing fails */
+static long g_calls;
+static bool g_json; /* jansson's allocations count (and fail) too */
+static bool g_counting;
+
+static inline bool fail_now(void)
+{
+    return g_counting && g_fail_at && ++g_calls == g_fail_at;
+}
+
+static inline void *chaos_malloc(size_t n)
+{
+    return fail_now() ? NULL : malloc(n);
+}
+
+static inline void *chaos_realloc(void *p, size_t n)
+{
+    return fail_now() ? NULL : realloc(p, n);
+}
+
+static inline void *chaos_json_malloc(size_t n)
+{
+    return g_json && fail_now() ? NULL : malloc(n);
+}
+
+#endif /* LDASYNC_CHECK_FAIL_ALLOC_H */
