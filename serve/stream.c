@@ -197,7 +197,8 @@ static const struct frame *frame_make(struct frame *f, const struct lds_blob *b)
  * nothing waits in its output (`backlog` 0). Through the output, libevent
  * would arm the write event, wait for the loop to say the socket takes
  * data, write, and disarm: two epoll_ctl() calls and a dispatch per stream
- * and event, most of the time of a change sent to 10,000 streams. What the
+ * and event, most of the time of a change sent to many streams
+ * (docs/performance.md). What the
  * socket does not take goes to the output, and libevent writes it (a
  * socket error too: libevent meets it on its write, and the connection
  * closes). @return 0, or -1 when memory ran out (the event may be cut:

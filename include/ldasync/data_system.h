@@ -52,7 +52,8 @@
  * The loop is never held for long, also at 10,000 flags: the data of a
  * full change set is built, and changes are heard, a slice of about 1 ms
  * of work per callback of the loop; what remains in one piece is the
- * store's own init (about 5 ms for 10,000 flags on the memory store).
+ * store's own init (a few milliseconds for 10,000 flags on the memory
+ * store: docs/performance.md).
  * Changes the data system handed to the store before
  * ld_data_system_close() are still heard after it, once applied.
  *

@@ -52,13 +52,14 @@
  * loop. The worker touches no store and no object of the caller. When
  * threading is off, a read happens on the loop instead, from a loop
  * callback (never inside the call that asked for it): the results are the
- * same, but the loop is held for the time of the parse (about 80 ms for
- * 10,000 flags here), and a file that changes while it is read, or that
- * does not parse just after it was modified, is not waited for (the
- * error is given at once; a synchronizer tries again after its quiet
- * time). The allocator hooks (alloc.h, and jansson's
- * json_set_alloc_funcs()) are called from the worker thread: they must be
- * thread-safe then, as for completing futures from other threads.
+ * same, but the loop is held for the time of the parse (tens of
+ * milliseconds for a file of 10,000 flags: docs/performance.md), and a
+ * file that changes while it is read, or that does not parse just after it
+ * was modified, is not waited for (the error is given at once; a
+ * synchronizer tries again after its quiet time). The allocator hooks
+ * (alloc.h, and jansson's json_set_alloc_funcs()) are called from the
+ * worker thread: they must be thread-safe then, as for completing futures
+ * from other threads.
  *
  * Stopping or freeing while a read runs is safe: the worker checks between
  * blocks of 64 KiB of input and between items whether its read is still
@@ -66,7 +67,7 @@
  * ld_synchronizer_free() then wait for the worker to end (a few
  * milliseconds at most, plus a blocked read of a slow file system, plus,
  * for a synchronizer freed without a stop long enough before, the
- * kernel's close of its watch: 10-25 ms here). As for
+ * kernel's close of its watch: tens of milliseconds). As for
  * every future of a base, run the loop after freeing one of these before
  * freeing the base (future.h, lifetime rule).
  *
@@ -142,10 +143,11 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  * LDASYNC_FILE_POLL=1, read when the synchronizer is made, forces polling
  * (for tests). Stopping the watch hands the inotify instance to the
  * synchronizer's worker thread (see Threads) to close, because that close
- * waits for the kernel (10-25 ms here) and would hold the loop; free joins
- * the worker, so no descriptor and no thread of the synchronizer outlives
- * it (a free that comes some 25 ms or more after the stop no longer waits
- * for that close). Without a worker, the close happens on the loop.
+ * waits for the kernel (tens of milliseconds, docs/performance.md) and
+ * would hold the loop; free joins the worker, so no descriptor and no
+ * thread of the synchronizer outlives it (a free that comes long enough
+ * after the stop no longer waits for that close). Without a worker, the
+ * close happens on the loop.
  *
  * Half-written files never reach the store: after a change is seen, the
  * files are read only once nothing has changed in their directories for

@@ -7,17 +7,17 @@
  * every allocation of the library must go through its allocator hooks, and
  * OpenSSL allocates through its own (CRYPTO_set_mem_functions is
  * process-wide, not ours to set), so the hash of a bucket must not allocate
- * at all. Measured with OpenSSL 3.0.22 (Debian 12), per bucket of a ~40 byte
- * string: OpenSSL allocations, and CPU time (median of 11 runs):
- *   SHA1() one-shot (EVP_Q_digest inside)            3 allocations  ~335 ns
- *   EVP_Digest() with an EVP_MD fetched once         2 allocations  ~150 ns
+ * at all. OpenSSL 3.0's allocations per bucket (their times are in
+ * docs/performance.md, "Figures behind design choices"):
+ *   SHA1() one-shot (EVP_Q_digest inside)            3 allocations
+ *   EVP_Digest() with an EVP_MD fetched once         2 allocations
  *   EVP_DigestInit_ex2/Update/Final_ex on a reused
  *     EVP_MD_CTX (3.0 frees and re-creates the
  *     provider's context on every Init; changed
- *     after 3.0 by openssl/openssl#18105)            1 allocation   ~115 ns
- *   SHA1_Init/Update/Final on a stack SHA_CTX        none            ~69 ns
+ *     after 3.0 by openssl/openssl#18105)            1 allocation
+ *   SHA1_Init/Update/Final on a stack SHA_CTX        none (the fastest)
  * Calling the provider's digest functions directly (found through
- * OSSL_PROVIDER_query_operation) also avoids allocation (~70 ns) but needs a
+ * OSSL_PROVIDER_query_operation) also avoids allocation but needs a
  * context per evaluator and leans on the provider interface, which is for
  * provider authors. The low-level API needs no state, cannot fail (an
  * allocation that fails would leave a bucket without an answer), triggers
@@ -90,8 +90,7 @@ bool ld__bucket_text(const json_t *v, char *buf, const char **s, size_t *len)
 }
 
 /* The SHA-1 of a string given in pieces, gathered in a stack buffer: a short
- * string (the usual case) costs one SHA1_Update instead of five (~70 ns a
- * bucket instead of ~78). */
+ * string (the usual case) costs one SHA1_Update instead of five. */
 struct sha1_feed {
     SHA_CTX ctx;
     size_t used;

@@ -804,8 +804,8 @@ static bool utf8_valid(const unsigned char *s, size_t len)
 }
 
 /* The heap the interpreter may take for one match: a group repeated over
- * the subject takes a frame per repetition, about 750 bytes each (7.5 MB
- * for 10,000 characters, 480 MB for a million). */
+ * the subject takes a frame per repetition (docs/performance.md has what
+ * that came to for long subjects). */
 #define REGEX_HEAP_LIMIT_KIB 16384
 
 /* The JIT's stack (32 KB) is too small for a group repeated over a few

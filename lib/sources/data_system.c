@@ -419,8 +419,8 @@ static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_se
             add_op(j, ld_store_all(ds->store, ld_kind_features()));
         }
         /* building waits for the next turn of the loop: reading the
-         * snapshots may have taken a while (the memory store builds one of
-         * 10,000 items in about 1.5 ms after writes) */
+         * snapshots may have taken a while (the memory store builds a new
+         * snapshot of all its items after writes) */
         if (event_add(ds->builder, &zero) == 0)
             ds->building = j;
         else

@@ -433,7 +433,7 @@ static void stop_inotify(struct fsync *y)
     ev_free(y->ino_ev);
     y->ino_ev = NULL;
     /* Closing an inotify instance waits for an RCU grace period of the
-     * kernel (10-25 ms here, no CPU): the worker does it, off the loop. */
+     * kernel (tens of milliseconds, no CPU): the worker does it, off the loop. */
     if (y->ino_fd >= 0)
         ld__worker_close_later(y->s.worker, y->ino_fd);
     y->ino_fd = -1;
