@@ -48,6 +48,30 @@ LD_PRINTF(1, 0) char *ld__vasprintf(const char *fmt, va_list ap);
 void *ld__aligned_alloc(size_t align, size_t size);
 void ld__aligned_free(void *ptr);
 
+/* ---- A table from pointers to pointers -------------------------------------
+ * Open addressing with linear probing, kept at most half full (ptrtab.c).
+ * Keys are addresses (not NULL); zero-initialised means empty; one thread
+ * at a time. */
+struct ld__ptrtab_entry {
+    const void *key;
+    void *value;
+};
+
+struct ld__ptrtab {
+    struct ld__ptrtab_entry *tab;
+    size_t cap; /* 0 or a power of two */
+    size_t n;
+};
+
+/* The value of `key`, or NULL when the table has none. */
+void *ld__ptrtab_get(const struct ld__ptrtab *t, const void *key);
+
+/* Sets the value of `key`. 0, or LD_ENOMEM (the table as it was). */
+int ld__ptrtab_put(struct ld__ptrtab *t, const void *key, void *value);
+
+/* Empties the table and gives its memory back. */
+void ld__ptrtab_clear(struct ld__ptrtab *t);
+
 /* ---- jansson's reference counts -------------------------------------------
  * jansson has no call that reads a value's reference count, and its
  * json_incref() and json_decref() read the count plainly before counting
@@ -318,9 +342,7 @@ struct ld__loop {
      * from a future to one of the futures it waits on. `fwd_stale` (any
      * thread) says a future on one of those chains completed: the table is
      * emptied before it is used again. */
-    struct ld__fwd_entry *fwd_tab;
-    size_t fwd_cap; /* 0 or a power of two */
-    size_t fwd_n;
+    struct ld__ptrtab fwd;
     atomic_int fwd_stale;
     /* The producers' line (other threads): an intrusive MPSC FIFO
      * (Vyukov's) whose producers exchange rtail; the stub node keeps it from

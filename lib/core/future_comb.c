@@ -33,72 +33,26 @@
  * (then, catch, timeout), so a shortcut stays true until a future on its
  * way completes: every future a shortcut passes gets W_INCHAIN,
  * ld__future_settle() then sets fwd_stale, and the table is emptied before
- * its next use (or at the end of the drain pass). Until the callbacks of such a completion
- * have run, the futures on the way are still held by their registrations,
- * so no shortcut ever leads to freed memory.
+ * its next use (or at the end of the drain pass). Until the callbacks of
+ * such a completion have run, the futures on the way are still held by
+ * their registrations, so no shortcut ever leads to freed memory. The table
+ * is core-internal.h's ld__ptrtab.
  */
-struct ld__fwd_entry {
-    ld_future *key;
-    ld_future *up;
-};
-
-static size_t fwd_slot(const struct ld__loop *l, const ld_future *f)
-{
-    uintptr_t h = (uintptr_t)f >> 4;
-    h *= (uintptr_t)0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 16) & (l->fwd_cap - 1);
-}
-
 COLD void ld__fwd_clear(struct ld__loop *l)
 {
     atomic_store(&l->fwd_stale, 0);
-    ld__free(l->fwd_tab);
-    l->fwd_tab = NULL;
-    l->fwd_cap = 0;
-    l->fwd_n = 0;
+    ld__ptrtab_clear(&l->fwd);
 }
 
 static ld_future *fwd_get(const struct ld__loop *l, const ld_future *f)
 {
-    if (!l->fwd_n)
-        return NULL;
-    for (size_t i = fwd_slot(l, f);; i = (i + 1) & (l->fwd_cap - 1)) {
-        if (l->fwd_tab[i].key == f)
-            return l->fwd_tab[i].up;
-        if (!l->fwd_tab[i].key)
-            return NULL;
-    }
+    return ld__ptrtab_get(&l->fwd, f);
 }
 
 /* Sets f's shortcut; without memory the shortcut is simply not kept. */
 COLD static void fwd_put(struct ld__loop *l, ld_future *f, ld_future *up)
 {
-    if ((l->fwd_n + 1) * 2 > l->fwd_cap) {
-        size_t cap = l->fwd_cap ? l->fwd_cap * 2 : 64;
-        struct ld__fwd_entry *tab = ld__calloc(cap, sizeof(*tab));
-        if (!tab)
-            return;
-        struct ld__fwd_entry *old = l->fwd_tab;
-        size_t old_cap = l->fwd_cap;
-        l->fwd_tab = tab;
-        l->fwd_cap = cap;
-        for (size_t j = 0; j < old_cap; j++) {
-            if (!old[j].key)
-                continue;
-            size_t i = fwd_slot(l, old[j].key);
-            while (tab[i].key)
-                i = (i + 1) & (cap - 1);
-            tab[i] = old[j];
-        }
-        ld__free(old);
-    }
-    size_t i = fwd_slot(l, f);
-    while (l->fwd_tab[i].key && l->fwd_tab[i].key != f)
-        i = (i + 1) & (l->fwd_cap - 1);
-    if (!l->fwd_tab[i].key)
-        l->fwd_n++;
-    l->fwd_tab[i].key = f;
-    l->fwd_tab[i].up = up;
+    ld__ptrtab_put(&l->fwd, f, up);
 }
 
 /* The future f is waiting on through a single link, if any. `mark`: f is
