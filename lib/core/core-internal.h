@@ -88,6 +88,13 @@ static inline size_t ld__json_refs(const json_t *j)
     return __atomic_load_n(&((json_t *)j)->refcount, __ATOMIC_ACQUIRE);
 }
 
+/* True for jansson's true, false and null, which are never freed (their
+ * count is (size_t)-1 and never changes, so a relaxed read will do). */
+static inline bool ld__json_immortal(const json_t *v)
+{
+    return __atomic_load_n(&((json_t *)v)->refcount, __ATOMIC_RELAXED) == (size_t)-1;
+}
+
 /* json_incref() of an object or array (NULL-safe), atomically. */
 static inline json_t *ld__json_incref(json_t *j)
 {

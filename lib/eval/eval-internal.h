@@ -541,13 +541,6 @@ _Static_assert(LD_REASON_OFF == 0 && LD_REASON_FALLTHROUGH == 1, "eval_compile.c
 
 void ld__detail_free(void *p); /* an ld_future_fulfill_ptr() destructor */
 
-/* True for jansson's true, false and null, which are never freed (their
- * count is (size_t)-1 and never changes). */
-static inline bool ld__json_immortal(const json_t *v)
-{
-    return __atomic_load_n(&v->refcount, __ATOMIC_RELAXED) == (size_t)-1;
-}
-
 /* ---- one evaluation (eval_walk.c) */
 
 /* What a step answers besides 0 (and 1 for a match). */

@@ -52,7 +52,7 @@ static int metas_grow(struct ld__metas *m)
 {
     size_t live = 0;
     for (size_t i = 0; m->t && i <= m->mask; i++)
-        live += m->t[i].obj && __atomic_load_n(&m->t[i].obj->refcount, __ATOMIC_ACQUIRE) > 1;
+        live += m->t[i].obj && ld__json_refs(m->t[i].obj) > 1;
     size_t cap = 64;
     while (cap < 4 * (live + 1))
         cap *= 2;
@@ -66,7 +66,7 @@ static int metas_grow(struct ld__metas *m)
     for (size_t i = 0; old.t && i <= old.mask; i++) {
         if (!old.t[i].obj)
             continue;
-        if (__atomic_load_n(&old.t[i].obj->refcount, __ATOMIC_ACQUIRE) > 1)
+        if (ld__json_refs(old.t[i].obj) > 1)
             metas_put(m, &old.t[i]);
         else
             json_decref(old.t[i].obj);

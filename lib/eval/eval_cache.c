@@ -58,7 +58,7 @@ static void cache_put(struct ld__cache *c, struct ld__item *it)
 static bool cache_stale(const struct ld__cache *c, const struct ld__item *it)
 {
     size_t held = cache_twin(c, it) ? 2 : 1;
-    return __atomic_load_n(&it->json->refcount, __ATOMIC_ACQUIRE) == held;
+    return ld__json_refs(it->json) == held;
 }
 
 /* Makes room for one more entry: drops the stale entries (unless `keep`:
@@ -67,7 +67,7 @@ static bool cache_stale(const struct ld__cache *c, const struct ld__item *it)
  * is left (at least 64). @return 0 or LD_ENOMEM. */
 int ld__cache_grow(struct ld__cache *c, bool keep)
 {
-    if (c->plan.snapshot && __atomic_load_n(&c->plan.snapshot->refcount, __ATOMIC_ACQUIRE) == 1)
+    if (c->plan.snapshot && ld__json_refs(c->plan.snapshot) == 1)
         ld__plan_free(&c->plan); /* the store let go of that snapshot */
     c->deferred = keep;
     size_t live = 0;
