@@ -24,7 +24,7 @@
  * no OpenSSL initialisation and is the fastest. OPENSSL_API_COMPAT
  * (openssl_user_macros(7)) asks for the 1.1.1 API in this file only, whose
  * declarations carry no deprecation attribute; an OpenSSL built without
- * deprecated functions stops the build here. tests/check_bucket.c checks that
+ * deprecated functions stops the build here. tests/eval/check_bucket.c checks that
  * no OpenSSL allocation happens.
  */
 #undef OPENSSL_API_COMPAT /* whatever the build asks for elsewhere */

@@ -19,7 +19,7 @@
 #include <event2/http.h>
 #include <event2/thread.h>
 
-#include "../serve/app.h"
+#include "../../serve/app.h"
 #include "check_suites.h"
 #include "check_util.h"
 

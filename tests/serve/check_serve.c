@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "../serve/server.h"
+#include "../../serve/server.h"
 #include "check_suites.h"
 #include "check_util.h"
 

@@ -22,7 +22,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "../serve/server.h"
+#include "../../serve/server.h"
 #include "check_suites.h"
 #include "check_util.h"
 
