@@ -163,7 +163,7 @@ lds_server *lds_app_server(const lds_app *app)
 /* ---- shutdown: server, data system, store, one after the other ---------------------- */
 
 /* A step goes on whatever the outcome of the one before. */
-static void settle(ld_future *in, ld_future *out, void *arg)
+static void go_on_anyway(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
     (void)arg;
@@ -172,7 +172,7 @@ static void settle(ld_future *in, ld_future *out, void *arg)
 
 static ld_future *settled(ld_future *f)
 {
-    return ld_future_catch(f, settle, NULL);
+    return ld_future_catch(f, go_on_anyway, NULL);
 }
 
 /* `out` completes when `step` does (at once if it could not be made). */

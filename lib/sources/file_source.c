@@ -365,7 +365,7 @@ static void watch_targets(struct fsync *y);
 
 /* The quiet time is over (or a read that ran meanwhile ended): read if the
  * files changed since the last read. */
-static void settle(struct fsync *y)
+static void read_if_changed(struct fsync *y)
 {
 #ifdef HAVE_SYS_INOTIFY_H
     watch_targets(y); /* a link may point elsewhere now */
@@ -399,7 +399,7 @@ static void quiet_cb(evutil_socket_t fd, short what, void *arg)
     if (y->loading)
         y->recheck = true;
     else
-        settle(y);
+        read_if_changed(y);
 }
 
 static void poll_cb(evutil_socket_t fd, short what, void *arg)
@@ -633,7 +633,7 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
         y->synced = taken && (full || y->synced);
     if (y->recheck) {
         y->recheck = false;
-        settle(y);
+        read_if_changed(y);
     } else {
         maybe_load(y);
     }
