@@ -467,10 +467,12 @@ static int keep_versions(struct ld__fs_versions *s, struct merge *mg)
                 }
             }
             /* replacing the value of an existing key allocates nothing and
-             * keeps the iteration valid */
-            if (!code && emit != item && json_object_set(mg->items[k], key, emit) != 0)
+             * keeps the iteration valid; `emit` may be an item yielded
+             * before, which the loop thread counts too: counted atomically */
+            if (!code && emit != item &&
+                json_object_set_new(mg->items[k], key, ld__json_incref(emit)) != 0)
                 code = oom(mg->r);
-            if (!code && json_object_set(next[k], key, emit) != 0)
+            if (!code && json_object_set_new(next[k], key, ld__json_incref(emit)) != 0)
                 code = oom(mg->r);
             if (code)
                 break;

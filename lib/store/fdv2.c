@@ -147,7 +147,7 @@ static void changes_free(ld_fdv2_change *changes, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         ld__free(changes[i].key);
-        json_decref(changes[i].object);
+        ld__json_decref(changes[i].object); /* a file source's worker shares them */
     }
     ld__free(changes);
 }
@@ -331,7 +331,7 @@ static int add(ld_fdv2_change_set_builder *b, enum ld_fdv2_action action, const 
     char *k = ld__strdup(key);
     if (!k)
         return LD_ENOMEM;
-    b->changes[b->n++] = (ld_fdv2_change){action, kind, k, version, json_incref(object)};
+    b->changes[b->n++] = (ld_fdv2_change){action, kind, k, version, ld__json_incref(object)};
     return 0;
 }
 

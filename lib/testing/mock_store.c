@@ -27,6 +27,18 @@ struct mock {
     int fail_code[NOPS + 1];
 };
 
+/* A new reference to `v`: an item's counted atomically, as the file source's
+ * worker counts the items it yielded and keeps (json_incref() reads the count
+ * plainly). core-internal.h's ld__json_incref(), which this library, built on
+ * the public API only, cannot include. */
+static json_t *ref(json_t *v)
+{
+    if (!json_is_object(v))
+        return json_incref(v);
+    __atomic_fetch_add(&v->refcount, 1, __ATOMIC_RELAXED);
+    return v;
+}
+
 static const char *const op_names[NOPS] = {"get", "all", "init", "upsert", "delete", "initialized"};
 
 static const struct ld_store_ops mock_ops;
@@ -75,7 +87,7 @@ static void mock_get(void *impl, const ld_kind *kind, const char *key, ld_future
     if (counted_or_failed(m, LD_MOCK_OP_GET, out))
         return;
     json_t *item = json_object_get(json_object_get(m->data, ld_kind_namespace(kind)), key);
-    complete_json(out, item && !ld_item_is_deleted(item) ? json_incref(item) : NULL, false);
+    complete_json(out, item && !ld_item_is_deleted(item) ? ref(item) : NULL, false);
 }
 
 static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
@@ -90,7 +102,7 @@ static void mock_all(void *impl, const ld_kind *kind, ld_future *out)
     json_object_foreach(json_object_get(m->data, ld_kind_namespace(kind)), key, item)
     {
         if (!failed && !ld_item_is_deleted(item))
-            failed = json_object_set(live, key, item) != 0;
+            failed = json_object_set_new(live, key, ref(item)) != 0;
     }
     if (failed) {
         json_decref(live);
@@ -113,7 +125,7 @@ static json_t *copy_object(const json_t *obj, int depth)
         return NULL;
     json_object_keylen_foreach((json_t *)obj, key, len, v)
     {
-        json_t *member = depth ? copy_object(v, depth - 1) : json_incref(v);
+        json_t *member = depth ? copy_object(v, depth - 1) : ref(v);
         if (json_object_setn_new_nocheck(copy, key, len, member) != 0) { /* steals member */
             json_decref(copy);
             return NULL;
@@ -157,7 +169,7 @@ static int put(struct mock *m, const ld_kind *kind, const char *key, json_t *ite
     json_t *old = json_object_get(items, key);
     if (!force && old && ld_item_version(old) >= ld_item_version(item))
         return 0;
-    return json_object_set(items, key, item) == 0 ? 1 : LD_ENOMEM;
+    return json_object_set_new(items, key, ref(item)) == 0 ? 1 : LD_ENOMEM;
 }
 
 static void complete_write(ld_future *out, int rc)

@@ -15,8 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ldasync/testing.h>
+
 #include "check_suites.h"
 #include "check_util.h"
+#include "core/core-internal.h"
 #include "sources/sources-internal.h"
 
 #define B ld_test_base
@@ -1656,6 +1659,67 @@ START_TEST(test_sync_after_the_first_full_set_yields_only_what_changed)
 }
 END_TEST
 
+/* The items a read yields are the store's too once applied, and the next
+ * reads reuse those unchanged (their versions kept): their reference
+ * counts, which the loop thread changes as it stores and drops them, are
+ * counted on the worker atomically (a TSan build fails here otherwise). */
+START_TEST(test_sync_counts_references_to_items_it_yielded_atomically)
+{
+    const char *p = path_of(0, "many.json");
+    write_many(p, 2000);
+    const char *paths[] = {p};
+    sync_on(paths, 1, 20);
+    ld_future *first = next_update();
+    const ld_fdv2_change_set *held = raw_cs(first);
+    for (int more = 1; more <= 3; more++) {
+        write_many(p, 2000 + more); /* one flag more: one put */
+        ld_future *f = ld_synchronizer_next(g_sync);
+        while (ld_future_is_pending(f)) {
+            /* the loop's references, taken and dropped as the store does */
+            for (size_t i = 0; i < ld_fdv2_change_set_count(held); i++) {
+                json_t *item = ld_fdv2_change_object(ld_fdv2_change_set_get(held, i));
+                ld__json_decref(ld__json_incref(item));
+            }
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        }
+        ld_test_fulfilled(f);
+        ck_assert_int_eq(ld_fdv2_change_set_intent(raw_cs(f)), LD_FDV2_INTENT_XFER_CHANGES);
+        ck_assert_uint_eq(ld_fdv2_change_set_count(raw_cs(f)), 1);
+        ld_future_unref(f);
+    }
+    ld_future_unref(first);
+    sync_done();
+}
+END_TEST
+
+/* The mock store holds the items a file synchronizer yields through a
+ * data system, and reads them while the next read runs on the worker: it
+ * counts them as the worker does, atomically (a TSan build fails here
+ * otherwise). */
+START_TEST(test_mock_store_fed_by_a_file_synchronizer_counts_items_atomically)
+{
+    const char *p = path_of(0, "many.json");
+    write_many(p, 2000);
+    const char *paths[] = {p};
+    ld_store *store = ld_mock_store_new(B);
+    ld_data_system *ds =
+        ld_data_system_new(B, store, NULL, 0, ld_file_synchronizer_new(B, paths, 1, 20));
+    ck_assert_ptr_nonnull(ds);
+    ld_test_await_ok(ld_data_system_ready(ds));
+    for (int more = 1; more <= 3; more++) {
+        write_many(p, 2000 + more); /* one flag more: one upsert */
+        while (ld_mock_store_calls(store, LD_MOCK_OP_UPSERT) < more) {
+            ld_future_unref(ld_store_all(store, ld_kind_features()));
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        }
+    }
+    ld_data_system_free(ds);
+    ld_test_flush();
+    ld_store_free(store);
+    ld_test_flush();
+}
+END_TEST
+
 START_TEST(test_data_changes_only_puts_what_changed_and_deletes_what_left)
 {
     struct ld__fs_versions ver = {{NULL, NULL}, false};
@@ -1746,6 +1810,8 @@ Suite *ld_suite_file_source(void)
     tcase_add_test(tc, test_sync_free_leaves_no_descriptor_and_no_thread);
     tcase_add_test(tc, test_sync_reads_files_that_never_stay_quiet);
     tcase_add_test(tc, test_sync_after_the_first_full_set_yields_only_what_changed);
+    tcase_add_test(tc, test_sync_counts_references_to_items_it_yielded_atomically);
+    tcase_add_test(tc, test_mock_store_fed_by_a_file_synchronizer_counts_items_atomically);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("polling");
