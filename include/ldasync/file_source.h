@@ -113,14 +113,15 @@ LD_EXPORT ld_initializer *ld_file_initializer_new(struct event_base *base, const
  *     valid, a change set of intent xfer-changes: a put of each item new or
  *     changed, with its version (see Versions), a delete of each item gone,
  *     at the version of its deletion; segments first, then flags, each
- *     kind's puts in file order, then its deletes, the order in which the
- *     data system hears the difference a full set makes; no changes when
- *     only the files' status changed); changes made while no next was
+ *     kind's puts in file order, then its deletes; no changes when only
+ *     the files' status changed); changes made while no next was
  *     waiting are not lost: the next next() reads at once. The update is a
  *     full change set again when an update was lost on the way: one no
  *     next took (a next cancelled, the synchronizer stopped), one that ran
  *     out of memory, or one a data system (data_system.h) that runs this
- *     synchronizer could not apply (the store failed it);
+ *     synchronizer could not apply (the store failed it). That full set
+ *     comes with the next read, which, as every read, waits until a file
+ *     changes: until then the store holds what it took of the lost update;
  *   - a file that cannot be read or parsed yields an update with state
  *     interrupted, no change set, and an error of kind invalid_data whose
  *     message is the error message described at the top of this file: the
