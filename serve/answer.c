@@ -99,9 +99,15 @@ static bool body_unread(struct evhttp_request *req)
     return evhttp_find_header(h, "Transfer-Encoding") || (cl && strcmp(cl, "0") != 0);
 }
 
-/* Sends `body` (may be NULL) with status `code`. */
-void lds_send_blob(lds_server *srv, struct evhttp_request *req, int code, struct lds_blob *body,
-                   const char *etag, int flags)
+static bool is_head(struct evhttp_request *req)
+{
+    return evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+}
+
+/* Sends status `code`, with a JSON body of `len` bytes in `out` when `body`
+ * (`out` NULL for a HEAD, or when the body could not be put there). */
+static void send_answer(lds_server *srv, struct evhttp_request *req, int code, bool body,
+                        size_t len, struct evbuffer *out, const char *etag, int flags)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (body)
@@ -113,21 +119,15 @@ void lds_send_blob(lds_server *srv, struct evhttp_request *req, int code, struct
     /* a body left unread would be taken for the next request: close */
     if ((flags & LDS_F_CLOSE) || srv->closing || body_unread(req))
         evhttp_add_header(h, "Connection", "close");
-    struct evbuffer *out = NULL;
-    if (body && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+    if (body && is_head(req)) {
         /* evhttp 2.1 sends a HEAD's body when given one (and no
          * Content-Length): a keep-alive client would take the body for
          * the next answer. The length, and no body. */
-        char len[24];
-        snprintf(len, sizeof len, "%zu", body->len);
-        evhttp_add_header(h, "Content-Length", len);
-    } else if (body) {
-        out = srv->scratch;
-        evbuffer_drain(out, evbuffer_get_length(out));
-        if (lds_blob_add(out, body) != 0)
-            out = NULL;
+        char text[24];
+        snprintf(text, sizeof text, "%zu", len);
+        evhttp_add_header(h, "Content-Length", text);
     }
-    lds_log_answer(srv, req, code, body ? body->len : 0);
+    lds_log_answer(srv, req, code, body ? len : 0);
     /* the next request on this connection has its time from when this
      * answer is written (however long a reader takes to read it) */
     evhttp_request_set_on_complete_cb(req, answer_written, srv);
@@ -143,8 +143,29 @@ void lds_send_blob(lds_server *srv, struct evhttp_request *req, int code, struct
         bufferevent_set_timeouts(c->bev, NULL, &wtv);
     }
     evhttp_send_reply(req, code, reason_of(code), out);
+}
+
+void lds_send_blob(lds_server *srv, struct evhttp_request *req, int code, struct lds_blob *body,
+                   const char *etag, int flags)
+{
+    struct evbuffer *out = NULL;
+    if (body && !is_head(req)) {
+        out = srv->scratch;
+        evbuffer_drain(out, evbuffer_get_length(out));
+        if (lds_blob_add(out, body) != 0)
+            out = NULL;
+    }
+    send_answer(srv, req, code, body != NULL, body ? body->len : 0, out, etag, flags);
     if (out)
         evbuffer_drain(out, evbuffer_get_length(out));
+}
+
+void lds_send_buffer(lds_server *srv, struct evhttp_request *req, int code, struct evbuffer *body,
+                     int flags)
+{
+    size_t len = evbuffer_get_length(body);
+    send_answer(srv, req, code, true, len, is_head(req) ? NULL : body, NULL, flags);
+    evbuffer_drain(body, evbuffer_get_length(body));
 }
 
 void lds_send_error(lds_server *srv, struct evhttp_request *req, int code, const char *msg,

@@ -6,9 +6,12 @@
  * with ?withReasons=true, both decoded by evaluate(), and answered with
  * CORS headers.
  */
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/util.h>
 #include <openssl/evp.h>
@@ -19,43 +22,244 @@
  * asked for. */
 #define WITH_REASONS 0x100
 
-/* LaunchDarkly's client-side evaluation result (as ld-relay's evalx and
- * LaunchDarkly's service answer it), from the evaluator's all-flags state:
+/* ------------------------------------------------------------------------- */
+/* The answer: LaunchDarkly's client-side evaluation result (as ld-relay's
+ * evalx and LaunchDarkly's service answer it), written straight from the
+ * evaluator's all-flags results (ld_evaluator_flags_state()):
  * {"<flag>": {"value": v, "variation": n | null, "version": flag version,
  * "trackEvents": true (when), "trackReason": true (when), "reason": {...}
- * (when asked for or tracked), "debugEventsUntilDate": ms (when),
- * "prerequisites": [keys] (when the flag's evaluation entered any)}, ...}. */
-static json_t *evalx_of_state(const json_t *state)
+ * (when asked for or tracked), "prerequisites": [keys] (when the flag's
+ * evaluation entered any), "debugEventsUntilDate": ms (when)}, ...}, the
+ * text jansson writes for that tree (JSON_COMPACT). */
+
+/* A body being written into `out`, by way of `buf`: it is made of many
+ * small pieces. `failed` once a piece could not be written. */
+struct body {
+    struct evbuffer *out;
+    bool failed;
+    size_t n;
+    char buf[4096];
+};
+
+static void put_flush(struct body *b)
 {
-    json_t *meta = json_object_get(state, "$flagsState");
-    json_t *out = json_object();
-    if (!out || !json_is_object(meta))
-        return out;
-    const char *key;
-    json_t *m;
-    json_object_foreach(meta, key, m)
-    {
-        json_t *value = json_object_get(state, key);
-        json_t *o = json_object();
-        int rc = o ? 0 : -1;
-        rc |= json_object_set(o, "value", value ? value : json_null());
-        json_t *var = json_object_get(m, "variation");
-        rc |= json_object_set(o, "variation", var ? var : json_null());
-        static const char *const copy[] = {"version", "trackEvents",   "trackReason",
-                                           "reason",  "prerequisites", "debugEventsUntilDate"};
-        for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++) {
-            json_t *v = json_object_get(m, copy[i]);
-            if (v)
-                rc |= json_object_set(o, copy[i], v);
-        }
-        rc |= json_object_set_new(out, key, o);
-        if (rc) {
-            json_decref(out);
-            return NULL;
+    if (b->n && evbuffer_add(b->out, b->buf, b->n) != 0)
+        b->failed = true;
+    b->n = 0;
+}
+
+static void put(struct body *b, const char *s, size_t len)
+{
+    if (len > sizeof b->buf - b->n) {
+        put_flush(b);
+        if (len > sizeof b->buf) {
+            b->failed |= evbuffer_add(b->out, s, len) != 0;
+            return;
         }
     }
-    return out;
+    memcpy(b->buf + b->n, s, len);
+    b->n += len;
 }
+
+/* Writes the string literal `lit`. */
+#define PUT(b, lit) put(b, lit, sizeof lit - 1)
+
+static void put_int(struct body *b, int64_t v)
+{
+    char text[24];
+    put(b, text, (size_t)snprintf(text, sizeof text, "%" PRId64, v));
+}
+
+/* jansson's dump callback, `arg` the body. */
+static int put_dumped(const char *s, size_t len, void *arg)
+{
+    put(arg, s, len);
+    return 0;
+}
+
+/* Writes `j` as jansson does. */
+static void put_by_jansson(struct body *b, const json_t *j)
+{
+    if (json_dump_callback(j, put_dumped, b, JSON_COMPACT | JSON_ENCODE_ANY) != 0)
+        b->failed = true;
+}
+
+/* True when jansson writes `s` as it is between quotes: printable ASCII
+ * but '"' and '\\'. Other strings go through jansson, which escapes them
+ * and refuses those that are not UTF-8. */
+static bool plain(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+            return false;
+    }
+    return true;
+}
+
+static void put_quoted(struct body *b, const char *s, size_t len)
+{
+    PUT(b, "\"");
+    put(b, s, len);
+    PUT(b, "\"");
+}
+
+/* Writes `len` bytes at `s` as a JSON string. */
+static void put_string(struct body *b, const char *s, size_t len)
+{
+    if (plain(s, len)) {
+        put_quoted(b, s, len);
+        return;
+    }
+    json_t *j = json_stringn_nocheck(s, len);
+    if (j)
+        put_by_jansson(b, j);
+    else
+        b->failed = true;
+    json_decref(j);
+}
+
+/* Writes a constant name (NUL-terminated, NULL: memory ran out). */
+static void put_name(struct body *b, const char *s)
+{
+    if (s)
+        put_string(b, s, strlen(s));
+    else
+        b->failed = true;
+}
+
+/* Writes `j` (NULL: JSON null) as jansson does: the usual values here,
+ * the others (objects, arrays, reals, strings to escape) by jansson. */
+static void put_json(struct body *b, const json_t *j)
+{
+    switch (j ? json_typeof(j) : JSON_NULL) {
+    case JSON_NULL:
+        PUT(b, "null");
+        return;
+    case JSON_TRUE:
+        PUT(b, "true");
+        return;
+    case JSON_FALSE:
+        PUT(b, "false");
+        return;
+    case JSON_INTEGER:
+        put_int(b, json_integer_value(j));
+        return;
+    case JSON_STRING:
+        if (plain(json_string_value(j), json_string_length(j))) {
+            put_quoted(b, json_string_value(j), json_string_length(j));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    put_by_jansson(b, j);
+}
+
+/* Writes the reason of `d`: the text of ld_detail_reason_to_json(d). */
+static void put_reason(struct body *b, const ld_detail *d)
+{
+    enum ld_reason_kind kind = ld_detail_reason_kind(d);
+    PUT(b, "{\"kind\":");
+    put_name(b, ld_reason_kind_name(kind));
+    if (kind == LD_REASON_RULE_MATCH) {
+        PUT(b, ",\"ruleIndex\":");
+        put_int(b, ld_detail_rule_index(d));
+        if (ld_detail_rule_id(d)) {
+            PUT(b, ",\"ruleId\":");
+            put_name(b, ld_detail_rule_id(d));
+        }
+    } else if (kind == LD_REASON_PREREQUISITE_FAILED) {
+        PUT(b, ",\"prerequisiteKey\":");
+        put_name(b, ld_detail_prerequisite_key(d));
+    } else if (kind == LD_REASON_ERROR) {
+        PUT(b, ",\"errorKind\":");
+        put_name(b, ld_eval_error_name(ld_detail_error(d)));
+    }
+    if (ld_detail_in_experiment(d))
+        PUT(b, ",\"inExperiment\":true");
+    int big = ld_detail_big_segments_status(d);
+    if (big >= 0) {
+        PUT(b, ",\"bigSegmentsStatus\":");
+        put_name(b, ld_big_segments_status_name((enum ld_big_segments_status)big));
+    }
+    PUT(b, "}");
+}
+
+static void put_prerequisites(struct body *b, const ld_flags_state *s, size_t i)
+{
+    size_t n = ld_flags_state_prerequisite_count(s, i);
+    for (size_t k = 0; k < n; k++) {
+        if (k == 0)
+            PUT(b, ",\"prerequisites\":[");
+        else
+            PUT(b, ",");
+        size_t len;
+        const char *key = ld_flags_state_prerequisite(s, i, k, &len);
+        put_string(b, key, len);
+    }
+    if (n > 0)
+        PUT(b, "]");
+}
+
+/* Writes flag `i` of `s`: its key, and its object. */
+static void put_flag(struct body *b, const ld_flags_state *s, size_t i)
+{
+    size_t len;
+    const char *key = ld_flags_state_key(s, i, &len);
+    const ld_detail *d = ld_flags_state_detail(s, i);
+    unsigned fields = ld_flags_state_fields(s, i);
+    put_string(b, key, len);
+    PUT(b, ":{\"value\":");
+    put_json(b, ld_detail_value(d));
+    PUT(b, ",\"variation\":");
+    if (ld_detail_variation_index(d) >= 0)
+        put_int(b, ld_detail_variation_index(d));
+    else
+        PUT(b, "null");
+    if (fields & LD_FLAG_STATE_VERSION) {
+        PUT(b, ",\"version\":");
+        put_int(b, ld_flags_state_version(s, i));
+    }
+    if (fields & LD_FLAG_STATE_TRACK_EVENTS)
+        PUT(b, ",\"trackEvents\":true");
+    if (fields & LD_FLAG_STATE_TRACK_REASON)
+        PUT(b, ",\"trackReason\":true");
+    if (fields & LD_FLAG_STATE_REASON) {
+        PUT(b, ",\"reason\":");
+        put_reason(b, d);
+    }
+    put_prerequisites(b, s, i);
+    if (fields & LD_FLAG_STATE_DEBUG_EVENTS_UNTIL) {
+        PUT(b, ",\"debugEventsUntilDate\":");
+        put_int(b, ld_flags_state_debug_events_until(s, i));
+    }
+    PUT(b, "}");
+}
+
+/* Writes the evalx body of `s` into `out`. @return 0, or -1 when memory
+ * ran out (`out` then holds a part of it). */
+static int put_body(struct evbuffer *out, const ld_flags_state *s)
+{
+    struct body b;
+    b.out = out;
+    b.failed = false;
+    b.n = 0;
+    PUT(&b, "{");
+    size_t n = ld_flags_state_count(s);
+    for (size_t i = 0; i < n && !b.failed; i++) {
+        if (i > 0)
+            PUT(&b, ",");
+        put_flag(&b, s, i);
+    }
+    PUT(&b, "}");
+    put_flush(&b);
+    return b.failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The request                                                               */
 
 /* Decodes base64url (or base64; padding optional) with OpenSSL's decoder
  * (after mapping the URL-safe alphabet onto the standard one and padding).
@@ -160,9 +364,9 @@ static void evaluate(lds_server *srv, struct evhttp_request *req, const struct l
     else
         lds_wait_for(
             srv, req,
-            ld_evaluator_all_flags(srv->ev, ctx,
-                                   LD_ALL_FLAGS_CLIENT_SIDE_ONLY |
-                                       (arg & WITH_REASONS ? LD_ALL_FLAGS_WITH_REASONS : 0)),
+            ld_evaluator_flags_state(srv->ev, ctx,
+                                     LD_ALL_FLAGS_CLIENT_SIDE_ONLY |
+                                         (arg & WITH_REASONS ? LD_ALL_FLAGS_WITH_REASONS : 0)),
             rt, flags);
     ld_context_unref(ctx);
     json_decref(j);
@@ -213,17 +417,20 @@ void lds_evalx_finish(lds_server *srv, struct evhttp_request *req, const struct 
         lds_send_rejected(srv, req, f, flags);
         return;
     }
-    json_t *state = ld_future_json(f);
-    if (!json_is_true(json_object_get(state, "$valid"))) {
+    /* the state shares the store's JSON: read here, on the loop's thread,
+     * where its future is released too */
+    const ld_flags_state *state = ld_future_ptr(f);
+    if (!ld_flags_state_valid(state)) {
         lds_send_error(srv, req, 503, "service not initialized", LDS_F_CORS);
         return;
     }
-    json_t *x = evalx_of_state(state);
-    struct lds_blob *b = x ? lds_blob_json(x) : NULL;
-    json_decref(x);
-    if (b)
-        lds_send_blob(srv, req, 200, b, NULL, LDS_F_CORS);
-    else
+    struct evbuffer *out = srv->scratch;
+    evbuffer_drain(out, evbuffer_get_length(out));
+    if (put_body(out, state) == 0) {
+        lds_send_buffer(srv, req, 200, out, LDS_F_CORS);
+    } else {
+        /* never a cut body */
+        evbuffer_drain(out, evbuffer_get_length(out));
         lds_send_error(srv, req, 500, "out of memory", LDS_F_CORS);
-    lds_blob_unref(b);
+    }
 }

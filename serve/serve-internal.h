@@ -209,6 +209,10 @@ enum { LDS_F_CORS = 1, LDS_F_CLOSE = 2 };
 /* Sends `body` (may be NULL) with status `code`, and `etag` when not NULL. */
 void lds_send_blob(lds_server *srv, struct evhttp_request *req, int code, struct lds_blob *body,
                    const char *etag, int flags);
+/* Sends the JSON body written in `body` (emptied: srv->scratch, say) with
+ * status `code`. */
+void lds_send_buffer(lds_server *srv, struct evhttp_request *req, int code, struct evbuffer *body,
+                     int flags);
 /* Sends {"error": msg} (the status's reason when `msg` is NULL). */
 void lds_send_error(lds_server *srv, struct evhttp_request *req, int code, const char *msg,
                     int flags);

@@ -79,13 +79,21 @@ static void log_fn(int level, const char *line, void *arg)
              lds_log_level_name(level), line);
 }
 
-static void start_with(struct fix *x, struct lds_server_options *o, bool later)
+/* Starts a server on a store of `flags` (and SEGMENTS), answering later
+ * when `later`; on a memory store never initialized when `flags` is NULL. */
+static void start_on(struct fix *x, struct lds_server_options *o, bool later, const char *flags)
 {
     signal(SIGPIPE, SIG_IGN);
     memset(x, 0, sizeof *x);
-    x->data = ld_test_data_of(FLAGS, SEGMENTS);
-    x->store = later ? ld_test_later_new(x->data, &x->later) : ld_test_memory_with(x->data);
-    if (later)
+    x->data = flags ? ld_test_data_of(flags, SEGMENTS) : NULL;
+    if (!flags)
+        x->store = ld_memory_store_new(ld_test_base);
+    else if (later)
+        x->store = ld_test_later_new(x->data, &x->later);
+    else
+        x->store = ld_test_memory_with(x->data);
+    ck_assert_ptr_nonnull(x->store);
+    if (flags && later)
         ld_test_await_ok(ld_store_init(x->store, x->data));
     x->ev = ld_test_evaluator_of(x->store);
     struct lds_server_options def = {0};
@@ -104,6 +112,11 @@ static void start_with(struct fix *x, struct lds_server_options *o, bool later)
     ck_assert_ptr_nonnull(x->srv);
     x->port = lds_server_port(x->srv);
     ck_assert_int_gt(x->port, 0);
+}
+
+static void start_with(struct fix *x, struct lds_server_options *o, bool later)
+{
+    start_on(x, o, later, FLAGS);
 }
 
 static void start(struct fix *x)
@@ -1683,6 +1696,249 @@ START_TEST(test_evalx_answers_the_evaluators_results)
 }
 END_TEST
 
+/* Flags of every kind an evalx answer shows, for the contexts u1 and u2:
+ * off (with and without an off variation), fallthrough (tracked: a
+ * reason), a rule match (u1), a target match (u2), a prerequisite met (u1)
+ * and failed (u2), a rule with no id (u2), an error, trackEvents and
+ * debugEventsUntilDate (with prerequisites), an experiment, a flag for
+ * server-side SDKs only, values of every JSON type and keys and strings to
+ * escape. */
+static const char *const XFLAGS =
+    "{'off': {'on': false, 'variations': ['x', 'y'], 'offVariation': 1, 'clientSide': true,"
+    "         'salt': 's', 'version': 3},"
+    " 'off-none': {'on': false, 'variations': [1], 'clientSide': true, 'salt': 's'},"
+    " 'fall': {'on': true, 'variations': [{'a': [1, 2.5, 'q\\\"\\\\/\\n\\u00dc'], 'b': null}, []],"
+    "          'fallthrough': {'variation': 0}, 'trackEventsFallthrough': true,"
+    "          'clientSide': true, 'salt': 's'},"
+    " 'rule': {'on': true, 'variations': [false, true], 'fallthrough': {'variation': 0},"
+    "          'rules': [{'id': 'r-1', 'variation': 1, 'clauses':"
+    "            [{'attribute': 'key', 'op': 'in', 'values': ['u1']}]},"
+    "            {'variation': 0, 'clauses':"
+    "              [{'attribute': 'key', 'op': 'in', 'values': ['u2']}]}],"
+    "          'clientSide': true, 'salt': 's', 'version': 12},"
+    " 'target': {'on': true, 'variations': ['t', 'f'], 'fallthrough': {'variation': 1},"
+    "            'targets': [{'values': ['u2'], 'variation': 0}], 'salt': 's',"
+    "            'clientSideAvailability': {'usingEnvironmentId': true}},"
+    " 'pre': {'on': true, 'variations': [1, 2], 'offVariation': 1, 'fallthrough': {'variation': 0},"
+    "         'prerequisites': [{'key': 'rule', 'variation': 1}], 'clientSide': true, 'salt': 's'},"
+    " 'err': {'on': true, 'variations': [1], 'fallthrough': {'variation': 5}, 'clientSide': true,"
+    "         'salt': 's'},"
+    " 'debug': {'on': true, 'variations': [0.1, 1e300, -7], 'fallthrough': {'variation': 1},"
+    "           'trackEvents': true, 'debugEventsUntilDate': 2000000000000, 'clientSide': true,"
+    "           'salt': 's'},"
+    " 'pre-debug': {'on': true, 'variations': ['p', 'q'], 'fallthrough': {'variation': 0},"
+    "               'prerequisites': [{'key': 'off', 'variation': 1}], 'trackEvents': true,"
+    "               'debugEventsUntilDate': 1, 'clientSide': true, 'salt': 's'},"
+    " 'server': {'on': true, 'variations': [true], 'fallthrough': {'variation': 0}, 'salt': 's'},"
+    " 'exp': {'on': true, 'variations': ['A', 'B'], 'salt': 's', 'clientSide': true,"
+    "         'fallthrough': {'rollout': {'kind': 'experiment', 'variations':"
+    "           [{'variation': 1, 'weight': 100000}]}}},"
+    " 'k\\u00e9y \\\"/': {'on': true, 'variations': ['\\u00dc\\u0001', 3],"
+    "                    'fallthrough': {'variation': 0}, 'clientSide': true, 'salt': 's'}}";
+
+/* The evalx body of `ctx_text` as ldasync-serve made it until it wrote it
+ * from the evaluator's results: ld_evaluator_all_flags()'s JSON converted
+ * into a second tree, then serialized. The body must be this, byte for
+ * byte. @return a new string (free()). */
+static char *evalx_by_tree(struct fix *x, const char *ctx_text, bool reasons)
+{
+    ld_context *ctx = ld_test_ctx_of(ctx_text);
+    ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(
+        x->ev, ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY | (reasons ? LD_ALL_FLAGS_WITH_REASONS : 0)));
+    json_t *state = ld_future_json(f);
+    json_t *out = json_object();
+    const char *key;
+    json_t *m;
+    json_object_foreach(json_object_get(state, "$flagsState"), key, m)
+    {
+        json_t *value = json_object_get(state, key);
+        json_t *o = json_object();
+        json_object_set(o, "value", value ? value : json_null());
+        json_t *var = json_object_get(m, "variation");
+        json_object_set(o, "variation", var ? var : json_null());
+        static const char *const copy[] = {"version", "trackEvents",   "trackReason",
+                                           "reason",  "prerequisites", "debugEventsUntilDate"};
+        for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++) {
+            json_t *v = json_object_get(m, copy[i]);
+            if (v)
+                json_object_set(o, copy[i], v);
+        }
+        json_object_set_new(out, key, o);
+    }
+    char *text = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(text);
+    json_decref(out);
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+    return text;
+}
+
+/* GETs the evalx answer for `ctx_text` (JSON): its body, 200 asserted. */
+static char *evalx_get(struct fix *x, const char *ctx_text, bool reasons)
+{
+    json_t *cj = ld_test_j(ctx_text);
+    char *text = json_dumps(cj, JSON_COMPACT);
+    json_decref(cj);
+    char *enc = ld_test_b64url(text);
+    char path[512];
+    snprintf(path, sizeof path, "/sdk/evalx/e/contexts/%s%s", enc,
+             reasons ? "?withReasons=true" : "");
+    struct resp r;
+    http(x, EVHTTP_REQ_GET, path, NULL, NULL, &r);
+    ck_assert_msg(r.code == 200, "%s: %d %s", path, r.code, r.body);
+    ck_assert_str_eq(r.ctype, "application/json");
+    ck_assert_uint_eq(strlen(r.body), r.len);
+    free(enc);
+    free(text);
+    return r.body;
+}
+
+START_TEST(test_evalx_body_is_the_all_flags_json_converted)
+{
+    struct fix x;
+    start_on(&x, NULL, false, XFLAGS);
+    const char *ctxs[] = {"{'key': 'u1'}", "{'kind': 'user', 'key': 'u2', 'name': 'Ü'}",
+                          "{'kind': 'multi', 'user': {'key': 'u3'}, 'org': {'key': 'o'}}"};
+    for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++)
+        for (int reasons = 0; reasons < 2; reasons++) {
+            char *want = evalx_by_tree(&x, ctxs[i], reasons);
+            char *got = evalx_get(&x, ctxs[i], reasons);
+            ck_assert_msg(strcmp(got, want) == 0, "%s%s:\n got  %s\n want %s", ctxs[i],
+                          reasons ? " (reasons)" : "", got, want);
+            free(got);
+            free(want);
+        }
+    stop(&x);
+}
+END_TEST
+
+/* Asserts that the evalx body `body` has the member `want` (written with '
+ * for ", as ld_test_j() takes JSON), exactly: from a '{' or ',' to a ','
+ * or '}'. */
+static void expect_member(const char *body, const char *want)
+{
+    char text[512];
+    size_t n = strlen(want);
+    ck_assert_uint_lt(n, sizeof text);
+    for (size_t i = 0; i <= n; i++)
+        text[i] = want[i] == '\'' ? '"' : want[i];
+    const char *at = strstr(body, text);
+    ck_assert_msg(at && (at[-1] == '{' || at[-1] == ',') && (at[n] == ',' || at[n] == '}'),
+                  "%s\nnot in %s", text, body);
+}
+
+START_TEST(test_evalx_body_text)
+{
+    struct fix x;
+    start_on(&x, NULL, false, XFLAGS);
+    /* u1: a rule match, a prerequisite met; every flag but the server's */
+    static const char *const u1[] = {
+        "'off':{'value':'y','variation':1,'version':3}",
+        "'off-none':{'value':null,'variation':null,'version':1}",
+        "'rule':{'value':true,'variation':1,'version':12}",
+        "'target':{'value':'f','variation':1,'version':1}",
+        "'pre':{'value':1,'variation':0,'version':1,'prerequisites':['rule']}",
+        "'err':{'value':null,'variation':null,'version':1}",
+        "'debug':{'value':1.0000000000000001e300,'variation':1,'version':1,'trackEvents':true,"
+        "'debugEventsUntilDate':2000000000000}",
+        "'pre-debug':{'value':null,'variation':null,'version':1,'trackEvents':true,"
+        "'prerequisites':['off'],'debugEventsUntilDate':1}",
+        "'exp':{'value':'B','variation':1,'version':1,'trackEvents':true,'trackReason':true,"
+        "'reason':{'kind':'FALLTHROUGH','inExperiment':true}}",
+        "'fall':{'value':{'a':[1,2.5,'q\\'\\\\/\\nÜ'],'b':null},'variation':0,'version':1,"
+        "'trackEvents':true,'trackReason':true,'reason':{'kind':'FALLTHROUGH'}}",
+        "'kéy \\'/':{'value':'Ü\\u0001','variation':0,'version':1}"};
+    char *got = evalx_get(&x, "{'key': 'u1'}", false);
+    for (size_t i = 0; i < sizeof u1 / sizeof u1[0]; i++)
+        expect_member(got, u1[i]);
+    ck_assert_ptr_null(strstr(got, "\"server\""));
+    json_t *j = ld_test_j(got);
+    ck_assert_uint_eq(json_object_size(j), sizeof u1 / sizeof u1[0]);
+    json_decref(j);
+    free(got);
+    /* with reasons */
+    static const char *const u1r[] = {
+        "'off':{'value':'y','variation':1,'version':3,'reason':{'kind':'OFF'}}",
+        "'rule':{'value':true,'variation':1,'version':12,"
+        "'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r-1'}}",
+        "'err':{'value':null,'variation':null,'version':1,"
+        "'reason':{'kind':'ERROR','errorKind':'MALFORMED_FLAG'}}"};
+    got = evalx_get(&x, "{'key': 'u1'}", true);
+    for (size_t i = 0; i < sizeof u1r / sizeof u1r[0]; i++)
+        expect_member(got, u1r[i]);
+    free(got);
+    /* u2: a target match, a rule with no id, prerequisites failed */
+    static const char *const u2r[] = {
+        "'target':{'value':'t','variation':0,'version':1,'reason':{'kind':'TARGET_MATCH'}}",
+        "'rule':{'value':false,'variation':0,'version':12,"
+        "'reason':{'kind':'RULE_MATCH','ruleIndex':1}}",
+        "'pre':{'value':2,'variation':1,'version':1,"
+        "'reason':{'kind':'PREREQUISITE_FAILED','prerequisiteKey':'rule'},'prerequisites':['rule']"
+        "}",
+        "'pre-debug':{'value':null,'variation':null,'version':1,'trackEvents':true,"
+        "'reason':{'kind':'PREREQUISITE_FAILED','prerequisiteKey':'off'},'prerequisites':['off'],"
+        "'debugEventsUntilDate':1}",
+        "'debug':{'value':1.0000000000000001e300,'variation':1,'version':1,'trackEvents':true,"
+        "'reason':{'kind':'FALLTHROUGH'},'debugEventsUntilDate':2000000000000}"};
+    got = evalx_get(&x, "{'key': 'u2'}", true);
+    for (size_t i = 0; i < sizeof u2r / sizeof u2r[0]; i++)
+        expect_member(got, u2r[i]);
+    free(got);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_evalx_head_has_the_length_of_the_body)
+{
+    struct fix x;
+    start_on(&x, NULL, false, XFLAGS);
+    /* a HEAD then a GET, pipelined: no body after the HEAD's headers */
+    char *enc = ld_test_b64url("{\"key\":\"u1\"}");
+    char req[1024];
+    int n =
+        snprintf(req, sizeof req,
+                 "HEAD /sdk/evalx/e/contexts/%s HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /sdk/evalx/e/contexts/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 enc, enc);
+    free(enc);
+    struct raw r;
+    ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 200);
+    const char *t = raw_text(&r);
+    const char *second = strstr(t, "\r\n\r\n");
+    ck_assert_ptr_nonnull(second);
+    second += 4;
+    ck_assert_msg(strncmp(second, "HTTP/1.1 200 ", 13) == 0, "after the HEAD: %.200s", second);
+    const char *body = strstr(second, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    char want[64];
+    snprintf(want, sizeof want, "Content-Length: %zu\r\n", strlen(body + 4));
+    ck_assert_msg(strstr(t, want) && strstr(t, want) < second, "HEAD without \"%s\": %.300s", want,
+                  t);
+    ck_assert_ptr_nonnull(strstr(body, "\"rule\":{\"value\":true,"));
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_evalx_before_the_store_is_initialized_is_503)
+{
+    struct fix x;
+    start_on(&x, NULL, false, NULL);
+    for (int reasons = 0; reasons < 2; reasons++) {
+        struct resp r;
+        http(&x, EVHTTP_REQ_GET,
+             reasons ? "/sdk/evalx/e/contexts/eyJrZXkiOiJ1MSJ9?withReasons=true"
+                     : "/sdk/evalx/e/contexts/eyJrZXkiOiJ1MSJ9",
+             NULL, NULL, &r);
+        expect_error(&r, 503);
+        ck_assert_str_eq(r.cors, "*");
+        ck_assert_ptr_nonnull(strstr(r.body, "service not initialized"));
+        resp_free(&r);
+    }
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_report_with_two_different_content_lengths_is_400)
 {
     /* which one frames the body is ambiguous (RFC 9110, 8.6): refused */
@@ -2026,6 +2282,10 @@ Suite *ld_suite_serve(void)
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_evalx_answers_the_evaluators_results);
+    tcase_add_test(tc, test_evalx_body_is_the_all_flags_json_converted);
+    tcase_add_test(tc, test_evalx_body_text);
+    tcase_add_test(tc, test_evalx_head_has_the_length_of_the_body);
+    tcase_add_test(tc, test_evalx_before_the_store_is_initialized_is_503);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
     tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);

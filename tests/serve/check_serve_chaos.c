@@ -154,7 +154,9 @@ static const char *const FLAGS =
     " 'f2': {'on': true, 'variations': ['a', 'b'], 'fallthrough': {'variation': 0},"
     "        'rules': [{'id': 'r1', 'variation': 1, 'trackEvents': true, 'clauses':"
     "          [{'op': 'segmentMatch', 'values': ['s1']}]}],"
-    "        'clientSide': true, 'salt': 's', 'version': 7}}";
+    "        'clientSide': true, 'salt': 's', 'version': 7},"
+    " 'f3': {'on': true, 'variations': [{'a': [1, 2.5]}], 'fallthrough': {'variation': 0},"
+    "        'clientSide': true, 'salt': 's'}}";
 static const char *const SEGMENTS = "{'s1': {'included': ['u1'], 'salt': 's'}}";
 
 /* Runs the loop until every client is done; fails after 20 s. */
@@ -183,6 +185,20 @@ static void serve_until_done(struct client *cs, size_t n, lds_server *srv, const
                               REQUESTS[i]);
         }
     }
+}
+
+/* An evalx answer of 200 has its whole body (f3's value is written by
+ * jansson, which allocates): never one cut where memory ran out. */
+static void expect_whole_evalx(struct client *c)
+{
+    struct evbuffer_ptr end = evbuffer_search(c->in, "\r\n\r\n", 4, NULL);
+    ck_assert_int_ge(end.pos, 0);
+    size_t at = (size_t)end.pos + 4, len = evbuffer_get_length(c->in) - at;
+    const char *body = (const char *)evbuffer_pullup(c->in, -1) + at;
+    json_t *j = json_loadb(body, len, 0, NULL);
+    ck_assert_msg(json_object_get(j, "f1") && json_object_get(j, "f2") && json_object_get(j, "f3"),
+                  "N=%ld: %.*s", g_fail_at, (int)len, body);
+    json_decref(j);
 }
 
 START_TEST(test_every_allocation_failing_in_turn_costs_requests_not_the_server)
@@ -234,6 +250,8 @@ START_TEST(test_every_allocation_failing_in_turn_costs_requests_not_the_server)
                 if (!failed)
                     ck_assert_msg(code == want, "N=%ld: request %zu answered %d, nothing failed",
                                   g_fail_at, i, code);
+                if (code == 200 && (i == 6 || i == 7))
+                    expect_whole_evalx(&cs[i]);
                 refused += code != want;
                 client_free(&cs[i]);
             }
