@@ -23,29 +23,9 @@
 #include <sys/socket.h>
 
 #include "../../serve/server.h"
+#include "check_fail_alloc.h"
 #include "check_suites.h"
 #include "check_util.h"
-
-/* ---- the failing allocator ----------------------------------------------- */
-
-static long g_fail_at; /* 0: nothing fails */
-static long g_calls;
-static bool g_counting;
-
-static bool fail_now(void)
-{
-    return g_counting && g_fail_at && ++g_calls == g_fail_at;
-}
-
-static void *chaos_malloc(size_t n)
-{
-    return fail_now() ? NULL : malloc(n);
-}
-
-static void *chaos_realloc(void *p, size_t n)
-{
-    return fail_now() ? NULL : realloc(p, n);
-}
 
 /* ---- a client: one request, Connection: close, read to the end ----------- */
 
