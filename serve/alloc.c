@@ -1,7 +1,9 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * serve/alloc.c: the program's allocation functions, on top of the
- * library's public ld_get_alloc_funcs() (serve-internal.h).
+ * library's public ld_get_alloc_funcs() (serve-internal.h). Its own copy of
+ * the shim of lib/testing/testing-internal.h: a program includes public
+ * headers only, and three functions do not earn the library new public API.
  */
 #include <stdint.h>
 #include <string.h>

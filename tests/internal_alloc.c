@@ -1,6 +1,6 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * The library's internal allocation functions (lib/core/alloc-internal.h) for
+ * The library's internal allocation functions (core/core-internal.h) for
  * library files compiled into the test program (lib/eval/eval_ops.c: see
  * Makefile.am). libldasync exports only ld_* names, so the test program
  * cannot call its ld__* functions; a file compiled into the program gets
@@ -15,40 +15,10 @@
 
 #include "core/core-internal.h"
 
-void *ld__malloc(size_t size)
-{
-    ld_malloc_fn fn;
-    ld_get_alloc_funcs(&fn, NULL, NULL);
-    return fn(size ? size : 1);
-}
-
-void *ld__calloc(size_t n, size_t size)
-{
-    if (size && n > SIZE_MAX / size)
-        return NULL;
-    void *p = ld__malloc(n * size);
-    if (p)
-        memset(p, 0, n * size);
-    return p;
-}
-
-void *ld__realloc(void *ptr, size_t size)
-{
-    if (!ptr)
-        return ld__malloc(size);
-    ld_realloc_fn fn;
-    ld_get_alloc_funcs(NULL, &fn, NULL);
-    return fn(ptr, size ? size : 1);
-}
-
-void ld__free(void *ptr)
-{
-    if (!ptr)
-        return;
-    ld_dealloc_fn fn;
-    ld_get_alloc_funcs(NULL, NULL, &fn);
-    fn(ptr);
-}
+/* ld__malloc, ld__calloc, ld__realloc, ld__free and ld__strdup: the shim of
+ * libldasync-testing, here as ordinary functions (not static inline). */
+#define LD__ALLOC_SHIM
+#include "testing/testing-internal.h"
 
 /* Whether libevent threading is on, as the library's futures tell it (for
  * lib/core/worker.c, which runs its jobs on a thread only then). */

@@ -35,28 +35,19 @@ int64_t ld__ds_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void ld__ds_sweep(ld_data_system *ds)
+/* The change function of listener `l` (stored as an ld__listener_fn). */
+static ld_data_system_change_fn change_fn(const struct ld__listener *l)
 {
-    struct ld__ds_listener **link = &ds->head, *l;
-    ds->tail = NULL;
-    while ((l = *link) != NULL) {
-        if (l->fn) {
-            ds->tail = l;
-            link = &l->next;
-        } else {
-            *link = l->next;
-            ld__free(l);
-        }
-    }
+    return (ld_data_system_change_fn)l->fn;
 }
 
 /* Calls the listeners that hear note `seq` with one change. */
 static void emit(ld_data_system *ds, uint64_t seq, const ld_kind *kind, const char *key,
                  int64_t version, const json_t *item)
 {
-    for (struct ld__ds_listener *l = ds->head; l && !ds->freed; l = l->next)
+    for (struct ld__listener *l = ds->listeners.head; l && !ds->freed; l = l->next)
         if (l->fn && l->after < seq)
-            l->fn(ds, kind, key, version, item, l->arg);
+            change_fn(l)(ds, kind, key, version, item, l->arg);
 }
 
 const ld_kind *ld__ds_kind_of(int k)
@@ -162,7 +153,7 @@ void ld__ds_slice(evutil_socket_t fd, short what, void *arg)
             break;
     }
     if (--ds->delivering == 0 && !ds->freed)
-        ld__ds_sweep(ds);
+        ld__listeners_sweep(&ds->listeners);
     schedule_slice(ds);
     ld__ds_release(ds);
 }
@@ -186,35 +177,12 @@ int64_t ld_data_system_add_change_listener(ld_data_system *ds, ld_data_system_ch
 {
     if (!ds || !fn)
         return LD_EINVAL;
-    struct ld__ds_listener *l = ld__malloc(sizeof(*l));
-    if (!l)
-        return LD_ENOMEM;
-    l->next = NULL;
-    l->id = ++ds->last_id;
-    l->after = ds->seq;
-    l->fn = fn;
-    l->arg = arg;
-    if (ds->tail)
-        ds->tail->next = l;
-    else
-        ds->head = l;
-    ds->tail = l;
-    ds->live++;
-    return l->id;
+    return ld__listeners_add(&ds->listeners, (ld__listener_fn)fn, arg, ds->seq);
 }
 
 int ld_data_system_remove_change_listener(ld_data_system *ds, int64_t id)
 {
     if (!ds)
         return LD_EINVAL;
-    for (struct ld__ds_listener *l = ds->head; l; l = l->next) {
-        if (l->id == id && l->fn) {
-            l->fn = NULL;
-            ds->live--;
-            if (ds->delivering == 0)
-                ld__ds_sweep(ds);
-            return 0;
-        }
-    }
-    return LD_EINVAL;
+    return ld__listeners_remove(&ds->listeners, id, ds->delivering == 0);
 }

@@ -65,10 +65,7 @@ void ld__ds_release(ld_data_system *ds)
 {
     if (--ds->refs > 0)
         return;
-    for (struct ld__ds_listener *l = ds->head, *next; l; l = next) {
-        next = l->next;
-        ld__free(l);
-    }
+    ld__listeners_free(&ds->listeners);
     for (struct ld__ds_note *n = ds->notes, *next; n; n = next) {
         next = n->next;
         ld__ds_note_free(n);
@@ -265,7 +262,7 @@ static void job_done(struct ld__ds_job *j)
     bool failed = code != 0;
     /* applied: heard even when closing; a full set is heard when the data
      * it replaced was read (listeners were there when it was issued) */
-    if (!failed && ds->live > 0 && (!j->full || j->n == 3)) {
+    if (!failed && ds->listeners.live > 0 && (!j->full || j->n == 3)) {
         struct ld__ds_note *n = note_of(j);
         if (n)
             ld__ds_queue_note(ds, n);
@@ -414,7 +411,7 @@ static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_se
     if (j->full) {
         static const struct timeval zero = {0, 0};
         j->data = empty_data(j->by);
-        if (ds->live > 0) { /* the data it replaces, for the diff */
+        if (ds->listeners.live > 0) { /* the data it replaces, for the diff */
             add_op(j, ld_store_all(ds->store, ld_kind_segments()));
             add_op(j, ld_store_all(ds->store, ld_kind_features()));
         }

@@ -18,6 +18,8 @@
 #include <ldasync/fdv2.h>
 #include <ldasync/sink.h>
 
+#include "store/store-internal.h" /* struct ld__listeners */
+
 /* ---- The file source's data ---------------------------------------------
  * What the file source (file_source.h) reads, as pure functions of their
  * arguments and the files (file_data.c): no loop, no thread, no store. The
@@ -121,15 +123,6 @@ void ld__file_synchronizer_lost(ld_synchronizer *sync);
 /* The order a full set's changes are heard in. */
 enum { LD__DS_SEGMENTS = 0, LD__DS_FEATURES = 1 };
 
-/* A change listener. */
-struct ld__ds_listener {
-    struct ld__ds_listener *next;
-    int64_t id;
-    uint64_t after;              /* hears the notes numbered above this */
-    ld_data_system_change_fn fn; /* NULL once removed */
-    void *arg;
-};
-
 /* Changes applied, waiting to be heard. */
 struct ld__ds_note {
     struct ld__ds_note *next;
@@ -169,11 +162,10 @@ struct ld_data_system {
     struct event *builder;       /* the building of a full change set's data */
     struct ld__ds_job *building; /* the job whose data is being built */
     bool slicing;                /* slicer added */
-    /* change listeners */
-    struct ld__ds_listener *head, *tail;
-    size_t live;
+    /* change listeners: fn is an ld_data_system_change_fn; each hears the
+     * notes numbered above its `after` */
+    struct ld__listeners listeners;
     unsigned delivering;
-    int64_t last_id;
     uint64_t seq;
     struct ld__ds_note *notes, *notes_tail;
     struct ld__ds_status_listener *status_listeners;
@@ -196,8 +188,5 @@ void ld__ds_queue_note(ld_data_system *ds, struct ld__ds_note *n);
 
 /* The slicer's callback: delivers notes for about a millisecond. */
 void ld__ds_slice(evutil_socket_t fd, short what, void *arg);
-
-/* Drops the change listeners removed (none is being called). */
-void ld__ds_sweep(ld_data_system *ds);
 
 #endif /* LDASYNC_SOURCES_INTERNAL_H */

@@ -1,7 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: a list of listeners (store-internal.h), as the sink's status
- * listeners use it.
+ * listeners and the data system's change listeners use it.
  */
 #include <ldasync/error.h>
 

@@ -189,14 +189,14 @@ int64_t ld__now_ms(void);
 bool ld__ds_error_info_prepare(const ld_ds_error_info *in, ld_ds_error_info *out);
 
 /*
- * A list of listeners (listeners.c): the sink's status listeners; meant
- * for every list of ldasync's that calls its listeners in the order they
- * were added, each one only with what happened after it was added, and
- * lets them be removed from inside a call. Zero-initialised means empty.
- * The owner calls the listeners itself (walking head..next, skipping those
- * with fn NULL, and those whose `after` is not below the number of what it
- * announces), casting fn back to its own type; a listener removed during
- * the calls is only marked (fn NULL) and unlinked by the sweep afterwards.
+ * A list of listeners (listeners.c): the sink's status listeners and the
+ * data system's change listeners; meant for every list of ldasync's that
+ * calls its listeners in the order they were added, each one only with what
+ * happened after it was added, and lets them be removed from inside a call. Zero-initialised means
+ * empty. The owner calls the listeners itself (walking head..next, skipping those with fn NULL, and
+ * those whose `after` is not below the number of what it announces), casting fn back to its own
+ * type; a listener removed during the calls is only marked (fn NULL) and unlinked by the sweep
+ * afterwards.
  */
 typedef void (*ld__listener_fn)(void); /* any function type, cast back to call */
 

@@ -15,16 +15,24 @@
 /*
  * Allocation through the hooks of alloc.h, as in libldasync (whose own
  * wrappers are not exported): the same names, so code reads the same in both
- * libraries.
+ * libraries, and ld_set_alloc_funcs() governs every copy. Written once for
+ * two users: libldasync-testing gets them static inline; the test program
+ * gets them as ordinary functions for the library files compiled into it,
+ * from tests/internal_alloc.c, which defines LD__ALLOC_SHIM empty before it
+ * includes this header.
  */
-static inline void *ld__malloc(size_t size)
+#ifndef LD__ALLOC_SHIM
+#define LD__ALLOC_SHIM static inline
+#endif
+
+LD__ALLOC_SHIM void *ld__malloc(size_t size)
 {
     ld_malloc_fn m;
     ld_get_alloc_funcs(&m, NULL, NULL);
     return m(size ? size : 1);
 }
 
-static inline void *ld__calloc(size_t n, size_t size)
+LD__ALLOC_SHIM void *ld__calloc(size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size)
         return NULL;
@@ -34,7 +42,7 @@ static inline void *ld__calloc(size_t n, size_t size)
     return p;
 }
 
-static inline void *ld__realloc(void *ptr, size_t size)
+LD__ALLOC_SHIM void *ld__realloc(void *ptr, size_t size)
 {
     ld_realloc_fn r;
     if (!ptr)
@@ -43,7 +51,7 @@ static inline void *ld__realloc(void *ptr, size_t size)
     return r(ptr, size ? size : 1);
 }
 
-static inline void ld__free(void *ptr)
+LD__ALLOC_SHIM void ld__free(void *ptr)
 {
     ld_dealloc_fn f;
     if (!ptr)
@@ -52,7 +60,7 @@ static inline void ld__free(void *ptr)
     f(ptr);
 }
 
-static inline char *ld__strdup(const char *s)
+LD__ALLOC_SHIM char *ld__strdup(const char *s)
 {
     size_t len = strlen(s) + 1;
     char *copy = ld__malloc(len);
