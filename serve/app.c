@@ -23,7 +23,7 @@ struct lds_app {
     void *log_arg;
     int log_level;
     int64_t error_logged_ms; /* the last error logged (its time and kind) */
-    enum ld_ds_error_kind error_logged_kind;
+    enum ld_data_source_error_kind error_logged_kind;
     /* the shutdown's steps (held to cancel them when freed first) */
     ld_future *closing[3];
 };
@@ -48,25 +48,25 @@ static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, 
 /* A status change: the state, with the error when it is one not logged
  * yet (the status keeps its last error after the state is valid again, so
  * that a later `off` does not bring an error already over back). */
-static void on_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+static void on_status(ld_data_system *ds, const ld_data_source_status *st, void *arg)
 {
     (void)ds;
     struct lds_app *app = arg;
-    const char *state = ld_ds_state_name(st->state);
+    const char *state = ld_data_source_state_name(st->state);
     bool new_error = st->error && (st->error->time_ms != app->error_logged_ms ||
                                    st->error->kind != app->error_logged_kind);
     if (st->error) {
         app->error_logged_ms = st->error->time_ms;
         app->error_logged_kind = st->error->kind;
     }
-    if (new_error && st->state != LD_DS_STATE_VALID)
+    if (new_error && st->state != LD_DATA_SOURCE_STATE_VALID)
         app_log(app, LDS_LOG_WARN, "data source %s: %s: %s", state ? state : "?",
-                ld_ds_error_kind_name(st->error->kind), st->error->message);
+                ld_data_source_error_kind_name(st->error->kind), st->error->message);
     else
         app_log(app, LDS_LOG_INFO, "data source %s", state ? state : "?");
 }
 
-static int status_of(ld_ds_status *out, void *arg)
+static int status_of(ld_data_source_status *out, void *arg)
 {
     struct lds_app *app = arg;
     return app->ds ? ld_data_system_status(app->ds, out) : LD_EINVAL;

@@ -61,7 +61,7 @@ void lds_log_v(lds_log_fn fn, void *arg, int max_level, int level, const char *f
 
 /* Fills *out with the data-source status (as ld_data_system_status());
  * returns 0, or a negative code when there is none. */
-typedef int (*lds_status_fn)(ld_ds_status *out, void *arg);
+typedef int (*lds_status_fn)(ld_data_source_status *out, void *arg);
 
 /* Options; zero (or NULL) means the default given. Strings are copied. */
 struct lds_server_options {

@@ -23,14 +23,14 @@ void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct
     (void)answer_flags;
     json_t *j = json_object();
     json_t *ds = json_object();
-    ld_ds_status st;
+    ld_data_source_status st;
     bool have = srv->o.status && srv->o.status(&st, srv->o.status_arg) == 0;
-    const char *state = have ? ld_ds_state_name(st.state) : NULL;
+    const char *state = have ? ld_data_source_state_name(st.state) : NULL;
     json_object_set_new(ds, "state", json_string(state ? state : "unknown"));
     if (have) {
         json_object_set_new(ds, "stateSince", json_integer(st.since_ms));
         if (st.error) {
-            const char *kind = ld_ds_error_kind_name(st.error->kind);
+            const char *kind = ld_data_source_error_kind_name(st.error->kind);
             json_object_set_new(ds, "lastError",
                                 json_pack("{s:s,s:i,s:s,s:I}", "kind", kind ? kind : "unknown",
                                           "statusCode", st.error->status_code, "message",
@@ -43,10 +43,11 @@ void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct
     json_t *segs = ok ? ld_future_json(ld_future_all_get(f, 1)) : NULL;
     bool inited = ok && ld_future_bool(ld_future_all_get(f, 2));
     json_object_set_new(j, "status",
-                        json_string(!ok                                       ? "unhealthy"
-                                    : !inited                                 ? "initializing"
-                                    : (have && st.state != LD_DS_STATE_VALID) ? "degraded"
-                                                                              : "healthy"));
+                        json_string(!ok       ? "unhealthy"
+                                    : !inited ? "initializing"
+                                    : (have && st.state != LD_DATA_SOURCE_STATE_VALID)
+                                        ? "degraded"
+                                        : "healthy"));
     json_object_set_new(j, "dataSource", ds);
     json_object_set_new(j, "store",
                         json_pack("{s:s,s:b}", "description", ld_store_describe(srv->store),

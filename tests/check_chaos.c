@@ -690,7 +690,7 @@ CHAOS_TEST(test_chaos_store, STORE_PATHS)
 static ld_update_sink *K;
 static int g_heard;
 
-static void heard(ld_update_sink *sink, const ld_ds_status *st, void *arg)
+static void heard(ld_update_sink *sink, const ld_data_source_status *st, void *arg)
 {
     (void)sink;
     (void)st;
@@ -747,13 +747,13 @@ static void act_sink_status(void)
     g_heard = 0;
     int64_t id = ld_store_sink_add_listener(K, heard, NULL);
     ck_assert(id > 0 || id == LD_ENOMEM);
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_NETWORK, 503, 0, "down"};
-    int rc = ld_update_sink_update_status(K, LD_DS_STATE_VALID, &e);
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_NETWORK, 503, 0, "down"};
+    int rc = ld_update_sink_update_status(K, LD_DATA_SOURCE_STATE_VALID, &e);
     ck_assert(rc == 0 || rc == LD_ENOMEM);
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_store_sink_status(K, &st), 0);
-    ck_assert_int_eq(st.state,
-                     rc == 0 ? LD_DS_STATE_VALID : LD_DS_STATE_INITIALIZING); /* nothing changed */
+    ck_assert_int_eq(st.state, rc == 0 ? LD_DATA_SOURCE_STATE_VALID
+                                       : LD_DATA_SOURCE_STATE_INITIALIZING); /* nothing changed */
     flush();
     ck_assert_int_le(g_heard, 1);
     if (id > 0)
@@ -804,9 +804,9 @@ static void act_fdv2_builder(void)
 
 static void act_fdv2_update(void)
 {
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, "bad"};
-    ld_fdv2_update *u =
-        ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, ld_fdv2_change_set_empty(NULL), &e, "env");
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0, 0, "bad"};
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_INTERRUPTED,
+                                           ld_fdv2_change_set_empty(NULL), &e, "env");
     if (u) {
         ck_assert_str_eq(ld_fdv2_update_error(u)->message, "bad");
         ld_future *f = ld_future_new(B);
@@ -889,12 +889,13 @@ static void act_mock_synchronizer(void)
     ld_synchronizer *sy = ld_mock_synchronizer_new(B, "s");
     if (!sy)
         return;
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, NULL, NULL, NULL);
     int rc = u ? ld_mock_synchronizer_push_update(sy, u) : LD_ENOMEM;
     ck_assert(rc == 0 || rc == LD_ENOMEM);
     ld_future *f = ld_synchronizer_next(sy);
     if (rc == 0 && !failed_with_enomem(f))
-        ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_STATE_VALID);
+        ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)),
+                         LD_DATA_SOURCE_STATE_VALID);
     ld_future *stop = ld_synchronizer_stop(sy);
     settle(stop);
     settle(f);
@@ -1025,7 +1026,7 @@ static void act_file_sync_first(void)
     ck_assert_int_eq(ld_future_wait(f), 0);
     if (!failed_with_enomem(f)) {
         const ld_fdv2_update *u = ld_fdv2_future_update(f);
-        ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_VALID);
+        ck_assert_int_eq(ld_fdv2_update_state(u), LD_DATA_SOURCE_STATE_VALID);
         ck_assert_uint_eq(ld_fdv2_change_set_count(ld_fdv2_update_change_set(u)), 5);
     }
     ld_future_unref(f);
@@ -1049,7 +1050,7 @@ static void count_change(ld_data_system *ds, const ld_kind *kind, const char *ke
     g_changes++;
 }
 
-static void count_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+static void count_status(ld_data_system *ds, const ld_data_source_status *st, void *arg)
 {
     (void)ds, (void)st, (void)arg;
     g_heard++;
@@ -1091,10 +1092,10 @@ static void ds_setup(void)
         ld_fdv2_basis_new(ds_change_set(LD_FDV2_INTENT_XFER_FULL, 20), true, NULL);
     ck_assert_int_eq(ld_mock_initializer_set_basis(g_init, basis), 0);
     ld_fdv2_update *u[] = {
-        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_FULL, 30), NULL,
-                           NULL),
-        ld_fdv2_update_new(LD_DS_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_CHANGES, 40), NULL,
-                           NULL)};
+        ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, ds_change_set(LD_FDV2_INTENT_XFER_FULL, 30),
+                           NULL, NULL),
+        ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID,
+                           ds_change_set(LD_FDV2_INTENT_XFER_CHANGES, 40), NULL, NULL)};
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(ld_mock_synchronizer_push_update(g_sync, u[i]), 0);
     g_changes = g_heard = 0;
@@ -1216,7 +1217,7 @@ static void client_outcome(ld_future *f)
                       "rejected with %s (N=%ld)", ld_err_name(ld_future_error(f)), g_fail_at);
 }
 
-static void count_client_status(ld_client *c, const ld_ds_status *st, void *arg)
+static void count_client_status(ld_client *c, const ld_data_source_status *st, void *arg)
 {
     (void)c, (void)st, (void)arg;
     g_heard++;
@@ -1248,7 +1249,7 @@ static void act_client(void)
             ck_assert_int_eq(ld_detail_error(ld_future_ptr(fs[i])), LD_EVAL_ERROR_MALFORMED_FLAG);
         ld_future_unref(fs[i]);
     }
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_client_data_source_status(c, &st), 0);
     int64_t id = ld_client_add_status_listener(c, count_client_status, NULL);
     ck_assert(id > 0 || id == LD_ENOMEM);

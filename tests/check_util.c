@@ -387,7 +387,8 @@ void ld_test_script_answer(enum ld_test_iface i, ld_future *out)
         rc = ld_future_fulfill_int(out, 7);
         break;
     case LD_TEST_SYNCHRONIZER:
-        rc = ld_fdv2_fulfill_update(out, ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL));
+        rc = ld_fdv2_fulfill_update(
+            out, ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, NULL, NULL, NULL));
         break;
     default:
         rc = ld_fdv2_fulfill_basis(out,

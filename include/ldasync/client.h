@@ -175,12 +175,13 @@ LD_EXPORT ld_future *ld_client_all_flags(ld_client *client, ld_context *ctx, uns
 /** Reads the data-source status, as ld_data_system_status() (offline:
  *  `valid` since the client was made, no error). @return 0; LD_EINVAL if
  *  `client` or `out` is NULL. @since 0.1.0 */
-LD_EXPORT int ld_client_data_source_status(const ld_client *client, ld_ds_status *out);
+LD_EXPORT int ld_client_data_source_status(const ld_client *client, ld_data_source_status *out);
 
 /** A status listener, as ld_data_system_status_fn with the client: it may
  *  remove listeners, add listeners, close or free the client.
  *  @since 0.1.0 */
-typedef void (*ld_client_status_fn)(ld_client *client, const ld_ds_status *status, void *arg);
+typedef void (*ld_client_status_fn)(ld_client *client, const ld_data_source_status *status,
+                                    void *arg);
 
 /** Adds a status listener, with the rules of
  *  ld_data_system_add_status_listener() (offline: never called).

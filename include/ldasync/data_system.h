@@ -113,12 +113,13 @@ LD_EXPORT ld_future *ld_data_system_ready(ld_data_system *ds);
 /** Reads the data-source status into *out (see ld_store_sink_status() for
  *  how long out->error stays valid). @return 0; LD_EINVAL if `ds` or `out`
  *  is NULL. @since 0.1.0 */
-LD_EXPORT int ld_data_system_status(const ld_data_system *ds, ld_ds_status *out);
+LD_EXPORT int ld_data_system_status(const ld_data_system *ds, ld_data_source_status *out);
 
-/** A status listener: as ld_ds_status_fn of sink.h, with the data system.
+/** A status listener: as ld_data_source_status_fn of sink.h, with the data system.
  *  It may remove itself or other listeners, add listeners, close or free
  *  the data system (no listener is called after a free). @since 0.1.0 */
-typedef void (*ld_data_system_status_fn)(ld_data_system *ds, const ld_ds_status *status, void *arg);
+typedef void (*ld_data_system_status_fn)(ld_data_system *ds, const ld_data_source_status *status,
+                                         void *arg);
 
 /** Adds a status listener, with the rules of ld_store_sink_add_listener().
  *  @return its id (> 0); LD_EINVAL if `ds` or `fn` is NULL; LD_ENOMEM.

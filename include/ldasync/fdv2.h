@@ -284,20 +284,21 @@ typedef struct ld_fdv2_update ld_fdv2_update;
  *  on every path; `error` (may be NULL: none) is copied by the rules of
  *  status.h (time_ms 0 becomes the time of this call), `environment_id`
  *  (may be NULL) is copied. @return NULL if `state` is not an enum
- *  ld_ds_state value, `error` is not valid by the rules of status.h, or
+ *  ld_data_source_state value, `error` is not valid by the rules of status.h, or
  *  memory ran out. @since 0.1.0 */
-LD_EXPORT ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *change_set,
-                                             const ld_ds_error_info *error,
+LD_EXPORT ld_fdv2_update *ld_fdv2_update_new(enum ld_data_source_state state,
+                                             ld_fdv2_change_set *change_set,
+                                             const ld_data_source_error_info *error,
                                              const char *environment_id);
 /** Frees the update and its change set. NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_fdv2_update_free(ld_fdv2_update *update);
-/** The state: an enum ld_ds_state value, LD_EINVAL for NULL. @since 0.1.0 */
+/** The state: an enum ld_data_source_state value, LD_EINVAL for NULL. @since 0.1.0 */
 LD_EXPORT int ld_fdv2_update_state(const ld_fdv2_update *update);
 /** The change set (borrowed), or NULL if none. @since 0.1.0 */
 LD_EXPORT const ld_fdv2_change_set *ld_fdv2_update_change_set(const ld_fdv2_update *update);
 /** The error (borrowed, its message too: never NULL), or NULL if none.
  *  @since 0.1.0 */
-LD_EXPORT const ld_ds_error_info *ld_fdv2_update_error(const ld_fdv2_update *update);
+LD_EXPORT const ld_data_source_error_info *ld_fdv2_update_error(const ld_fdv2_update *update);
 /** The environment ID (borrowed), or NULL if none. @since 0.1.0 */
 LD_EXPORT const char *ld_fdv2_update_environment_id(const ld_fdv2_update *update);
 

@@ -86,11 +86,11 @@ LD_EXPORT ld_future *ld_update_sink_delete(ld_update_sink *sink, const ld_kind *
  *  rules of status.h (borrowed and copied; time_ms 0 means "now"). A store
  *  sink applies the rules at the top of this file. Never calls a listener
  *  from inside this call.
- *  @return 0; LD_EINVAL if `sink` is NULL, `state` is no ld_ds_state, or
+ *  @return 0; LD_EINVAL if `sink` is NULL, `state` is no ld_data_source_state, or
  *  `error` is not valid by the rules of status.h (nothing changes then);
  *  LD_ENOMEM (nothing changes either). @since 0.1.0 */
-LD_EXPORT int ld_update_sink_update_status(ld_update_sink *sink, enum ld_ds_state state,
-                                           const ld_ds_error_info *error);
+LD_EXPORT int ld_update_sink_update_status(ld_update_sink *sink, enum ld_data_source_state state,
+                                           const ld_data_source_error_info *error);
 
 /** Frees the sink and its implementation (ops->free). Operations already
  *  handed on complete as they would have (a store sink does not cancel what
@@ -121,7 +121,8 @@ struct ld_update_sink_ops {
     void (*init)(void *impl, const json_t *all_data, ld_future *out);
     void (*upsert)(void *impl, const ld_kind *kind, const json_t *item, ld_future *out);
     void (*del)(void *impl, const ld_kind *kind, const char *key, int64_t version, ld_future *out);
-    int (*update_status)(void *impl, enum ld_ds_state state, const ld_ds_error_info *error);
+    int (*update_status)(void *impl, enum ld_data_source_state state,
+                         const ld_data_source_error_info *error);
     void (*free)(void *impl);
 };
 
@@ -150,14 +151,15 @@ LD_EXPORT ld_update_sink *ld_store_sink_new(ld_store *store);
  *  (a call of ld_update_sink_update_status(), or a store failure seen from
  *  the loop) or the sink is freed. @return 0; LD_EINVAL if `sink` or `out`
  *  is NULL or `sink` is not a store sink. @since 0.1.0 */
-LD_EXPORT int ld_store_sink_status(const ld_update_sink *sink, ld_ds_status *out);
+LD_EXPORT int ld_store_sink_status(const ld_update_sink *sink, ld_data_source_status *out);
 
 /** A status listener. `status` and everything it points to are borrowed for
  *  the duration of the call. `sink` is the sink it listens to: the listener
  *  may remove itself or other listeners, add listeners (they hear later
  *  broadcasts only), report a status (heard later, never re-entrantly) or
  *  free the sink (no listener is called after that). @since 0.1.0 */
-typedef void (*ld_ds_status_fn)(ld_update_sink *sink, const ld_ds_status *status, void *arg);
+typedef void (*ld_data_source_status_fn)(ld_update_sink *sink, const ld_data_source_status *status,
+                                         void *arg);
 
 /** Adds a listener to a store sink. Every broadcast made after this call
  *  (and before the listener is removed) calls `fn(sink, status, arg)` exactly
@@ -168,7 +170,8 @@ typedef void (*ld_ds_status_fn)(ld_update_sink *sink, const ld_ds_status *status
  *  @return the listener's id (> 0, never reused by this sink); LD_EINVAL if
  *  `sink` or `fn` is NULL or `sink` is not a store sink; LD_ENOMEM.
  *  @since 0.1.0 */
-LD_EXPORT int64_t ld_store_sink_add_listener(ld_update_sink *sink, ld_ds_status_fn fn, void *arg);
+LD_EXPORT int64_t ld_store_sink_add_listener(ld_update_sink *sink, ld_data_source_status_fn fn,
+                                             void *arg);
 
 /** Removes a listener: it is not called again, also not for broadcasts
  *  already queued. Safe from inside any listener. @return 0; LD_EINVAL if

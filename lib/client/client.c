@@ -308,19 +308,19 @@ ld_future *ld_client_all_flags(ld_client *c, ld_context *ctx, unsigned options)
 /* ------------------------------------------------------------------------- */
 /* Status                                                                    */
 
-int ld_client_data_source_status(const ld_client *c, ld_ds_status *out)
+int ld_client_data_source_status(const ld_client *c, ld_data_source_status *out)
 {
     if (!c || !out)
         return LD_EINVAL;
     if (c->ds)
         return ld_data_system_status(c->ds, out);
-    out->state = LD_DS_STATE_VALID;
+    out->state = LD_DATA_SOURCE_STATE_VALID;
     out->since_ms = c->created_ms;
     out->error = NULL;
     return 0;
 }
 
-static void status_trampoline(ld_data_system *ds, const ld_ds_status *status, void *arg)
+static void status_trampoline(ld_data_system *ds, const ld_data_source_status *status, void *arg)
 {
     struct status_listener *l = arg;
     (void)ds;

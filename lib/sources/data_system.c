@@ -100,10 +100,10 @@ static void set_last_error(ld_data_system *ds, int code, const char *msg)
     }
 }
 
-static void report(ld_data_system *ds, enum ld_ds_state state, enum ld_ds_error_kind kind,
-                   const char *msg)
+static void report(ld_data_system *ds, enum ld_data_source_state state,
+                   enum ld_data_source_error_kind kind, const char *msg)
 {
-    ld_ds_error_info e = {kind, 0, 0, msg};
+    ld_data_source_error_info e = {kind, 0, 0, msg};
     ld_update_sink_update_status(ds->sink, state, msg ? &e : NULL);
 }
 
@@ -276,14 +276,15 @@ static void job_done(struct ld__ds_job *j)
         set_last_error(ds, code, msg);
         /* a store failure was reported by the sink; bad data is ours to report */
         if (code == LD_EINVAL)
-            report(ds, LD_DS_STATE_INTERRUPTED, LD_DS_ERROR_KIND_INVALID_DATA, ds->last_msg);
+            report(ds, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA,
+                   ds->last_msg);
     }
     if (!j->update) { /* a basis */
         if (failed) {
             job_free(j);
             run_initializers(ds);
         } else {
-            report(ds, LD_DS_STATE_VALID, LD_DS_ERROR_KIND_UNKNOWN, NULL);
+            report(ds, LD_DATA_SOURCE_STATE_VALID, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, NULL);
             fulfill_ready(ds);
             job_free(j);
             sources_done(ds);
@@ -456,7 +457,8 @@ static void fetched(ld_future *f, void *arg)
             const char *msg = ld_future_is_rejected(f) ? ld_future_error_message(f)
                                                        : "the initializer gave no basis";
             set_last_error(ds, ld_future_is_rejected(f) ? ld_future_error(f) : LD_EINVAL, msg);
-            report(ds, LD_DS_STATE_INTERRUPTED, LD_DS_ERROR_KIND_UNKNOWN, ds->last_msg);
+            report(ds, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN,
+                   ds->last_msg);
             run_initializers(ds);
         }
     }
@@ -490,7 +492,7 @@ static void sources_done(ld_data_system *ds)
         if (!ds->last_msg && ds->last_code == 0)
             set_last_error(ds, LD_ECLOSED, "the data system has no data source");
         reject_ready(ds, ds->last_code ? ds->last_code : LD_ENOMEM, ds->last_msg);
-        report(ds, LD_DS_STATE_OFF, LD_DS_ERROR_KIND_UNKNOWN, ds->last_msg);
+        report(ds, LD_DATA_SOURCE_STATE_OFF, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, ds->last_msg);
     }
 }
 
@@ -522,7 +524,7 @@ static void got_update(ld_future *f, void *arg)
                 set_last_error(ds, LD_ECLOSED, "the synchronizer ended before bringing data");
             reject_ready(ds, ds->last_code ? ds->last_code : LD_ECLOSED, ds->last_msg);
         }
-        report(ds, LD_DS_STATE_OFF, LD_DS_ERROR_KIND_UNKNOWN, NULL);
+        report(ds, LD_DATA_SOURCE_STATE_OFF, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, NULL);
     } else {
         if (code == 0) /* fulfilled with something that is no update */
             code = LD_EINVAL;
@@ -530,7 +532,8 @@ static void got_update(ld_future *f, void *arg)
                        code == LD_EINVAL && !ld_future_is_rejected(f)
                            ? "the synchronizer gave no update"
                            : ld_future_error_message(f));
-        report(ds, LD_DS_STATE_INTERRUPTED, LD_DS_ERROR_KIND_UNKNOWN, ds->last_msg);
+        report(ds, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN,
+               ds->last_msg);
         struct timeval tv = {(time_t)(ds->delay_ms / 1000),
                              (suseconds_t)(ds->delay_ms % 1000) * 1000};
         ds->delay_ms = ds->delay_ms * 2 > ds->max_delay_ms ? ds->max_delay_ms : ds->delay_ms * 2;
@@ -636,7 +639,7 @@ ld_future *ld_data_system_ready(ld_data_system *ds)
     return ds ? ld_future_ref(ds->ready) : NULL;
 }
 
-int ld_data_system_status(const ld_data_system *ds, ld_ds_status *out)
+int ld_data_system_status(const ld_data_system *ds, ld_data_source_status *out)
 {
     if (!ds || !out)
         return LD_EINVAL;
@@ -648,7 +651,7 @@ ld_store *ld_data_system_store(const ld_data_system *ds)
     return ds ? ds->store : NULL;
 }
 
-static void status_trampoline(ld_update_sink *sink, const ld_ds_status *status, void *arg)
+static void status_trampoline(ld_update_sink *sink, const ld_data_source_status *status, void *arg)
 {
     struct ld__ds_status_listener *l = arg;
     (void)sink;
@@ -706,7 +709,7 @@ ld_future *ld_data_system_close(ld_data_system *ds)
             ld__ds_release(ds);
         }
         reject_ready(ds, LD_ECLOSED, "the data system was closed");
-        report(ds, LD_DS_STATE_OFF, LD_DS_ERROR_KIND_UNKNOWN, NULL);
+        report(ds, LD_DATA_SOURCE_STATE_OFF, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, NULL);
     }
     size_t n = ds->n_inits + (ds->sync ? 1 : 0);
     ld_future *stack[8];

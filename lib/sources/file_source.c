@@ -618,11 +618,11 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
     ld_fdv2_update *u;
     bool full = ld_fdv2_change_set_intent(r->cs) == LD_FDV2_INTENT_XFER_FULL;
     if (r->code == 0) {
-        u = ld_fdv2_update_new(LD_DS_STATE_VALID, r->cs, NULL, NULL);
+        u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, r->cs, NULL, NULL);
         r->cs = NULL; /* stolen */
     } else {
-        ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, r->msg};
-        u = ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, NULL, &e, NULL);
+        ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0, 0, r->msg};
+        u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_INTERRUPTED, NULL, &e, NULL);
     }
     bool taken = u != NULL;
     if (!deliver(y, u, LD_ENOMEM)) {

@@ -402,10 +402,10 @@ struct ld_fdv2_basis {
 
 struct ld_fdv2_update {
     uint32_t tag;
-    enum ld_ds_state state;
+    enum ld_data_source_state state;
     ld_fdv2_change_set *change_set;
     bool has_error;
-    ld_ds_error_info error; /* message malloc'd when has_error, else NULL */
+    ld_data_source_error_info error; /* message malloc'd when has_error, else NULL */
     char *environment_id;
 };
 
@@ -459,12 +459,13 @@ const char *ld_fdv2_basis_environment_id(const ld_fdv2_basis *b)
     return b ? b->environment_id : NULL;
 }
 
-ld_fdv2_update *ld_fdv2_update_new(enum ld_ds_state state, ld_fdv2_change_set *change_set,
-                                   const ld_ds_error_info *error, const char *environment_id)
+ld_fdv2_update *ld_fdv2_update_new(enum ld_data_source_state state, ld_fdv2_change_set *change_set,
+                                   const ld_data_source_error_info *error,
+                                   const char *environment_id)
 {
-    ld_ds_error_info e;
+    ld_data_source_error_info e;
     ld_fdv2_update *u = NULL;
-    if (ld_ds_state_name(state) && (!error || ld__ds_error_info_prepare(error, &e)))
+    if (ld_data_source_state_name(state) && (!error || ld__ds_error_info_prepare(error, &e)))
         u = ld__calloc(1, sizeof(*u));
     if (u && error) {
         char *message;
@@ -513,7 +514,7 @@ const ld_fdv2_change_set *ld_fdv2_update_change_set(const ld_fdv2_update *u)
     return u ? u->change_set : NULL;
 }
 
-const ld_ds_error_info *ld_fdv2_update_error(const ld_fdv2_update *u)
+const ld_data_source_error_info *ld_fdv2_update_error(const ld_fdv2_update *u)
 {
     return u && u->has_error ? &u->error : NULL;
 }

@@ -111,11 +111,11 @@ ld_future *ld_update_sink_delete(ld_update_sink *s, const ld_kind *kind, const c
     return out;
 }
 
-int ld_update_sink_update_status(ld_update_sink *s, enum ld_ds_state state,
-                                 const ld_ds_error_info *error)
+int ld_update_sink_update_status(ld_update_sink *s, enum ld_data_source_state state,
+                                 const ld_data_source_error_info *error)
 {
-    ld_ds_error_info e;
-    if (!s || !ld_ds_state_name(state) || (error && !ld__ds_error_info_prepare(error, &e)))
+    ld_data_source_error_info e;
+    if (!s || !ld_data_source_state_name(state) || (error && !ld__ds_error_info_prepare(error, &e)))
         return LD_EINVAL;
     return s->ops->update_status(s->impl, state, error ? &e : NULL);
 }
@@ -126,13 +126,13 @@ int ld_update_sink_update_status(ld_update_sink *s, enum ld_ds_state state,
 struct snapshot {
     unsigned refs;
     uint64_t seq; /* the number of the broadcast that made it; 0: the first status */
-    ld_ds_status status;
-    ld_ds_error_info error; /* status.error points here when there is one */
+    ld_data_source_status status;
+    ld_data_source_error_info error; /* status.error points here when there is one */
     char message[];
 };
 
-static struct snapshot *snapshot_new(uint64_t seq, enum ld_ds_state state, int64_t since_ms,
-                                     const ld_ds_error_info *error)
+static struct snapshot *snapshot_new(uint64_t seq, enum ld_data_source_state state,
+                                     int64_t since_ms, const ld_data_source_error_info *error)
 {
     const char *msg = error && error->message ? error->message : "";
     size_t len = error ? strlen(msg) + 1 : 0;
@@ -190,7 +190,7 @@ static void deliver(ld_future *f, void *arg)
     ss->delivering++;
     for (struct ld__listener *l = ss->listeners.head; l && ss->handle; l = l->next)
         if (l->fn && l->after < snap->seq)
-            ((ld_ds_status_fn)l->fn)(ss->handle, &snap->status, l->arg);
+            ((ld_data_source_status_fn)l->fn)(ss->handle, &snap->status, l->arg);
     if (--ss->delivering == 0 && ss->handle)
         ld__listeners_sweep(&ss->listeners);
     store_sink_release(ss);
@@ -215,13 +215,14 @@ static int broadcast(struct store_sink *ss, struct snapshot *snap)
 
 /* The rules of sink.h: what `state` and `error` (validated, may be NULL)
  * make of the current status. */
-static int store_sink_update_status(void *impl, enum ld_ds_state state,
-                                    const ld_ds_error_info *error)
+static int store_sink_update_status(void *impl, enum ld_data_source_state state,
+                                    const ld_data_source_error_info *error)
 {
     struct store_sink *ss = impl;
-    const ld_ds_status *old = &ss->current->status;
-    if (state == LD_DS_STATE_INTERRUPTED && old->state == LD_DS_STATE_INITIALIZING)
-        state = LD_DS_STATE_INITIALIZING;
+    const ld_data_source_status *old = &ss->current->status;
+    if (state == LD_DATA_SOURCE_STATE_INTERRUPTED &&
+        old->state == LD_DATA_SOURCE_STATE_INITIALIZING)
+        state = LD_DATA_SOURCE_STATE_INITIALIZING;
     if (state == old->state && !error)
         return 0;
     int64_t since = state == old->state ? old->since_ms : ld__now_ms();
@@ -269,9 +270,10 @@ static void watched(ld_future *from, void *arg)
     struct store_sink *ss = w->ss;
     int code = ld_future_error(from);
     if (ss->handle && code != 0 && code != LD_EINVAL) {
-        ld_ds_error_info e = {LD_DS_ERROR_KIND_STORE, 0, ld__now_ms(),
-                              ld_future_error_message(from)};
-        store_sink_update_status(ss, LD_DS_STATE_INTERRUPTED, &e); /* LD_ENOMEM: nothing to do */
+        ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_STORE, 0, ld__now_ms(),
+                                       ld_future_error_message(from)};
+        store_sink_update_status(ss, LD_DATA_SOURCE_STATE_INTERRUPTED,
+                                 &e); /* LD_ENOMEM: nothing to do */
     }
     /* `from` is complete: this adopts its outcome without a callback */
     if (ld_future_forward(w->out, ld_future_ref(from)) != 0)
@@ -349,7 +351,7 @@ ld_update_sink *ld_store_sink_new(ld_store *store)
     ss->store = store;
     ss->base = ld_store_base(store);
     ss->refs = 1;
-    ss->current = snapshot_new(0, LD_DS_STATE_INITIALIZING, ld__now_ms(), NULL);
+    ss->current = snapshot_new(0, LD_DATA_SOURCE_STATE_INITIALIZING, ld__now_ms(), NULL);
     ss->handle = ss->current ? ld_update_sink_new(ss->base, &store_sink_ops, ss) : NULL;
     if (!ss->handle) {
         snapshot_unref(ss->current);
@@ -364,7 +366,7 @@ static struct store_sink *store_sink_of(const ld_update_sink *s)
     return s && s->ops == &store_sink_ops ? s->impl : NULL;
 }
 
-int ld_store_sink_status(const ld_update_sink *s, ld_ds_status *out)
+int ld_store_sink_status(const ld_update_sink *s, ld_data_source_status *out)
 {
     struct store_sink *ss = store_sink_of(s);
     if (!ss || !out)
@@ -373,7 +375,7 @@ int ld_store_sink_status(const ld_update_sink *s, ld_ds_status *out)
     return 0;
 }
 
-int64_t ld_store_sink_add_listener(ld_update_sink *s, ld_ds_status_fn fn, void *arg)
+int64_t ld_store_sink_add_listener(ld_update_sink *s, ld_data_source_status_fn fn, void *arg)
 {
     struct store_sink *ss = store_sink_of(s);
     if (!ss || !fn)

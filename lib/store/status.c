@@ -16,13 +16,13 @@ static const char *const error_kind_names[] = {"unknown", "network_error", "erro
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-const char *ld_ds_state_name(enum ld_ds_state state)
+const char *ld_data_source_state_name(enum ld_data_source_state state)
 {
     unsigned i = (unsigned)state; /* negatives too are out of range */
     return i < COUNT(state_names) ? state_names[i] : NULL;
 }
 
-const char *ld_ds_error_kind_name(enum ld_ds_error_kind kind)
+const char *ld_data_source_error_kind_name(enum ld_data_source_error_kind kind)
 {
     unsigned i = (unsigned)kind;
     return i < COUNT(error_kind_names) ? error_kind_names[i] : NULL;
@@ -35,9 +35,9 @@ int64_t ld__now_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-bool ld__ds_error_info_prepare(const ld_ds_error_info *in, ld_ds_error_info *out)
+bool ld__ds_error_info_prepare(const ld_data_source_error_info *in, ld_data_source_error_info *out)
 {
-    bool valid = ld_ds_error_kind_name(in->kind) &&
+    bool valid = ld_data_source_error_kind_name(in->kind) &&
                  (in->status_code == 0 || (in->status_code >= 100 && in->status_code <= 999)) &&
                  in->time_ms >= 0;
     if (!valid)

@@ -186,7 +186,7 @@ int64_t ld__now_ms(void);
 /* Checks `in` by the rules of status.h and, if it is valid, sets *out to it
  * with a time of 0 replaced by now and a NULL message by "" (the message is
  * still borrowed, from `in` or static). @return true if `in` is valid. */
-bool ld__ds_error_info_prepare(const ld_ds_error_info *in, ld_ds_error_info *out);
+bool ld__ds_error_info_prepare(const ld_data_source_error_info *in, ld_data_source_error_info *out);
 
 /*
  * A list of listeners (listeners.c): the sink's status listeners and the

@@ -126,9 +126,9 @@ static const char *reason_of(ld_future *f)
 
 static int g_calls;
 static ld_client *g_seen;
-static enum ld_ds_state g_state;
+static enum ld_data_source_state g_state;
 
-static void on_status(ld_client *c, const ld_ds_status *st, void *arg)
+static void on_status(ld_client *c, const ld_data_source_status *st, void *arg)
 {
     (void)arg;
     g_calls++;
@@ -179,7 +179,7 @@ START_TEST(test_null_client_gives_null_and_einval)
     ck_assert_ptr_null(ld_client_store(NULL));
     ck_assert_ptr_null(ld_client_evaluator(NULL));
     ck_assert_ptr_null(ld_client_data_system(NULL));
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_client_data_source_status(NULL, &st), LD_EINVAL);
     ck_assert_int_eq(ld_client_add_status_listener(NULL, NULL, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_client_remove_status_listener(NULL, 1), LD_EINVAL);
@@ -201,9 +201,9 @@ START_TEST(test_ready_once_a_mock_initializer_brought_the_data)
     ck_assert(ld_future_is_pending(ready));
     ld_test_await_ok(ready);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(in), 1);
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_client_data_source_status(c, &st), 0);
-    ck_assert_int_eq(st.state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_client_data_source_status(c, NULL), LD_EINVAL);
     /* the parts */
     ck_assert_str_eq(ld_store_describe(ld_client_store(c)), "memory"); /* its own */
@@ -367,9 +367,9 @@ START_TEST(test_offline_evaluates_what_the_store_holds_and_is_ready_at_once)
     ld_future *ready = ld_client_ready(c);
     ck_assert(ld_future_is_fulfilled(ready));
     ld_future_unref(ready);
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_client_data_source_status(c, &st), 0);
-    ck_assert_int_eq(st.state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_ptr_null(st.error);
     g_calls = 0;
     int64_t id = ld_client_add_status_listener(c, on_status, NULL);
@@ -405,21 +405,21 @@ START_TEST(test_status_listeners_hear_the_data_system)
     ld_test_flush();
     ck_assert_int_eq(g_calls, 1);
     ck_assert_ptr_eq(g_seen, c);
-    ck_assert_int_eq(g_state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(g_state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_client_remove_status_listener(c, id), 0);
     ck_assert_int_eq(ld_client_remove_status_listener(c, id), LD_EINVAL);
     ld_mock_synchronizer_push_error(sync, LD_EIO);
     for (int i = 0; i < 50; i++) /* not a flush: the retry's timer waits */
         event_base_loop(B, EVLOOP_NONBLOCK);
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_client_data_source_status(c, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_eq(g_calls, 1);
     ld_client_free(c);
 }
 END_TEST
 
-static void free_in_status(ld_client *c, const ld_ds_status *st, void *arg)
+static void free_in_status(ld_client *c, const ld_data_source_status *st, void *arg)
 {
     (void)st;
     (*(int *)arg)++;
@@ -455,9 +455,9 @@ START_TEST(test_close_stops_the_sources_and_rejects_later_evaluations)
     ck_assert(bool_of(before)); /* issued before: answered */
     ld_test_await_ok(closed);
     ck_assert_int_eq(ld_mock_synchronizer_stopped(sync), 1);
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_client_data_source_status(c, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_OFF);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_OFF);
     ld_test_await_ok(ld_client_close(c)); /* twice */
     ld_client_free(c);
 }

@@ -60,12 +60,12 @@ struct fix {
     int logs;
 };
 
-static int status_fn(ld_ds_status *out, void *arg)
+static int status_fn(ld_data_source_status *out, void *arg)
 {
     (void)arg;
-    static const ld_ds_error_info err = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 1700000000000,
-                                         "bad file"};
-    out->state = LD_DS_STATE_INTERRUPTED;
+    static const ld_data_source_error_info err = {LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
+                                                  1700000000000, "bad file"};
+    out->state = LD_DATA_SOURCE_STATE_INTERRUPTED;
     out->since_ms = 1700000000000;
     out->error = &err;
     return 0;

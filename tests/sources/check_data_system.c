@@ -75,17 +75,17 @@ static ld_fdv2_basis *basis(ld_fdv2_change_set *cs)
     return b;
 }
 
-static ld_fdv2_update *update(enum ld_ds_state state, ld_fdv2_change_set *cs)
+static ld_fdv2_update *update(enum ld_data_source_state state, ld_fdv2_change_set *cs)
 {
     ld_fdv2_update *u = ld_fdv2_update_new(state, cs, NULL, NULL);
     ck_assert_ptr_nonnull(u);
     return u;
 }
 
-static ld_fdv2_update *update_with_error(enum ld_ds_state state, ld_fdv2_change_set *cs,
-                                         enum ld_ds_error_kind kind, const char *msg)
+static ld_fdv2_update *update_with_error(enum ld_data_source_state state, ld_fdv2_change_set *cs,
+                                         enum ld_data_source_error_kind kind, const char *msg)
 {
-    ld_ds_error_info e = {kind, 503, 0, msg};
+    ld_data_source_error_info e = {kind, 503, 0, msg};
     ld_fdv2_update *u = ld_fdv2_update_new(state, cs, &e, NULL);
     ck_assert_ptr_nonnull(u);
     return u;
@@ -104,9 +104,9 @@ static int64_t stored(const ld_kind *kind, const char *key)
 #define FLAG(key) stored(ld_kind_features(), key)
 #define SEGMENT(key) stored(ld_kind_segments(), key)
 
-static enum ld_ds_state state_of(ld_data_system *ds)
+static enum ld_data_source_state state_of(ld_data_system *ds)
 {
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_data_system_status(ds, &st), 0);
     return st.state;
 }
@@ -182,7 +182,7 @@ static void clear_heard(void)
 }
 
 /* Status broadcasts heard: their states, error kinds and times. */
-static enum ld_ds_state st_states[64];
+static enum ld_data_source_state st_states[64];
 static int st_errors[64]; /* error kind, -1 for none */
 static int64_t st_times[64];
 static int n_st;
@@ -194,7 +194,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void record_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+static void record_status(ld_data_system *ds, const ld_data_source_status *st, void *arg)
 {
     (void)arg;
     ck_assert_ptr_nonnull(ds);
@@ -233,7 +233,7 @@ START_TEST(test_new_refuses_bad_arguments_and_frees_the_sources)
     ck_assert_ptr_null(ld_data_system_ready(NULL));
     ck_assert_ptr_null(ld_data_system_close(NULL));
     ck_assert_ptr_null(ld_data_system_store(NULL));
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_data_system_status(NULL, &st), LD_EINVAL);
     ck_assert_int_eq(ld_data_system_add_change_listener(NULL, record, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_data_system_add_status_listener(NULL, record_status, NULL), LD_EINVAL);
@@ -261,7 +261,7 @@ START_TEST(test_starts_from_the_loop_not_within_new)
     ld_initializer *in = init_with(FULL("+f:foo:1"));
     ld_data_system *ds = ds_with(in, NULL);
     ck_assert_int_eq(ld_mock_initializer_fetch_count(in), 0);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_INITIALIZING);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_INITIALIZING);
     ld_future *ready = ld_data_system_ready(ds);
     ck_assert(ld_future_is_pending(ready));
     ld_future *again = ld_data_system_ready(ds);
@@ -282,7 +282,7 @@ START_TEST(test_basis_fills_the_store_reports_valid_and_fulfils_ready)
     ck_assert_int_eq(FLAG("foo"), 10);
     ck_assert_int_eq(FLAG("bar"), 10);
     ck_assert_int_eq(SEGMENT("seg"), 3);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ck_assert(ld_test_await_bool(ld_store_initialized(S)));
     ld_data_system_free(ds);
 }
@@ -316,10 +316,10 @@ START_TEST(test_initializers_are_tried_in_order_until_one_succeeds)
     ck_assert_int_eq(FLAG("foo"), 2);
     /* the failure is recorded (still initializing), then valid */
     ck_assert_int_eq(n_st, 2);
-    ck_assert_int_eq(st_states[0], LD_DS_STATE_INITIALIZING);
-    ck_assert_int_eq(st_errors[0], LD_DS_ERROR_KIND_UNKNOWN);
-    ck_assert_int_eq(st_states[1], LD_DS_STATE_VALID);
-    ld_ds_status st;
+    ck_assert_int_eq(st_states[0], LD_DATA_SOURCE_STATE_INITIALIZING);
+    ck_assert_int_eq(st_errors[0], LD_DATA_SOURCE_ERROR_KIND_UNKNOWN);
+    ck_assert_int_eq(st_states[1], LD_DATA_SOURCE_STATE_VALID);
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
     ck_assert_ptr_nonnull(st.error); /* the last error stays */
     ck_assert_ptr_nonnull(strstr(st.error->message, "scripted"));
@@ -333,9 +333,9 @@ START_TEST(test_every_initializer_failing_rejects_ready_with_the_last_error)
     ld_data_system *ds = ld_data_system_new(B, S, inits, 2, NULL);
     ld_test_expect_error(ld_data_system_ready(ds), LD_EPARSE, NULL);
     ld_test_flush();
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_OFF);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_OFF);
     ck_assert_ptr_nonnull(st.error);
     ck_assert(!ld_test_await_bool(ld_store_initialized(S)));
     ld_data_system_free(ds);
@@ -346,7 +346,7 @@ START_TEST(test_no_data_source_rejects_ready_closed)
 {
     ld_data_system *ds = ds_with(NULL, NULL);
     ld_test_expect_error(ld_data_system_ready(ds), LD_ECLOSED, "no data source");
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_OFF);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_OFF);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -366,10 +366,10 @@ START_TEST(test_basis_the_store_refuses_counts_as_a_failed_initializer)
     ld_data_system *ds = ld_data_system_new(B, S, inits, 2, NULL);
     await_ready(ds);
     ck_assert_int_eq(FLAG("foo"), 4);
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_VALID);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_INVALID_DATA);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_VALID);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -379,7 +379,7 @@ START_TEST(test_basis_of_changes_applies_them_and_fulfils_ready)
     ld_data_system *ds = ds_with(init_with(CHANGES("+f:foo:5")), NULL);
     await_ready(ds);
     ck_assert_int_eq(FLAG("foo"), 5);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -394,11 +394,11 @@ START_TEST(test_synchronizer_runs_after_the_initializer)
     await_ready(ds);
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 1);
     ld_mock_synchronizer_push_update(
-        sync, update(LD_DS_STATE_VALID, CHANGES("+f:foo:11", "-f:bar:11", "+f:foo:12")));
+        sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:foo:11", "-f:bar:11", "+f:foo:12")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ck_assert_int_eq(FLAG("foo"), 12);
     ck_assert_int_eq(FLAG("bar"), -1);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -409,11 +409,11 @@ START_TEST(test_synchronizer_alone_brings_the_data)
     ld_data_system *ds = ds_with(NULL, sync);
     ld_future *ready = ld_data_system_ready(ds);
     /* changes before any full set do not make it ready */
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:a:1")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:a:1")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert(ld_future_is_pending(ready));
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:foo:1")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:foo:1")));
     ld_test_await_ok(ready);
     ck_assert_int_eq(FLAG("foo"), 1);
     ck_assert_int_eq(FLAG("a"), -1);
@@ -425,10 +425,10 @@ START_TEST(test_initializers_failing_then_the_synchronizer_brings_the_data)
 {
     ld_synchronizer *sync = sync_new();
     ld_data_system *ds = ds_with(init_failing(LD_EIO), sync);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:foo:1")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:foo:1")));
     await_ready(ds);
     ck_assert_int_eq(FLAG("foo"), 1);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -441,25 +441,25 @@ START_TEST(test_update_state_and_error_are_reported_after_the_change_set)
     n_st = 0;
     ld_data_system_add_status_listener(ds, record_status, NULL);
     ld_mock_synchronizer_push_update(
-        sync, update_with_error(LD_DS_STATE_INTERRUPTED, CHANGES("+f:foo:2"),
-                                LD_DS_ERROR_KIND_RESPONSE, "503 from the service"));
+        sync, update_with_error(LD_DATA_SOURCE_STATE_INTERRUPTED, CHANGES("+f:foo:2"),
+                                LD_DATA_SOURCE_ERROR_KIND_RESPONSE, "503 from the service"));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_int_eq(FLAG("foo"), 2);
     ck_assert_int_eq(n_st, 1);
-    ck_assert_int_eq(st_states[0], LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(st_errors[0], LD_DS_ERROR_KIND_RESPONSE);
-    ld_ds_status st;
+    ck_assert_int_eq(st_states[0], LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(st_errors[0], LD_DATA_SOURCE_ERROR_KIND_RESPONSE);
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
     ck_assert_int_eq(st.error->status_code, 503);
     ck_assert_str_eq(st.error->message, "503 from the service");
     /* an update without a change set reports its state */
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, NULL));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, NULL));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 3);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     /* "none" changes nothing */
-    ld_mock_synchronizer_push_update(sync,
-                                     update(LD_DS_STATE_VALID, ld_fdv2_change_set_no_changes()));
+    ld_mock_synchronizer_push_update(
+        sync, update(LD_DATA_SOURCE_STATE_VALID, ld_fdv2_change_set_no_changes()));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 4);
     ck_assert_int_eq(FLAG("foo"), 2);
     ld_data_system_free(ds);
@@ -475,18 +475,18 @@ START_TEST(test_synchronizer_error_interrupts_and_retries_after_the_delay)
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 1);
     int64_t t0 = now_ms();
     ld_mock_synchronizer_push_error(sync, LD_EIO);
-    RUN_UNTIL(state_of(ds) == LD_DS_STATE_INTERRUPTED);
-    ld_ds_status st;
+    RUN_UNTIL(state_of(ds) == LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_UNKNOWN);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN);
     ck_assert_ptr_nonnull(strstr(st.error->message, "scripted"));
     ck_assert_int_eq(ld_mock_synchronizer_next_count(sync), 1); /* not at once */
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ck_assert_int_ge(now_ms() - t0, 100 - SLACK);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:foo:2")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:foo:2")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 3);
     ck_assert_int_eq(FLAG("foo"), 2);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -501,16 +501,16 @@ START_TEST(test_retry_delay_doubles_up_to_the_maximum_and_resets_after_an_update
     ld_data_system_add_status_listener(ds, record_status, NULL);
     for (int i = 0; i < 4; i++)
         ld_mock_synchronizer_push_error(sync, LD_EIO);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, NULL));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, NULL));
     ld_mock_synchronizer_push_error(sync, LD_EIO);
     /* errors at t0, t0+40, +80, +120 (the maximum); the update; an error at once */
     RUN_UNTIL(n_st == 6);
     ck_assert_int_ge(st_times[1] - st_times[0], 40 - SLACK);
     ck_assert_int_ge(st_times[2] - st_times[1], 80 - SLACK);
     ck_assert_int_ge(st_times[3] - st_times[2], 120 - SLACK);
-    ck_assert_int_eq(st_states[4], LD_DS_STATE_VALID);
+    ck_assert_int_eq(st_states[4], LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_ge(st_times[4] - st_times[3], 120 - SLACK);
-    ck_assert_int_eq(st_states[5], LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(st_states[5], LD_DATA_SOURCE_STATE_INTERRUPTED);
     int n = ld_mock_synchronizer_next_count(sync);
     int64_t t5 = st_times[5];
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == n + 1);
@@ -527,7 +527,7 @@ START_TEST(test_synchronizer_end_sets_off_and_keeps_the_data)
     ld_data_system *ds = ds_with(init_with(FULL("+f:foo:1")), sync);
     await_ready(ds);
     ld_mock_synchronizer_end(sync);
-    RUN_UNTIL(state_of(ds) == LD_DS_STATE_OFF);
+    RUN_UNTIL(state_of(ds) == LD_DATA_SOURCE_STATE_OFF);
     ck_assert_int_eq(FLAG("foo"), 1);
     ld_test_flush();
     ck_assert_int_eq(ld_mock_synchronizer_next_count(sync), 1); /* not asked again */
@@ -547,7 +547,7 @@ START_TEST(test_synchronizer_ending_before_data_rejects_ready)
     ds = ds_with(init_failing(LD_EIO), sync);
     ld_mock_synchronizer_end(sync);
     ld_test_expect_error(ld_data_system_ready(ds), LD_EIO, NULL);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_OFF);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_OFF);
     ld_data_system_free(ds);
 }
 END_TEST
@@ -560,17 +560,17 @@ START_TEST(test_store_failure_reports_store_error_not_the_update_state)
     ld_data_system *ds = ds_with(init_with(FULL("+f:foo:1")), sync);
     await_ready(ds);
     ck_assert_int_eq(ld_mock_store_fail_next(S, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:foo:2")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:foo:2")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_STORE);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_STORE);
     ck_assert_int_eq(FLAG("foo"), 1);
     /* the next update that applies makes it valid again */
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:foo:3")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:foo:3")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 3);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_VALID);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(FLAG("foo"), 3);
     ld_data_system_free(ds);
 }
@@ -589,12 +589,12 @@ START_TEST(test_invalid_item_reports_invalid_data)
     ld_fdv2_change_set *cs;
     ld_fdv2_change_set_builder_finish(b, NULL, &cs);
     ld_fdv2_change_set_builder_free(b);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, cs));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, cs));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
-    ld_ds_status st;
+    ld_data_source_status st;
     ld_data_system_status(ds, &st);
-    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_INVALID_DATA);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA);
     ck_assert_ptr_nonnull(strstr(st.error->message, "deleted"));
     ld_data_system_free(ds);
 }
@@ -612,7 +612,7 @@ START_TEST(test_put_whose_object_disagrees_takes_the_change_key_and_version)
     ld_fdv2_change_set *cs;
     ld_fdv2_change_set_builder_finish(b, NULL, &cs);
     ld_fdv2_change_set_builder_free(b);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, cs));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, cs));
     await_ready(ds);
     ck_assert_int_eq(FLAG("k"), 7);
     ld_data_system_free(ds);
@@ -624,7 +624,7 @@ END_TEST
 static int64_t g_id;
 static int g_calls;
 
-static void remove_self_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+static void remove_self_status(ld_data_system *ds, const ld_data_source_status *st, void *arg)
 {
     (void)st;
     (void)arg;
@@ -645,8 +645,8 @@ START_TEST(test_status_listeners_hear_changes_and_may_remove_themselves)
     await_ready(ds);
     ld_mock_synchronizer_push_error(sync, LD_EIO);
     RUN_UNTIL(n_st == 2);
-    ck_assert_int_eq(st_states[0], LD_DS_STATE_VALID);
-    ck_assert_int_eq(st_states[1], LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(st_states[0], LD_DATA_SOURCE_STATE_VALID);
+    ck_assert_int_eq(st_states[1], LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_eq(g_calls, 1);
     ck_assert_int_eq(ld_data_system_remove_status_listener(ds, g_id), LD_EINVAL);
     ck_assert_int_eq(ld_data_system_remove_status_listener(ds, a), 0);
@@ -664,8 +664,8 @@ START_TEST(test_changes_are_heard_when_the_store_accepted_them)
     clear_heard();
     ck_assert_int_gt(ld_data_system_add_change_listener(ds, record, NULL), 0);
     ld_mock_synchronizer_push_update(
-        sync, update(LD_DS_STATE_VALID, CHANGES("+f:foo:5", "+f:baz:1", "-f:bar:11", "-f:bar:9",
-                                                "+s:seg:2", "-f:nope:1")));
+        sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:foo:5", "+f:baz:1", "-f:bar:11",
+                                                         "-f:bar:9", "+s:seg:2", "-f:nope:1")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     /* foo v5 and bar v9 are older: not applied, not heard; a delete of an
@@ -690,7 +690,8 @@ START_TEST(test_full_set_is_heard_as_its_difference_with_the_data_it_replaced)
     /* foo unchanged (an equal object, not the same one), bar newer, baz new,
      * gone and s1 gone, s2 unchanged */
     ld_mock_synchronizer_push_update(
-        sync, update(LD_DS_STATE_VALID, FULL("+f:bar:11", "+f:foo:10", "+f:baz:1", "+s:s2:1")));
+        sync,
+        update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:bar:11", "+f:foo:10", "+f:baz:1", "+s:s2:1")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_str_eq(heard, "del:s:s1:2 put:f:bar:11 put:f:baz:1 del:f:gone:4 ");
@@ -718,7 +719,7 @@ START_TEST(test_full_set_item_with_the_same_version_and_other_json_is_heard)
     ld_fdv2_change_set *cs;
     ld_fdv2_change_set_builder_finish(b, NULL, &cs);
     ld_fdv2_change_set_builder_free(b);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, cs));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, cs));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_str_eq(heard, "put:f:foo:10 ");
@@ -747,7 +748,7 @@ START_TEST(test_full_set_dropping_an_item_at_the_greatest_version_is_heard_at_it
     ld_test_flush();
     clear_heard();
     ld_data_system_add_change_listener(ds, record, NULL);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:other:1")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:other:1")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_str_eq(heard, "del:f:top:9223372036854775807 ");
@@ -762,8 +763,8 @@ START_TEST(test_full_set_tombstone_of_a_held_item_is_heard_as_its_delete)
     await_ready(ds);
     clear_heard();
     ld_data_system_add_change_listener(ds, record, NULL);
-    ld_mock_synchronizer_push_update(sync,
-                                     update(LD_DS_STATE_VALID, FULL("+f:bar:10", "-f:foo:20")));
+    ld_mock_synchronizer_push_update(
+        sync, update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:bar:10", "-f:foo:20")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_str_eq(heard, "del:f:foo:20 ");
@@ -796,7 +797,8 @@ START_TEST(test_each_change_reaches_listeners_in_the_order_added)
     clear_heard();
     ld_data_system_add_change_listener(ds, listener_b, NULL);
     ld_data_system_add_change_listener(ds, listener_a, NULL);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:x:1", "+f:y:1")));
+    ld_mock_synchronizer_push_update(sync,
+                                     update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:x:1", "+f:y:1")));
     await_ready(ds);
     ld_test_flush();
     ck_assert_str_eq(heard, "Bput:f:x:1 Aput:f:x:1 Bput:f:y:1 Aput:f:y:1 ");
@@ -825,8 +827,8 @@ START_TEST(test_listener_removed_inside_a_call_hears_nothing_more)
     g_ids[1] = ld_data_system_add_change_listener(ds, remover, (void *)(intptr_t)2); /* B */
     g_ids[2] = ld_data_system_add_change_listener(ds, listener_b, NULL);
     g_ids[3] = ld_data_system_add_change_listener(ds, listener_a, NULL);
-    ld_mock_synchronizer_push_update(sync,
-                                     update(LD_DS_STATE_VALID, FULL("+f:x:1", "+f:y:1", "+f:z:1")));
+    ld_mock_synchronizer_push_update(
+        sync, update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:x:1", "+f:y:1", "+f:z:1")));
     await_ready(ds);
     ld_test_flush();
     /* the first R removed itself, the second removed B before B heard x */
@@ -854,9 +856,10 @@ START_TEST(test_listener_added_inside_a_call_hears_only_later_changes)
     clear_heard();
     g_ids[0] = 0;
     ld_data_system_add_change_listener(ds, adder, NULL);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, FULL("+f:x:1", "+f:y:1")));
+    ld_mock_synchronizer_push_update(sync,
+                                     update(LD_DATA_SOURCE_STATE_VALID, FULL("+f:x:1", "+f:y:1")));
     await_ready(ds);
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:x:2")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:x:2")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 3);
     ld_test_flush();
     ck_assert_str_eq(heard, "Rput:f:x:1 Rput:f:y:1 Rput:f:x:2 Aput:f:x:2 ");
@@ -874,7 +877,7 @@ START_TEST(test_listener_added_later_hears_only_later_changes)
     ld_data_system_add_change_listener(ds, record, NULL);
     ld_test_flush();
     ck_assert_str_eq(heard, "");
-    ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, CHANGES("+f:x:2")));
+    ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, CHANGES("+f:x:2")));
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
     ld_test_flush();
     ck_assert_str_eq(heard, "put:f:x:2 ");
@@ -926,7 +929,7 @@ START_TEST(test_heard_changes_rebuild_what_the_store_holds)
         ld_fdv2_change_set *cs;
         ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
         ld_fdv2_change_set_builder_free(b);
-        ld_mock_synchronizer_push_update(sync, update(LD_DS_STATE_VALID, cs));
+        ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, cs));
     }
     RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 201);
     ld_test_flush();
@@ -966,7 +969,7 @@ START_TEST(test_close_stops_the_sources_rejects_ready_and_sets_off)
     ck_assert_int_eq(ld_mock_initializer_stopped(in), 1);
     ck_assert_int_eq(ld_mock_synchronizer_stopped(sync), 1);
     ld_test_expect_error(ready, LD_ECLOSED, NULL);
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_OFF);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_OFF);
     ld_test_await_ok(ld_data_system_close(ds)); /* twice */
     ld_test_flush();
     ck_assert_int_eq(ld_mock_synchronizer_next_count(sync), 0);
@@ -1142,13 +1145,13 @@ START_TEST(test_close_inside_a_change_listener)
     ld_test_flush();
     /* the set was applied before the close: all of it is heard */
     ck_assert_str_eq(heard, "Cput:f:x:1 Cput:f:y:1 ");
-    ck_assert_int_eq(state_of(ds), LD_DS_STATE_OFF);
+    ck_assert_int_eq(state_of(ds), LD_DATA_SOURCE_STATE_OFF);
     ck_assert_int_eq(ld_mock_synchronizer_stopped(sync), 1);
     ld_data_system_free(ds);
 }
 END_TEST
 
-static void free_in_status(ld_data_system *ds, const ld_ds_status *st, void *arg)
+static void free_in_status(ld_data_system *ds, const ld_data_source_status *st, void *arg)
 {
     (void)st;
     (*(int *)arg)++;
@@ -1268,7 +1271,7 @@ static int64_t full_set_apply_stall_us(void)
     ck_assert_int_eq(g_puts, 10000);
     /* the same flags again (equal objects), one in 100 newer */
     g_puts = 0;
-    ld_fdv2_update *u = update(LD_DS_STATE_VALID, many_flags(10000, 1, 100));
+    ld_fdv2_update *u = update(LD_DATA_SOURCE_STATE_VALID, many_flags(10000, 1, 100));
     g_probe = event_new(B, -1, 0, probe, NULL);
     g_probe_last = now_us();
     g_probe_max = g_probe_runs = 0;
@@ -1344,19 +1347,19 @@ START_TEST(test_file_synchronizer_sends_changes_and_a_full_set_after_a_lost_upda
     values[3] = 2;
     write_flags(path, values);
     RUN_UNTIL(ld_mock_store_calls(S, LD_MOCK_OP_UPSERT) == 1);
-    RUN_UNTIL(state_of(ds) == LD_DS_STATE_VALID);
+    RUN_UNTIL(state_of(ds) == LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(FLAG("f3"), 2);
     ck_assert_int_eq(ld_mock_store_init_count(S), 1);
     /* an update the store fails is lost: the next one is a full set */
     ck_assert_int_eq(ld_mock_store_fail_next(S, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
     values[5] = 2;
     write_flags(path, values);
-    RUN_UNTIL(state_of(ds) == LD_DS_STATE_INTERRUPTED);
+    RUN_UNTIL(state_of(ds) == LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_eq(FLAG("f5"), 1);
     values[7] = 2;
     write_flags(path, values);
     RUN_UNTIL(ld_mock_store_init_count(S) == 2);
-    RUN_UNTIL(state_of(ds) == LD_DS_STATE_VALID);
+    RUN_UNTIL(state_of(ds) == LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_mock_store_calls(S, LD_MOCK_OP_UPSERT), 2);
     ck_assert_int_eq(FLAG("f5"), 2); /* the lost change, in the full set */
     ck_assert_int_eq(FLAG("f7"), 2);

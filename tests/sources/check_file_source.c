@@ -826,9 +826,9 @@ static void forget_held(void)
 static const ld_fdv2_change_set *valid_cs(ld_future *f)
 {
     const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    const ld_ds_error_info *e = ld_fdv2_update_error(u);
-    ck_assert_msg(ld_fdv2_update_state(u) == LD_DS_STATE_VALID, "state %s (%s)",
-                  ld_ds_state_name(ld_fdv2_update_state(u)), e ? e->message : "");
+    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
+    ck_assert_msg(ld_fdv2_update_state(u) == LD_DATA_SOURCE_STATE_VALID, "state %s (%s)",
+                  ld_data_source_state_name(ld_fdv2_update_state(u)), e ? e->message : "");
     ck_assert_ptr_null(e);
     const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(u);
     ck_assert_ptr_nonnull(cs);
@@ -844,11 +844,11 @@ static const ld_fdv2_change_set *valid_cs(ld_future *f)
 static const char *interrupted_message(ld_future *f)
 {
     const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_ptr_null(ld_fdv2_update_change_set(u));
-    const ld_ds_error_info *e = ld_fdv2_update_error(u);
+    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
     ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(e->kind, LD_DS_ERROR_KIND_INVALID_DATA);
+    ck_assert_int_eq(e->kind, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA);
     ck_assert_int_eq(e->status_code, 0);
     ck_assert(e->time_ms > 0);
     return e->message;

@@ -419,24 +419,25 @@ END_TEST
 START_TEST(test_update_accessors)
 {
     char message[] = "HTTP 503";
-    ld_ds_error_info err = {LD_DS_ERROR_KIND_RESPONSE, 503, 1700000000000, message};
+    ld_data_source_error_info err = {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 503, 1700000000000,
+                                     message};
     ld_fdv2_change_set *cs = ld_fdv2_change_set_no_changes();
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_INTERRUPTED, cs, &err, "env-2");
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_INTERRUPTED, cs, &err, "env-2");
     ck_assert_ptr_nonnull(u);
     message[0] = 'X'; /* the update has its own copy */
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_ptr_eq(ld_fdv2_update_change_set(u), cs);
-    const ld_ds_error_info *e = ld_fdv2_update_error(u);
+    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
     ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(e->kind, LD_DS_ERROR_KIND_RESPONSE);
+    ck_assert_int_eq(e->kind, LD_DATA_SOURCE_ERROR_KIND_RESPONSE);
     ck_assert_int_eq(e->status_code, 503);
     ck_assert_int_eq(e->time_ms, 1700000000000);
     ck_assert_str_eq(e->message, "HTTP 503");
     ck_assert_str_eq(ld_fdv2_update_environment_id(u), "env-2");
     ld_fdv2_update_free(u);
 
-    u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
-    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DS_STATE_VALID);
+    u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, NULL, NULL, NULL);
+    ck_assert_int_eq(ld_fdv2_update_state(u), LD_DATA_SOURCE_STATE_VALID);
     ck_assert_ptr_null(ld_fdv2_update_change_set(u));
     ck_assert_ptr_null(ld_fdv2_update_error(u));
     ck_assert_ptr_null(ld_fdv2_update_environment_id(u));
@@ -447,7 +448,7 @@ START_TEST(test_update_accessors)
     err.status_code = 0;
     err.time_ms = 0;
     int64_t before = now_ms();
-    u = ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL);
+    u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, NULL, &err, NULL);
     ck_assert_str_eq(ld_fdv2_update_error(u)->message, "");
     ck_assert_int_ge(ld_fdv2_update_error(u)->time_ms, before);
     ck_assert_int_le(ld_fdv2_update_error(u)->time_ms, now_ms());
@@ -464,24 +465,24 @@ END_TEST
 
 START_TEST(test_update_bad_input_is_null_and_frees_the_change_set)
 {
-    ld_ds_error_info err = {LD_DS_ERROR_KIND_NETWORK, 0, 0, "x"};
+    ld_data_source_error_info err = {LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, 0, "x"};
     /* each call steals a change set; valgrind and ASan see any leak */
+    ck_assert_ptr_null(ld_fdv2_update_new((enum ld_data_source_state)4,
+                                          ld_fdv2_change_set_no_changes(), NULL, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new((enum ld_data_source_state) - 1,
+                                          ld_fdv2_change_set_no_changes(), NULL, NULL));
+    err.kind = (enum ld_data_source_error_kind)5;
     ck_assert_ptr_null(
-        ld_fdv2_update_new((enum ld_ds_state)4, ld_fdv2_change_set_no_changes(), NULL, NULL));
-    ck_assert_ptr_null(
-        ld_fdv2_update_new((enum ld_ds_state) - 1, ld_fdv2_change_set_no_changes(), NULL, NULL));
-    err.kind = (enum ld_ds_error_kind)5;
-    ck_assert_ptr_null(
-        ld_fdv2_update_new(LD_DS_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
-    err.kind = LD_DS_ERROR_KIND_UNKNOWN;
+        ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+    err.kind = LD_DATA_SOURCE_ERROR_KIND_UNKNOWN;
     err.status_code = 42;
     ck_assert_ptr_null(
-        ld_fdv2_update_new(LD_DS_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
+        ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, ld_fdv2_change_set_no_changes(), &err, NULL));
     err.status_code = 1000;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, NULL, &err, NULL));
     err.status_code = 404;
     err.time_ms = -1;
-    ck_assert_ptr_null(ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, &err, NULL));
+    ck_assert_ptr_null(ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, NULL, &err, NULL));
 }
 END_TEST
 
@@ -490,7 +491,7 @@ START_TEST(test_bases_and_updates_in_futures)
     ld_future *fb = ld_future_new(B);
     ld_future *fu = ld_future_new(B);
     ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, NULL, NULL, NULL);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
     ck_assert_ptr_eq(ld_fdv2_future_basis(fb), basis);
@@ -499,7 +500,7 @@ START_TEST(test_bases_and_updates_in_futures)
     ck_assert_ptr_null(ld_fdv2_future_basis(fu));
     /* completing again frees the value offered (steals on every path) */
     ck_assert_int_eq(
-        ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_DS_STATE_OFF, NULL, NULL, NULL)),
+        ld_fdv2_fulfill_update(fu, ld_fdv2_update_new(LD_DATA_SOURCE_STATE_OFF, NULL, NULL, NULL)),
         LD_EALREADY);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fb, NULL), LD_EINVAL);
@@ -538,7 +539,7 @@ START_TEST(test_future_basis_and_update_are_null_for_foreign_pointers)
     /* a future that adopted a basis or an update still reads it */
     ld_future *fb = ld_future_new(B), *fu = ld_future_new(B);
     ld_fdv2_basis *basis = ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), false, NULL);
-    ld_fdv2_update *u = ld_fdv2_update_new(LD_DS_STATE_VALID, NULL, NULL, NULL);
+    ld_fdv2_update *u = ld_fdv2_update_new(LD_DATA_SOURCE_STATE_VALID, NULL, NULL, NULL);
     ck_assert_int_eq(ld_fdv2_fulfill_basis(fb, basis), 0);
     ck_assert_int_eq(ld_fdv2_fulfill_update(fu, u), 0);
     ld_future *ab = ld_future_new(B), *au = ld_future_new(B);
@@ -584,7 +585,7 @@ static ld_fdv2_basis *basis_with_env(const char *env)
     return ld_fdv2_basis_new(ld_fdv2_change_set_no_changes(), true, env);
 }
 
-static ld_fdv2_update *update_of(enum ld_ds_state state)
+static ld_fdv2_update *update_of(enum ld_data_source_state state)
 {
     return ld_fdv2_update_new(state, NULL, NULL, NULL);
 }
@@ -708,18 +709,20 @@ START_TEST(test_synchronizer_yields_updates_in_order)
         ld_future_on_complete(ld_future_ref(fs[i]), ld_test_note_order, (void *)i);
     }
     ck_assert_int_eq(impl.n, 3);
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_STATE_OFF));
-    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_STATE_INTERRUPTED));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DATA_SOURCE_STATE_OFF));
+    ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DATA_SOURCE_STATE_INTERRUPTED));
     ld_test_flush();
     ck_assert_int_eq(ld_test_n_order, 0);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DATA_SOURCE_STATE_VALID));
     ld_test_flush();
     ck_assert_int_eq(ld_test_n_order, 3);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(ld_test_order[i], i);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])), LD_DS_STATE_VALID);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])), LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DS_STATE_OFF);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[0])),
+                     LD_DATA_SOURCE_STATE_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[1])),
+                     LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(fs[2])), LD_DATA_SOURCE_STATE_OFF);
     for (int i = 0; i < 3; i++)
         ld_future_unref(fs[i]);
 }
@@ -731,9 +734,10 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ld_test_n_order = 0;
     sync = ld_synchronizer_new(B, &ld_test_script_synchronizer_ops, &impl);
     ld_future *first = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DATA_SOURCE_STATE_VALID));
     ld_test_wait(first);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)), LD_DS_STATE_VALID);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(first)),
+                     LD_DATA_SOURCE_STATE_VALID);
     ld_future_unref(first);
 
     ld_future *pending = ld_synchronizer_next(sync);
@@ -752,7 +756,7 @@ START_TEST(test_synchronizer_stop_ends_the_iteration_with_eclosed)
     ck_assert_int_eq(ld_test_cancels, 1);
     ck_assert_int_eq(impl.closes, 1);
     /* the implementation completing late changes nothing */
-    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DS_STATE_VALID)),
+    ck_assert_int_eq(ld_fdv2_fulfill_update(impl.outs[1], update_of(LD_DATA_SOURCE_STATE_VALID)),
                      LD_EALREADY);
     ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, "stopped");
     ld_test_expect_error(ld_synchronizer_next(sync), LD_ECLOSED, NULL);
@@ -768,8 +772,8 @@ START_TEST(test_synchronizer_stop_delivers_updates_that_are_ready)
     ld_future *a = ld_synchronizer_next(sync);
     ld_future *b2 = ld_synchronizer_next(sync);
     ld_future *c = ld_synchronizer_next(sync);
-    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DS_STATE_VALID));
-    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DS_STATE_VALID));
+    ld_fdv2_fulfill_update(impl.outs[0], update_of(LD_DATA_SOURCE_STATE_VALID));
+    ld_fdv2_fulfill_update(impl.outs[2], update_of(LD_DATA_SOURCE_STATE_VALID));
     ld_test_n_order = 0;
     ld_future_on_complete(ld_future_ref(a), ld_test_note_order, (void *)0);
     ld_future_on_complete(ld_future_ref(b2), ld_test_note_order, (void *)1);
@@ -814,7 +818,7 @@ static void consume(ld_future *f, void *arg)
 static void always_valid(void *impl_arg, ld_future *out)
 {
     (void)impl_arg;
-    ld_fdv2_fulfill_update(out, update_of(LD_DS_STATE_VALID));
+    ld_fdv2_fulfill_update(out, update_of(LD_DATA_SOURCE_STATE_VALID));
     ld_future_unref(out);
 }
 

@@ -15,17 +15,17 @@ static ld_update_sink *sink;
 
 struct heard {
     char who;
-    enum ld_ds_state state;
+    enum ld_data_source_state state;
     int64_t since_ms;
     int has_error;
-    ld_ds_error_info error;
+    ld_data_source_error_info error;
     char message[64];
 };
 
 static struct heard heard[32];
 static int nheard;
 
-static void record(ld_update_sink *s, const ld_ds_status *st, void *arg)
+static void record(ld_update_sink *s, const ld_data_source_status *st, void *arg)
 {
     ck_assert_ptr_eq(s, sink);
     ck_assert_int_lt(nheard, 32);
@@ -58,21 +58,21 @@ static const char *who_heard(void)
     return buf;
 }
 
-static ld_ds_status status(void)
+static ld_data_source_status status(void)
 {
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_store_sink_status(sink, &st), 0);
     return st;
 }
 
-static void report(enum ld_ds_state state, const ld_ds_error_info *error)
+static void report(enum ld_data_source_state state, const ld_data_source_error_info *error)
 {
     ck_assert_int_eq(ld_update_sink_update_status(sink, state, error), 0);
 }
 
-static ld_ds_error_info net_error(const char *message)
+static ld_data_source_error_info net_error(const char *message)
 {
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_NETWORK, 0, 1700000000000, message};
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, 1700000000000, message};
     return e;
 }
 
@@ -127,9 +127,9 @@ START_TEST(test_new_sink_is_initializing_since_its_creation_without_error)
     gettimeofday(&before, NULL);
     ld_update_sink *s = ld_store_sink_new(store);
     gettimeofday(&after, NULL);
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_store_sink_status(s, &st), 0);
-    ck_assert_int_eq(st.state, LD_DS_STATE_INITIALIZING);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INITIALIZING);
     ck_assert_ptr_null(st.error);
     ck_assert_int_ge(st.since_ms, (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
     ck_assert_int_le(st.since_ms, (int64_t)after.tv_sec * 1000 + after.tv_usec / 1000);
@@ -142,13 +142,13 @@ START_TEST(test_valid_changes_the_state_and_since_and_is_broadcast)
     listen_as('A');
     int64_t created = status().since_ms;
     sleep_ms(3);
-    report(LD_DS_STATE_VALID, NULL);
-    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_gt(status().since_ms, created);
     ck_assert_ptr_null(status().error);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(heard[0].state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(heard[0].since_ms, status().since_ms);
     ck_assert(!heard[0].has_error);
 }
@@ -159,32 +159,33 @@ START_TEST(test_interrupted_while_initializing_stays_initializing)
     listen_as('A');
     int64_t since = status().since_ms;
     sleep_ms(3);
-    report(LD_DS_STATE_INTERRUPTED, NULL); /* no change, no error: nothing */
-    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, NULL); /* no change, no error: nothing */
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INITIALIZING);
     ck_assert_int_eq(status().since_ms, since);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
-    ld_ds_error_info e = net_error("refused");
-    report(LD_DS_STATE_INTERRUPTED, &e); /* a new error: broadcast, still initializing */
-    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
+    ld_data_source_error_info e = net_error("refused");
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e); /* a new error: broadcast, still initializing */
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INITIALIZING);
     ck_assert_int_eq(status().since_ms, since);
     ck_assert_str_eq(status().error->message, "refused");
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_STATE_INITIALIZING);
-    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_KIND_NETWORK);
+    ck_assert_int_eq(heard[0].state, LD_DATA_SOURCE_STATE_INITIALIZING);
+    ck_assert_int_eq(heard[0].error.kind, LD_DATA_SOURCE_ERROR_KIND_NETWORK);
 }
 END_TEST
 
 START_TEST(test_interrupted_after_valid_is_interrupted)
 {
-    report(LD_DS_STATE_VALID, NULL);
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_RESPONSE, 503, 1700000000123, "service unavailable"};
-    report(LD_DS_STATE_INTERRUPTED, &e);
-    ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 503, 1700000000123,
+                                   "service unavailable"};
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
+    ld_data_source_status st = status();
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_RESPONSE);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_RESPONSE);
     ck_assert_int_eq(st.error->status_code, 503);
     ck_assert_int_eq(st.error->time_ms, 1700000000123);
     ck_assert_str_eq(st.error->message, "service unavailable");
@@ -193,11 +194,11 @@ END_TEST
 
 START_TEST(test_same_state_without_error_is_not_broadcast_and_keeps_since)
 {
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     int64_t since = status().since_ms;
     listen_as('A');
     sleep_ms(3);
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ck_assert_int_eq(status().since_ms, since);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
@@ -206,15 +207,15 @@ END_TEST
 
 START_TEST(test_new_error_in_the_same_state_is_broadcast_and_keeps_since)
 {
-    ld_ds_error_info e = net_error("first");
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_INTERRUPTED, &e);
+    ld_data_source_error_info e = net_error("first");
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
     int64_t since = status().since_ms;
     listen_as('A');
     sleep_ms(3);
     e = net_error("second");
-    report(LD_DS_STATE_INTERRUPTED, &e);
-    report(LD_DS_STATE_INTERRUPTED, &e); /* the same error again is a new report */
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e); /* the same error again is a new report */
     ck_assert_int_eq(status().since_ms, since);
     ck_assert_str_eq(status().error->message, "second");
     ld_test_flush();
@@ -226,14 +227,14 @@ END_TEST
 
 START_TEST(test_error_is_kept_when_a_report_has_none)
 {
-    ld_ds_error_info e = net_error("reset by peer");
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_INTERRUPTED, &e);
-    report(LD_DS_STATE_VALID, NULL);
-    ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_STATE_VALID);
+    ld_data_source_error_info e = net_error("reset by peer");
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    ld_data_source_status st = status();
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_NETWORK);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_NETWORK);
     ck_assert_str_eq(st.error->message, "reset by peer");
 }
 END_TEST
@@ -241,13 +242,13 @@ END_TEST
 START_TEST(test_error_message_is_copied_and_null_reads_as_empty)
 {
     char msg[] = "timeout";
-    ld_ds_error_info e = net_error(msg);
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_INTERRUPTED, &e);
+    ld_data_source_error_info e = net_error(msg);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
     strcpy(msg, "changed");
     ck_assert_str_eq(status().error->message, "timeout");
     e.message = NULL;
-    report(LD_DS_STATE_INTERRUPTED, &e);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
     ck_assert_str_eq(status().error->message, "");
 }
 END_TEST
@@ -255,9 +256,9 @@ END_TEST
 START_TEST(test_error_time_zero_means_now)
 {
     struct timeval before, after;
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_UNKNOWN, 0, 0, "?"};
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, 0, 0, "?"};
     gettimeofday(&before, NULL);
-    report(LD_DS_STATE_OFF, &e);
+    report(LD_DATA_SOURCE_STATE_OFF, &e);
     gettimeofday(&after, NULL);
     ck_assert_int_ge(status().error->time_ms,
                      (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
@@ -268,11 +269,11 @@ END_TEST
 
 START_TEST(test_off_is_a_state_like_the_others)
 {
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_OFF, NULL);
-    ck_assert_int_eq(status().state, LD_DS_STATE_OFF);
-    report(LD_DS_STATE_INTERRUPTED, NULL); /* off is not initializing: this applies */
-    ck_assert_int_eq(status().state, LD_DS_STATE_INTERRUPTED);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_OFF);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, NULL); /* off is not initializing: this applies */
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INTERRUPTED);
 }
 END_TEST
 
@@ -286,7 +287,7 @@ START_TEST(test_init_reaches_the_store_and_does_not_make_the_status_valid)
     json_decref(data);
     ck_assert_int_eq(store_version("foo"), 10);
     ck_assert(ld_test_await_bool(ld_store_initialized(store)));
-    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INITIALIZING);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
 }
@@ -313,7 +314,7 @@ END_TEST
 
 START_TEST(test_data_the_store_rejects_as_invalid_is_not_a_store_error)
 {
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     listen_as('A');
     json_t *bad = json_pack("{s:s}", "key", "foo");
     ld_test_expect_error(ld_update_sink_upsert(sink, ld_kind_features(), bad), LD_EINVAL,
@@ -326,7 +327,7 @@ START_TEST(test_data_the_store_rejects_as_invalid_is_not_a_store_error)
     ld_test_expect_error(ld_update_sink_init(sink, bad), LD_EINVAL, NULL);
     json_decref(bad);
     ld_test_flush();
-    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_ptr_null(status().error);
     ck_assert_int_eq(nheard, 0);
 }
@@ -455,22 +456,22 @@ static ld_future *write_op(int op)
 
 START_TEST(test_store_failure_sets_interrupted_and_store_error)
 {
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     listen_as('A');
     struct timeval before;
     gettimeofday(&before, NULL);
     ld_test_expect_error(write_op(_i), LD_ESTORE, "disk on fire");
-    ld_ds_status st = status();
-    ck_assert_int_eq(st.state, LD_DS_STATE_INTERRUPTED);
+    ld_data_source_status st = status();
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_ptr_nonnull(st.error);
-    ck_assert_int_eq(st.error->kind, LD_DS_ERROR_KIND_STORE);
+    ck_assert_int_eq(st.error->kind, LD_DATA_SOURCE_ERROR_KIND_STORE);
     ck_assert_int_eq(st.error->status_code, 0);
     ck_assert_int_ge(st.error->time_ms, (int64_t)before.tv_sec * 1000 + before.tv_usec / 1000);
     ck_assert_str_eq(st.error->message, "disk on fire");
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
-    ck_assert_int_eq(heard[0].state, LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(heard[0].error.kind, LD_DS_ERROR_KIND_STORE);
+    ck_assert_int_eq(heard[0].state, LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(heard[0].error.kind, LD_DATA_SOURCE_ERROR_KIND_STORE);
 }
 END_TEST
 
@@ -478,8 +479,8 @@ START_TEST(test_store_failure_while_initializing_stays_initializing)
 {
     listen_as('A');
     ld_test_expect_error(write_op(_i), LD_ESTORE, NULL);
-    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
-    ck_assert_int_eq(status().error->kind, LD_DS_ERROR_KIND_STORE);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INITIALIZING);
+    ck_assert_int_eq(status().error->kind, LD_DATA_SOURCE_ERROR_KIND_STORE);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
 }
@@ -488,11 +489,11 @@ END_TEST
 START_TEST(test_store_success_changes_no_status)
 {
     script.code = 0;
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     listen_as('A');
     ld_future_unref(ld_test_fulfilled(write_op(_i)));
     ld_test_flush();
-    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_ptr_null(status().error);
     ck_assert_int_eq(nheard, 0);
 }
@@ -504,7 +505,7 @@ static void check_status_in_callback(ld_future *f, void *arg)
 {
     (void)arg;
     ck_assert_int_eq(ld_future_error(f), LD_EIO); /* any code but LD_EINVAL is a store error */
-    ck_assert_int_eq(status().state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_eq(nheard, 1); /* the broadcast was queued before the result */
     seen_in_callback = 1;
 }
@@ -513,13 +514,13 @@ START_TEST(test_status_and_broadcast_precede_the_failed_result)
 {
     seen_in_callback = 0;
     script.hold = 1;
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     listen_as('A');
     ld_future *f = write_op(1);
     ld_future_on_complete(ld_future_ref(f), check_status_in_callback, NULL);
     ld_test_flush();
     ck_assert(ld_future_is_pending(f));
-    ck_assert_int_eq(status().state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_VALID);
     ld_future_reject(script.held[0], LD_EIO, "socket closed");
     ld_test_flush();
     ck_assert(seen_in_callback);
@@ -549,7 +550,7 @@ END_TEST
 START_TEST(test_listeners_run_from_the_loop_not_inside_update_status)
 {
     listen_as('A');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ck_assert_int_eq(nheard, 0);
     ld_test_flush();
     ck_assert_int_eq(nheard, 1);
@@ -563,37 +564,37 @@ START_TEST(test_listeners_hear_each_broadcast_in_order_added)
     listen_as('A');
     listen_as('B');
     listen_as('C');
-    report(LD_DS_STATE_VALID, NULL);
-    ld_ds_error_info e = net_error("x");
-    report(LD_DS_STATE_INTERRUPTED, &e);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    ld_data_source_error_info e = net_error("x");
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABCABC");
-    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
-    ck_assert_int_eq(heard[3].state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(heard[0].state, LD_DATA_SOURCE_STATE_VALID);
+    ck_assert_int_eq(heard[3].state, LD_DATA_SOURCE_STATE_INTERRUPTED);
 }
 END_TEST
 
 START_TEST(test_listeners_hear_the_status_as_it_was_at_broadcast_time)
 {
     listen_as('A');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     int64_t valid_since = status().since_ms;
     sleep_ms(3);
-    ld_ds_error_info e = net_error("one");
-    report(LD_DS_STATE_INTERRUPTED, &e);
+    ld_data_source_error_info e = net_error("one");
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
     e = net_error("two");
-    report(LD_DS_STATE_INTERRUPTED, &e);
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_INTERRUPTED, &e);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ld_test_flush(); /* all four were made before any was heard */
     ck_assert_int_eq(nheard, 4);
-    ck_assert_int_eq(heard[0].state, LD_DS_STATE_VALID);
+    ck_assert_int_eq(heard[0].state, LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(heard[0].since_ms, valid_since);
     ck_assert(!heard[0].has_error);
-    ck_assert_int_eq(heard[1].state, LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(heard[1].state, LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_gt(heard[1].since_ms, valid_since);
     ck_assert_str_eq(heard[1].message, "one");
     ck_assert_str_eq(heard[2].message, "two");
-    ck_assert_int_eq(heard[3].state, LD_DS_STATE_OFF);
+    ck_assert_int_eq(heard[3].state, LD_DATA_SOURCE_STATE_OFF);
     ck_assert_str_eq(heard[3].message, "two");
 }
 END_TEST
@@ -601,11 +602,11 @@ END_TEST
 START_TEST(test_a_listener_added_after_a_broadcast_does_not_hear_it)
 {
     listen_as('A');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     listen_as('B');
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A");
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "AAB");
 }
@@ -613,10 +614,10 @@ END_TEST
 
 START_TEST(test_no_broadcast_is_queued_without_listeners)
 {
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ck_assert_int_eq(event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE), 0);
     listen_as('A');
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ck_assert_int_eq(event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE), 1);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A");
@@ -627,7 +628,7 @@ START_TEST(test_a_removed_listener_misses_broadcasts_already_queued)
 {
     int64_t a = listen_as('A');
     listen_as('B');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, a), 0);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "B");
@@ -649,7 +650,7 @@ END_TEST
 /* Listeners that act on the sink from inside. */
 static int64_t ids[4];
 
-static void remove_self_and_c(ld_update_sink *s, const ld_ds_status *st, void *arg)
+static void remove_self_and_c(ld_update_sink *s, const ld_data_source_status *st, void *arg)
 {
     record(s, st, arg);
     ck_assert_int_eq(ld_store_sink_remove_listener(s, ids[0]), 0);
@@ -662,26 +663,26 @@ START_TEST(test_a_listener_may_remove_itself_and_others)
     ids[1] = listen_as('B');
     ids[2] = listen_as('C');
     ids[3] = listen_as('D');
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABDBD");
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, ids[0]), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_remove_listener(sink, ids[3]), 0); /* the tail, after sweep */
     listen_as('E');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABDBDBE");
 }
 END_TEST
 
-static void report_from_inside(ld_update_sink *s, const ld_ds_status *st, void *arg)
+static void report_from_inside(ld_update_sink *s, const ld_data_source_status *st, void *arg)
 {
     record(s, st, arg);
-    if (st->state == LD_DS_STATE_VALID) {
+    if (st->state == LD_DATA_SOURCE_STATE_VALID) {
         listen_as('N'); /* hears what comes next, not the broadcast being heard */
         int before = nheard;
-        ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_OFF, NULL), 0);
+        ck_assert_int_eq(ld_update_sink_update_status(s, LD_DATA_SOURCE_STATE_OFF, NULL), 0);
         ck_assert_int_eq(nheard, before); /* not re-entrant */
     }
 }
@@ -690,15 +691,15 @@ START_TEST(test_a_listener_reporting_a_status_is_heard_later_not_reentrantly)
 {
     ld_store_sink_add_listener(sink, report_from_inside, (void *)(intptr_t)'A');
     listen_as('B');
-    report(LD_DS_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "ABABN");
-    ck_assert_int_eq(heard[1].state, LD_DS_STATE_VALID);
-    ck_assert_int_eq(heard[2].state, LD_DS_STATE_OFF);
+    ck_assert_int_eq(heard[1].state, LD_DATA_SOURCE_STATE_VALID);
+    ck_assert_int_eq(heard[2].state, LD_DATA_SOURCE_STATE_OFF);
 }
 END_TEST
 
-static void free_sink_inside(ld_update_sink *s, const ld_ds_status *st, void *arg)
+static void free_sink_inside(ld_update_sink *s, const ld_data_source_status *st, void *arg)
 {
     record(s, st, arg);
     ld_update_sink_free(s);
@@ -709,8 +710,8 @@ START_TEST(test_a_listener_may_free_the_sink)
 {
     ld_store_sink_add_listener(sink, free_sink_inside, (void *)(intptr_t)'A');
     listen_as('B');
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ld_test_flush();
     ck_assert_str_eq(who_heard(), "A"); /* nothing after the free */
 }
@@ -719,8 +720,8 @@ END_TEST
 START_TEST(test_free_with_broadcasts_pending_calls_no_listener)
 {
     listen_as('A');
-    report(LD_DS_STATE_VALID, NULL);
-    report(LD_DS_STATE_OFF, NULL);
+    report(LD_DATA_SOURCE_STATE_VALID, NULL);
+    report(LD_DATA_SOURCE_STATE_OFF, NULL);
     ld_update_sink_free(sink);
     sink = NULL;
     ld_test_flush();
@@ -738,7 +739,8 @@ START_TEST(test_bad_input_is_einval)
     ck_assert_ptr_null(ld_update_sink_init(NULL, item));
     ck_assert_ptr_null(ld_update_sink_upsert(NULL, F, item));
     ck_assert_ptr_null(ld_update_sink_delete(NULL, F, "foo", 1));
-    ck_assert_int_eq(ld_update_sink_update_status(NULL, LD_DS_STATE_VALID, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_update_sink_update_status(NULL, LD_DATA_SOURCE_STATE_VALID, NULL),
+                     LD_EINVAL);
     ld_update_sink_free(NULL);
     ld_test_expect_error(ld_update_sink_init(sink, NULL), LD_EINVAL, "all_data");
     ld_test_expect_error(ld_update_sink_upsert(sink, NULL, item), LD_EINVAL, "kind");
@@ -752,31 +754,37 @@ END_TEST
 START_TEST(test_bad_status_reports_are_einval_and_change_nothing)
 {
     listen_as('A');
-    ld_ds_error_info bad[] = {
-        {(enum ld_ds_error_kind)5, 0, 1, "m"},     {(enum ld_ds_error_kind) - 1, 0, 1, "m"},
-        {LD_DS_ERROR_KIND_RESPONSE, -1, 1, "m"},   {LD_DS_ERROR_KIND_RESPONSE, 99, 1, "m"},
-        {LD_DS_ERROR_KIND_RESPONSE, 1000, 1, "m"}, {LD_DS_ERROR_KIND_NETWORK, 0, -1, "m"},
+    ld_data_source_error_info bad[] = {
+        {(enum ld_data_source_error_kind)5, 0, 1, "m"},
+        {(enum ld_data_source_error_kind) - 1, 0, 1, "m"},
+        {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, -1, 1, "m"},
+        {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 99, 1, "m"},
+        {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 1000, 1, "m"},
+        {LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, -1, "m"},
     };
-    ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_ds_state)4, NULL), LD_EINVAL);
-    ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_ds_state) - 1, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_data_source_state)4, NULL),
+                     LD_EINVAL);
+    ck_assert_int_eq(ld_update_sink_update_status(sink, (enum ld_data_source_state) - 1, NULL),
+                     LD_EINVAL);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_int_eq(ld_update_sink_update_status(sink, LD_DS_STATE_VALID, &bad[i]), LD_EINVAL);
-    ck_assert_int_eq(status().state, LD_DS_STATE_INITIALIZING);
+        ck_assert_int_eq(ld_update_sink_update_status(sink, LD_DATA_SOURCE_STATE_VALID, &bad[i]),
+                         LD_EINVAL);
+    ck_assert_int_eq(status().state, LD_DATA_SOURCE_STATE_INITIALIZING);
     ck_assert_ptr_null(status().error);
     ld_test_flush();
     ck_assert_int_eq(nheard, 0);
-    ld_ds_error_info edge = {LD_DS_ERROR_KIND_RESPONSE, 999, 1, "m"};
-    report(LD_DS_STATE_VALID, &edge);
+    ld_data_source_error_info edge = {LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 999, 1, "m"};
+    report(LD_DATA_SOURCE_STATE_VALID, &edge);
     ck_assert_int_eq(status().error->status_code, 999);
     edge.status_code = 100;
-    report(LD_DS_STATE_VALID, &edge);
+    report(LD_DATA_SOURCE_STATE_VALID, &edge);
     ck_assert_int_eq(status().error->status_code, 100);
 }
 END_TEST
 
 START_TEST(test_store_sink_functions_check_their_arguments)
 {
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_store_sink_status(NULL, &st), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_status(sink, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_add_listener(NULL, record, NULL), LD_EINVAL);
@@ -793,9 +801,9 @@ struct custom {
     const ld_kind *kind;
     char key[16];
     int64_t version;
-    enum ld_ds_state state;
+    enum ld_data_source_state state;
     int had_error;
-    ld_ds_error_info error;
+    ld_data_source_error_info error;
 };
 
 static void custom_init(void *impl, const json_t *d, ld_future *out)
@@ -829,7 +837,8 @@ static void custom_del(void *impl, const ld_kind *k, const char *key, int64_t v,
     ld_future_unref(out);
 }
 
-static int custom_update_status(void *impl, enum ld_ds_state state, const ld_ds_error_info *e)
+static int custom_update_status(void *impl, enum ld_data_source_state state,
+                                const ld_data_source_error_info *e)
 {
     struct custom *c = impl;
     c->statuses++;
@@ -837,7 +846,7 @@ static int custom_update_status(void *impl, enum ld_ds_state state, const ld_ds_
     c->had_error = e != NULL;
     if (e)
         c->error = *e;
-    return state == LD_DS_STATE_OFF ? LD_ENOMEM : 0;
+    return state == LD_DATA_SOURCE_STATE_OFF ? LD_ENOMEM : 0;
 }
 
 static void custom_free(void *impl)
@@ -869,24 +878,25 @@ START_TEST(test_a_custom_sink_gets_every_call)
     ck_assert(!ld_test_await_bool(ld_update_sink_delete(s, ld_kind_features(), "gone", 7)));
     ck_assert_str_eq(c.key, "gone");
     ck_assert_int_eq(c.version, 7);
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_VALID, NULL), 0);
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DATA_SOURCE_STATE_VALID, NULL), 0);
     ck_assert(!c.had_error);
-    ld_ds_error_info e = {LD_DS_ERROR_KIND_INVALID_DATA, 0, 0, "bad json"};
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_INTERRUPTED, &e), 0);
-    ck_assert_int_eq(c.state, LD_DS_STATE_INTERRUPTED);
-    ck_assert_int_eq(c.error.kind, LD_DS_ERROR_KIND_INVALID_DATA);
+    ld_data_source_error_info e = {LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0, 0, "bad json"};
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DATA_SOURCE_STATE_INTERRUPTED, &e), 0);
+    ck_assert_int_eq(c.state, LD_DATA_SOURCE_STATE_INTERRUPTED);
+    ck_assert_int_eq(c.error.kind, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA);
     ck_assert_int_gt(c.error.time_ms, 0); /* 0 became now */
-    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DS_STATE_OFF, NULL),
+    ck_assert_int_eq(ld_update_sink_update_status(s, LD_DATA_SOURCE_STATE_OFF, NULL),
                      LD_ENOMEM); /* passed on */
     ck_assert_int_eq(c.statuses, 3);
     /* store sink functions are not for other sinks */
-    ld_ds_status st;
+    ld_data_source_status st;
     ck_assert_int_eq(ld_store_sink_status(s, &st), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_add_listener(s, record, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_store_sink_remove_listener(s, 1), LD_EINVAL);
     /* bad input never reaches the implementation */
     ld_test_expect_error(ld_update_sink_upsert(s, NULL, item), LD_EINVAL, "kind");
-    ck_assert_int_eq(ld_update_sink_update_status(s, (enum ld_ds_state)9, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_update_sink_update_status(s, (enum ld_data_source_state)9, NULL),
+                     LD_EINVAL);
     ck_assert_int_eq(c.upserts, 1);
     ck_assert_int_eq(c.statuses, 3);
     ld_update_sink_free(s);

@@ -7,15 +7,15 @@
 
 START_TEST(test_state_names)
 {
-    LD_TEST_ENUM_NAMES(ld_ds_state_name, enum ld_ds_state, "initializing", "valid", "interrupted",
-                       "off");
+    LD_TEST_ENUM_NAMES(ld_data_source_state_name, enum ld_data_source_state, "initializing",
+                       "valid", "interrupted", "off");
 }
 END_TEST
 
 START_TEST(test_error_kind_names)
 {
-    LD_TEST_ENUM_NAMES(ld_ds_error_kind_name, enum ld_ds_error_kind, "unknown", "network_error",
-                       "error_response", "invalid_data", "store_error");
+    LD_TEST_ENUM_NAMES(ld_data_source_error_kind_name, enum ld_data_source_error_kind, "unknown",
+                       "network_error", "error_response", "invalid_data", "store_error");
 }
 END_TEST
 

@@ -523,7 +523,7 @@ END_TEST
 
 /* ---- synchronizer --------------------------------------------------------- */
 
-static ld_fdv2_update *update(enum ld_ds_state state)
+static ld_fdv2_update *update(enum ld_data_source_state state)
 {
     ld_fdv2_update *u = ld_fdv2_update_new(state, ld_fdv2_change_set_no_changes(), NULL, "env");
     ck_assert_ptr_nonnull(u);
@@ -558,8 +558,8 @@ END_TEST
 START_TEST(test_sync_yields_the_script_in_order)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u1 = update(LD_DS_STATE_VALID);
-    ld_fdv2_update *u2 = update(LD_DS_STATE_INTERRUPTED);
+    ld_fdv2_update *u1 = update(LD_DATA_SOURCE_STATE_VALID);
+    ld_fdv2_update *u2 = update(LD_DATA_SOURCE_STATE_INTERRUPTED);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u1), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u2), 0);
@@ -567,7 +567,8 @@ START_TEST(test_sync_yields_the_script_in_order)
     ld_test_expect_error(ld_synchronizer_next(s), LD_EIO, NULL);
     ld_future *f = ld_synchronizer_next(s);
     ld_test_done(f);
-    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)), LD_DS_STATE_INTERRUPTED);
+    ck_assert_int_eq(ld_fdv2_update_state(ld_fdv2_future_update(f)),
+                     LD_DATA_SOURCE_STATE_INTERRUPTED);
     await_update(f, u2);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
     ld_synchronizer_free(s);
@@ -586,8 +587,8 @@ START_TEST(test_sync_next_waits_for_a_push)
     for (int i = 0; i < 3; i++)
         ck_assert(ld_future_is_pending(fs[i]));
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
-    ld_fdv2_update *u0 = update(LD_DS_STATE_VALID);
-    ld_fdv2_update *u2 = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u0 = update(LD_DATA_SOURCE_STATE_VALID);
+    ld_fdv2_update *u2 = update(LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u0), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EPARSE), 0);
     ld_test_flush();
@@ -607,13 +608,14 @@ END_TEST
 START_TEST(test_sync_end_rejects_every_later_next)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u = update(LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), 0);
     await_update(ld_synchronizer_next(s), u);
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_STATE_VALID)), LD_ECLOSED);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DATA_SOURCE_STATE_VALID)),
+                     LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 3);
@@ -639,7 +641,7 @@ END_TEST
 START_TEST(test_sync_stop_rejects_waiting_nexts)
 {
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
-    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u = update(LD_DATA_SOURCE_STATE_VALID);
     ld_future *f1 = ld_synchronizer_next(s);
     ld_future *f2 = ld_synchronizer_next(s);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(s, u), 0);
@@ -654,7 +656,8 @@ START_TEST(test_sync_stop_rejects_waiting_nexts)
     ck_assert_int_eq(ld_test_order[0], 2); /* the next before the stop */
     ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(s), 2);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DS_STATE_VALID)), LD_ECLOSED);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(s, update(LD_DATA_SOURCE_STATE_VALID)),
+                     LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(s, LD_EIO), LD_ECLOSED);
     ck_assert_int_eq(ld_mock_synchronizer_end(s), LD_ECLOSED);
     ld_test_await_ok(ld_synchronizer_stop(s));
@@ -667,7 +670,7 @@ START_TEST(test_sync_free_cancels_waiting_and_drops_the_script)
     ld_synchronizer *s = ld_mock_synchronizer_new(B, NULL);
     ld_future *f = ld_synchronizer_next(s);
     ld_synchronizer *t = ld_mock_synchronizer_new(B, NULL);
-    ck_assert_int_eq(ld_mock_synchronizer_push_update(t, update(LD_DS_STATE_VALID)), 0);
+    ck_assert_int_eq(ld_mock_synchronizer_push_update(t, update(LD_DATA_SOURCE_STATE_VALID)), 0);
     ck_assert_int_eq(ld_mock_synchronizer_push_error(t, LD_EIO), 0);
     ck_assert_int_eq(ld_mock_synchronizer_end(t), 0);
     ld_synchronizer_free(s);
@@ -687,8 +690,9 @@ START_TEST(test_sync_bad_input)
     ld_synchronizer *objs[] = {NULL, not_sync};
     for (int i = 0; i < 2; i++) {
         /* the update is stolen on this path too (valgrind checks) */
-        ck_assert_int_eq(ld_mock_synchronizer_push_update(objs[i], update(LD_DS_STATE_VALID)),
-                         LD_EINVAL);
+        ck_assert_int_eq(
+            ld_mock_synchronizer_push_update(objs[i], update(LD_DATA_SOURCE_STATE_VALID)),
+            LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_push_error(objs[i], LD_EIO), LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_end(objs[i]), LD_EINVAL);
         ck_assert_int_eq(ld_mock_synchronizer_next_count(objs[i]), LD_EINVAL);
@@ -1061,7 +1065,7 @@ static void bss_check(void *o)
 static void sync_check(void *o)
 {
     ld_future *f = ld_synchronizer_next(o);
-    ld_fdv2_update *u = update(LD_DS_STATE_VALID);
+    ld_fdv2_update *u = update(LD_DATA_SOURCE_STATE_VALID);
     ck_assert_int_eq(ld_mock_synchronizer_push_update(o, u), 0);
     await_update(f, u);
     ck_assert_int_eq(ld_mock_synchronizer_next_count(o), 1);
