@@ -17,12 +17,32 @@ int ld_test_cancels;
 static struct event *guard;
 static int guard_added;
 
+/* A positive whole number from the environment variable `name`, or `dflt`. */
+static long env_positive(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    return s && *s && !*end && v > 0 ? v : dflt;
+}
+
+/* The guard's time: LD_TEST_GUARD_SEC, or Check's CK_DEFAULT_TIMEOUT when
+ * that is longer (check-valgrind sets it), times CK_TIMEOUT_MULTIPLIER (the
+ * sanitizer builds in CI set it), as Check scales its own timeouts. */
+static long guard_seconds(void)
+{
+    long base = env_positive("CK_DEFAULT_TIMEOUT", LD_TEST_GUARD_SEC);
+    if (base < LD_TEST_GUARD_SEC)
+        base = LD_TEST_GUARD_SEC;
+    return base * env_positive("CK_TIMEOUT_MULTIPLIER", 1);
+}
+
 static void guard_fired(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
-    ck_abort_msg("test did not finish within %d s", LD_TEST_GUARD_SEC);
+    ck_abort_msg("test did not finish within %ld s", guard_seconds());
 }
 
 void ld_test_setup(void)
@@ -31,7 +51,7 @@ void ld_test_setup(void)
     ck_assert_ptr_nonnull(ld_test_base);
     guard = event_new(ld_test_base, -1, 0, guard_fired, NULL);
     ck_assert_ptr_nonnull(guard);
-    struct timeval tv = {LD_TEST_GUARD_SEC, 0};
+    struct timeval tv = {guard_seconds(), 0};
     ck_assert_int_eq(event_add(guard, &tv), 0);
     guard_added = event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ADDED);
     ld_test_frees = 0;

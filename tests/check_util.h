@@ -23,7 +23,8 @@
 extern struct event_base *ld_test_base;
 
 /* Checked fixture: a fresh base plus a guard timer that fails the test after
- * LD_TEST_GUARD_SEC seconds, so loop-driven tests end under CK_FORK=no too. */
+ * LD_TEST_GUARD_SEC seconds (scaled as Check scales its timeouts: see
+ * check_util.c), so loop-driven tests end under CK_FORK=no too. */
 void ld_test_setup(void);
 void ld_test_teardown(void);
 

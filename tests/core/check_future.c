@@ -416,10 +416,12 @@ START_TEST(test_million_link_then_chain_uses_constant_stack)
     enum { LINKS = 1000000 };
     ld_future *head = ld_future_new(B);
     ld_future *f = ld_future_ref(head);
-    for (int i = 0; i < LINKS; i++) {
+    int null_links = 0; /* counted, not asserted per link: each ck_assert is a write(2) */
+    for (int i = 0; i < LINKS && f; i++) {
         f = ld_future_then(f, add_one, NULL);
-        ck_assert_ptr_nonnull(f);
+        null_links += !f;
     }
+    ck_assert_int_eq(null_links, 0);
     ld_future_fulfill_int(head, 0);
     ld_future_unref(head);
     ld_test_wait(f);
@@ -542,12 +544,14 @@ START_TEST(test_100k_forward_chain_uses_constant_stack)
     enum { LINKS = 100000 };
     ld_future *first = ld_future_new(B);
     ld_future *cur = ld_future_ref(first);
+    int refused = 0; /* counted, not asserted per link: each ck_assert is a write(2) */
     for (int i = 0; i < LINKS; i++) {
         ld_future *next = ld_future_new(B);
-        ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(next)), 0);
+        refused += ld_future_forward(cur, ld_future_ref(next)) != 0;
         ld_future_unref(cur);
         cur = next;
     }
+    ck_assert_int_eq(refused, 0);
     ld_future_fulfill_int(cur, 99);
     ld_future_unref(cur);
     ld_test_wait(first);
@@ -564,11 +568,13 @@ static ld_future *forward_chain_onto_root(int links, ld_future **newest)
 {
     ld_future *root = ld_future_new(B);
     ld_future *cur = ld_future_ref(root);
+    int refused = 0; /* counted, not asserted per link: each ck_assert is a write(2) */
     for (int i = 0; i < links; i++) {
         ld_future *next = ld_future_new(B);
-        ck_assert_int_eq(ld_future_forward(next, cur), 0); /* steals cur */
+        refused += ld_future_forward(next, cur) != 0; /* steals cur */
         cur = next;
     }
+    ck_assert_int_eq(refused, 0);
     *newest = cur;
     return root;
 }
@@ -602,12 +608,14 @@ START_TEST(test_forward_closing_100k_link_cycle_rejects_einval)
     /* the other direction: the oldest waits on the newest */
     ld_future *first = ld_future_new(B);
     ld_future *cur = ld_future_ref(first);
+    int refused = 0; /* counted, not asserted per link: each ck_assert is a write(2) */
     for (int i = 0; i < LINKS; i++) {
         ld_future *next = ld_future_new(B);
-        ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(next)), 0);
+        refused += ld_future_forward(cur, ld_future_ref(next)) != 0;
         ld_future_unref(cur);
         cur = next;
     }
+    ck_assert_int_eq(refused, 0);
     ck_assert_int_eq(ld_future_forward(cur, ld_future_ref(first)), LD_EINVAL);
     ld_test_wait(first);
     ck_assert_int_eq(ld_future_error(first), LD_EINVAL);
@@ -1128,10 +1136,9 @@ START_TEST(test_deeply_nested_combinators_release_with_constant_stack)
     ld_future *f = ld_future_new(B);
     ld_future *inner = ld_future_ref(f);
     struct timeval tv = {3600, 0};
-    for (int i = 0; i < DEPTH; i++) {
+    for (int i = 0; i < DEPTH && f; i++) /* no ck_assert per level: each is a write(2) */
         f = i % 2 ? ld_future_all(B, &f, 1) : ld_future_timeout(f, &tv);
-        ck_assert_ptr_nonnull(f);
-    }
+    ck_assert_ptr_nonnull(f);
     ld_future_fulfill_int(inner, 1);
     ld_future_unref(inner);
     ld_test_wait(f);
