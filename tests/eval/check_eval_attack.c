@@ -92,7 +92,8 @@ static void expect_json(const char *what, const json_t *got, const char *want)
 static const ld_detail *D(ld_future *f)
 {
     const ld_detail *d = ld_future_ptr(f);
-    ck_assert_ptr_nonnull(d);
+    if (!d) /* not ck_assert: called tens of thousands of times, each a write(2) */
+        ck_abort_msg("no detail");
     return d;
 }
 
