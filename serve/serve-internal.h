@@ -137,6 +137,7 @@ struct lds_server {
     size_t map_n, map_mask;
     struct lds_waiting *pending; /* requests waiting for a future */
     struct lds_stream *streams;
+    struct lds_fanout *fanout; /* stream.c: the changes of a loop pass, the events held */
     struct lds_coll coll[LDS_N_COLL];
     struct lds_icache items[LDS_ICACHE_SLOTS];
     double started;
@@ -316,8 +317,14 @@ void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg);
 /* The server closes: every stream ends (one still waiting for its put gets
  * 503). */
 void lds_streams_end(lds_server *srv);
-/* The server is freed: lets go of the streams still listed. */
+/* The server is freed: lets go of the streams still listed, and of the
+ * changes not sent. */
 void lds_streams_forget(lds_server *srv);
+/* Makes what the fan-out of changes needs. @return 0, or -1 without memory. */
+int lds_streams_init(lds_server *srv);
+/* Bytes of shared events that some stream has not sent yet (each counted
+ * once). */
+size_t lds_streams_held(const lds_server *srv);
 
 /* evalx.c: /sdk/evalx/{env}/contexts/{context} (GET) and .../context
  * (REPORT). */

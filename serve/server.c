@@ -368,7 +368,7 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
     if (srv->beat)
         memcpy(srv->beat->data, ":\n", 2);
     if (!srv->beat || !srv->bind_address || (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) ||
-        !srv->http || !srv->scratch || !srv->heartbeat) {
+        !srv->http || !srv->scratch || !srv->heartbeat || lds_streams_init(srv) != 0) {
         lds_log(srv, LDS_LOG_ERROR, "server: out of memory");
         lds_server_free(srv);
         return NULL;
@@ -411,8 +411,10 @@ int lds_server_port(const lds_server *srv)
 
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out)
 {
-    if (srv && out)
+    if (srv && out) {
         *out = srv->st;
+        out->stream_event_bytes = lds_streams_held(srv);
+    }
 }
 
 static void drain_check(evutil_socket_t fd, short what, void *arg)

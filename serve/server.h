@@ -73,8 +73,10 @@ struct lds_server_options {
     size_t max_uri;           /* 8192 bytes: longer request targets get 414 */
     size_t max_headers;       /* 16384 bytes of header lines: beyond, 431 */
     size_t max_body;          /* 65536 bytes: larger bodies get 413 */
-    size_t max_stream_buffer; /* 1 MiB unsent on a stream beyond its put (which
-                                 may be larger): the reader is dropped */
+    size_t max_stream_buffer; /* 1 MiB: a stream with more than this unsent beyond
+                                 its put (which may be larger) when a change
+                                 comes is dropped; a change is sent whole to
+                                 the others, whatever its size */
     int heartbeat_ms;         /* 60000: a ":" comment line on every stream */
     int timeout_s;            /* 60: a whole request (within it of the connection's
                                  start or of the previous answer: else the
@@ -100,19 +102,23 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
 int lds_server_port(const lds_server *srv);
 
 /* A change applied to the store: `item` is the item (borrowed) for a put,
- * NULL for a delete at `version`. Streams get a `patch` or `delete` event;
- * a stream still waiting for its `put` gets it after the put. */
+ * NULL for a delete at `version`. Streams get a `patch` or `delete` event,
+ * sent with the other changes of this pass of the loop at the next pass
+ * (one piece for all streams); a stream still waiting for its `put` gets
+ * it after the put. */
 void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, int64_t version,
                         const json_t *item);
 
 /* Statistics, for tests and /status. */
 struct lds_server_stats {
-    uint64_t requests;        /* requests answered (streams included) */
-    uint64_t connections;     /* open connections */
-    uint64_t streams;         /* open streams */
-    uint64_t streams_dropped; /* slow readers dropped */
-    uint64_t pending;         /* requests waiting for their futures */
-    uint64_t serializations;  /* collection bodies serialized (cache misses) */
+    uint64_t requests;           /* requests answered (streams included) */
+    uint64_t connections;        /* open connections */
+    uint64_t streams;            /* open streams */
+    uint64_t streams_dropped;    /* slow readers dropped */
+    uint64_t stream_event_bytes; /* events shared by the streams that some stream has
+                                    not sent yet, each counted once (puts aside) */
+    uint64_t pending;            /* requests waiting for their futures */
+    uint64_t serializations;     /* collection bodies serialized (cache misses) */
 };
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
 

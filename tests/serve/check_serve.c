@@ -1256,9 +1256,15 @@ START_TEST(test_stream_losing_changes_before_its_put_is_refused)
     stream_open(&x, &r);
     wait_for_streams(&x, 1);
     char key[32];
-    for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
+    /* far more than 4 KiB of events, in two changes: the second comes to
+     * a queue already past the bound (a single change is queued whole,
+     * whatever its size) */
+    for (int i = 0; i < 400; i++) {
         snprintf(key, sizeof key, "k%d", i);
         lds_server_changed(x.srv, ld_kind_features(), key, 2, NULL);
+        if (i == 199)
+            for (int k = 0; k < 4; k++)
+                event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
     }
     ld_test_later_release(x.later);
     x.later->hold = false;
@@ -1374,6 +1380,90 @@ START_TEST(test_slow_stream_reader_is_dropped)
     free(filler);
     close(fd);
     raw_close(&good);
+    stop(&x);
+}
+END_TEST
+
+/* The server's end of the loopback connection whose client end is `fd`. */
+static int server_end_of(int fd);
+
+/* Whether `r` got `a` and then `b`. */
+static bool has_after(struct raw *r, const char *a, const char *b)
+{
+    struct evbuffer_ptr p = evbuffer_search(r->got, a, strlen(a), NULL);
+    return p.pos >= 0 && evbuffer_search(r->got, b, strlen(b), &p).pos >= 0;
+}
+
+/* A change larger than the bound (ten flags of 128 KiB in one loop pass)
+ * goes whole to every stream whose reader keeps up: the bound is on what a
+ * reader leaves unsent from before a change, not on the size of one change
+ * (every stream was dropped: a reconnection storm of puts). A reader that
+ * never reads is dropped, and what the streams hold stays bounded: the
+ * events of a change are made once and shared. */
+START_TEST(test_stream_large_change_keeps_readers_and_drops_non_readers)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.heartbeat_ms = 600000;
+    start_with(&x, &o, false);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    int fd = small_buffer_client(x.port, 4096, req); /* never reads */
+    enum { READERS = 3, N_FLAGS = 10, ROUNDS = 5 };
+    struct raw good[READERS];
+    for (int i = 0; i < READERS; i++)
+        stream_open(&x, &good[i]);
+    wait_for_streams(&x, READERS + 1);
+    for (int i = 0; i < READERS; i++)
+        raw_wait_for(&good[i], "\"s1\"");
+    run_for_ms(20); /* the non-reader's put is sent */
+    int small = 4096;
+    ck_assert_int_eq(setsockopt(server_end_of(fd), SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    char *filler = big(128 * 1024, 'z');
+    size_t change = 0, most = 0;
+    struct lds_server_stats st;
+    for (int round = 1; round <= ROUNDS; round++) {
+        char key[32], want[64];
+        for (int k = 0; k < N_FLAGS; k++) {
+            snprintf(key, sizeof key, "big%d", k);
+            json_t *item =
+                json_pack("{s:s,s:i,s:s}", "key", key, "version", round, "filler", filler);
+            lds_server_changed(x.srv, ld_kind_features(), key, round, item);
+            json_decref(item);
+        }
+        change = N_FLAGS * (128 * 1024 + 64);
+        snprintf(want, sizeof want, "{\"key\":\"big%d\",\"version\":%d,", N_FLAGS - 1, round);
+        for (int i = 0; i < READERS; i++) {
+            while (!has_after(&good[i], want, "\"}}\n\n")) {
+                ck_assert_msg(!good[i].eof, "reader %d lost its stream in round %d", i, round);
+                loop_once();
+                lds_server_stats(x.srv, &st);
+                if (st.stream_event_bytes > most)
+                    most = st.stream_event_bytes;
+            }
+            snprintf(want, sizeof want, "{\"key\":\"big0\",\"version\":%d,", round);
+            ck_assert(raw_has(&good[i], want));
+            evbuffer_drain(good[i].got, evbuffer_get_length(good[i].got));
+            snprintf(want, sizeof want, "{\"key\":\"big%d\",\"version\":%d,", N_FLAGS - 1, round);
+        }
+    }
+    lds_server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    ck_assert_uint_eq(st.streams, READERS);
+    ck_assert_ptr_nonnull(strstr(x.log, "stream dropped"));
+    /* what was held: the events of a change and of the one before it (held
+     * by the non-reader until the next change dropped it), not one copy per
+     * stream */
+    ck_assert_msg(most <= 2 * change + o.max_stream_buffer + (1 << 20), "%zu bytes held", most);
+    /* and once every reader has its events, nothing */
+    for (int i = 0; i < 1000 && st.stream_event_bytes > 0; i++) {
+        loop_once();
+        lds_server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.stream_event_bytes, 0);
+    free(filler);
+    close(fd);
+    for (int i = 0; i < READERS; i++)
+        raw_close(&good[i]);
     stop(&x);
 }
 END_TEST
@@ -2273,6 +2363,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_stream_large_change_keeps_readers_and_drops_non_readers);
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
     tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
     tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
