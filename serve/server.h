@@ -15,6 +15,7 @@
  *   GET /sdk/evalx/{env}/contexts/{base64url context}   client-side evaluation
  *   REPORT /sdk/evalx/{env}/context  the same, the context as the JSON body
  *   OPTIONS on the evalx paths       CORS preflight
+ *   ({env}: any, or one of the client_side_ids option's: else 404)
  *   GET /status                      data-source status, counts, uptime (no key)
  *
  * Polling answers carry an ETag: a 64-bit FNV-1a hash of the body, so it is
@@ -85,6 +86,11 @@ struct lds_server_options {
     int log_level_set;        /* nonzero: log_level is meant (ERROR is 0) */
     lds_log_fn log;           /* NULL: no logging */
     void *log_arg;
+    /* the client-side IDs whose evalx requests are answered (the {env} of
+     * /sdk/evalx/{env}/...: 404 for any other); none (NULL or 0): any
+     * environment is answered, as one */
+    const char *const *client_side_ids;
+    size_t n_client_side_ids;
     lds_status_fn status; /* NULL: /status says the state is unknown */
     void *status_arg;
 };

@@ -2010,6 +2010,49 @@ START_TEST(test_evalx_head_has_the_length_of_the_body)
 }
 END_TEST
 
+/* With client-side IDs given, evalx answers for those only (404, with CORS
+ * headers, for another {env}, as LaunchDarkly's Relay Proxy does); without
+ * them, for any. */
+START_TEST(test_evalx_answers_only_the_client_side_ids_given)
+{
+    static const char *const ids[] = {"env-a", "env-b"};
+    for (int with = 0; with < 2; with++) {
+        struct fix x;
+        struct lds_server_options o = {0};
+        if (with) {
+            o.client_side_ids = ids;
+            o.n_client_side_ids = 2;
+        }
+        start_with(&x, &o, false);
+        static const char *const envs[] = {"env-a", "env-b", "env-c", "env-a%20"};
+        for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+            int want = !with || i < 2 ? 200 : 404;
+            char path[128];
+            snprintf(path, sizeof path, "/sdk/evalx/%s/contexts/eyJrZXkiOiJ1MSJ9", envs[i]);
+            struct resp r;
+            get(&x, path, &r);
+            ck_assert_msg(r.code == want, "GET %s: %d", path, r.code);
+            ck_assert_str_eq(r.cors, "*");
+            resp_free(&r);
+            char req[512];
+            snprintf(req, sizeof req,
+                     "REPORT /sdk/evalx/%s/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/json\r\nContent-Length: 12\r\nConnection: close\r\n\r\n"
+                     "{\"key\":\"u1\"}",
+                     envs[i]);
+            ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), want);
+        }
+        /* an empty ID is refused */
+        static const char *const empty[] = {"env-a", ""};
+        struct lds_server_options bad = {0};
+        bad.client_side_ids = empty;
+        bad.n_client_side_ids = 2;
+        ck_assert_ptr_null(lds_server_new(ld_test_base, x.store, x.ev, &bad));
+        stop(&x);
+    }
+}
+END_TEST
+
 START_TEST(test_evalx_before_the_store_is_initialized_is_503)
 {
     struct fix x;
@@ -2041,8 +2084,137 @@ START_TEST(test_report_with_two_different_content_lengths_is_400)
     /* the same length twice is one length */
     static const char same[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
                                "Content-Type: application/json\r\nContent-Length: 12\r\n"
-                               "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+                               "Content-Length: 12\r\nConnection: close\r\n\r\n"
+                               "{\"key\":\"u1\"}";
     ck_assert_int_eq(raw_exchange(&x, same, sizeof same - 1, NULL), 200);
+    stop(&x);
+}
+END_TEST
+
+/* The evalx answer in `t` (a whole HTTP answer, first of `t`), parsed. */
+static json_t *answer_json(const char *t)
+{
+    const char *b = strstr(t, "\r\n\r\n");
+    ck_assert_ptr_nonnull(b);
+    json_error_t e;
+    json_t *j = json_loadb(b + 4, strlen(b + 4), JSON_DISABLE_EOF_CHECK, &e);
+    ck_assert_msg(j != NULL, "%s", t);
+    return j;
+}
+
+/* A REPORT's body may come chunked (Transfer-Encoding: chunked, as a
+ * browser's fetch() may send it): read within the body limit, like one
+ * framed by Content-Length (it was 411). */
+START_TEST(test_report_with_a_chunked_body_is_read)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.max_body = 1000;
+    start_with(&x, &o, false);
+    static const char head[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nConnection: close\r\n";
+    static const char cl[] = "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+    static const char ch[] = "Transfer-Encoding: chunked\r\n\r\n"
+                             "5\r\n{\"key\r\n7;ext=1\r\n\":\"u1\"}\r\n0\r\nX-Trailer: t\r\n\r\n";
+    char req[4096];
+    struct raw r;
+    snprintf(req, sizeof req, "%s%s", head, cl);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), &r), 200);
+    json_t *want = answer_json(raw_text(&r));
+    raw_close(&r);
+    snprintf(req, sizeof req, "%s%s", head, ch);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), &r), 200);
+    json_t *got = answer_json(raw_text(&r));
+    raw_close(&r);
+    ck_assert(json_equal(want, got));
+    json_decref(got);
+    /* the same, coming a piece at a time */
+    raw_open(&r, x.port);
+    raw_send(&r, head, sizeof head - 1);
+    for (const char *p = ch; *p; p += 7) {
+        raw_send(&r, p, strlen(p) < 7 ? strlen(p) : 7);
+        for (int k = 0; k < 3; k++)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    }
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 200);
+    got = answer_json(raw_text(&r));
+    ck_assert(json_equal(want, got));
+    json_decref(got);
+    raw_close(&r);
+    json_decref(want);
+    /* more data than the body limit, in chunks: 413 */
+    char *pad = big(600, ' ');
+    snprintf(req, sizeof req,
+             "%sTransfer-Encoding: chunked\r\n\r\n258\r\n%s\r\n258\r\n%s\r\n0\r\n\r\n", head, pad,
+             pad);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), 413);
+    free(pad);
+    /* malformed framing: 400 */
+    static const char *const bad[] = {
+        "zz\r\n{}\r\n0\r\n\r\n",  /* not a size */
+        "0x2\r\n{}\r\n0\r\n\r\n", /* not one either */
+        "2\r\n{}XX0\r\n\r\n",     /* no CRLF after the data */
+        "-2\r\n{}\r\n0\r\n\r\n",  /* no sign */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(req, sizeof req, "%sTransfer-Encoding: chunked\r\n\r\n%s", head, bad[i]);
+        ck_assert_msg(raw_exchange(&x, req, strlen(req), NULL) == 400, "case %zu", i);
+    }
+    /* both framings at once: ambiguous, 400 */
+    snprintf(req, sizeof req,
+             "%sContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "2\r\n{}\r\n0\r\n\r\n",
+             head);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), 400);
+    stop(&x);
+}
+END_TEST
+
+/* A REPORT whose body was read whole keeps its connection when the
+ * request allows it (JS SDKs send REPORT with keep-alive): every REPORT
+ * answered "Connection: close". The next request on it is answered, also
+ * when it came with the body (pipelined). */
+START_TEST(test_report_keeps_the_connection)
+{
+    struct fix x;
+    start(&x);
+    static const char rep_cl[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+                                 "{\"key\":\"u1\"}";
+    static const char rep_ch[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Type: application/json\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n"
+                                 "c\r\n{\"key\":\"u1\"}\r\n0\r\n\r\n";
+    static const char status[] = "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const char *const reps[] = {rep_cl, rep_ch};
+    for (int i = 0; i < 2; i++) {
+        struct raw r;
+        raw_open(&r, x.port);
+        raw_sends(&r, reps[i]);
+        raw_wait_for(&r, "\r\n\r\n{");
+        raw_wait_for(&r, "}}");
+        ck_assert_msg(!strstr(raw_text(&r), "Connection: close"), "%s", raw_text(&r));
+        ck_assert_int_eq(raw_status(&r), 200);
+        ck_assert(!r.eof);
+        evbuffer_drain(r.got, evbuffer_get_length(r.got));
+        raw_sends(&r, reps[i]);
+        raw_sends(&r, status);
+        raw_wait_eof(&r);
+        const char *t = raw_text(&r);
+        ck_assert_msg(strncmp(t, "HTTP/1.1 200", 12) == 0, "%s", t);
+        const char *second = strstr(t + 1, "HTTP/1.1 200");
+        ck_assert_msg(second && strstr(second, "\"uptimeMs\""), "%s", t);
+        raw_close(&r);
+    }
+    /* one the server refuses before taking its body still closes */
+    static const char big_one[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                  "Content-Type: application/json\r\nContent-Length: 99999\r\n"
+                                  "\r\n{";
+    struct raw r;
+    ck_assert_int_eq(raw_exchange(&x, big_one, sizeof big_one - 1, &r), 413);
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "Connection: close"));
+    raw_close(&r);
     stop(&x);
 }
 END_TEST
@@ -2377,9 +2549,12 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_evalx_body_text);
     tcase_add_test(tc, test_evalx_head_has_the_length_of_the_body);
     tcase_add_test(tc, test_evalx_before_the_store_is_initialized_is_503);
+    tcase_add_test(tc, test_evalx_answers_only_the_client_side_ids_given);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
     tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
+    tcase_add_test(tc, test_report_with_a_chunked_body_is_read);
+    tcase_add_test(tc, test_report_keeps_the_connection);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
