@@ -85,13 +85,15 @@ static void answer_written(struct evhttp_request *req, void *arg)
 
 /* True when the request may have a body that evhttp left unread on the
  * connection: it reads none for a method it does not know (REPORT's is
- * read here, but what follows it is not looked at), nor for HEAD or
+ * read by body.c: unread unless it was taken whole), nor for HEAD or
  * TRACE. What follows must not be taken for the next request. */
-static bool body_unread(struct evhttp_request *req)
+static bool body_unread(lds_server *srv, struct evhttp_request *req)
 {
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (((unsigned)cmd & LDS_KNOWN_METHODS) == 0)
-        return true;
+    if (((unsigned)cmd & LDS_KNOWN_METHODS) == 0) {
+        struct lds_conn *c = lds_conn_find(srv, req);
+        return !c || !c->body_taken;
+    }
     if (cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_TRACE)
         return false;
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
@@ -117,7 +119,7 @@ static void send_answer(lds_server *srv, struct evhttp_request *req, int code, b
     if (flags & LDS_F_CORS)
         add_cors(h);
     /* a body left unread would be taken for the next request: close */
-    if ((flags & LDS_F_CLOSE) || srv->closing || body_unread(req))
+    if ((flags & LDS_F_CLOSE) || srv->closing || body_unread(srv, req))
         evhttp_add_header(h, "Connection", "close");
     if (body && is_head(req)) {
         /* evhttp 2.1 sends a HEAD's body when given one (and no

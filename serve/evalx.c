@@ -405,8 +405,9 @@ void lds_evalx_report_begin(lds_server *srv, struct evhttp_request *req, const s
                        LDS_F_CORS | LDS_F_CLOSE);
         return;
     }
+    /* the answer keeps the connection once the body was taken whole */
     lds_read_body(srv, req, rt, LDS_F_CORS | LDS_F_CLOSE, report_body,
-                  LDS_F_CORS | LDS_F_CLOSE | reasons_asked(query));
+                  LDS_F_CORS | reasons_asked(query));
 }
 
 void lds_evalx_finish(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,

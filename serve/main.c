@@ -85,6 +85,9 @@ static void usage(FILE *to)
           "  --sdk-key KEY          the SDK key server-side requests must send in\n"
           "                         Authorization (default: $LDASYNC_SDK_KEY; none: no key\n"
           "                         is asked for)\n"
+          "  --client-side-id ID    the client-side ID (environment) whose evalx requests\n"
+          "                         are answered; repeatable; others get 404 (default:\n"
+          "                         any ID is answered, all as one environment)\n"
           "  --max-connections N    connections served at once (default 10240)\n"
           "  --heartbeat SECONDS    a comment on every stream this often (default 60)\n"
           "  --poll-interval MS     how often to look at the files where they cannot be\n"
@@ -143,6 +146,7 @@ int main(int argc, char **argv)
         O_PORT,
         O_BIND,
         O_KEY,
+        O_CLIENT_ID,
         O_MAXCONN,
         O_HEARTBEAT,
         O_POLL,
@@ -154,6 +158,7 @@ int main(int argc, char **argv)
                                          {"port", required_argument, NULL, O_PORT},
                                          {"bind", required_argument, NULL, O_BIND},
                                          {"sdk-key", required_argument, NULL, O_KEY},
+                                         {"client-side-id", required_argument, NULL, O_CLIENT_ID},
                                          {"max-connections", required_argument, NULL, O_MAXCONN},
                                          {"heartbeat", required_argument, NULL, O_HEARTBEAT},
                                          {"poll-interval", required_argument, NULL, O_POLL},
@@ -165,11 +170,16 @@ int main(int argc, char **argv)
     app.log_level = LDS_LOG_INFO;
     const char **paths = calloc((size_t)argc, sizeof *paths);
     size_t n_paths = 0;
+    const char **ids = calloc((size_t)argc, sizeof *ids);
+    size_t n_ids = 0;
     long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000;
     const char *bind = "127.0.0.1";
     const char *key = getenv("LDASYNC_SDK_KEY");
-    if (!paths)
+    if (!paths || !ids) {
+        free(paths);
+        free(ids);
         return 1;
+    }
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -180,6 +190,7 @@ int main(int argc, char **argv)
             if (parse_int(optarg, 0, 65535, &port) != 0) {
                 fprintf(stderr, "ldasync-serve: --port: not a port: %s\n", optarg);
                 free(paths);
+                free(ids);
                 return 2;
             }
             break;
@@ -189,10 +200,20 @@ int main(int argc, char **argv)
         case O_KEY:
             key = optarg;
             break;
+        case O_CLIENT_ID:
+            if (!optarg[0]) {
+                fprintf(stderr, "ldasync-serve: --client-side-id: empty\n");
+                free(paths);
+                free(ids);
+                return 2;
+            }
+            ids[n_ids++] = optarg;
+            break;
         case O_MAXCONN:
             if (parse_int(optarg, 1, 1000000, &maxconn) != 0) {
                 fprintf(stderr, "ldasync-serve: --max-connections: 1 to 1000000: %s\n", optarg);
                 free(paths);
+                free(ids);
                 return 2;
             }
             break;
@@ -200,6 +221,7 @@ int main(int argc, char **argv)
             if (parse_int(optarg, 1, 86400, &heartbeat) != 0) {
                 fprintf(stderr, "ldasync-serve: --heartbeat: 1 to 86400 seconds: %s\n", optarg);
                 free(paths);
+                free(ids);
                 return 2;
             }
             break;
@@ -207,6 +229,7 @@ int main(int argc, char **argv)
             if (parse_int(optarg, 1, 86400000, &poll_ms) != 0) {
                 fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n", optarg);
                 free(paths);
+                free(ids);
                 return 2;
             }
             break;
@@ -216,20 +239,24 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ldasync-serve: --log-level: error, warn, info or debug: %s\n",
                         optarg);
                 free(paths);
+                free(ids);
                 return 2;
             }
             break;
         case O_HELP:
             usage(stdout);
             free(paths);
+            free(ids);
             return 0;
         case O_VERSION:
             printf("ldasync-serve (ldasync) %s\n", ld_version_string());
             free(paths);
+            free(ids);
             return 0;
         default:
             usage(stderr);
             free(paths);
+            free(ids);
             return 2;
         }
     }
@@ -240,6 +267,7 @@ int main(int argc, char **argv)
                 optind < argc ? argv[optind] : "");
         usage(stderr);
         free(paths);
+        free(ids);
         return 2;
     }
 
@@ -275,6 +303,8 @@ int main(int argc, char **argv)
     o.server.bind_address = bind;
     o.server.port = (int)port;
     o.server.sdk_key = key;
+    o.server.client_side_ids = ids;
+    o.server.n_client_side_ids = n_ids;
     o.server.max_connections = (int)maxconn;
     o.server.heartbeat_ms = (int)heartbeat * 1000;
     o.server.log_level = app.log_level;
@@ -288,6 +318,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_paths; i++)
         logf_(&app, LDS_LOG_INFO, "data file: %s", paths[i]);
+    for (size_t i = 0; i < n_ids; i++)
+        logf_(&app, LDS_LOG_INFO, "client-side ID: %s", ids[i]);
     if (!key || !key[0])
         logf_(&app, LDS_LOG_WARN,
               "no SDK key (--sdk-key or LDASYNC_SDK_KEY): server-side "
@@ -319,5 +351,6 @@ out:
     }
     libevent_global_shutdown();
     free(paths);
+    free(ids);
     return app.exit_code;
 }

@@ -124,6 +124,7 @@ struct lds_server {
     ld_evaluator *ev;
     struct lds_server_options o;
     char *bind_address, *sdk_key;
+    char **client_ids; /* the copies of o.client_side_ids */
     unsigned char key_hash[SHA256_DIGEST_LENGTH];
     bool need_key;
     struct evhttp *http;
@@ -137,6 +138,7 @@ struct lds_server {
     size_t map_n, map_mask;
     struct lds_waiting *pending; /* requests waiting for a future */
     struct lds_stream *streams;
+    struct lds_fanout *fanout; /* stream.c: the changes of a loop pass, the events held */
     struct lds_coll coll[LDS_N_COLL];
     struct lds_icache items[LDS_ICACHE_SLOTS];
     double started;
@@ -177,7 +179,8 @@ struct lds_conn {
     struct event *deadline; /* for the request being read */
     bool over;              /* beyond max_connections */
     bool setup;
-    bool once; /* conn_setup_later() is still to run: it frees `c` */
+    bool once;       /* conn_setup_later() is still to run: it frees `c` */
+    bool body_taken; /* the request's body was read whole (body.c): it may stay open */
 };
 
 /* evhttp's bufferevent callback (evhttp_set_bevcb), `arg` the server: makes
@@ -251,8 +254,9 @@ typedef void (*lds_finish_fn)(lds_server *srv, struct evhttp_request *req,
 #define LDS_M_ANY 0xffffffffu
 
 /* Route flags: answers carry CORS headers; OPTIONS is the CORS preflight
- * (200); the SDK key is required (401). */
-enum { LDS_R_CORS = 1, LDS_R_PREFLIGHT = 2, LDS_R_KEY = 4 };
+ * (200); the SDK key is required (401); the third segment is a client-side
+ * ID, one of the client_side_ids option's when it gives any (404). */
+enum { LDS_R_CORS = 1, LDS_R_PREFLIGHT = 2, LDS_R_KEY = 4, LDS_R_ENV = 8 };
 
 struct lds_route {
     const char *path[6]; /* the segments; "+" any non-empty one, "*" any */
@@ -282,10 +286,11 @@ void lds_waiting_cancel_all(lds_server *srv);
 void lds_waiting_forget_all(lds_server *srv);
 
 /* Reads the body of `req` (body.c), which evhttp 2.1 does not read for a
- * method it does not know (REPORT): `fn` gets it whole, now or once it has
- * come (with `rt` and `arg`; `text` is NUL-terminated only when empty), or
- * the request is answered with an error (400, 411, 413, 500, 503) and
- * `flags`. */
+ * method it does not know (REPORT), framed by Content-Length or chunked:
+ * `fn` gets it whole, now or once it has come (with `rt` and `arg`; `text`
+ * is NUL-terminated only when empty or chunked), and the connection may
+ * stay open after the answer; or the request is answered with an error
+ * (400, 413, 500, 503) and `flags`. */
 typedef void (*lds_body_fn)(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                             const char *text, size_t len, int arg);
 void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
@@ -316,8 +321,14 @@ void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg);
 /* The server closes: every stream ends (one still waiting for its put gets
  * 503). */
 void lds_streams_end(lds_server *srv);
-/* The server is freed: lets go of the streams still listed. */
+/* The server is freed: lets go of the streams still listed, and of the
+ * changes not sent. */
 void lds_streams_forget(lds_server *srv);
+/* Makes what the fan-out of changes needs. @return 0, or -1 without memory. */
+int lds_streams_init(lds_server *srv);
+/* Bytes of shared events that some stream has not sent yet (each counted
+ * once). */
+size_t lds_streams_held(const lds_server *srv);
 
 /* evalx.c: /sdk/evalx/{env}/contexts/{context} (GET) and .../context
  * (REPORT). */

@@ -215,6 +215,15 @@ static bool route_matches(const struct lds_route *rt, char *const *seg, int n)
     return true;
 }
 
+/* Whether client-side ID `env` is served: any is, without the option. */
+static bool env_served(const lds_server *srv, const char *env)
+{
+    for (size_t i = 0; i < srv->o.n_client_side_ids; i++)
+        if (strcmp(srv->client_ids[i], env) == 0)
+            return true;
+    return srv->o.n_client_side_ids == 0;
+}
+
 /* Answers the request of path segments `seg` (`n` of them) through the
  * first route of lds_routes that takes it: 404 when none does; else 405
  * for a method it does not take, 200 for its CORS preflight, 401 without
@@ -230,6 +239,10 @@ static void route(lds_server *srv, struct evhttp_request *req, char *const *seg,
         return;
     }
     int cors = rt->flags & LDS_R_CORS ? LDS_F_CORS : 0;
+    if ((rt->flags & LDS_R_ENV) && !env_served(srv, seg[2])) {
+        lds_send_error(srv, req, 404, "unknown client-side ID", cors);
+        return;
+    }
     unsigned cmd = (unsigned)evhttp_request_get_command(req);
     if ((cmd & LDS_KNOWN_METHODS) == 0) /* evhttp cannot name REPORT: see the top */
         cmd = LDS_M_REPORT;
@@ -257,6 +270,7 @@ static bool within_limits(lds_server *srv, struct evhttp_request *req)
         return false;
     }
     lds_conn_request_came(conn);
+    conn->body_taken = false;
     const char *uri = evhttp_request_get_uri(req);
     if (strlen(uri) > srv->o.max_uri) {
         lds_send_error(srv, req, 414, "request target too long", LDS_F_CLOSE);
@@ -317,6 +331,25 @@ static void handle(struct evhttp_request *req, void *arg)
 /* ------------------------------------------------------------------------- */
 /* Life                                                                      */
 
+/* Copies the client-side IDs of the options. @return false without memory
+ * (then those copied are freed with the server). */
+static bool copy_ids(lds_server *srv)
+{
+    size_t n = srv->o.n_client_side_ids;
+    if (n == 0)
+        return true;
+    srv->client_ids = lds_calloc(n, sizeof *srv->client_ids);
+    if (!srv->client_ids) {
+        srv->o.n_client_side_ids = 0;
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n; i++)
+        ok &= (srv->client_ids[i] = sdup(srv->o.client_side_ids[i])) != NULL;
+    srv->o.client_side_ids = (const char *const *)srv->client_ids;
+    return ok;
+}
+
 lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
                            const struct lds_server_options *options)
 {
@@ -360,6 +393,16 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
         SHA256((const unsigned char *)o->sdk_key, strlen(o->sdk_key), srv->key_hash);
     }
     srv->o.sdk_key = srv->sdk_key;
+    if (!o->client_side_ids)
+        srv->o.n_client_side_ids = 0;
+    for (size_t i = 0; i < srv->o.n_client_side_ids; i++)
+        if (!o->client_side_ids[i] || !o->client_side_ids[i][0]) {
+            lds_log(srv, LDS_LOG_ERROR, "server: an empty client-side ID");
+            srv->o.n_client_side_ids = 0;
+            lds_server_free(srv);
+            return NULL;
+        }
+    bool ids_ok = copy_ids(srv);
     srv->started = lds_mono_s();
     srv->http = evhttp_new(base);
     srv->scratch = evbuffer_new();
@@ -367,8 +410,9 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
     srv->beat = lds_blob_new(2);
     if (srv->beat)
         memcpy(srv->beat->data, ":\n", 2);
-    if (!srv->beat || !srv->bind_address || (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) ||
-        !srv->http || !srv->scratch || !srv->heartbeat) {
+    if (!ids_ok || !srv->beat || !srv->bind_address ||
+        (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) || !srv->http || !srv->scratch ||
+        !srv->heartbeat || lds_streams_init(srv) != 0) {
         lds_log(srv, LDS_LOG_ERROR, "server: out of memory");
         lds_server_free(srv);
         return NULL;
@@ -411,8 +455,10 @@ int lds_server_port(const lds_server *srv)
 
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out)
 {
-    if (srv && out)
+    if (srv && out) {
         *out = srv->st;
+        out->stream_event_bytes = lds_streams_held(srv);
+    }
 }
 
 static void drain_check(evutil_socket_t fd, short what, void *arg)
@@ -502,5 +548,8 @@ void lds_server_free(lds_server *srv)
     }
     lds_free(srv->bind_address);
     lds_free(srv->sdk_key);
+    for (size_t i = 0; srv->client_ids && i < srv->o.n_client_side_ids; i++)
+        lds_free(srv->client_ids[i]);
+    lds_free(srv->client_ids);
     lds_free(srv);
 }

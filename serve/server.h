@@ -15,6 +15,7 @@
  *   GET /sdk/evalx/{env}/contexts/{base64url context}   client-side evaluation
  *   REPORT /sdk/evalx/{env}/context  the same, the context as the JSON body
  *   OPTIONS on the evalx paths       CORS preflight
+ *   ({env}: any, or one of the client_side_ids option's: else 404)
  *   GET /status                      data-source status, counts, uptime (no key)
  *
  * Polling answers carry an ETag: a 64-bit FNV-1a hash of the body, so it is
@@ -73,8 +74,10 @@ struct lds_server_options {
     size_t max_uri;           /* 8192 bytes: longer request targets get 414 */
     size_t max_headers;       /* 16384 bytes of header lines: beyond, 431 */
     size_t max_body;          /* 65536 bytes: larger bodies get 413 */
-    size_t max_stream_buffer; /* 1 MiB unsent on a stream beyond its put (which
-                                 may be larger): the reader is dropped */
+    size_t max_stream_buffer; /* 1 MiB: a stream with more than this unsent beyond
+                                 its put (which may be larger) when a change
+                                 comes is dropped; a change is sent whole to
+                                 the others, whatever its size */
     int heartbeat_ms;         /* 60000: a ":" comment line on every stream */
     int timeout_s;            /* 60: a whole request (within it of the connection's
                                  start or of the previous answer: else the
@@ -83,6 +86,11 @@ struct lds_server_options {
     int log_level_set;        /* nonzero: log_level is meant (ERROR is 0) */
     lds_log_fn log;           /* NULL: no logging */
     void *log_arg;
+    /* the client-side IDs whose evalx requests are answered (the {env} of
+     * /sdk/evalx/{env}/...: 404 for any other); none (NULL or 0): any
+     * environment is answered, as one */
+    const char *const *client_side_ids;
+    size_t n_client_side_ids;
     lds_status_fn status; /* NULL: /status says the state is unknown */
     void *status_arg;
 };
@@ -100,19 +108,23 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
 int lds_server_port(const lds_server *srv);
 
 /* A change applied to the store: `item` is the item (borrowed) for a put,
- * NULL for a delete at `version`. Streams get a `patch` or `delete` event;
- * a stream still waiting for its `put` gets it after the put. */
+ * NULL for a delete at `version`. Streams get a `patch` or `delete` event,
+ * sent with the other changes of this pass of the loop at the next pass
+ * (one piece for all streams); a stream still waiting for its `put` gets
+ * it after the put. */
 void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, int64_t version,
                         const json_t *item);
 
 /* Statistics, for tests and /status. */
 struct lds_server_stats {
-    uint64_t requests;        /* requests answered (streams included) */
-    uint64_t connections;     /* open connections */
-    uint64_t streams;         /* open streams */
-    uint64_t streams_dropped; /* slow readers dropped */
-    uint64_t pending;         /* requests waiting for their futures */
-    uint64_t serializations;  /* collection bodies serialized (cache misses) */
+    uint64_t requests;           /* requests answered (streams included) */
+    uint64_t connections;        /* open connections */
+    uint64_t streams;            /* open streams */
+    uint64_t streams_dropped;    /* slow readers dropped */
+    uint64_t stream_event_bytes; /* events shared by the streams that some stream has
+                                    not sent yet, each counted once (puts aside) */
+    uint64_t pending;            /* requests waiting for their futures */
+    uint64_t serializations;     /* collection bodies serialized (cache misses) */
 };
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
 

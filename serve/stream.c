@@ -5,11 +5,16 @@
  * comment), and the fan-out of each change to every stream.
  *
  * libevent keeps reading a stream's connection to see it close; the close
- * callback ends the stream. A stream whose unsent output passes
- * max_stream_buffer beyond its put is dropped (evhttp_connection_free), so
- * a slow reader costs at most that much. Event texts are made once; those
- * of 4 KiB or more (the put, large patches) are shared by every stream by
- * reference (evbuffer_add_reference), smaller ones copied. Streams write
+ * callback ends the stream. The changes of one loop pass are sent together
+ * at the next, as one piece made once: from 4 KiB on (and the put) shared
+ * by every stream by reference (evbuffer_add_reference), smaller ones
+ * copied. A stream that still has more than max_stream_buffer unsent
+ * beyond its put when a piece comes is dropped (evhttp_connection_free);
+ * otherwise it gets the piece whole, whatever its size, so a reader that
+ * keeps up is never dropped for a large change, and a slow one holds at
+ * most the bound, its put and one piece that other streams share. One
+ * whose socket takes nothing for timeout_s is dropped by the write
+ * timeout. Streams write
  * their chunks into the connection's output themselves, packed:
  * evhttp_send_reply_chunk() puts a chunk's head and tail in chains of their
  * own, and a chain is 1 KiB at least (or as large as the reference before
@@ -101,6 +106,17 @@ static size_t stream_backlog(struct lds_stream *s)
     return evbuffer_get_length(stream_out(s));
 }
 
+/* The changes of one loop pass, sent together at the next: a change of
+ * many items (a file read again, a flag set changed in one write) is one
+ * piece, shared by every stream by reference when it is large, whatever
+ * its size. */
+struct lds_fanout {
+    struct evbuffer *changes; /* the events not sent yet */
+    struct event *send;       /* sends them (a timeout of 0: at the next pass) */
+    struct lds_blob **held;   /* shared pieces sent, while a stream may hold them */
+    size_t n_held, cap_held;
+};
+
 /* Drops a stream: closes its connection (the close callback frees the
  * stream). `why` NULL: its reader is too slow. */
 static void stream_drop_for(struct lds_stream *s, const char *why)
@@ -121,17 +137,16 @@ static void stream_drop(struct lds_stream *s)
     stream_drop_for(s, NULL);
 }
 
-/* Whether `n` more bytes would leave more unsent on `s` than its put and
- * max_stream_buffer (blobs are shared: the bound is what a slow reader
- * holds on to, beyond the put every stream has). */
-static bool backlog_over(struct lds_stream *s, size_t backlog, size_t n)
+/* Whether `s` still has more unsent than its put and max_stream_buffer:
+ * its reader has fallen behind by more than the bound, and is dropped
+ * before it gets more. What comes next is sent whole, whatever its size:
+ * a reader that keeps up gets any change (its large events are shared by
+ * every stream, not copied), and a slow one holds at most the bound, its
+ * put and one change (or it is dropped by the write timeout first, when
+ * its socket takes nothing for timeout_s). */
+static bool backlog_over(struct lds_stream *s, size_t backlog)
 {
-    return backlog + n > s->srv->o.max_stream_buffer + s->put_len;
-}
-
-static bool stream_over(struct lds_stream *s, size_t n)
-{
-    return backlog_over(s, stream_backlog(s), n);
+    return backlog > s->srv->o.max_stream_buffer + s->put_len;
 }
 
 /* Events from this size on are added to streams by reference (shared);
@@ -221,12 +236,12 @@ static int stream_write_framed(struct lds_stream *s, const struct frame *f, size
     return evbuffer_add(bufferevent_get_output(bev), data + sent, len - sent);
 }
 
-/* Sends `b` on a started stream; drops the stream if its backlog would pass
+/* Sends `b` on a started stream; drops the stream if its backlog is past
  * the bound. `f`: `b` framed (frame_make()), or NULL. */
 static bool stream_send(struct lds_stream *s, struct lds_blob *b, const struct frame *f)
 {
     size_t backlog = stream_backlog(s);
-    if (backlog_over(s, backlog, b->len)) {
+    if (backlog_over(s, backlog)) {
         stream_drop(s); /* frees s */
         return false;
     }
@@ -301,8 +316,8 @@ static void stream_put_done(ld_future *f, void *arg)
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);
-        if (stream_over(s, n) || stream_write(s, NULL, s->queued, n) != 0)
-            stream_drop(s);
+        if (stream_write(s, NULL, s->queued, n) != 0)
+            stream_drop_for(s, "out of memory for an event");
     }
 }
 
@@ -355,25 +370,18 @@ static void broadcast(lds_server *srv, struct lds_blob *b)
         if (s->started) {
             stream_send(s, b, f);
         } else {
-            /* a change lost would go unseen: past the bound (or without
-             * memory) the stream is refused once its put is ready */
+            /* a change lost would go unseen: with more than the bound
+             * queued already (or without memory) the stream is refused
+             * once its put is ready */
             if (!s->queued)
                 s->queued = evbuffer_new();
             size_t had = s->queued ? evbuffer_get_length(s->queued) : 0;
-            if (s->queued && had + b->len <= srv->o.max_stream_buffer)
+            if (s->queued && had <= srv->o.max_stream_buffer)
                 sse_add(s->queued, b);
             if (!s->queued || evbuffer_get_length(s->queued) != had + b->len)
                 s->overflow = true;
         }
     }
-}
-
-void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    lds_server *srv = arg;
-    broadcast(srv, srv->beat);
 }
 
 /* A change could not be made into an event: no stream may go on without
@@ -382,6 +390,8 @@ void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg)
 static void lose_change(lds_server *srv, const char *key)
 {
     lds_log(srv, LDS_LOG_ERROR, "out of memory: change of %s not sent: streams dropped", key);
+    struct evbuffer *changes = srv->fanout->changes;
+    evbuffer_drain(changes, evbuffer_get_length(changes)); /* those streams are gone */
     struct lds_stream *next;
     for (struct lds_stream *s = srv->streams; s; s = next) {
         next = s->next;
@@ -390,6 +400,90 @@ static void lose_change(lds_server *srv, const char *key)
         else
             s->overflow = true;
     }
+}
+
+/* Lets go of the shared pieces no stream holds any more, and keeps `b`
+ * (a reference taken) while a stream holds it: for lds_streams_held(). */
+static void hold(struct lds_fanout *fan, struct lds_blob *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < fan->n_held; i++) {
+        if (fan->held[i]->refs > 1)
+            fan->held[k++] = fan->held[i];
+        else
+            lds_blob_unref(fan->held[i]);
+    }
+    fan->n_held = k;
+    if (!b || b->len < SHARE_MIN || b->refs < 2)
+        return;
+    if (fan->n_held == fan->cap_held) {
+        size_t cap = fan->cap_held ? 2 * fan->cap_held : 16;
+        struct lds_blob **h = lds_calloc(cap, sizeof *h);
+        if (!h)
+            return; /* only the count misses it */
+        if (fan->n_held)
+            memcpy(h, fan->held, fan->n_held * sizeof *h);
+        lds_free(fan->held);
+        fan->held = h;
+        fan->cap_held = cap;
+    }
+    b->refs++;
+    fan->held[fan->n_held++] = b;
+}
+
+size_t lds_streams_held(const lds_server *srv)
+{
+    const struct lds_fanout *fan = srv->fanout;
+    size_t n = 0;
+    for (size_t i = 0; fan && i < fan->n_held; i++)
+        if (fan->held[i]->refs > 1)
+            n += fan->held[i]->len;
+    return n;
+}
+
+void lds_stream_heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    lds_server *srv = arg;
+    broadcast(srv, srv->beat);
+    hold(srv->fanout, NULL);
+}
+
+/* Sends the changes of the last loop pass to every stream, as one piece
+ * (`arg` the server). */
+static void send_changes(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    lds_server *srv = arg;
+    struct lds_fanout *fan = srv->fanout;
+    event_del(fan->send);
+    size_t n = evbuffer_get_length(fan->changes);
+    if (n == 0) {
+        hold(fan, NULL);
+        return;
+    }
+    struct lds_blob *b = lds_blob_new(n);
+    if (!b) {
+        lose_change(srv, "a change");
+        return;
+    }
+    evbuffer_remove(fan->changes, b->data, n);
+    broadcast(srv, b);
+    hold(fan, b);
+    lds_blob_unref(b);
+}
+
+int lds_streams_init(lds_server *srv)
+{
+    struct lds_fanout *fan = lds_calloc(1, sizeof *fan);
+    if (!fan)
+        return -1;
+    srv->fanout = fan;
+    fan->changes = evbuffer_new();
+    fan->send = evtimer_new(srv->base, send_changes, srv);
+    return fan->changes && fan->send ? 0 : -1;
 }
 
 void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, int64_t version,
@@ -418,22 +512,27 @@ void lds_server_changed(lds_server *srv, const ld_kind *kind, const char *key, i
         return;
     }
     const char *head = item ? "event: patch\ndata: " : "event: delete\ndata: ";
-    const char *parts[] = {head, data->data, "\n\n"};
-    size_t lens[] = {strlen(head), data->len, 2};
-    struct lds_blob *ev = lds_blob_concat(parts, lens, 3);
+    struct lds_fanout *fan = srv->fanout;
+    size_t had = evbuffer_get_length(fan->changes);
+    static const struct timeval now = {0, 0};
+    bool ok = evbuffer_add(fan->changes, head, strlen(head)) == 0 &&
+              evbuffer_add(fan->changes, data->data, data->len) == 0 &&
+              evbuffer_add(fan->changes, "\n\n", 2) == 0;
     lds_blob_unref(data);
-    if (!ev) {
+    if (!ok) {
         lose_change(srv, key);
         return;
     }
     lds_log(srv, LDS_LOG_DEBUG, "%s %s%s v%lld to %llu streams", item ? "patch" : "delete", prefix,
             key, (long long)version, (unsigned long long)srv->st.streams);
-    broadcast(srv, ev);
-    lds_blob_unref(ev);
+    /* without memory for the timer, sent now, alone */
+    if (had == 0 && event_add(fan->send, &now) != 0)
+        send_changes(-1, 0, srv);
 }
 
 void lds_streams_end(lds_server *srv)
 {
+    send_changes(-1, 0, srv); /* the changes of this pass first */
     while (srv->streams) {
         struct lds_stream *s = srv->streams;
         stream_unlink(srv, s);
@@ -454,6 +553,18 @@ void lds_streams_end(lds_server *srv)
 
 void lds_streams_forget(lds_server *srv)
 {
+    struct lds_fanout *fan = srv->fanout;
+    if (fan) {
+        if (fan->send)
+            event_free(fan->send);
+        if (fan->changes)
+            evbuffer_free(fan->changes);
+        for (size_t i = 0; i < fan->n_held; i++)
+            lds_blob_unref(fan->held[i]);
+        lds_free(fan->held);
+        lds_free(fan);
+        srv->fanout = NULL;
+    }
     while (srv->streams) {
         struct lds_stream *s = srv->streams;
         stream_unlink(srv, s);

@@ -9,6 +9,7 @@
 #   - the program started on data/flags.json (--port 0: a free port, read
 #     from its log) answers /status and a flag, then stops cleanly on
 #     SIGTERM (exit 0, "stopped" logged), and on SIGINT;
+#   - with --client-side-id, evalx answers for that ID and 404 for another;
 #   - a port already taken is exit 1 with the reason logged.
 #
 # SERVE_WRAPPER, when set, runs the program under it (make check-valgrind
@@ -49,6 +50,7 @@ expect() {
 }
 
 expect 0 '^Usage: ldasync-serve --data FILE' out --help
+expect 0 '^  --client-side-id ID' out --help
 expect 0 '^ldasync-serve \(ldasync\) [0-9]+\.[0-9]+\.[0-9]+' out --version
 expect 2 'no --data file' err
 expect 2 'no --data file' err --port 8030
@@ -60,6 +62,7 @@ expect 2 '--max-connections: 1 to 1000000: 0' err --data "$data" --max-connectio
 expect 2 '--heartbeat: 1 to 86400 seconds: 86401' err --data "$data" --heartbeat 86401
 expect 2 '--poll-interval: 1 to 86400000 ms: 0' err --data "$data" --poll-interval 0
 expect 2 '--log-level: error, warn, info or debug: loud' err --data "$data" --log-level loud
+expect 2 '--client-side-id: empty' err --data "$data" --client-side-id ''
 expect 2 'unexpected argument: extra' err --data "$data" extra
 expect 2 'unrecognized option' err --data "$data" --no-such-option
 expect 2 'requires an argument' err --data
@@ -68,7 +71,8 @@ expect 2 'requires an argument' err --data
 # run_and_stop SIG
 run_and_stop() {
     sig=$1
-    $wrap "$serve" --data "$data" --port 0 --log-level info 2>"$tmp/log" &
+    shift
+    $wrap "$serve" --data "$data" --port 0 --log-level info "$@" 2>"$tmp/log" &
     pid=$!
     port=
     i=0
@@ -99,6 +103,14 @@ run_and_stop() {
         grep -q '"key":"new-checkout"' "$tmp/flag" || fail "the flag: $(cat "$tmp/flag")"
         code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/sdk/latest-flags/no-such-flag")
         [ "$code" = 404 ] || fail "a missing flag answered $code, not 404"
+        # {"kind":"user","key":"u1"}, base64url
+        ctx=eyJraW5kIjoidXNlciIsImtleSI6InUxIn0
+        for env in env-a env-b; do
+            code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/sdk/evalx/$env/contexts/$ctx")
+            want=200
+            [ "$sig" = TERM ] && [ "$env" = env-b ] && want=404
+            [ "$code" = "$want" ] || fail "evalx for $env answered $code, not $want ($*)"
+        done
     else
         echo "check-serve-cli: no curl: the HTTP requests are skipped"
     fi
@@ -114,7 +126,7 @@ run_and_stop() {
     grep -q "signal .*: shutting down" "$tmp/log" || fail "SIG$sig: no shutdown logged: $(cat "$tmp/log")"
     tail -n 1 "$tmp/log" | grep -q 'info  stopped$' || fail "SIG$sig: not 'stopped' last: $(cat "$tmp/log")"
 }
-run_and_stop TERM
+run_and_stop TERM --client-side-id env-a
 run_and_stop INT
 
 if [ $failures -ne 0 ]; then

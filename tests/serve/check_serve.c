@@ -1256,9 +1256,15 @@ START_TEST(test_stream_losing_changes_before_its_put_is_refused)
     stream_open(&x, &r);
     wait_for_streams(&x, 1);
     char key[32];
-    for (int i = 0; i < 200; i++) { /* far more than 4 KiB of events */
+    /* far more than 4 KiB of events, in two changes: the second comes to
+     * a queue already past the bound (a single change is queued whole,
+     * whatever its size) */
+    for (int i = 0; i < 400; i++) {
         snprintf(key, sizeof key, "k%d", i);
         lds_server_changed(x.srv, ld_kind_features(), key, 2, NULL);
+        if (i == 199)
+            for (int k = 0; k < 4; k++)
+                event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
     }
     ld_test_later_release(x.later);
     x.later->hold = false;
@@ -1374,6 +1380,90 @@ START_TEST(test_slow_stream_reader_is_dropped)
     free(filler);
     close(fd);
     raw_close(&good);
+    stop(&x);
+}
+END_TEST
+
+/* The server's end of the loopback connection whose client end is `fd`. */
+static int server_end_of(int fd);
+
+/* Whether `r` got `a` and then `b`. */
+static bool has_after(struct raw *r, const char *a, const char *b)
+{
+    struct evbuffer_ptr p = evbuffer_search(r->got, a, strlen(a), NULL);
+    return p.pos >= 0 && evbuffer_search(r->got, b, strlen(b), &p).pos >= 0;
+}
+
+/* A change larger than the bound (ten flags of 128 KiB in one loop pass)
+ * goes whole to every stream whose reader keeps up: the bound is on what a
+ * reader leaves unsent from before a change, not on the size of one change
+ * (every stream was dropped: a reconnection storm of puts). A reader that
+ * never reads is dropped, and what the streams hold stays bounded: the
+ * events of a change are made once and shared. */
+START_TEST(test_stream_large_change_keeps_readers_and_drops_non_readers)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.heartbeat_ms = 600000;
+    start_with(&x, &o, false);
+    static const char req[] = "GET /all HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n";
+    int fd = small_buffer_client(x.port, 4096, req); /* never reads */
+    enum { READERS = 3, N_FLAGS = 10, ROUNDS = 5 };
+    struct raw good[READERS];
+    for (int i = 0; i < READERS; i++)
+        stream_open(&x, &good[i]);
+    wait_for_streams(&x, READERS + 1);
+    for (int i = 0; i < READERS; i++)
+        raw_wait_for(&good[i], "\"s1\"");
+    run_for_ms(20); /* the non-reader's put is sent */
+    int small = 4096;
+    ck_assert_int_eq(setsockopt(server_end_of(fd), SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    char *filler = big(128 * 1024, 'z');
+    size_t change = 0, most = 0;
+    struct lds_server_stats st;
+    for (int round = 1; round <= ROUNDS; round++) {
+        char key[32], want[64];
+        for (int k = 0; k < N_FLAGS; k++) {
+            snprintf(key, sizeof key, "big%d", k);
+            json_t *item =
+                json_pack("{s:s,s:i,s:s}", "key", key, "version", round, "filler", filler);
+            lds_server_changed(x.srv, ld_kind_features(), key, round, item);
+            json_decref(item);
+        }
+        change = N_FLAGS * (128 * 1024 + 64);
+        snprintf(want, sizeof want, "{\"key\":\"big%d\",\"version\":%d,", N_FLAGS - 1, round);
+        for (int i = 0; i < READERS; i++) {
+            while (!has_after(&good[i], want, "\"}}\n\n")) {
+                ck_assert_msg(!good[i].eof, "reader %d lost its stream in round %d", i, round);
+                loop_once();
+                lds_server_stats(x.srv, &st);
+                if (st.stream_event_bytes > most)
+                    most = st.stream_event_bytes;
+            }
+            snprintf(want, sizeof want, "{\"key\":\"big0\",\"version\":%d,", round);
+            ck_assert(raw_has(&good[i], want));
+            evbuffer_drain(good[i].got, evbuffer_get_length(good[i].got));
+            snprintf(want, sizeof want, "{\"key\":\"big%d\",\"version\":%d,", N_FLAGS - 1, round);
+        }
+    }
+    lds_server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    ck_assert_uint_eq(st.streams, READERS);
+    ck_assert_ptr_nonnull(strstr(x.log, "stream dropped"));
+    /* what was held: the events of a change and of the one before it (held
+     * by the non-reader until the next change dropped it), not one copy per
+     * stream */
+    ck_assert_msg(most <= 2 * change + o.max_stream_buffer + (1 << 20), "%zu bytes held", most);
+    /* and once every reader has its events, nothing */
+    for (int i = 0; i < 1000 && st.stream_event_bytes > 0; i++) {
+        loop_once();
+        lds_server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.stream_event_bytes, 0);
+    free(filler);
+    close(fd);
+    for (int i = 0; i < READERS; i++)
+        raw_close(&good[i]);
     stop(&x);
 }
 END_TEST
@@ -1920,6 +2010,49 @@ START_TEST(test_evalx_head_has_the_length_of_the_body)
 }
 END_TEST
 
+/* With client-side IDs given, evalx answers for those only (404, with CORS
+ * headers, for another {env}, as LaunchDarkly's Relay Proxy does); without
+ * them, for any. */
+START_TEST(test_evalx_answers_only_the_client_side_ids_given)
+{
+    static const char *const ids[] = {"env-a", "env-b"};
+    for (int with = 0; with < 2; with++) {
+        struct fix x;
+        struct lds_server_options o = {0};
+        if (with) {
+            o.client_side_ids = ids;
+            o.n_client_side_ids = 2;
+        }
+        start_with(&x, &o, false);
+        static const char *const envs[] = {"env-a", "env-b", "env-c", "env-a%20"};
+        for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+            int want = !with || i < 2 ? 200 : 404;
+            char path[128];
+            snprintf(path, sizeof path, "/sdk/evalx/%s/contexts/eyJrZXkiOiJ1MSJ9", envs[i]);
+            struct resp r;
+            get(&x, path, &r);
+            ck_assert_msg(r.code == want, "GET %s: %d", path, r.code);
+            ck_assert_str_eq(r.cors, "*");
+            resp_free(&r);
+            char req[512];
+            snprintf(req, sizeof req,
+                     "REPORT /sdk/evalx/%s/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/json\r\nContent-Length: 12\r\nConnection: close\r\n\r\n"
+                     "{\"key\":\"u1\"}",
+                     envs[i]);
+            ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), want);
+        }
+        /* an empty ID is refused */
+        static const char *const empty[] = {"env-a", ""};
+        struct lds_server_options bad = {0};
+        bad.client_side_ids = empty;
+        bad.n_client_side_ids = 2;
+        ck_assert_ptr_null(lds_server_new(ld_test_base, x.store, x.ev, &bad));
+        stop(&x);
+    }
+}
+END_TEST
+
 START_TEST(test_evalx_before_the_store_is_initialized_is_503)
 {
     struct fix x;
@@ -1951,8 +2084,137 @@ START_TEST(test_report_with_two_different_content_lengths_is_400)
     /* the same length twice is one length */
     static const char same[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
                                "Content-Type: application/json\r\nContent-Length: 12\r\n"
-                               "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+                               "Content-Length: 12\r\nConnection: close\r\n\r\n"
+                               "{\"key\":\"u1\"}";
     ck_assert_int_eq(raw_exchange(&x, same, sizeof same - 1, NULL), 200);
+    stop(&x);
+}
+END_TEST
+
+/* The evalx answer in `t` (a whole HTTP answer, first of `t`), parsed. */
+static json_t *answer_json(const char *t)
+{
+    const char *b = strstr(t, "\r\n\r\n");
+    ck_assert_ptr_nonnull(b);
+    json_error_t e;
+    json_t *j = json_loadb(b + 4, strlen(b + 4), JSON_DISABLE_EOF_CHECK, &e);
+    ck_assert_msg(j != NULL, "%s", t);
+    return j;
+}
+
+/* A REPORT's body may come chunked (Transfer-Encoding: chunked, as a
+ * browser's fetch() may send it): read within the body limit, like one
+ * framed by Content-Length (it was 411). */
+START_TEST(test_report_with_a_chunked_body_is_read)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.max_body = 1000;
+    start_with(&x, &o, false);
+    static const char head[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nConnection: close\r\n";
+    static const char cl[] = "Content-Length: 12\r\n\r\n{\"key\":\"u1\"}";
+    static const char ch[] = "Transfer-Encoding: chunked\r\n\r\n"
+                             "5\r\n{\"key\r\n7;ext=1\r\n\":\"u1\"}\r\n0\r\nX-Trailer: t\r\n\r\n";
+    char req[4096];
+    struct raw r;
+    snprintf(req, sizeof req, "%s%s", head, cl);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), &r), 200);
+    json_t *want = answer_json(raw_text(&r));
+    raw_close(&r);
+    snprintf(req, sizeof req, "%s%s", head, ch);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), &r), 200);
+    json_t *got = answer_json(raw_text(&r));
+    raw_close(&r);
+    ck_assert(json_equal(want, got));
+    json_decref(got);
+    /* the same, coming a piece at a time */
+    raw_open(&r, x.port);
+    raw_send(&r, head, sizeof head - 1);
+    for (const char *p = ch; *p; p += 7) {
+        raw_send(&r, p, strlen(p) < 7 ? strlen(p) : 7);
+        for (int k = 0; k < 3; k++)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    }
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 200);
+    got = answer_json(raw_text(&r));
+    ck_assert(json_equal(want, got));
+    json_decref(got);
+    raw_close(&r);
+    json_decref(want);
+    /* more data than the body limit, in chunks: 413 */
+    char *pad = big(600, ' ');
+    snprintf(req, sizeof req,
+             "%sTransfer-Encoding: chunked\r\n\r\n258\r\n%s\r\n258\r\n%s\r\n0\r\n\r\n", head, pad,
+             pad);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), 413);
+    free(pad);
+    /* malformed framing: 400 */
+    static const char *const bad[] = {
+        "zz\r\n{}\r\n0\r\n\r\n",  /* not a size */
+        "0x2\r\n{}\r\n0\r\n\r\n", /* not one either */
+        "2\r\n{}XX0\r\n\r\n",     /* no CRLF after the data */
+        "-2\r\n{}\r\n0\r\n\r\n",  /* no sign */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(req, sizeof req, "%sTransfer-Encoding: chunked\r\n\r\n%s", head, bad[i]);
+        ck_assert_msg(raw_exchange(&x, req, strlen(req), NULL) == 400, "case %zu", i);
+    }
+    /* both framings at once: ambiguous, 400 */
+    snprintf(req, sizeof req,
+             "%sContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "2\r\n{}\r\n0\r\n\r\n",
+             head);
+    ck_assert_int_eq(raw_exchange(&x, req, strlen(req), NULL), 400);
+    stop(&x);
+}
+END_TEST
+
+/* A REPORT whose body was read whole keeps its connection when the
+ * request allows it (JS SDKs send REPORT with keep-alive): every REPORT
+ * answered "Connection: close". The next request on it is answered, also
+ * when it came with the body (pipelined). */
+START_TEST(test_report_keeps_the_connection)
+{
+    struct fix x;
+    start(&x);
+    static const char rep_cl[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n"
+                                 "{\"key\":\"u1\"}";
+    static const char rep_ch[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Type: application/json\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n"
+                                 "c\r\n{\"key\":\"u1\"}\r\n0\r\n\r\n";
+    static const char status[] = "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const char *const reps[] = {rep_cl, rep_ch};
+    for (int i = 0; i < 2; i++) {
+        struct raw r;
+        raw_open(&r, x.port);
+        raw_sends(&r, reps[i]);
+        raw_wait_for(&r, "\r\n\r\n{");
+        raw_wait_for(&r, "}}");
+        ck_assert_msg(!strstr(raw_text(&r), "Connection: close"), "%s", raw_text(&r));
+        ck_assert_int_eq(raw_status(&r), 200);
+        ck_assert(!r.eof);
+        evbuffer_drain(r.got, evbuffer_get_length(r.got));
+        raw_sends(&r, reps[i]);
+        raw_sends(&r, status);
+        raw_wait_eof(&r);
+        const char *t = raw_text(&r);
+        ck_assert_msg(strncmp(t, "HTTP/1.1 200", 12) == 0, "%s", t);
+        const char *second = strstr(t + 1, "HTTP/1.1 200");
+        ck_assert_msg(second && strstr(second, "\"uptimeMs\""), "%s", t);
+        raw_close(&r);
+    }
+    /* one the server refuses before taking its body still closes */
+    static const char big_one[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                                  "Content-Type: application/json\r\nContent-Length: 99999\r\n"
+                                  "\r\n{";
+    struct raw r;
+    ck_assert_int_eq(raw_exchange(&x, big_one, sizeof big_one - 1, &r), 413);
+    ck_assert_ptr_nonnull(strstr(raw_text(&r), "Connection: close"));
+    raw_close(&r);
     stop(&x);
 }
 END_TEST
@@ -2273,6 +2535,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_stream_heartbeats);
     tcase_add_test(tc, test_stream_outlives_the_request_timeout);
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
+    tcase_add_test(tc, test_stream_large_change_keeps_readers_and_drops_non_readers);
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
     tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
     tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
@@ -2286,9 +2549,12 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_evalx_body_text);
     tcase_add_test(tc, test_evalx_head_has_the_length_of_the_body);
     tcase_add_test(tc, test_evalx_before_the_store_is_initialized_is_503);
+    tcase_add_test(tc, test_evalx_answers_only_the_client_side_ids_given);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
     tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
+    tcase_add_test(tc, test_report_with_a_chunked_body_is_read);
+    tcase_add_test(tc, test_report_keeps_the_connection);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
