@@ -208,6 +208,8 @@ static void compile_clause(struct cc *cc, struct ld__clause *c, const json_t *j)
                  NULL);
     if (c->attr.bad)
         c->bad = true;
+    if (c->attr.is_kind && c->op == LD__OP_IN && json_is_array(values))
+        c->kinds = values;
     if (ld__clause_values_compile(c->op, json_is_array(values) ? values : NULL, &c->values) != 0)
         cc->nomem = true;
     else

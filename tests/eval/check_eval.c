@@ -1449,6 +1449,98 @@ START_TEST(test_big_segment_store_settings)
 }
 END_TEST
 
+/* A multi-kind context of "k0" ... "k{n-1}" (key "key-{i}") and a user
+ * "u", its kinds in the order `rev` says. */
+static ld_context *many_kinds(int n, bool rev)
+{
+    json_t *m =
+        json_pack("{s:s, s:{s:s, s:s}}", "kind", "multi", "user", "key", "u", "name", "Ann");
+    for (int k = 0; k < n; k++) {
+        int i = rev ? n - 1 - k : k;
+        char kind[16], key[16];
+        snprintf(kind, sizeof kind, "k%d", i);
+        snprintf(key, sizeof key, "key-%d", i);
+        json_object_set_new(m, kind, json_pack("{s:s, s:i}", "key", key, "n", i));
+    }
+    ld_context *c = ld_context_from_json(m, NULL);
+    json_decref(m);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+/* In a context of many kinds, targets, clauses, rollouts and clauses on
+ * "kind" read the right kind, and a missing kind matches nothing; the order
+ * the kinds came in changes nothing. */
+START_TEST(test_many_kinds_are_read_by_kind)
+{
+    static const struct {
+        const char *flag; /* ON_FLAG-like: variations ['no','yes'], fallthrough 0 */
+        const char *want; /* the value served */
+    } cases[] = {
+        {"'contextTargets':[{'contextKind':'k2999','variation':1,'values':['key-2999']}]", "yes"},
+        {"'contextTargets':[{'contextKind':'k2999','variation':1,'values':['key-2998']}]", "no"},
+        {"'contextTargets':[{'contextKind':'k3000','variation':1,'values':['key-3000']}]", "no"},
+        {"'targets':[{'variation':1,'values':['u']}]", "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k17','attribute':'n','op':'in',"
+         "'values':[17]}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k17','attribute':'n','op':'in',"
+         "'values':[18]}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k1','attribute':'n','op':'in',"
+         "'values':[17]}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k','attribute':'key','op':'in',"
+         "'values':['key-1']}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k10000','attribute':'key','op':'in',"
+         "'values':['key-10000'],'negate':true}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'name','op':'in','values':['Ann']}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['zz','k42']}]}"
+         "]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['zz','k']}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':[42,'user']}]}"
+         "]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['k42'],"
+         "'negate':true}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'startsWith','values':['k29']"
+         "}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'startsWith','values':['x']}]"
+         "}"
+         "]",
+         "no"},
+        {"'fallthrough':{'rollout':{'contextKind':'k2500','variations':[{'variation':1,'weight':"
+         "100000}]}}",
+         "yes"},
+    };
+    for (int rev = 0; rev < 2; rev++) {
+        ld_context *ctx = many_kinds(3000, rev);
+        for (size_t i = 0; i < N_OF(cases); i++) {
+            char flags[512];
+            snprintf(flags, sizeof flags,
+                     "{'f':{'on':true,'variations':['no','yes'],'fallthrough':{'variation':0},%s}}",
+                     cases[i].flag);
+            ld_store *s = store_with(flags, NULL);
+            ld_evaluator *ev = evaluator_of(s);
+            ld_future *f = detail_f(ev, "f", ctx, LD_VALUE_STRING, json_string("fb"));
+            const char *got = json_string_value(ld_detail_value(D(f)));
+            ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "case %zu (%s): got %s", i,
+                          rev ? "reversed" : "in order", got ? got : "(null)");
+            ld_future_unref(f);
+            done_with(ev, s);
+        }
+        ld_context_unref(ctx);
+    }
+}
+END_TEST
+
 /* Data for long chains: flag f needs p1, which needs p2, ..., up to
  * p(np-1), whose rule serves false to the members of s0; s0 has a rule
  * with s1, ..., and s(ns-1) includes "u". Each prerequisite list and each
@@ -2712,6 +2804,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_detail_accessors);
     tc = tcase(s, "errors");
     tcase_add_loop_test(tc, test_errors, 0, (int)N_OF(error_cases));
+    tcase_add_test(tc, test_many_kinds_are_read_by_kind);
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);
