@@ -1915,6 +1915,28 @@ END_TEST
 
 /* Spec 7: a store not initialized gives an invalid state; a flag there is
  * not found (ldasync has no CLIENT_NOT_READY). */
+/* Flags keyed "$valid" or "$flagsState" would collide with the state's own
+ * keys: the store refuses them as they come, so the state stays whole. */
+START_TEST(test_all_flags_keys_of_the_state_never_enter)
+{
+    ld_store *s =
+        store_with("{'ok':{'on':true,'variations':[1,2],'fallthrough':{'variation':0}}}", NULL);
+    static const char *const reserved[] = {"$valid", "$flagsState"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *f = json_pack("{s:s, s:i, s:b, s:[i], s:{s:i}}", "key", reserved[i], "version", 1,
+                              "on", 1, "variations", 7, "fallthrough", "variation", 0);
+        ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), f), LD_EINVAL, reserved[i]);
+        json_t *data = json_pack("{s:{s:O}, s:{}}", "features", reserved[i], f, "segments");
+        ld_test_expect_error(ld_store_init(s, data), LD_EINVAL, reserved[i]);
+        json_decref(data);
+        json_decref(f);
+    }
+    expect_all_flags("reserved keys", s, USER("u"), 0,
+                     "{'ok':1,'$flagsState':{'ok':{'variation':0,'version':1}},'$valid':true}");
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_store_not_initialized)
 {
     if (skipped("store not initialized"))
@@ -2825,6 +2847,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_client_side_only);
     tcase_add_test(tc, test_all_flags_track_reason);
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
+    tcase_add_test(tc, test_all_flags_keys_of_the_state_never_enter);
     tcase_add_test(tc, test_all_flags_arguments);
     tcase_add_test(tc, test_flags_state_arguments);
     tcase_add_test(tc, test_flags_state_bad_inputs);
