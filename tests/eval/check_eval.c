@@ -579,6 +579,112 @@ static const struct ecase error_cases[] = {
      USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
 };
 
+/* Every field the evaluator reads, given a value of another type than
+ * LaunchDarkly's schema says ("true" for true, 1 for a string...): the
+ * part that holds it is malformed, and reaching it is MALFORMED_FLAG (it
+ * was read as false, or as absent). docs/design.md, "Compiled items". */
+#define IN_SEG_S CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s']}")
+#define RO(more) "{'rollout':{'variations':[{'variation':1,'weight':100000}]" more "}}"
+static const struct ecase wrong_typed_cases[] = {
+    /* the flag */
+    {"on: 'true'", ON_FLAG(",'on':'true','fallthrough':{'variation':1}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"on: 1", "{'f':{'on':1,'variations':['a','b'],'offVariation':0}}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"trackEvents: 'yes'", ON_FLAG(",'fallthrough':{'variation':1},'trackEvents':'yes'"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"trackEventsFallthrough: 0",
+     ON_FLAG(",'fallthrough':{'variation':1},'trackEventsFallthrough':0"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"clientSide: 'true'", ON_FLAG(",'fallthrough':{'variation':1},'clientSide':'true'"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"clientSideAvailability: true",
+     ON_FLAG(",'fallthrough':{'variation':1},'clientSideAvailability':true"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"usingEnvironmentId: 'yes'",
+     ON_FLAG(
+         ",'fallthrough':{'variation':1},'clientSideAvailability':{'usingEnvironmentId':'yes'}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"salt: 5", ON_FLAG(",'fallthrough':{'variation':1},'salt':5"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"debugEventsUntilDate: 'soon'",
+     ON_FLAG(",'fallthrough':{'variation':1},'debugEventsUntilDate':'soon'"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"prerequisite variation: '0'",
+     "{" TOP("[{'key':'p','variation':'0'}]") ",'p':" PQ("true", "[]") "}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"prerequisite key: 5", "{" TOP("[{'key':5,'variation':0}]") "}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets contextKind: 5",
+     ON_FLAG(",'fallthrough':{'variation':1},'contextTargets':[{'contextKind':5,'variation':0,"
+             "'values':['x']}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a rule: reached when the rules before it do not match */
+    {"rule trackEvents: 'yes'",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':'r','variation':1,'trackEvents':'yes',"
+             "'clauses':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rule id: 7",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':7,'variation':1,'clauses':[]}]"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rule trackEvents: 'yes' after a matching rule",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':'a','variation':1,'clauses':[]},"
+             "{'id':'r','variation':1,'trackEvents':'yes','clauses':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'a'}}"},
+    /* a clause */
+    {"negate: 'yes'", CLAUSE_FLAG("{'attribute':'key','op':'in','values':['u'],'negate':'yes'}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"negate: 1", CLAUSE_FLAG("{'attribute':'key','op':'in','values':['x'],'negate':1}"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"op: 3", CLAUSE_FLAG("{'attribute':'key','op':3,'values':['u']}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"negate: 'yes' in segmentMatch",
+     CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s'],'negate':'yes'}"),
+     "{'s':{'included':['u']}}", USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a rollout */
+    {"untracked: 'no'",
+     ON_FLAG(",'fallthrough':{'rollout':{'variations':[{'variation':1,'weight':"
+             "100000,'untracked':'no'}]}}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout kind: true", ON_FLAG(",'fallthrough':" RO(",'kind':true")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout seed: '61'", ON_FLAG(",'fallthrough':" RO(",'seed':'61'")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout bucketBy: 5", ON_FLAG(",'fallthrough':" RO(",'bucketBy':5")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a segment */
+    {"segment unbounded: 'false'", IN_SEG_S, "{'s':{'included':['u'],'unbounded':'false'}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment salt: 1", IN_SEG_S, "{'s':{'included':['u'],'salt':1}}", USER("u"), LD_VALUE_STRING,
+     "'fb'", MALFORMED},
+    {"segment generation: '2'", IN_SEG_S, "{'s':{'included':['u'],'generation':'2'}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment unboundedContextKind: 1", IN_SEG_S,
+     "{'s':{'included':['u'],'unboundedContextKind':1}}", USER("u"), LD_VALUE_STRING, "'fb'",
+     MALFORMED},
+    {"segment rule clause negate: 'no'", IN_SEG_S,
+     "{'s':{'rules':[{'clauses':[{'attribute':'key','op':'in','values':['u'],'negate':'no'}]}]}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* null is absent: false, or no value */
+    {"null booleans and strings are absent",
+     "{'f':{'on':true,'variations':['a','b'],'offVariation':0,'fallthrough':{'variation':1},"
+     "'trackEvents':null,'trackEventsFallthrough':null,'clientSide':null,'salt':null,"
+     "'clientSideAvailability':null,'debugEventsUntilDate':null}}",
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
+    {"null negate is false",
+     CLAUSE_FLAG("{'attribute':'key','op':'in','values':['u'],'negate':null}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'}}"},
+};
+
+START_TEST(test_wrong_typed_fields)
+{
+    run_ecase(&wrong_typed_cases[_i]);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     run_ecase(&error_cases[_i]);
@@ -2826,6 +2932,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_detail_accessors);
     tc = tcase(s, "errors");
     tcase_add_loop_test(tc, test_errors, 0, (int)N_OF(error_cases));
+    tcase_add_loop_test(tc, test_wrong_typed_fields, 0, (int)N_OF(wrong_typed_cases));
     tcase_add_test(tc, test_many_kinds_are_read_by_kind);
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
