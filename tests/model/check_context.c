@@ -1347,9 +1347,7 @@ START_TEST(test_many_kinds_are_each_found)
                 const char *got = ld_context_key(c, kind);
                 ck_assert_msg(got && strcmp(got, key) == 0, "%d kinds, seed %u: kind %s has %s", n,
                               seed, kind, got ? got : "(none)");
-                json_t *k = ld_context_get(c, kind, "kind");
-                ck_assert_str_eq(json_string_value(k), kind);
-                json_decref(k);
+                ck_assert_str_eq(json_string_value(ld_context_get(c, kind, "kind")), kind);
                 /* a kind's prefixes and extensions that are not kinds */
                 size_t len = strlen(kind);
                 strcat(kind, "x");
