@@ -1321,6 +1321,115 @@ static double bench_eval_all_flags_first(struct event_base *base, long ops)
     return ns;
 }
 
+/* ---- contexts of many kinds ---------------------------------------------- */
+
+/* FLAGS client-side flags as a server at the README's scale holds them, each
+ * reading the context per clause: 10 "user" targets, a rule on the user's
+ * email and the key of an "org", a rule on the kind "device", and a
+ * percentage rollout by the user's key as fallthrough. */
+static ld_store *kinds_store(struct event_base *base)
+{
+    json_t *features = json_object();
+    char key[32];
+    for (long i = 0; i < FLAGS; i++) {
+        json_t *targets = json_array();
+        for (int t = 0; t < 10; t++) {
+            char tk[32];
+            snprintf(tk, sizeof tk, "target-%ld-%d", i, t);
+            json_array_append_new(targets, json_string(tk));
+        }
+        flag_key(key, sizeof(key), i);
+        json_object_set_new(
+            features, key,
+            json_pack(
+                "{s:s, s:i, s:b, s:[s,s,s], s:i, s:b, s:[{s:s, s:o, s:i}], s:["
+                "{s:s, s:[{s:s, s:s, s:s, s:[s]}, {s:s, s:s, s:s, s:[s]}], s:i},"
+                "{s:s, s:[{s:s, s:s, s:[s]}], s:i}],"
+                "s:{s:{s:[{s:i, s:i}, {s:i, s:i}, {s:i, s:i}], s:s}}, s:s}",
+                "key", key, "version", 1, "on", 1, "variations", "a", "b", "c", "offVariation", 0,
+                "clientSide", 1, "contextTargets", "contextKind", "user", "values", targets,
+                "variation", 0, "rules", "id", "r1", "clauses", "contextKind", "user", "attribute",
+                "email", "op", "endsWith", "values", "@corp.com", "contextKind", "org", "attribute",
+                "key", "op", "in", "values", "org-1", "variation", 1, "id", "r2", "clauses",
+                "attribute", "kind", "op", "in", "values", "device", "variation", 1, "fallthrough",
+                "rollout", "variations", "variation", 0, "weight", 30000, "variation", 1, "weight",
+                30000, "variation", 2, "weight", 40000, "bucketBy", "key", "salt", "kinds-salt"));
+    }
+    char *text = dump(json_pack("{s:o, s:{}}", "features", features, "segments"));
+    ld_store *st = ld_memory_store_new(base);
+    json_t *data = parse_text(text);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    free(text);
+    drain(base);
+    return st;
+}
+
+/* A context of `n` kinds, parsed from JSON as a server gets it: the user of
+ * eval_context(), alone (n = 1) or with n - 1 kinds "k0000" ... (none of
+ * them "org" or "device", so that both contexts get the same values). */
+static ld_context *kinds_context(int n)
+{
+    json_t *user = json_pack("{s:s, s:s, s:s}", "kind", "user", "key", "user-1", "email",
+                             "someone@example.org");
+    json_t *j = user;
+    if (n > 1) {
+        json_object_del(user, "kind");
+        j = json_pack("{s:s, s:o}", "kind", "multi", "user", user);
+        for (int i = 1; i < n; i++) {
+            char kind[32], key[32];
+            snprintf(kind, sizeof kind, "k%04d", i - 1);
+            snprintf(key, sizeof key, "key-%d", i);
+            json_object_set_new(j, kind, json_pack("{s:s, s:i}", "key", key, "n", i));
+        }
+    }
+    ld_context *ctx = ld_context_from_json(j, NULL);
+    json_decref(j);
+    if (!ctx || ld_context_kind_count(ctx) != (size_t)n)
+        exit(1);
+    return ctx;
+}
+
+/* The all-flags state (client-side, with reasons, as evalx asks) of the
+ * kinds_store() flags for a context of `nkinds` kinds; per op: one state
+ * made, awaited, checked and released. The first state (the compile) is off
+ * the clock. */
+static double all_flags_kinds(struct event_base *base, long ops, int nkinds)
+{
+    ld_store *st = kinds_store(base);
+    ld_evaluator *ev = ld_evaluator_new(st);
+    ld_context *ctx = kinds_context(nkinds);
+    unsigned opts = LD_ALL_FLAGS_CLIENT_SIDE_ONLY | LD_ALL_FLAGS_WITH_REASONS;
+    double t0 = 0;
+    for (long i = -1; i < ops; i++) {
+        if (i == 0)
+            t0 = now_ns();
+        ld_future *f = ld_evaluator_all_flags(ev, ctx, opts);
+        ld_future_wait(f);
+        if (json_object_size(ld_future_json(f)) != FLAGS + 2) {
+            fprintf(stderr, "eval.all_flags.kinds: wrong state\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
+static double bench_eval_all_flags_kinds_1(struct event_base *base, long ops)
+{
+    return all_flags_kinds(base, ops, 1);
+}
+
+static double bench_eval_all_flags_kinds_3001(struct event_base *base, long ops)
+{
+    return all_flags_kinds(base, ops, 3001);
+}
+
 /* Allocations through ldasync's allocator hook (ld_set_alloc_funcs). */
 static long hook_allocs;
 
@@ -1684,6 +1793,8 @@ static const struct workload workloads[] = {
     {"eval.segment", 1000000, bench_eval_segment, 0},
     {"eval.all_flags", 20, bench_eval_all_flags, 0},
     {"eval.all_flags.first", 5, bench_eval_all_flags_first, 0},
+    {"eval.all_flags.kinds_1", 3, bench_eval_all_flags_kinds_1, 0},
+    {"eval.all_flags.kinds_3001", 3, bench_eval_all_flags_kinds_3001, 0},
     {"eval.allocs.bool", 100000, bench_eval_allocs_bool, 0},
     {"eval.allocs.rich", 100000, bench_eval_allocs_rich, 0},
     {"eval.bytes_per_flag", FLAGS, bench_eval_bytes_per_flag, 0},

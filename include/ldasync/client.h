@@ -141,7 +141,8 @@ LD_EXPORT ld_future *ld_client_int_variation(ld_client *client, const char *key,
                                              int64_t fallback);
 
 /** Evaluates a number flag: fulfilled with a JSON number (ld_future_json();
- *  read it with json_number_value()), the flag's or `fallback`.
+ *  read it with json_number_value()), the flag's or `fallback`. A NaN or
+ *  infinite `fallback` (JSON has neither) is rejected with LD_EINVAL.
  *  @since 0.1.0 */
 LD_EXPORT ld_future *ld_client_number_variation(ld_client *client, const char *key, ld_context *ctx,
                                                 double fallback);
@@ -149,7 +150,8 @@ LD_EXPORT ld_future *ld_client_number_variation(ld_client *client, const char *k
 /** Evaluates a string flag: fulfilled with a JSON string (ld_future_json();
  *  read it with json_string_value()), the flag's or `fallback` (copied).
  *  A NULL `fallback` turns the type check off (eval.h): a flag serving
- *  another type then gives a future fulfilled with NULL. @since 0.1.0 */
+ *  another type then gives a future fulfilled with NULL. A `fallback` that
+ *  is not valid UTF-8 is rejected with LD_EINVAL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_client_string_variation(ld_client *client, const char *key, ld_context *ctx,
                                                 const char *fallback);
 

@@ -53,7 +53,11 @@ LD_EXPORT int ld_kind_priority(const ld_kind *kind);
 LD_EXPORT const ld_kind *ld_kind_by_namespace(const char *ns);
 
 /** Checks that `item` is a valid item and, if `key` is not NULL, that its
- *  "key" is `key` (the key it is filed under).
+ *  "key" is `key` (the key it is filed under). Its "key" is a non-empty
+ *  UTF-8 string without NUL, and neither "$valid" nor "$flagsState": those
+ *  are the all-flags state's own top-level keys, which a flag's key would
+ *  collide with (LaunchDarkly allows only letters, digits, '.', '_' and
+ *  '-' in keys, so no such item comes from it), refused for every kind.
  *  @return 0, or LD_EINVAL with `*why` (if `why` is not NULL) set to a static
  *  message naming the field at fault, e.g. "item \"version\" must be an
  *  integer >= 0", "item \"key\" must be valid UTF-8". @since 0.1.0 */
@@ -81,8 +85,9 @@ LD_EXPORT int64_t ld_item_version(const json_t *item);
 LD_EXPORT bool ld_item_is_deleted(const json_t *item);
 
 /** A new tombstone {"key": key, "version": version, "deleted": true}.
- *  @return a new reference; NULL if `key` is NULL, empty or not valid
- *  UTF-8, `version` is negative, or memory ran out. @since 0.1.0 */
+ *  @return a new reference; NULL if `key` is NULL, empty, not valid UTF-8
+ *  or one ld_item_validate() refuses ("$valid", "$flagsState"), `version`
+ *  is negative, or memory ran out. @since 0.1.0 */
 LD_EXPORT json_t *ld_tombstone_new(const char *key, int64_t version);
 
 /** Checks a full data set, {"features": {key: item, ...}, "segments": {...}}:

@@ -15,6 +15,7 @@
 #include <ldasync/error.h>
 
 #include "core/core-internal.h"
+#include "model/model-internal.h"
 #include "store/store-internal.h"
 
 /* ------------------------------------------------------------------------- */
@@ -259,20 +260,41 @@ static ld_future *typed(ld_client *c, const char *key, ld_context *ctx, ld_value
     return out ? out : ld_future_rejected(c->base, LD_ENOMEM, NULL);
 }
 
+/* A future rejected with `err` (LD_ENOMEM if even that fails). */
+static ld_future *refused(ld_client *c, int err, const char *why)
+{
+    ld_future *f =
+        why ? ld_future_rejected(c->base, err, "%s", why) : ld_future_rejected(c->base, err, NULL);
+    return f ? f : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+}
+
 ld_future *ld_client_bool_variation(ld_client *c, const char *key, ld_context *ctx, bool fallback)
 {
     return c ? typed(c, key, ctx, LD_VALUE_BOOL, json_boolean(fallback), TO_BOOL) : NULL;
 }
 
+/* The typed variations below make their fallback's JSON here: a NULL
+ * fallback would turn the evaluator's type check off, so one that cannot be
+ * made refuses the call rather than reaching it. */
+
 ld_future *ld_client_int_variation(ld_client *c, const char *key, ld_context *ctx, int64_t fallback)
 {
-    return c ? typed(c, key, ctx, LD_VALUE_INT, json_integer(fallback), TO_INT) : NULL;
+    if (!c)
+        return NULL;
+    json_t *fb = json_integer(fallback);
+    return fb ? typed(c, key, ctx, LD_VALUE_INT, fb, TO_INT) : refused(c, LD_ENOMEM, NULL);
 }
 
 ld_future *ld_client_number_variation(ld_client *c, const char *key, ld_context *ctx,
                                       double fallback)
 {
-    return c ? typed(c, key, ctx, LD_VALUE_DOUBLE, json_real(fallback), TO_JSON_NUMBER) : NULL;
+    if (!c)
+        return NULL;
+    if (!isfinite(fallback)) /* JSON has no NaN or infinity to serve it as */
+        return refused(c, LD_EINVAL, "the fallback must be a finite number");
+    json_t *fb = json_real(fallback);
+    return fb ? typed(c, key, ctx, LD_VALUE_DOUBLE, fb, TO_JSON_NUMBER)
+              : refused(c, LD_ENOMEM, NULL);
 }
 
 ld_future *ld_client_string_variation(ld_client *c, const char *key, ld_context *ctx,
@@ -280,8 +302,13 @@ ld_future *ld_client_string_variation(ld_client *c, const char *key, ld_context 
 {
     if (!c)
         return NULL;
-    return typed(c, key, ctx, LD_VALUE_STRING, fallback ? json_string(fallback) : NULL,
-                 TO_JSON_STRING);
+    if (!fallback)
+        return typed(c, key, ctx, LD_VALUE_STRING, NULL, TO_JSON_STRING);
+    if (!ld__utf8_valid(fallback, strlen(fallback)))
+        return refused(c, LD_EINVAL, "the fallback must be valid UTF-8");
+    json_t *fb = json_string(fallback);
+    return fb ? typed(c, key, ctx, LD_VALUE_STRING, fb, TO_JSON_STRING)
+              : refused(c, LD_ENOMEM, NULL);
 }
 
 ld_future *ld_client_json_variation(ld_client *c, const char *key, ld_context *ctx,

@@ -257,6 +257,8 @@ struct ld__clause {
     struct ld__clause_values *values; /* not for segmentMatch */
     struct ld__str *segments;         /* segmentMatch: the segment keys */
     size_t nsegments;
+    const json_t *kinds; /* `in` on the attribute "kind": its values (borrowed), each
+                            looked up in the context rather than each kind in them */
 };
 
 struct ld__weighted {

@@ -73,9 +73,24 @@ static int get_int(const json_t *o, const char *name, int64_t lo, int64_t hi, in
     return 1;
 }
 
-static bool get_bool(const json_t *o, const char *name)
+/* An optional boolean field: false when absent or null; `bad` set (and
+ * false) when of another type: "true" or 1 is not true. */
+static bool get_bool(const json_t *o, const char *name, bool *bad)
 {
-    return json_is_true(json_object_get(o, name));
+    const json_t *v = json_object_get(o, name);
+    if (v && !json_is_boolean(v) && !json_is_null(v))
+        *bad = true;
+    return json_is_true(v);
+}
+
+/* An optional string field: empty ({NULL, 0}) when absent or null; `bad`
+ * set when of another type. */
+static struct ld__str get_str(const json_t *o, const char *name, bool *bad)
+{
+    const json_t *v = json_object_get(o, name);
+    if (v && !json_is_string(v) && !json_is_null(v))
+        *bad = true;
+    return str_of(v);
 }
 
 /* An optional array field: NULL when absent or null, `bad` set when of
@@ -186,10 +201,9 @@ static void compile_clause(struct cc *cc, struct ld__clause *c, const json_t *j)
         c->bad = true;
         return;
     }
-    const json_t *op = json_object_get(j, "op");
-    c->op = json_is_string(op) ? ld__op_parse(json_string_value(op), json_string_length(op))
-                               : LD__OP_UNKNOWN;
-    c->negate = get_bool(j, "negate");
+    struct ld__str op = get_str(j, "op", &c->bad);
+    c->op = op.s ? ld__op_parse(op.s, op.len) : LD__OP_UNKNOWN;
+    c->negate = get_bool(j, "negate", &c->bad);
     const json_t *values = json_object_get(j, "values");
     if (values && !json_is_null(values) && !json_is_array(values))
         c->bad = true;
@@ -208,6 +222,8 @@ static void compile_clause(struct cc *cc, struct ld__clause *c, const json_t *j)
                  NULL);
     if (c->attr.bad)
         c->bad = true;
+    if (c->attr.is_kind && c->op == LD__OP_IN && json_is_array(values))
+        c->kinds = values;
     if (ld__clause_values_compile(c->op, json_is_array(values) ? values : NULL, &c->values) != 0)
         cc->nomem = true;
     else
@@ -274,11 +290,18 @@ static void compile_vor(struct cc *cc, struct ld__vor *v, const json_t *j)
             return; /* stays malformed */
         r->w[k].variation = (int)var;
         r->w[k].weight = (int)w;
-        r->w[k].untracked = get_bool(e, "untracked");
+        bool bad = false;
+        r->w[k].untracked = get_bool(e, "untracked", &bad);
+        if (bad)
+            return;
     }
-    const json_t *kind = json_object_get(ro, "kind");
-    r->experiment = json_is_string(kind) && strcmp(json_string_value(kind), "experiment") == 0;
-    r->has_seed = get_int(ro, "seed", INT64_MIN, INT64_MAX, &r->seed) > 0;
+    bool bad = false;
+    struct ld__str kind = get_str(ro, "kind", &bad);
+    r->experiment = kind.len == 10 && memcmp(kind.s, "experiment", 10) == 0;
+    int seed = get_int(ro, "seed", INT64_MIN, INT64_MAX, &r->seed);
+    r->has_seed = seed > 0;
+    if (bad || seed < 0)
+        return;
     compile_attr(cc, &r->by, json_object_get(ro, "contextKind"),
                  r->experiment ? NULL : json_object_get(ro, "bucketBy"), &KEY);
     v->variation = LD__VOR_ROLLOUT;
@@ -306,7 +329,7 @@ static void compile_target(struct cc *cc, struct ld__target *t, const json_t *j,
         return;
     }
     if (with_kind) {
-        struct ld__str k = str_of(json_object_get(j, "contextKind"));
+        struct ld__str k = get_str(j, "contextKind", bad);
         if (k.len)
             t->kind = k;
     }
@@ -376,16 +399,21 @@ static void compile_targets(struct cc *cc, struct ld__flag *f, const json_t *j)
 static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
 {
     bool bad = false;
-    f->on = get_bool(j, "on");
-    f->salt = str_of(json_object_get(j, "salt"));
+    f->on = get_bool(j, "on", &bad);
+    f->salt = get_str(j, "salt", &bad);
     if (!f->salt.s)
         f->salt = (struct ld__str){"", 0};
-    f->track_events = get_bool(j, "trackEvents");
-    f->track_fallthrough = get_bool(j, "trackEventsFallthrough");
+    f->track_events = get_bool(j, "trackEvents", &bad);
+    f->track_fallthrough = get_bool(j, "trackEventsFallthrough", &bad);
     const json_t *csa = json_object_get(j, "clientSideAvailability");
-    f->client_side =
-        json_is_object(csa) ? get_bool(csa, "usingEnvironmentId") : get_bool(j, "clientSide");
-    f->has_debug = get_int(j, "debugEventsUntilDate", INT64_MIN, INT64_MAX, &f->debug_until) > 0;
+    if (csa && !json_is_object(csa) && !json_is_null(csa))
+        bad = true;
+    bool old_cs = get_bool(j, "clientSide", &bad);
+    f->client_side = json_is_object(csa) ? get_bool(csa, "usingEnvironmentId", &bad) : old_cs;
+    int debug = get_int(j, "debugEventsUntilDate", INT64_MIN, INT64_MAX, &f->debug_until);
+    f->has_debug = debug > 0;
+    if (debug < 0)
+        bad = true;
 
     const json_t *vars = get_array(j, "variations", &bad);
     f->nvars = json_array_size(vars);
@@ -412,8 +440,8 @@ static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
             ru->vor.variation = LD__VOR_MALFORMED;
             continue;
         }
-        ru->id = str_of(json_object_get(rj, "id"));
-        ru->track_events = get_bool(rj, "trackEvents");
+        ru->id = get_str(rj, "id", &ru->bad);
+        ru->track_events = get_bool(rj, "trackEvents", &ru->bad);
         ru->clauses = compile_clauses(cc, rj, &ru->nclauses, &ru->bad);
         compile_vor(cc, &ru->vor, rj);
     }
@@ -426,9 +454,10 @@ static void compile_flag(struct cc *cc, struct ld__flag *f, const json_t *j)
     for (size_t i = 0; f->prereqs && i < n; i++) {
         const json_t *p = json_array_get(pre, i);
         int64_t v;
-        f->prereqs[i].key = str_of(json_object_get(p, "key"));
-        f->prereqs[i].variation = get_int(p, "variation", 0, INT_MAX, &v) > 0 ? (int)v : -1;
-        if (!f->prereqs[i].key.len)
+        f->prereqs[i].key = get_str(p, "key", &bad);
+        int got = get_int(p, "variation", 0, INT_MAX, &v);
+        f->prereqs[i].variation = got > 0 ? (int)v : -1;
+        if (!f->prereqs[i].key.len || got < 0)
             bad = true;
     }
     f->nprereqs = f->prereqs ? n : 0;
@@ -499,14 +528,17 @@ static struct ld__target *compile_ctx_keys(struct cc *cc, const json_t *j, const
 static void compile_segment(struct cc *cc, struct ld__segment *s, const json_t *j)
 {
     bool bad = false;
-    s->salt = str_of(json_object_get(j, "salt"));
+    s->salt = get_str(j, "salt", &bad);
     if (!s->salt.s)
         s->salt = (struct ld__str){"", 0};
-    s->unbounded = get_bool(j, "unbounded");
-    s->unbounded_kind = str_of(json_object_get(j, "unboundedContextKind"));
+    s->unbounded = get_bool(j, "unbounded", &bad);
+    s->unbounded_kind = get_str(j, "unboundedContextKind", &bad);
     if (!s->unbounded_kind.len)
         s->unbounded_kind = USER;
-    s->has_generation = get_int(j, "generation", INT64_MIN, INT64_MAX, &s->generation) > 0;
+    int gen = get_int(j, "generation", INT64_MIN, INT64_MAX, &s->generation);
+    s->has_generation = gen > 0;
+    if (gen < 0)
+        bad = true;
     s->included = compile_keys(cc, j, "included", &bad);
     s->excluded = compile_keys(cc, j, "excluded", &bad);
     s->included_ctx = compile_ctx_keys(cc, j, "includedContexts", &s->nincluded_ctx, &bad);
@@ -582,7 +614,7 @@ int ld__item_compile(enum ld__item_type type, json_t *json, struct ld__item **ou
     int64_t v = 0;
     (void)get_int(json, "version", INT64_MIN, INT64_MAX, &v);
     it->version = v;
-    it->deleted = get_bool(json, "deleted");
+    it->deleted = json_is_true(json_object_get(json, "deleted")); /* a boolean (kind.c) */
     if (type == LD__FLAG)
         compile_flag(&cc, (struct ld__flag *)it, json);
     else

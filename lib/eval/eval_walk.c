@@ -103,6 +103,20 @@ static int match_segments(struct es *es, const struct ld__clause *c)
     return 0;
 }
 
+/* Whether a kind of `ctx` is one of the strings of `values` (an `in`
+ * clause on "kind"): each value looked up, for a context of many kinds. */
+static bool kind_in(const ld_context *ctx, const json_t *values)
+{
+    size_t n = json_array_size(values);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(values, i);
+        if (json_is_string(v) &&
+            ld__context_find(ctx, json_string_value(v), json_string_length(v)) >= 0)
+            return true;
+    }
+    return false;
+}
+
 /* 1 when the clause matches, 0 when not, or LD__E_FAIL / LD__E_NEED. */
 static int match_clause(struct es *es, const struct ld__clause *c)
 {
@@ -114,6 +128,8 @@ static int match_clause(struct es *es, const struct ld__clause *c)
         if (rc < 0)
             return rc;
         m = rc > 0;
+    } else if (c->kinds && json_array_size(c->kinds) < ld_context_kind_count(es->ctx)) {
+        m = kind_in(es->ctx, c->kinds);
     } else if (c->attr.is_kind) {
         size_t n = ld_context_kind_count(es->ctx);
         for (size_t i = 0; i < n && !m; i++)

@@ -25,9 +25,15 @@ struct part {
     bool anonymous;
 };
 
+/* Above this many kinds a context gets a hash table of them: the evaluator
+ * looks a kind up per clause, and a context may have thousands. */
+enum { HASHED_KINDS = 8 };
+
 struct ld_context {
     atomic_size_t refs;
     char *fqkey;
+    uint64_t *slots; /* when n > HASHED_KINDS: (hash << 32 | index + 1), 0 empty */
+    size_t mask;     /* slots - 1, a power of two - 1, at least 2n - 1 */
     size_t n;
     struct part parts[]; /* sorted by kind */
 };
@@ -125,6 +131,7 @@ static void ctx_free(ld_context *c)
     for (size_t i = 0; i < c->n; i++)
         part_clear(&c->parts[i]);
     ld__free(c->fqkey);
+    ld__free(c->slots);
     ld__free(c);
 }
 
@@ -171,6 +178,38 @@ static char *put_escaped(char *out, const char *s, size_t len)
     return out;
 }
 
+/* FNV-1a, 32 bits: kinds are short. */
+static uint32_t kind_hash(const char *s, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* The hash table of a context of many kinds; false when out of memory. */
+static bool index_kinds(ld_context *c)
+{
+    if (c->n <= HASHED_KINDS)
+        return true;
+    size_t size = 16;
+    while (size < 2 * c->n)
+        size *= 2;
+    c->slots = ld__calloc(size, sizeof *c->slots);
+    if (!c->slots)
+        return false;
+    c->mask = size - 1;
+    for (size_t i = 0; i < c->n; i++) {
+        const json_t *k = c->parts[i].kind;
+        uint32_t h = kind_hash(json_string_value(k), json_string_length(k));
+        size_t at = h & c->mask;
+        while (c->slots[at])
+            at = (at + 1) & c->mask;
+        c->slots[at] = (uint64_t)h << 32 | (uint64_t)(i + 1);
+    }
+    return true;
+}
+
 static int cmp_parts(const void *a, const void *b)
 {
     const struct part *x = a, *y = b;
@@ -213,7 +252,7 @@ static ld_context *ctx_finish(ld_context *c, const char **why)
             *o = '\0';
         }
     }
-    if (!c->fqkey) {
+    if (!c->fqkey || !index_kinds(c)) {
         set_why(why, NOMEM);
         ctx_free(c);
         return NULL;
@@ -516,16 +555,41 @@ const char *ld_context_kind(const ld_context *ctx, size_t i)
     return ctx && i < ctx->n ? json_string_value(ctx->parts[i].kind) : NULL;
 }
 
+static bool part_is(const struct part *p, const char *kind, size_t len)
+{
+    return json_string_length(p->kind) == len && memcmp(json_string_value(p->kind), kind, len) == 0;
+}
+
+/* The index of the part of kind `kind` (`len` bytes), or -1. A context of
+ * many kinds looks it up in its hash table, so that a clause costs the
+ * same whatever the number of kinds; the slot's hash spares reading the
+ * kinds that only share the slot. */
+static int find_index(const ld_context *ctx, const char *kind, size_t len)
+{
+    if (!ctx->slots) {
+        for (size_t i = 0; i < ctx->n; i++)
+            if (part_is(&ctx->parts[i], kind, len))
+                return (int)i;
+        return -1;
+    }
+    uint32_t h = kind_hash(kind, len);
+    for (size_t at = h & ctx->mask; ctx->slots[at]; at = (at + 1) & ctx->mask) {
+        uint64_t e = ctx->slots[at];
+        size_t i = (size_t)(uint32_t)e - 1;
+        if ((uint32_t)(e >> 32) == h && part_is(&ctx->parts[i], kind, len))
+            return (int)i;
+    }
+    return -1;
+}
+
 static const struct part *find(const ld_context *ctx, const char *kind)
 {
     if (!ctx)
         return NULL;
     if (!kind)
         kind = "user";
-    for (size_t i = 0; i < ctx->n; i++)
-        if (strcmp(json_string_value(ctx->parts[i].kind), kind) == 0)
-            return &ctx->parts[i];
-    return NULL;
+    int i = find_index(ctx, kind, strlen(kind));
+    return i < 0 ? NULL : &ctx->parts[i];
 }
 
 const char *ld_context_key(const ld_context *ctx, const char *kind)
@@ -903,12 +967,7 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
 
 int ld__context_find(const ld_context *ctx, const char *kind, size_t len)
 {
-    for (size_t i = 0; i < ctx->n; i++) {
-        const json_t *k = ctx->parts[i].kind;
-        if (json_string_length(k) == len && memcmp(json_string_value(k), kind, len) == 0)
-            return (int)i;
-    }
-    return -1;
+    return find_index(ctx, kind, len);
 }
 
 json_t *ld__context_part_kind(const ld_context *ctx, size_t i)

@@ -112,6 +112,14 @@ static int invalid(const char **why, const char *message)
     return LD_EINVAL;
 }
 
+/* The all-flags state's own keys: a flag of such a key would be written
+ * over them (or they over it). */
+static bool reserved_key(const char *s, size_t len)
+{
+    return (len == 6 && memcmp(s, "$valid", 6) == 0) ||
+           (len == 11 && memcmp(s, "$flagsState", 11) == 0);
+}
+
 int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const char **why,
                           ld__item_hint_fn hint, void *arg)
 {
@@ -123,6 +131,8 @@ int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const c
         return invalid(why, "item \"key\" must be a non-empty string without NUL");
     if (!ld__utf8_valid(json_string_value(k), json_string_length(k)))
         return invalid(why, "item \"key\" must be valid UTF-8");
+    if (reserved_key(json_string_value(k), json_string_length(k)))
+        return invalid(why, "item \"key\" must not be \"$valid\" or \"$flagsState\"");
     if (hint)
         hint(arg, json_string_value(k), json_string_length(k));
     const json_t *v = json_object_getn(item, "version", 7);
@@ -182,7 +192,8 @@ bool ld_item_is_deleted(const json_t *item)
 
 json_t *ld_tombstone_new(const char *key, int64_t version)
 {
-    if (!key || !*key || version < 0 || !ld__utf8_valid(key, strlen(key)))
+    if (!key || !*key || version < 0 || !ld__utf8_valid(key, strlen(key)) ||
+        reserved_key(key, strlen(key)))
         return NULL;
     return json_pack("{s:s, s:I, s:b}", "key", key, "version", (json_int_t)version, "deleted", 1);
 }

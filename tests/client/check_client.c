@@ -1,5 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /* The client (client.h), with the mock data sources of the testing kit. */
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include <ldasync/testing.h>
@@ -256,6 +258,34 @@ START_TEST(test_variations_of_the_wrong_type_serve_the_fallback)
     ck_assert_str_eq(
         reason_of(ld_client_variation_detail(c, "b", CTX, LD_VALUE_BOOL, json_false())),
         "{\"kind\":\"FALLTHROUGH\"}");
+    ld_client_free(c);
+}
+END_TEST
+
+/* A fallback JSON cannot hold (NaN, infinities, a string that is not
+ * UTF-8) is refused: made into JSON it would be NULL, which is no fallback
+ * and turns the type check off. */
+START_TEST(test_fallbacks_json_cannot_hold_are_refused)
+{
+    ld_client *c = ready_client(NULL);
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_test_expect_error(ld_client_number_variation(c, "r", CTX, bad[i]), LD_EINVAL, "finite");
+        ld_test_expect_error(ld_client_number_variation(c, "s", CTX, bad[i]), LD_EINVAL, "finite");
+        ld_test_expect_error(ld_client_number_variation(c, "missing", CTX, bad[i]), LD_EINVAL,
+                             "finite");
+    }
+    ld_test_expect_error(ld_client_string_variation(c, "s", CTX, "\xff"), LD_EINVAL, "UTF-8");
+    ld_test_expect_error(ld_client_string_variation(c, "i", CTX, "a\xc3"), LD_EINVAL, "UTF-8");
+    /* the largest finite numbers and valid UTF-8 still serve */
+    ck_assert_str_eq(json_of(ld_client_number_variation(c, "s", CTX, DBL_MAX)),
+                     "1.7976931348623157e308");
+    ck_assert_str_eq(json_of(ld_client_number_variation(c, "s", CTX, -0.0)), "-0.0");
+    ck_assert_str_eq(json_of(ld_client_string_variation(c, "i", CTX, "\xc3\xa9")), "\"\xc3\xa9\"");
+    /* and a string flag asked for as a number is still WRONG_TYPE */
+    ck_assert_str_eq(
+        reason_of(ld_client_variation_detail(c, "s", CTX, LD_VALUE_DOUBLE, json_real(1))),
+        "{\"errorKind\":\"WRONG_TYPE\",\"kind\":\"ERROR\"}");
     ld_client_free(c);
 }
 END_TEST
@@ -577,6 +607,7 @@ Suite *ld_suite_client(void)
     tcase_add_test(tc, test_typed_variations_serve_the_flag_values);
     tcase_add_test(tc, test_int_variation_truncates_toward_zero_and_clamps);
     tcase_add_test(tc, test_variations_of_the_wrong_type_serve_the_fallback);
+    tcase_add_test(tc, test_fallbacks_json_cannot_hold_are_refused);
     tcase_add_test(tc, test_missing_flag_serves_the_fallback);
     tcase_add_test(tc, test_detail_and_all_flags_are_the_evaluators);
     tcase_add_test(tc, test_big_segment_store_option_reaches_the_evaluator);

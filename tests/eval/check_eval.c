@@ -579,6 +579,112 @@ static const struct ecase error_cases[] = {
      USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
 };
 
+/* Every field the evaluator reads, given a value of another type than
+ * LaunchDarkly's schema says ("true" for true, 1 for a string...): the
+ * part that holds it is malformed, and reaching it is MALFORMED_FLAG (it
+ * was read as false, or as absent). docs/design.md, "Compiled items". */
+#define IN_SEG_S CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s']}")
+#define RO(more) "{'rollout':{'variations':[{'variation':1,'weight':100000}]" more "}}"
+static const struct ecase wrong_typed_cases[] = {
+    /* the flag */
+    {"on: 'true'", ON_FLAG(",'on':'true','fallthrough':{'variation':1}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"on: 1", "{'f':{'on':1,'variations':['a','b'],'offVariation':0}}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"trackEvents: 'yes'", ON_FLAG(",'fallthrough':{'variation':1},'trackEvents':'yes'"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"trackEventsFallthrough: 0",
+     ON_FLAG(",'fallthrough':{'variation':1},'trackEventsFallthrough':0"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"clientSide: 'true'", ON_FLAG(",'fallthrough':{'variation':1},'clientSide':'true'"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"clientSideAvailability: true",
+     ON_FLAG(",'fallthrough':{'variation':1},'clientSideAvailability':true"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"usingEnvironmentId: 'yes'",
+     ON_FLAG(
+         ",'fallthrough':{'variation':1},'clientSideAvailability':{'usingEnvironmentId':'yes'}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"salt: 5", ON_FLAG(",'fallthrough':{'variation':1},'salt':5"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"debugEventsUntilDate: 'soon'",
+     ON_FLAG(",'fallthrough':{'variation':1},'debugEventsUntilDate':'soon'"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"prerequisite variation: '0'",
+     "{" TOP("[{'key':'p','variation':'0'}]") ",'p':" PQ("true", "[]") "}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"prerequisite key: 5", "{" TOP("[{'key':5,'variation':0}]") "}", NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets contextKind: 5",
+     ON_FLAG(",'fallthrough':{'variation':1},'contextTargets':[{'contextKind':5,'variation':0,"
+             "'values':['x']}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a rule: reached when the rules before it do not match */
+    {"rule trackEvents: 'yes'",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':'r','variation':1,'trackEvents':'yes',"
+             "'clauses':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rule id: 7",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':7,'variation':1,'clauses':[]}]"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rule trackEvents: 'yes' after a matching rule",
+     ON_FLAG(",'fallthrough':{'variation':0},'rules':[{'id':'a','variation':1,'clauses':[]},"
+             "{'id':'r','variation':1,'trackEvents':'yes','clauses':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'a'}}"},
+    /* a clause */
+    {"negate: 'yes'", CLAUSE_FLAG("{'attribute':'key','op':'in','values':['u'],'negate':'yes'}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"negate: 1", CLAUSE_FLAG("{'attribute':'key','op':'in','values':['x'],'negate':1}"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"op: 3", CLAUSE_FLAG("{'attribute':'key','op':3,'values':['u']}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"negate: 'yes' in segmentMatch",
+     CLAUSE_FLAG("{'attribute':'','op':'segmentMatch','values':['s'],'negate':'yes'}"),
+     "{'s':{'included':['u']}}", USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a rollout */
+    {"untracked: 'no'",
+     ON_FLAG(",'fallthrough':{'rollout':{'variations':[{'variation':1,'weight':"
+             "100000,'untracked':'no'}]}}"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout kind: true", ON_FLAG(",'fallthrough':" RO(",'kind':true")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout seed: '61'", ON_FLAG(",'fallthrough':" RO(",'seed':'61'")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"rollout bucketBy: 5", ON_FLAG(",'fallthrough':" RO(",'bucketBy':5")), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* a segment */
+    {"segment unbounded: 'false'", IN_SEG_S, "{'s':{'included':['u'],'unbounded':'false'}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment salt: 1", IN_SEG_S, "{'s':{'included':['u'],'salt':1}}", USER("u"), LD_VALUE_STRING,
+     "'fb'", MALFORMED},
+    {"segment generation: '2'", IN_SEG_S, "{'s':{'included':['u'],'generation':'2'}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment unboundedContextKind: 1", IN_SEG_S,
+     "{'s':{'included':['u'],'unboundedContextKind':1}}", USER("u"), LD_VALUE_STRING, "'fb'",
+     MALFORMED},
+    {"segment rule clause negate: 'no'", IN_SEG_S,
+     "{'s':{'rules':[{'clauses':[{'attribute':'key','op':'in','values':['u'],'negate':'no'}]}]}}",
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* null is absent: false, or no value */
+    {"null booleans and strings are absent",
+     "{'f':{'on':true,'variations':['a','b'],'offVariation':0,'fallthrough':{'variation':1},"
+     "'trackEvents':null,'trackEventsFallthrough':null,'clientSide':null,'salt':null,"
+     "'clientSideAvailability':null,'debugEventsUntilDate':null}}",
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
+    {"null negate is false",
+     CLAUSE_FLAG("{'attribute':'key','op':'in','values':['u'],'negate':null}"), NULL, USER("u"),
+     LD_VALUE_STRING, "'fb'",
+     "{'value':'b','variationIndex':1,'reason':{'kind':'RULE_MATCH','ruleIndex':0,'ruleId':'r'}}"},
+};
+
+START_TEST(test_wrong_typed_fields)
+{
+    run_ecase(&wrong_typed_cases[_i]);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     run_ecase(&error_cases[_i]);
@@ -1449,6 +1555,98 @@ START_TEST(test_big_segment_store_settings)
 }
 END_TEST
 
+/* A multi-kind context of "k0" ... "k{n-1}" (key "key-{i}") and a user
+ * "u", its kinds in the order `rev` says. */
+static ld_context *many_kinds(int n, bool rev)
+{
+    json_t *m =
+        json_pack("{s:s, s:{s:s, s:s}}", "kind", "multi", "user", "key", "u", "name", "Ann");
+    for (int k = 0; k < n; k++) {
+        int i = rev ? n - 1 - k : k;
+        char kind[16], key[16];
+        snprintf(kind, sizeof kind, "k%d", i);
+        snprintf(key, sizeof key, "key-%d", i);
+        json_object_set_new(m, kind, json_pack("{s:s, s:i}", "key", key, "n", i));
+    }
+    ld_context *c = ld_context_from_json(m, NULL);
+    json_decref(m);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+/* In a context of many kinds, targets, clauses, rollouts and clauses on
+ * "kind" read the right kind, and a missing kind matches nothing; the order
+ * the kinds came in changes nothing. */
+START_TEST(test_many_kinds_are_read_by_kind)
+{
+    static const struct {
+        const char *flag; /* ON_FLAG-like: variations ['no','yes'], fallthrough 0 */
+        const char *want; /* the value served */
+    } cases[] = {
+        {"'contextTargets':[{'contextKind':'k2999','variation':1,'values':['key-2999']}]", "yes"},
+        {"'contextTargets':[{'contextKind':'k2999','variation':1,'values':['key-2998']}]", "no"},
+        {"'contextTargets':[{'contextKind':'k3000','variation':1,'values':['key-3000']}]", "no"},
+        {"'targets':[{'variation':1,'values':['u']}]", "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k17','attribute':'n','op':'in',"
+         "'values':[17]}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k17','attribute':'n','op':'in',"
+         "'values':[18]}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k1','attribute':'n','op':'in',"
+         "'values':[17]}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k','attribute':'key','op':'in',"
+         "'values':['key-1']}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'contextKind':'k10000','attribute':'key','op':'in',"
+         "'values':['key-10000'],'negate':true}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'name','op':'in','values':['Ann']}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['zz','k42']}]}"
+         "]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['zz','k']}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':[42,'user']}]}"
+         "]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'in','values':['k42'],"
+         "'negate':true}]}]",
+         "no"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'startsWith','values':['k29']"
+         "}]}]",
+         "yes"},
+        {"'rules':[{'variation':1,'clauses':[{'attribute':'kind','op':'startsWith','values':['x']}]"
+         "}"
+         "]",
+         "no"},
+        {"'fallthrough':{'rollout':{'contextKind':'k2500','variations':[{'variation':1,'weight':"
+         "100000}]}}",
+         "yes"},
+    };
+    for (int rev = 0; rev < 2; rev++) {
+        ld_context *ctx = many_kinds(3000, rev);
+        for (size_t i = 0; i < N_OF(cases); i++) {
+            char flags[512];
+            snprintf(flags, sizeof flags,
+                     "{'f':{'on':true,'variations':['no','yes'],'fallthrough':{'variation':0},%s}}",
+                     cases[i].flag);
+            ld_store *s = store_with(flags, NULL);
+            ld_evaluator *ev = evaluator_of(s);
+            ld_future *f = detail_f(ev, "f", ctx, LD_VALUE_STRING, json_string("fb"));
+            const char *got = json_string_value(ld_detail_value(D(f)));
+            ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "case %zu (%s): got %s", i,
+                          rev ? "reversed" : "in order", got ? got : "(null)");
+            ld_future_unref(f);
+            done_with(ev, s);
+        }
+        ld_context_unref(ctx);
+    }
+}
+END_TEST
+
 /* Data for long chains: flag f needs p1, which needs p2, ..., up to
  * p(np-1), whose rule serves false to the members of s0; s0 has a rule
  * with s1, ..., and s(ns-1) includes "u". Each prerequisite list and each
@@ -1823,6 +2021,28 @@ END_TEST
 
 /* Spec 7: a store not initialized gives an invalid state; a flag there is
  * not found (ldasync has no CLIENT_NOT_READY). */
+/* Flags keyed "$valid" or "$flagsState" would collide with the state's own
+ * keys: the store refuses them as they come, so the state stays whole. */
+START_TEST(test_all_flags_keys_of_the_state_never_enter)
+{
+    ld_store *s =
+        store_with("{'ok':{'on':true,'variations':[1,2],'fallthrough':{'variation':0}}}", NULL);
+    static const char *const reserved[] = {"$valid", "$flagsState"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *f = json_pack("{s:s, s:i, s:b, s:[i], s:{s:i}}", "key", reserved[i], "version", 1,
+                              "on", 1, "variations", 7, "fallthrough", "variation", 0);
+        ld_test_expect_error(ld_store_upsert(s, ld_kind_features(), f), LD_EINVAL, reserved[i]);
+        json_t *data = json_pack("{s:{s:O}, s:{}}", "features", reserved[i], f, "segments");
+        ld_test_expect_error(ld_store_init(s, data), LD_EINVAL, reserved[i]);
+        json_decref(data);
+        json_decref(f);
+    }
+    expect_all_flags("reserved keys", s, USER("u"), 0,
+                     "{'ok':1,'$flagsState':{'ok':{'variation':0,'version':1}},'$valid':true}");
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_store_not_initialized)
 {
     if (skipped("store not initialized"))
@@ -2712,6 +2932,8 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_detail_accessors);
     tc = tcase(s, "errors");
     tcase_add_loop_test(tc, test_errors, 0, (int)N_OF(error_cases));
+    tcase_add_loop_test(tc, test_wrong_typed_fields, 0, (int)N_OF(wrong_typed_cases));
+    tcase_add_test(tc, test_many_kinds_are_read_by_kind);
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);
@@ -2732,6 +2954,7 @@ Suite *ld_suite_eval(void)
     tcase_add_test(tc, test_all_flags_client_side_only);
     tcase_add_test(tc, test_all_flags_track_reason);
     tcase_add_test(tc, test_all_flags_errors_and_deleted);
+    tcase_add_test(tc, test_all_flags_keys_of_the_state_never_enter);
     tcase_add_test(tc, test_all_flags_arguments);
     tcase_add_test(tc, test_flags_state_arguments);
     tcase_add_test(tc, test_flags_state_bad_inputs);

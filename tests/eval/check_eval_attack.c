@@ -177,7 +177,7 @@ static const struct mcase malformed_cases[] = {
      "{'value':null,'variationIndex':1,'reason':{'kind':'FALLTHROUGH'}}"},
     /* on */
     {"on a string", "{'f':{'on':'true'," VARS ",'offVariation':0,'fallthrough':{'variation':1}}}",
-     NULL, NULL, "{'value':'a','variationIndex':0,'reason':{'kind':'OFF'}}"},
+     NULL, NULL, MALFORMED},
     /* offVariation */
     {"offVariation a string", "{'f':{'on':false," VARS ",'offVariation':'0'}}", NULL, NULL,
      MALFORMED},
@@ -277,7 +277,7 @@ static const struct mcase malformed_cases[] = {
     {"rollout kind a number",
      FLAG_NO_FT("'fallthrough':{'rollout':{'kind':5,'variations':[{'variation':0,'weight':"
                 "100000}]}}"),
-     NULL, NULL, "{'value':'a','variationIndex':0,'reason':{'kind':'FALLTHROUGH'}}"},
+     NULL, NULL, MALFORMED},
     /* rules and clauses */
     {"rules an object", FLAG("'rules':{'id':'r','variation':2,'clauses':[]}"), NULL, NULL,
      MALFORMED},
@@ -287,7 +287,7 @@ static const struct mcase malformed_cases[] = {
     {"rule variation a string", FLAG("'rules':[{'id':'r','variation':'2','clauses':[]}]"), NULL,
      NULL, MALFORMED},
     {"rule id a number", FLAG("'rules':[{'id':5,'variation':2,'clauses':[" KEY_IN_U "]}]"), NULL,
-     NULL, "{'value':'c','variationIndex':2,'reason':{'kind':'RULE_MATCH','ruleIndex':0}}"},
+     NULL, MALFORMED},
     {"clauses a string", FLAG("'rules':[{'id':'r','variation':2,'clauses':'x'}]"), NULL, NULL,
      MALFORMED},
     {"clauses an object", FLAG("'rules':[{'id':'r','variation':2,'clauses':{}}]"), NULL, NULL,
@@ -302,7 +302,7 @@ static const struct mcase malformed_cases[] = {
      NULL, MALFORMED},
     {"clause values absent", FLAG(RULE("{'attribute':'key','op':'in'}")), NULL, NULL, FT("b", 1)},
     {"clause op a number", FLAG(RULE("{'attribute':'key','op':5,'values':['u']}")), NULL, NULL,
-     FT("b", 1)},
+     MALFORMED},
     {"clause op null, negated",
      FLAG(RULE("{'attribute':'key','op':null,'values':['u'],'negate':true}")), NULL, NULL,
      RM("c", 2, 0)},
@@ -321,7 +321,7 @@ static const struct mcase malformed_cases[] = {
      MALFORMED},
     {"clause negate a string",
      FLAG(RULE("{'attribute':'key','op':'in','values':['u'],'negate':'true'}")), NULL, NULL,
-     RM("c", 2, 0)},
+     MALFORMED},
     {"clause values of every type for every operator",
      FLAG("'rules':["
           "{'id':'r','variation':2,'clauses':[{'attribute':'a','op':'lessThan','values':[null,"
@@ -355,7 +355,8 @@ static const struct mcase malformed_cases[] = {
     {"target variation absent", FLAG("'targets':[{'values':['u']}]"), NULL, NULL, MALFORMED},
     {"contextTargets a string", FLAG("'contextTargets':'x'"), NULL, NULL, MALFORMED},
     {"contextTarget contextKind a number",
-     FLAG("'contextTargets':[{'contextKind':5,'values':['u'],'variation':2}]"), NULL, NULL, NULL},
+     FLAG("'contextTargets':[{'contextKind':5,'values':['u'],'variation':2}]"), NULL, NULL,
+     MALFORMED},
     /* prerequisites */
     {"prerequisites an object", FLAG("'prerequisites':{'key':'p','variation':0}"), NULL, NULL,
      MALFORMED},
@@ -370,9 +371,7 @@ static const struct mcase malformed_cases[] = {
      "{'f':{'on':true," VARS ",'offVariation':0,'fallthrough':{'variation':1},"
      "'prerequisites':[{'key':'p','variation':'0'}]},"
      "'p':{'on':true,'variations':[true],'fallthrough':{'variation':0}}}",
-     NULL, NULL,
-     "{'value':'a','variationIndex':0,'reason':{'kind':'PREREQUISITE_FAILED','prerequisiteKey':"
-     "'p'}}"},
+     NULL, NULL, MALFORMED},
     {"prerequisite flag malformed",
      "{'f':{'on':true," VARS ",'offVariation':0,'fallthrough':{'variation':1},"
      "'prerequisites':[{'key':'p','variation':0}]},"
@@ -386,7 +385,7 @@ static const struct mcase malformed_cases[] = {
     {"trackEvents and clientSide of wrong types",
      FLAG("'trackEvents':'yes','clientSide':1,'clientSideAvailability':[],"
           "'debugEventsUntilDate':'soon'"),
-     NULL, NULL, FT("b", 1)},
+     NULL, NULL, MALFORMED},
     /* segments */
     {"segment included an object", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'included':{'u':true}}}", NULL, MALFORMED},
@@ -417,15 +416,13 @@ static const struct mcase malformed_cases[] = {
     {"segment rule rolloutContextKind an array", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'rules':[{'clauses':[],'weight':50000,'rolloutContextKind':[]}]}}", NULL, MALFORMED},
     {"segment generation a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
-     "{'s':{'unbounded':true,'generation':'1'}}", NULL,
-     "{'value':'b','variationIndex':1,'reason':{'kind':'FALLTHROUGH','bigSegmentsStatus':'NOT_"
-     "CONFIGURED'}}"},
+     "{'s':{'unbounded':true,'generation':'1'}}", NULL, MALFORMED},
     {"segment unbounded a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
-     "{'s':{'unbounded':'true','generation':1,'included':['u']}}", NULL, RM("c", 2, 0)},
+     "{'s':{'unbounded':'true','generation':1,'included':['u']}}", NULL, MALFORMED},
     {"segment unboundedContextKind a number", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
-     "{'s':{'unbounded':true,'generation':1,'unboundedContextKind':5}}", NULL, NULL},
+     "{'s':{'unbounded':true,'generation':1,'unboundedContextKind':5}}", NULL, MALFORMED},
     {"segment salt an object", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
-     "{'s':{'salt':{},'rules':[{'clauses':[],'weight':50000}]}}", NULL, NULL},
+     "{'s':{'salt':{},'rules':[{'clauses':[],'weight':50000}]}}", NULL, MALFORMED},
 };
 
 START_TEST(test_malformed_data_gives_a_deterministic_detail)

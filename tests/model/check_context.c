@@ -1274,6 +1274,105 @@ START_TEST(test_huge_keys_and_many_kinds)
 }
 END_TEST
 
+/* The name of kind `i` of kinds_context(): lengths 1 to 6, so that some
+ * are prefixes of others ("a", "ab", ...), and letters, digits, '.', '_'
+ * and '-'. */
+static void kind_name(char *out, size_t size, int i)
+{
+    static const char chars[] = "ab.Z_-9";
+    char *o = out;
+    int len = 1 + i % 6;
+    for (int v = i / 6, k = 0; k < len && (size_t)(o - out) + 1 < size; k++, v /= 7)
+        *o++ = chars[k == 0 ? (i / 6) % 7 : v % 7];
+    snprintf(o, size - (size_t)(o - out), "%d", i);
+}
+
+/* A multi-kind context of `n` kinds whose key is the kind's number, added in
+ * an order set by `seed` (through JSON, or by ld_context_multi() of built
+ * contexts when `built`). */
+static ld_context *kinds_context(int n, unsigned seed, bool built)
+{
+    int *order = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    char kind[32], key[32];
+    ld_context *c;
+    if (built) {
+        ld_context **parts = malloc(sizeof(ld_context *) * (size_t)n);
+        for (int i = 0; i < n; i++) {
+            kind_name(kind, sizeof kind, order[i]);
+            snprintf(key, sizeof key, "%d", order[i]);
+            parts[i] = build(kind, key);
+        }
+        c = ld_context_multi((const ld_context *const *)parts, (size_t)n, NULL);
+        for (int i = 0; i < n; i++)
+            ld_context_unref(parts[i]);
+        free(parts);
+    } else {
+        json_t *m = json_pack("{s:s}", "kind", "multi");
+        for (int i = 0; i < n; i++) {
+            kind_name(kind, sizeof kind, order[i]);
+            snprintf(key, sizeof key, "%d", order[i]);
+            json_object_set_new(m, kind, json_pack("{s:s}", "key", key));
+        }
+        c = ld_context_from_json(m, NULL);
+        json_decref(m);
+    }
+    free(order);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(ld_context_kind_count(c), (size_t)n);
+    return c;
+}
+
+/* Every kind of a context of many kinds is found, whatever the order its
+ * kinds came in and however many there are (a few, or thousands: the
+ * lookup changes form past a few), and no other kind is. */
+START_TEST(test_many_kinds_are_each_found)
+{
+    static const int sizes[] = {2, 3, 8, 9, 10, 17, 64, 3001};
+    char kind[40], key[32];
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s];
+        for (unsigned seed = 0; seed < 3; seed++) {
+            ld_context *c = kinds_context(n, seed, seed == 2);
+            for (int i = 0; i < n; i++) {
+                kind_name(kind, sizeof kind, i);
+                snprintf(key, sizeof key, "%d", i);
+                const char *got = ld_context_key(c, kind);
+                ck_assert_msg(got && strcmp(got, key) == 0, "%d kinds, seed %u: kind %s has %s", n,
+                              seed, kind, got ? got : "(none)");
+                ck_assert_str_eq(json_string_value(ld_context_get(c, kind, "kind")), kind);
+                /* a kind's prefixes and extensions that are not kinds */
+                size_t len = strlen(kind);
+                strcat(kind, "x");
+                ck_assert_ptr_null(ld_context_key(c, kind));
+                kind[len - 1] = '\0';
+                if (n <= 64) {
+                    bool is_kind = false; /* "ab11" cut to "ab1" may be a kind */
+                    for (int j = 0; j < n && !is_kind; j++) {
+                        char other[40];
+                        kind_name(other, sizeof other, j);
+                        is_kind = strcmp(other, kind) == 0;
+                    }
+                    ck_assert(is_kind == (ld_context_key(c, kind) != NULL));
+                }
+            }
+            ck_assert_ptr_null(ld_context_key(c, "user"));
+            ck_assert_ptr_null(ld_context_key(c, "zzz"));
+            ck_assert_ptr_null(ld_context_key(c, NULL)); /* "user" */
+            ck_assert(!ld_context_anonymous(c, "missing"));
+            ld_context_unref(c);
+        }
+    }
+}
+END_TEST
+
 /* Threads that each hold a reference read, convert and join the same
  * contexts at once, and drop their references in any order (TSan build). */
 struct reader_arg {
@@ -1374,6 +1473,7 @@ Suite *ld_suite_context(void)
     tcase_add_test(tc, test_reference_components_around_the_buffer_size);
     tcase_add_test(tc, test_odd_attribute_references);
     tcase_add_test(tc, test_huge_keys_and_many_kinds);
+    tcase_add_test(tc, test_many_kinds_are_each_found);
     tcase_add_test(tc, test_contexts_are_read_by_many_threads_at_once);
     suite_add_tcase(s, tc);
     return s;

@@ -159,6 +159,35 @@ END_TEST
 
 /* ---- data sets ---------------------------------------------------------- */
 
+/* "$valid" and "$flagsState" are the all-flags state's own keys: no item
+ * may take them, whatever its kind; keys that only look like them may. */
+START_TEST(test_keys_of_the_all_flags_state_are_refused)
+{
+    static const char *const reserved[] = {"$valid", "$flagsState"};
+    static const char *const fine[] = {"$valid2", "$flagsstate", "$inited", "valid", "$", "$vali"};
+    const char *why = NULL;
+    for (size_t i = 0; i < 2; i++) {
+        assert_invalid(json_pack("{s:s, s:i}", "key", reserved[i], "version", 1), NULL, "\"key\"");
+        json_t *item = json_pack("{s:s, s:i}", "key", reserved[i], "version", 1);
+        struct ld_item_info info;
+        ck_assert_int_eq(ld_item_parse(item, &info, &why), LD_EINVAL);
+        ck_assert_ptr_nonnull(strstr(why, reserved[i]));
+        for (int ns = 0; ns < 2; ns++) {
+            json_t *data = json_pack("{s:{s:O}}", ns ? "segments" : "features", reserved[i], item);
+            ck_assert_int_eq(ld_data_validate(data, &why), LD_EINVAL);
+            json_decref(data);
+        }
+        json_decref(item);
+        ck_assert_ptr_null(ld_tombstone_new(reserved[i], 2));
+    }
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        json_t *item = json_pack("{s:s, s:i}", "key", fine[i], "version", 1);
+        ck_assert_int_eq(ld_item_validate(item, fine[i], NULL), 0);
+        json_decref(item);
+    }
+}
+END_TEST
+
 START_TEST(test_data_validate)
 {
     const char *why = NULL;
@@ -548,6 +577,7 @@ Suite *ld_suite_kind(void)
     tcase_add_test(tc, test_item_accessors);
     tcase_add_test(tc, test_item_parse_reads_key_version_deleted);
     tcase_add_test(tc, test_tombstone_has_key_version_and_deleted);
+    tcase_add_test(tc, test_keys_of_the_all_flags_state_are_refused);
     tcase_add_test(tc, test_data_validate);
     tcase_add_test(tc, test_sort_puts_segments_before_features);
     tcase_add_test(tc, test_sort_puts_prerequisites_first);
