@@ -576,7 +576,7 @@ static bool jit_wanted(void)
 static pcre2_jit_stack *thread_stack(void *data)
 {
     (void)data;
-    if (!g_stack_key_ok) /* jit_wanted() ran before any JIT compile */
+    if (!jit_wanted() || !g_stack_key_ok) /* (the once also orders the key's making) */
         return NULL;
     pcre2_jit_stack *js = pthread_getspecific(g_stack_key);
     if (js)

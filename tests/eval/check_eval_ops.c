@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +309,45 @@ START_TEST(test_matches_linear_pattern_on_a_long_subject)
     json_decref(u);
     json_decref(values);
     ld__clause_values_free(cv);
+}
+END_TEST
+
+/* Evaluators on several threads: each thread's matches run on its own JIT
+ * stack, made at its first compile, so long subjects match on every
+ * thread at once (and the stacks are freed as the threads exit). */
+struct linear_run {
+    json_t *subject;
+    int matched;
+};
+
+static void *linear_on_thread(void *arg)
+{
+    struct linear_run *r = arg;
+    json_t *values = json_loads("[\"^(?:[a-z]|-)+$\"]", 0, NULL);
+    struct ld__clause_values *cv = NULL;
+    if (values && ld__clause_values_compile(LD__OP_MATCHES, values, &cv) == 0)
+        for (int i = 0; i < 20; i++)
+            r->matched += ld__clause_values_match(cv, r->subject);
+    ld__clause_values_free(cv);
+    json_decref(values);
+    return NULL;
+}
+
+START_TEST(test_matches_on_several_threads_at_once)
+{
+    json_t *u = letters(50000, true);
+    struct linear_run runs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        runs[i] = (struct linear_run){u, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, linear_on_thread, &runs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        if (jit_in_use())
+            ck_assert_int_eq(runs[i].matched, 20);
+    }
+    json_decref(u);
 }
 END_TEST
 
@@ -1218,6 +1258,7 @@ Suite *ld_suite_eval_ops(void)
     tcase_add_test(tc, test_matches_refuses_invalid_utf8_subjects);
     tcase_add_test(tc, test_matches_gives_up_on_catastrophic_backtracking_without_matching);
     tcase_add_test(tc, test_matches_linear_pattern_on_a_long_subject);
+    tcase_add_test(tc, test_matches_on_several_threads_at_once);
     tcase_add_test(tc, test_matches_runaway_pattern_is_stopped_and_marked_once);
     tcase_add_test(tc, test_matches_checks_utf8_as_pcre2_does);
     tcase_add_test(tc, test_string_operators_follow_harness_vectors);
