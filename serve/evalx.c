@@ -357,7 +357,7 @@ static void evaluate(lds_server *srv, struct evhttp_request *req, const struct l
     int flags = arg & ~WITH_REASONS;
     json_error_t jerr = {0}; /* jansson leaves it as it is when its first allocation fails */
     const char *why = NULL;
-    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *j = ld_json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     ld_context *ctx = j ? ld_context_from_json(j, &why) : NULL;
     if (!ctx)
         send_context_error(srv, req, j, &jerr, why, flags);

@@ -21,7 +21,7 @@ LAYERS="core model store eval net sources events client redis testing"
 # layer_of_header NAME: the layer of include/ldasync/NAME.h.
 layer_of_header() {
     case $1 in
-    common | alloc | error | future | version) echo core ;;
+    common | alloc | error | future | json | version) echo core ;;
     kind | context) echo model ;;
     store | status | sink | big_segments | fdv2) echo store ;;
     eval) echo eval ;;

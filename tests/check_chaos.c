@@ -931,7 +931,7 @@ CHAOS_TEST(test_chaos_sink_fdv2_mocks, PATH(sink_setup, act_sink_new, sink_teard
  * so the Nth allocation is the same one in every run. */
 
 static char g_file_dir[64];
-static char g_file_path[3][128];
+static char g_file_path[4][128];
 
 static void write_file(const char *path, const char *text)
 {
@@ -941,11 +941,17 @@ static void write_file(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Every token of these files (string, key or number, quotes included) is
+ * shorter than 16 bytes: jansson 2.14 grows its token buffer past 16 bytes
+ * without checking that it could (alloc.h), so with its allocations
+ * failing a longer token can crash it. Those points aside, every
+ * allocation of the file source fails in turn here, jansson's included;
+ * file 3 (long tokens, an integer beyond int64) only with ldasync's. */
 static void file_setup(void)
 {
     strcpy(g_file_dir, "/tmp/ldasync-chaos-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(g_file_dir));
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         snprintf(g_file_path[i], sizeof(g_file_path[i]), "%s/%d.json", g_file_dir, i);
     write_file(
         g_file_path[0],
@@ -954,11 +960,14 @@ static void file_setup(void)
         "{\"included\": [\"u\"]}}}");
     write_file(g_file_path[1], "{\"flagValues\": {\"w\": [1, {\"z\": null}]}}");
     write_file(g_file_path[2], "{\"flags\": {\"c\": {}},\n \"segments\": {\"t\": [}}");
+    write_file(g_file_path[3],
+               "{\"flags\": {\"abcdefghijklmnopqrstuvwxyz0123\": {\"version\": 12345678901234567, "
+               "\"variations\": [10000000000000000000, \"a string of more than 16 bytes\"]}}}");
 }
 
 static void file_teardown(void)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         unlink(g_file_path[i]);
     rmdir(g_file_dir);
 }
@@ -976,6 +985,28 @@ static void act_file_fetch(void)
         const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
         ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 5);
         ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 1)), 3);
+    }
+    ld_future_unref(f);
+    ld_initializer_free(in);
+}
+
+/* Long tokens and an integer beyond int64, with ldasync's allocations
+ * failing only (see file_setup). */
+static void act_file_fetch_long(void)
+{
+    if (g_json)
+        return;
+    const char *paths[] = {g_file_path[3]};
+    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
+    if (!in)
+        return;
+    ld_future *f = ld_initializer_fetch(in);
+    if (!failed_with_enomem(f)) {
+        ck_assert_msg(ld_future_is_fulfilled(f), "%s (N=%ld)", ld_future_error_message(f),
+                      g_fail_at);
+        const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
+        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 1);
+        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 0)), 12345678901234567);
     }
     ld_future_unref(f);
     ld_initializer_free(in);
@@ -1034,6 +1065,7 @@ static void act_file_sync_first(void)
 }
 
 CHAOS_TEST(test_chaos_file_source, PATH(file_setup, act_file_fetch, file_teardown),
+           PATH(file_setup, act_file_fetch_long, file_teardown),
            PATH(file_setup, act_file_fetch_error, file_teardown),
            PATH(file_setup, act_file_free_pending, file_teardown),
            PATH(file_setup, act_file_sync_first, file_teardown))

@@ -17,6 +17,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_future());
     srunner_add_suite(runner, ld_suite_future_thread());
     srunner_add_suite(runner, ld_suite_worker());
+    srunner_add_suite(runner, ld_suite_json());
     srunner_add_suite(runner, ld_suite_kind());
     srunner_add_suite(runner, ld_suite_context());
     srunner_add_suite(runner, ld_suite_store());

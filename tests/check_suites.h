@@ -11,6 +11,7 @@ Suite *ld_suite_version(void);       /* check_version.c */
 Suite *ld_suite_future(void);        /* check_future.c */
 Suite *ld_suite_future_thread(void); /* check_future_thread.c */
 Suite *ld_suite_worker(void);        /* check_worker.c */
+Suite *ld_suite_json(void);          /* check_json.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_context(void);       /* check_context.c */
 Suite *ld_suite_store(void);         /* check_store.c */

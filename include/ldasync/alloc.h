@@ -8,6 +8,25 @@
  * json_set_alloc_funcs() does for jansson and event_set_mem_functions() for
  * libevent.  jansson and libevent keep their own functions: set those too if
  * they should follow.
+ *
+ * Lack of memory is reported (LD_ENOMEM, or a future rejected with it) on
+ * every path, with one exception that the library cannot avoid: jansson
+ * 2.14 itself, when its allocator (json_set_alloc_funcs) fails while it
+ * reads JSON text.  Its lexer keeps the token being read in a buffer of 16
+ * bytes that doubles as the token grows (load.c, lex_save), and ignores a
+ * failure to grow it: the byte is dropped.  So when jansson's allocator
+ * fails at the moment a string, key or number of 16 bytes or more (quotes
+ * included) grows past 16, 32, 64... bytes, jansson reads a document with
+ * that byte missing (a key "abcdefghijklmno" read as "abcdefghijklmn", the
+ * number 12345678901234567 as 1234567890123457), or reads past the token's
+ * end (SIGSEGV, e.g. a key of exactly 14 or 30 characters), or aborts on
+ * one of its assertions.  Every JSON reading of the library (flag files,
+ * ld_json_loadb() and ld_json_load_callback()) goes through that lexer, as
+ * json_loads() does.  Every other allocation failure of the file source,
+ * jansson's included, is reported as LD_ENOMEM (tests/check_chaos.c fails
+ * each in turn).
+ * A program that makes jansson's allocations fail should do so only where
+ * it reads no JSON text, or keep the default allocator for jansson.
  */
 #ifndef LDASYNC_ALLOC_H
 #define LDASYNC_ALLOC_H

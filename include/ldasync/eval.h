@@ -35,6 +35,21 @@
  * and segments (nesting that names the same items over and over, which
  * grows exponentially with the depth), are MALFORMED_FLAG.
  *
+ * Regular expressions (`matches`) are PCRE2's, run by its JIT where it has
+ * one, on a stack of each thread's own (up to 8 MiB, mapped as needed and
+ * kept until the thread exits), so that patterns that repeat a group match
+ * subjects of some 200,000 characters. A match is bounded: it stops after
+ * 100,000 backtracking steps (PCRE2's match limit), on a full JIT stack, or
+ * without the JIT (LDASYNC_NO_JIT=1) past 4 MiB of the interpreter's frames.
+ * A stopped match answers "no match": the clause is false (then `negate`
+ * applies), the evaluation goes on and is not an error. The library has no
+ * log of its own: the evaluator records a stop in the clause's compiled
+ * form, once per flag or segment version. Measured: 1.2 ms at worst per
+ * match with the JIT, on subjects up to 1,000,000 characters. An unanchored
+ * pattern is tried at each start position, each within the limit, so a
+ * crafted subject can make one match take longer: anchor patterns (`^`) that
+ * are meant to be.
+ *
  * Thread rules: an evaluator belongs to the thread that runs the loop of its
  * store's base, like the store. A detail is immutable: once its future is
  * complete it may be read from any thread, and released on any thread once

@@ -18,6 +18,7 @@
 #include <ldasync/fdv2.h>
 #include <ldasync/file_source.h>
 #include <ldasync/future.h>
+#include <ldasync/json.h>
 #include <ldasync/kind.h>
 #include <ldasync/processor.h>
 #include <ldasync/sink.h>

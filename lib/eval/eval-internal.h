@@ -91,10 +91,16 @@ void ld__big_segment_hash(const char *key, size_t len, char out[LD__BIG_SEGMENT_
  * are equal.
  *
  * Threads: a compiled form is immutable except for the PCRE2 match data of
- * `matches`, which ld__clause_values_match writes: a compiled form is used by
- * one thread at a time (the evaluator runs on its loop thread). Forms of
- * different clauses are independent. JIT-compiled patterns run on a 32 KiB
- * stack that PCRE2 takes from the calling thread's stack.
+ * `matches` and its "stopped" mark, which ld__clause_values_match writes: a
+ * compiled form is used by one thread at a time (the evaluator runs on its
+ * loop thread). Forms of different clauses are independent. JIT-compiled
+ * patterns run on a stack of the calling thread's own (made at its first
+ * JIT match, up to 8 MiB mapped as needed, freed when the thread exits).
+ *
+ * Limits of `matches`: one match stops after 100,000 backtracking steps
+ * (PCRE2's match limit), 4 MiB of the interpreter's frames or the JIT's
+ * 8 MiB stack; a stopped match is no match, and marks the compiled form
+ * (ld__clause_values_stopped), once per flag or segment version.
  *
  * Memory: everything goes through ld__malloc/ld__free (alloc-internal.h),
  * PCRE2's allocations too (through a general context). The JIT's executable
@@ -168,6 +174,10 @@ int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__c
  * allocates, and past that limit (or without memory) there is no match.
  */
 bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u);
+
+/* True once a limit (or lack of memory) stopped a match of this `matches`
+ * form: that match answered "no match". Never set for other operators. */
+bool ld__clause_values_stopped(const struct ld__clause_values *cv);
 
 /* The bytes of heap the compiled form holds (its block, PCRE2's compiled
  * patterns, JIT code and match data), for the per-flag memory report. The

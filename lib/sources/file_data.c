@@ -26,6 +26,7 @@
 #include <ldasync/error.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/file_source.h>
+#include <ldasync/json.h>
 
 #include "core/core-internal.h"
 #include "sources/sources-internal.h"
@@ -228,14 +229,14 @@ int ld__fs_read_file(const struct ld__fs_ctl *ctl, const char *path, json_t **do
                                      allocation fails before it begins */
         memset(&jerr, 0, sizeof(jerr));
         memset(&again, 0, sizeof(again));
-        json_t *j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *j = ld_json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &jerr);
         if (!j && !rd.err && !rd.cancelled && json_error_code(&jerr) != json_error_out_of_memory &&
             lseek(fd, 0, SEEK_SET) == 0) {
             /* jansson reports some allocation failures as syntax errors:
              * a syntax error is real when a second parse finds it at the
              * same place; a second parse that succeeds is taken */
             rd.len = rd.pos = 0;
-            j = json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &again);
+            j = ld_json_load_callback(read_cb, &rd, JSON_REJECT_DUPLICATES, &again);
             if (!j && (again.position != jerr.position || strcmp(again.text, jerr.text) != 0))
                 again.text[0] = '\0'; /* not the same: memory ran out in one of them */
             jerr = again;

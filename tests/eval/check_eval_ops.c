@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +260,125 @@ START_TEST(test_matches_gives_up_on_catastrophic_backtracking_without_matching)
     json_decref(u);
     json_decref(values);
     ld__clause_values_free(cv);
+}
+END_TEST
+
+/* Whether patterns run on PCRE2's JIT here (LDASYNC_NO_JIT: the
+ * interpreter, for valgrind). */
+static bool jit_in_use(void)
+{
+    uint32_t jit = 0;
+    const char *env = getenv("LDASYNC_NO_JIT");
+    return pcre2_config(PCRE2_CONFIG_JIT, &jit) >= 0 && jit && !(env && *env && strcmp(env, "0"));
+}
+
+/* `len` characters of a-z with a '-' every 7th. */
+static json_t *letters(size_t len, bool dashes)
+{
+    char *s = malloc(len + 1);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < len; i++)
+        s[i] = dashes && i % 7 == 3 ? '-' : (char)('a' + i % 26);
+    s[len] = '\0';
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* A group repeated over a long subject takes a JIT stack frame per
+ * repetition: PCRE2's default stack (32 KiB) stopped this linear pattern
+ * after a few thousand characters, and the interpreter it fell back to
+ * gave up too ("no match", after 100+ ms). On the thread's own stack it
+ * matches. Without the JIT (valgrind) the interpreter's limits stop it:
+ * then it answers no match and says it was stopped. */
+START_TEST(test_matches_linear_pattern_on_a_long_subject)
+{
+    json_t *values = parse("[\"^(?:[a-z]|-)+$\"]");
+    struct ld__clause_values *cv = compile_ok("matches", values);
+    json_t *u = letters(50000, true);
+    bool m = ld__clause_values_match(cv, u);
+    if (jit_in_use()) {
+        ck_assert(m);
+        ck_assert(!ld__clause_values_stopped(cv));
+    } else {
+        ck_assert(m || ld__clause_values_stopped(cv));
+    }
+    json_t *bad = json_string("abc-DEF"); /* and a short subject still fails */
+    ck_assert(!ld__clause_values_match(cv, bad));
+    json_decref(bad);
+    json_decref(u);
+    json_decref(values);
+    ld__clause_values_free(cv);
+}
+END_TEST
+
+/* Evaluators on several threads: each thread's matches run on its own JIT
+ * stack, made at its first compile, so long subjects match on every
+ * thread at once (and the stacks are freed as the threads exit). */
+struct linear_run {
+    json_t *subject;
+    int matched;
+};
+
+static void *linear_on_thread(void *arg)
+{
+    struct linear_run *r = arg;
+    json_t *values = json_loads("[\"^(?:[a-z]|-)+$\"]", 0, NULL);
+    struct ld__clause_values *cv = NULL;
+    if (values && ld__clause_values_compile(LD__OP_MATCHES, values, &cv) == 0)
+        for (int i = 0; i < 20; i++)
+            r->matched += ld__clause_values_match(cv, r->subject);
+    ld__clause_values_free(cv);
+    json_decref(values);
+    return NULL;
+}
+
+START_TEST(test_matches_on_several_threads_at_once)
+{
+    json_t *u = letters(50000, true);
+    struct linear_run runs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        runs[i] = (struct linear_run){u, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, linear_on_thread, &runs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        if (jit_in_use())
+            ck_assert_int_eq(runs[i].matched, 20);
+    }
+    json_decref(u);
+}
+END_TEST
+
+/* A runaway pattern on 100,000 characters: a limit stops it, it does not
+ * match, and the compiled form is marked stopped (once: it stays marked,
+ * the mark is per compiled form, so per flag version). A form whose
+ * matches were never stopped is not marked. */
+START_TEST(test_matches_runaway_pattern_is_stopped_and_marked_once)
+{
+    json_t *values = parse("[\"^(([a-z])+.)+[A-Z]([a-z])+$\"]");
+    struct ld__clause_values *cv = compile_ok("matches", values);
+    json_t *small = json_string("abcAbc");
+    ck_assert(ld__clause_values_match(cv, small));
+    ck_assert(!ld__clause_values_stopped(cv));
+    json_t *u = letters(100000, false);
+    ck_assert(!ld__clause_values_match(cv, u));
+    ck_assert(ld__clause_values_stopped(cv));
+    ck_assert(!ld__clause_values_match(cv, u));
+    ck_assert(ld__clause_values_match(cv, small)); /* still answers */
+    ck_assert(ld__clause_values_stopped(cv));
+    ld__clause_values_free(cv);
+    json_decref(values);
+    /* other operators are never marked */
+    values = parse("[\"abc\"]");
+    cv = compile_ok("startsWith", values);
+    ck_assert(ld__clause_values_match(cv, small));
+    ck_assert(!ld__clause_values_stopped(cv));
+    ld__clause_values_free(cv);
+    json_decref(values);
+    json_decref(small);
+    json_decref(u);
 }
 END_TEST
 
@@ -1138,6 +1258,9 @@ Suite *ld_suite_eval_ops(void)
     tcase_add_test(tc, test_bad_regexes_are_dropped_and_good_ones_still_match);
     tcase_add_test(tc, test_matches_refuses_invalid_utf8_subjects);
     tcase_add_test(tc, test_matches_gives_up_on_catastrophic_backtracking_without_matching);
+    tcase_add_test(tc, test_matches_linear_pattern_on_a_long_subject);
+    tcase_add_test(tc, test_matches_on_several_threads_at_once);
+    tcase_add_test(tc, test_matches_runaway_pattern_is_stopped_and_marked_once);
     tcase_add_test(tc, test_matches_checks_utf8_as_pcre2_does);
     tcase_add_test(tc, test_string_operators_follow_harness_vectors);
     tcase_add_test(tc, test_string_operators_compare_bytes_with_embedded_nul);

@@ -2290,6 +2290,29 @@ START_TEST(test_evalx_cors_and_preflight)
 }
 END_TEST
 
+/* A context with an integer beyond int64 (valid JSON, a double in
+ * LaunchDarkly's SDKs) is evaluated, in a REPORT body and in base64; it
+ * was a 400 ("too big integer"). */
+START_TEST(test_evalx_context_with_an_integer_beyond_int64)
+{
+    struct fix x;
+    start(&x);
+    static const char rep[] = "REPORT /sdk/evalx/e/context HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: 37\r\nConnection: close\r\n\r\n"
+                              "{\"key\":\"u1\",\"n\":10000000000000000000}";
+    ck_assert_int_eq(raw_exchange(&x, rep, sizeof rep - 1, NULL), 200);
+    struct resp r;
+    char *enc = ld_test_b64url("{\"key\":\"u1\",\"n\":-10000000000000000000}");
+    char path[256];
+    snprintf(path, sizeof path, "/sdk/evalx/e/contexts/%s", enc);
+    http(&x, EVHTTP_REQ_GET, path, NULL, NULL, &r);
+    ck_assert_msg(r.code == 200, "%d: %s", r.code, r.body ? r.body : "");
+    resp_free(&r);
+    free(enc);
+    stop(&x);
+}
+END_TEST
+
 /* ---- load and lifetime ------------------------------------------------------------- */
 
 #define N_CONNS 32
@@ -2551,6 +2574,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_evalx_before_the_store_is_initialized_is_503);
     tcase_add_test(tc, test_evalx_answers_only_the_client_side_ids_given);
     tcase_add_test(tc, test_evalx_cors_and_preflight);
+    tcase_add_test(tc, test_evalx_context_with_an_integer_beyond_int64);
     tcase_add_test(tc, test_report_content_type_is_a_media_type);
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     tcase_add_test(tc, test_report_with_a_chunked_body_is_read);

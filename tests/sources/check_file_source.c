@@ -232,6 +232,29 @@ START_TEST(test_initializer_flag_values_are_on_flags_serving_the_value)
 }
 END_TEST
 
+/* Integers beyond int64 are valid JSON, and LaunchDarkly's SDKs read them
+ * as doubles: the file is read (it was refused, "too big integer"), with
+ * them as reals; versions and other integers stay integers. */
+START_TEST(test_initializer_reads_integers_beyond_int64_as_reals)
+{
+    const char *p = path_of(0, "big.json");
+    write_text(p, "{'flags': {'a': {'version': 7, 'on': true, "
+                  "'variations': [10000000000000000000, 1]}},"
+                  " 'flagValues': {'b': -10000000000000000000}}");
+    ld_future *f = fetch_one(p);
+    const ld_fdv2_change_set *cs = basis_cs(f);
+    json_t *va = json_object_get(flag_in(cs, "a"), "variations");
+    ck_assert(json_is_real(json_array_get(va, 0)));
+    ck_assert(json_real_value(json_array_get(va, 0)) == 1e19);
+    ck_assert(json_is_integer(json_array_get(va, 1)));
+    ck_assert(json_is_integer(json_object_get(flag_in(cs, "a"), "version")));
+    ck_assert_int_eq(version_in(cs, "a"), 7);
+    json_t *vb = json_array_get(json_object_get(flag_in(cs, "b"), "variations"), 0);
+    ck_assert(json_is_real(vb) && json_real_value(vb) == -1e19);
+    ld_future_unref(f);
+}
+END_TEST
+
 /* The flag of a flagValues entry serves its value through the evaluator. */
 START_TEST(test_initializer_flag_value_evaluates_to_the_value)
 {
@@ -1753,6 +1776,7 @@ Suite *ld_suite_file_source(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_initializer_reads_flags_with_their_keys_and_versions);
     tcase_add_test(tc, test_initializer_flag_values_are_on_flags_serving_the_value);
+    tcase_add_test(tc, test_initializer_reads_integers_beyond_int64_as_reals);
     tcase_add_test(tc, test_initializer_flag_value_evaluates_to_the_value);
     tcase_add_test(tc, test_initializer_reads_segments);
     tcase_add_test(tc, test_initializer_merges_files_in_order);
