@@ -285,7 +285,7 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  operations issued meanwhile wait for it (they see the new data set, or
  *  the old one if it was invalid), as does ld_store_initialized(), and
  *  ld_store_initialized_now() says LD_EBUSY. The items of a replaced
- *  table of more than 4096 slots are let go of 4096 slots per pass of the
+ *  table of more than 1024 slots are let go of 1024 slots per pass of the
  *  loop, once no get's result may read them. Tombstones keep only key and
  *  version. A get's
  *  item stays valid while its future lives, also after the store is freed.

@@ -91,6 +91,8 @@ struct memory {
     struct load *load;    /* an init in progress, or NULL */
     struct deferred *dq;  /* operations issued during it, oldest first */
     struct deferred *dqt; /* the newest */
+    json_t *drop;         /* a loaded data set let go of a slice per pass */
+    struct event *drop_ev;
     /* the key the last prefetch hashed (see mem_prefetch) */
     const char *hint_key;
     size_t hint_len;
@@ -669,6 +671,27 @@ static void load_free(struct load *l)
 
 static void replay(struct memory *mem);
 
+/* Lets go of a slice of the loaded data set, which only the store holds:
+ * the pairs of its namespaces (the items are the tables' too), then it. */
+static void drop_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory *mem = arg;
+    (void)fd;
+    (void)what;
+    size_t n = 0;
+    const char *ns;
+    json_t *coll;
+    json_object_foreach(mem->drop, ns, coll)
+    {
+        for (void *it; n < mem->slice && sole(coll) && (it = json_object_iter(coll)); n++)
+            json_object_deln(coll, json_object_iter_key(it), json_object_iter_key_len(it));
+    }
+    if (n < mem->slice || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
+        json_decref(mem->drop);
+        mem->drop = NULL;
+    }
+}
+
 /* Ends the load with `rc` (0: the new tables go in). */
 static void load_end(struct memory *mem, int rc, const char *why)
 {
@@ -682,6 +705,12 @@ static void load_end(struct memory *mem, int rc, const char *why)
         ld_future_reject(l->out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
     }
     ld_future_unref(l->out);
+    if (rc == 0 && !mem->drop && sole(l->data) &&
+        (mem->drop_ev || (mem->drop_ev = event_new(mem->base, -1, 0, drop_step, mem))) &&
+        event_add(mem->drop_ev, &(struct timeval){0, 0}) == 0) {
+        mem->drop = l->data; /* its 100,000 pairs took 80 ms to free at once */
+        l->data = NULL;
+    }
     load_free(l);
     replay(mem);
 }
@@ -948,6 +977,9 @@ static void mem_free(void *impl)
 {
     struct memory *mem = impl;
     load_abort(mem);
+    json_decref(mem->drop);
+    if (mem->drop_ev)
+        event_free(mem->drop_ev);
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
     ld__mem_reclaim_fini(&mem->rc);
