@@ -278,7 +278,16 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  futures complete from the loop, without an event each: consecutive
  *  results share one entry of the loop's queue); all returns an immutable snapshot
  *  that shares the item references, the same object again while nothing
- *  changed; init is atomic. Tombstones keep only key and version. A get's
+ *  changed; init is atomic. An init of more items than LDASYNC_STORE_INIT_SLICE
+ *  (an environment variable read when the store is made; 2048 by default)
+ *  validates and loads that many per pass of the loop, so that the loop is
+ *  never held long, and swaps the whole set in after the last one:
+ *  operations issued meanwhile wait for it (they see the new data set, or
+ *  the old one if it was invalid), as does ld_store_initialized(), and
+ *  ld_store_initialized_now() says LD_EBUSY. The items of a replaced
+ *  table of more than 1024 slots are let go of 1024 slots per pass of the
+ *  loop, once no get's result may read them. Tombstones keep only key and
+ *  version. A get's
  *  item stays valid while its future lives, also after the store is freed.
  *  The store lets go of the items writes replace from the loop, all that
  *  wait at once (at most 256 wait while the loop does not run); an item

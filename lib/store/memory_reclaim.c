@@ -35,6 +35,7 @@
  */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <event2/event.h>
@@ -84,6 +85,81 @@ static bool bin_add(struct bin *b, struct garbage what)
         return false;
     b->v[b->n++] = what;
     return true;
+}
+
+/* A large table let go of over several passes of the loop. */
+struct dying {
+    struct dying *next;
+    struct slot *slots;
+    size_t mask;
+    size_t at; /* the first slot not yet let go of */
+};
+
+/* Slots let go of per pass of the loop: tables up to that many go at
+ * once. */
+#define DYING_SLICE 1024
+
+/* A request glibc serves from its large bins (1 KiB and over). */
+#define LARGE_REQUEST 2048
+
+static void dying_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct reclaim *r = arg;
+    (void)fd;
+    (void)what;
+    struct dying *d = r->dying;
+    if (ld__mem_slots_free_some(d->slots, d->mask, &d->at, DYING_SLICE)) {
+        r->dying = d->next;
+        ld__free(d);
+    }
+    /* glibc keeps the small blocks just freed in its fast bins and merges
+     * them all at the next large request or free (the table's own, at the
+     * end: 300 ms for 100,000 flags); a large request now merges this
+     * slice's only */
+    ld__free(ld__malloc(LARGE_REQUEST));
+    if (r->dying && event_add(r->dying_ev, &(struct timeval){0, 0}) != 0) {
+        while ((d = r->dying)) { /* cannot wait for the loop: at once */
+            r->dying = d->next;
+            ld__mem_slots_free_some(d->slots, d->mask, &d->at, SIZE_MAX);
+            ld__free(d);
+        }
+    }
+}
+
+/* Lets go of `g` (no lease can read it): a large table over several passes
+ * of the loop (at once without memory for that), anything else now. */
+static void garbage_free_later(struct reclaim *r, const struct garbage *g)
+{
+    struct dying *d = NULL;
+    if (!g->slots || g->mask < DYING_SLICE || !(d = ld__calloc(1, sizeof *d))) {
+        garbage_free(g, 1);
+        return;
+    }
+    d->slots = g->slots;
+    d->mask = g->mask;
+    struct dying **tail = &r->dying;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = d;
+    if (d == r->dying && event_add(r->dying_ev, &(struct timeval){0, 0}) != 0)
+        dying_step(-1, 0, r); /* frees a slice, then all of it */
+}
+
+/* Lets go of the loose bin (kept for reuse). */
+static void loose_empty(struct reclaim *r)
+{
+    struct bin *b = &r->loose;
+    size_t n = b->n;
+    b->n = 0;
+    b->w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (b->v[i].slots)
+            garbage_free_later(r, &b->v[i]);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) /* the items together (garbage_free) */
+        if (!b->v[i].slots)
+            b->v[k++] = b->v[i];
+    garbage_free(b->v, k);
 }
 
 /* Lets go of everything in b (kept for reuse). */
@@ -245,7 +321,7 @@ static void flush_soon(struct reclaim *r)
 static void loose_settle(struct reclaim *r)
 {
     if (r->loose.n >= LOOSE_MAX)
-        bin_empty(&r->loose);
+        loose_empty(r);
     else if (r->loose.n)
         flush_soon(r);
 }
@@ -398,7 +474,7 @@ void ld__mem_retire(struct reclaim *r, struct garbage what, size_t w)
     }
     cur_unload(r);
     if (what.slots)
-        garbage_free(&what, 1);
+        garbage_free_later(r, &what);
     else
         loose_add(r, what);
     loose_settle(r);
@@ -415,7 +491,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
     if (old_empty(r) && !gen_pins(r->cur))
         cur_unload(r);
     r->flush_active = false;
-    bin_empty(&r->loose);
+    loose_empty(r);
 }
 
 struct gen *ld__mem_gen_turn(struct reclaim *r)
@@ -456,7 +532,11 @@ int ld__mem_reclaim_init(struct reclaim *r, struct event_base *base)
     r->cur = gen_new();
     if (r->cur)
         r->flush = event_new(base, -1, 0, on_flush, r);
-    if (!r->flush) {
+    if (r->flush)
+        r->dying_ev = event_new(base, -1, 0, dying_step, r);
+    if (!r->dying_ev) {
+        if (r->flush)
+            event_free(r->flush);
         ld__free(r->cur);
         return LD_ENOMEM;
     }
@@ -467,6 +547,12 @@ void ld__mem_reclaim_fini(struct reclaim *r)
 {
     seal_all(r); /* leases out keep their own items from now on */
     bin_empty(&r->loose);
+    for (struct dying *d; (d = r->dying);) { /* the store is freed: all at once */
+        r->dying = d->next;
+        ld__mem_slots_free_some(d->slots, d->mask, &d->at, SIZE_MAX);
+        ld__free(d);
+    }
+    event_free(r->dying_ev);
     ld__free(r->loose.v);
     ld__free(r->old.v);
     while (r->narrays)

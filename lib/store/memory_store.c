@@ -11,7 +11,9 @@
  * any stored item. Every operation answers within the call (the version 2
  * members of struct ld_store_ops, store.h): the front layer makes no
  * future for the implementation, and each caller's future completes from
- * the loop; init validates and loads in one pass over the data.
+ * the loop; init validates and loads in one pass over the data, or, for a
+ * large data set, over several passes of the loop (struct load), while the
+ * other operations wait.
  *
  * all answers with a jansson object of the live items, built on the first
  * all and then kept in step with every write: in place while the store
@@ -77,10 +79,20 @@ struct table {
     struct snaps sn;
 };
 
+struct load;
+struct deferred;
+
 struct memory {
     struct table t[NKINDS];
     int inited;
     struct reclaim rc; /* what the store lets go of later */
+    struct event_base *base;
+    size_t slice;         /* items per loop pass of a large init (struct load) */
+    struct load *load;    /* an init in progress, or NULL */
+    struct deferred *dq;  /* operations issued during it, oldest first */
+    struct deferred *dqt; /* the newest */
+    json_t *drop;         /* a loaded data set let go of a slice per pass */
+    struct event *drop_ev;
     /* the key the last prefetch hashed (see mem_prefetch) */
     const char *hint_key;
     size_t hint_len;
@@ -305,8 +317,8 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
 /* ------------------------------------------------------------------------- */
 /* Tables                                                                    */
 
-/* A table for `n` items at most 3/4 full. */
-static int table_init(struct table *t, size_t n)
+/* A table for `n` items at most 3/4 full, its slots not yet cleared. */
+static int table_alloc(struct table *t, size_t n)
 {
     size_t cap = 16;
     while (cap * 3 < n * 4 + 4)
@@ -315,10 +327,15 @@ static int table_init(struct table *t, size_t n)
     t->mask = cap - 1;
     t->used = 0;
     t->sn = (struct snaps){0};
-    if (!t->slots)
-        return LD_ENOMEM;
-    memset(t->slots, 0, cap * sizeof(*t->slots));
-    return 0;
+    return t->slots ? 0 : LD_ENOMEM;
+}
+
+static int table_init(struct table *t, size_t n)
+{
+    int rc = table_alloc(t, n);
+    if (rc == 0)
+        memset(t->slots, 0, (t->mask + 1) * sizeof(*t->slots));
+    return rc;
 }
 
 static void slot_clear(struct slot *s)
@@ -336,6 +353,19 @@ static void table_free(struct table *t)
     ld__aligned_free(t->slots);
     snaps_drop(&t->sn);
     t->slots = NULL;
+}
+
+bool ld__mem_slots_free_some(struct slot *slots, size_t mask, size_t *at, size_t n)
+{
+    size_t end = mask + 1 - *at < n ? mask + 1 : *at + n;
+    for (size_t i = *at; i < end; i++)
+        if (slots[i].len)
+            slot_clear(&slots[i]);
+    *at = end;
+    if (end <= mask)
+        return false;
+    ld__aligned_free(slots);
+    return true;
 }
 
 void ld__mem_slots_free(struct slot *slots, size_t mask)
@@ -419,6 +449,8 @@ static int mem_get_now(void *impl, const ld_kind *kind, const char *key, size_t 
                        struct ld_lease **lease)
 {
     struct memory *mem = impl;
+    if (mem->load)
+        return LD_EBUSY;
     json_t *found = lookup(mem, kind, key, len);
     *item = found;
     *lease = NULL;
@@ -443,6 +475,8 @@ static json_t *snapshot_of(const struct table *t)
 /* All: the kind's snapshot, made when first asked for after a change. */
 static int mem_all_now(void *impl, const ld_kind *kind, json_t **all)
 {
+    if (((struct memory *)impl)->load)
+        return LD_EBUSY;
     struct table *t = &((struct memory *)impl)->t[kind_index(kind)];
     if (!t->sn.snap)
         t->sn.snap = snapshot_of(t);
@@ -476,6 +510,8 @@ static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
     struct memory *mem = impl;
     const char *hinted = mem->hint_key;
     mem->hint_key = NULL;
+    if (mem->load)
+        return LD_EBUSY;
     if (hinted != info->key)
         return store_hashing(mem, kind, item, info);
     return store_item(mem, kind, item, info, mem->hint_len, mem->hint_hash);
@@ -483,6 +519,8 @@ static int mem_upsert_now(void *impl, const ld_kind *kind, const json_t *item,
 
 static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t version)
 {
+    if (((struct memory *)impl)->load)
+        return LD_EBUSY;
     struct ld_item_info info = {key, version, true};
     return store_hashing(impl, kind, NULL, &info);
 }
@@ -499,12 +537,415 @@ static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct 
     return rc;
 }
 
+/* ------------------------------------------------------------------------- */
+/* A large init, over several passes of the loop                             */
+
+/* An init of more items than a slice (LDASYNC_STORE_INIT_SLICE, 2048 by
+ * default) validates and loads `slice` items per pass of the loop into new
+ * tables, and swaps them in after the last one, as one init in one pass
+ * does: readers see the old data or the new, never a mix, and the store is
+ * initialized only once the whole set is in. Meanwhile every operation
+ * waits for it (the _now members say LD_EBUSY, and the asynchronous ones
+ * queue what they are given, struct deferred), and runs in issue order once
+ * it is over. */
+struct load {
+    json_t *data; /* referenced */
+    ld_future *out;
+    struct table fresh[NKINDS];
+    void *ns;               /* the namespace being read, an iterator of data */
+    void *at;               /* the next item in it, or NULL */
+    const ld_kind *kind;    /* of that namespace, or NULL: validated, not kept */
+    struct event *ev;       /* the next slice */
+    size_t cleared[NKINDS]; /* slots of the new tables cleared so far */
+};
+
+enum dop { D_GET, D_ALL, D_UPSERT, D_DEL, D_INITIALIZED, D_INIT };
+
+/* An operation issued while an init loads: what it was given (copied or
+ * referenced) and its future. */
+struct deferred {
+    struct deferred *next;
+    enum dop op;
+    const ld_kind *kind;
+    json_t *json; /* upsert: the item; init: the data; referenced */
+    char *key;    /* get, del: a copy */
+    struct ld_item_info info;
+    ld_future *out;
+};
+
+/* The shape ld__data_walk checks before the items: 0, or LD_EINVAL with
+ * *why. */
+static int data_shape(const json_t *all_data, const char **why)
+{
+    const char *ns;
+    json_t *coll;
+    if (!json_is_object(all_data)) {
+        *why = "all_data must be a JSON object of namespaces";
+        return LD_EINVAL;
+    }
+    json_object_foreach((json_t *)all_data, ns, coll)
+    {
+        if (!json_is_object(coll)) {
+            *why = "all_data: each namespace must map to an object of items";
+            return LD_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* How many items `all_data` holds (0 when it is no object of objects: the
+ * one-pass init says why). */
+static size_t data_items(const json_t *all_data)
+{
+    size_t n = 0;
+    const char *ns;
+    json_t *coll;
+    json_object_foreach((json_t *)all_data, ns, coll) n += json_object_size(coll);
+    return n;
+}
+
+/* The end of an init: the new tables replace the old ones. */
+static void swap_in(struct memory *mem, struct table *fresh)
+{
+    for (int i = 0; i < NKINDS; i++) {
+        table_retire(mem, &mem->t[i]);
+        mem->t[i] = fresh[i];
+    }
+    mem->inited = 1;
+}
+
+static const ld_kind *kind_of_namespace(const char *ns)
+{
+    for (int i = 0; i < NKINDS; i++)
+        if (strcmp(ns, ld_kind_namespace(kind_at(i))) == 0)
+            return kind_at(i);
+    return NULL;
+}
+
+/* Moves the load to the next item: across namespaces, skipping empty
+ * ones. */
+static void load_settle(struct load *l)
+{
+    while (!l->at && l->ns) {
+        l->ns = json_object_iter_next(l->data, l->ns);
+        if (l->ns) {
+            l->kind = kind_of_namespace(json_object_iter_key(l->ns));
+            l->at = json_object_iter(json_object_iter_value(l->ns));
+        }
+    }
+}
+
+/* Validates and loads one item (as ld__data_walk does): 0, LD_EINVAL with
+ * *why, LD_ENOMEM. */
+static int load_item(struct load *l, const char **why)
+{
+    const char *key = json_object_iter_key(l->at);
+    size_t key_len = json_object_iter_key_len(l->at);
+    json_t *item = json_object_iter_value(l->at);
+    l->at = json_object_iter_next(json_object_iter_value(l->ns), l->at);
+    struct ld_item_info info;
+    int rc = ld_item_parse(item, &info, why);
+    if (rc == 0 && (strlen(info.key) != key_len || memcmp(info.key, key, key_len) != 0)) {
+        *why = ld__utf8_valid(key, key_len) ? "item \"key\" differs from the key it is filed under"
+                                            : "the key an item is filed under must be valid UTF-8";
+        rc = LD_EINVAL;
+    }
+    if (rc == 0 && l->kind)
+        rc = visit_put(l->fresh, l->kind, item, &info);
+    return rc;
+}
+
+static void load_free(struct load *l)
+{
+    for (int i = 0; i < NKINDS; i++) {
+        if (l->cleared[i] > l->fresh[i].mask)
+            table_free(&l->fresh[i]);
+        else
+            ld__aligned_free(l->fresh[i].slots); /* nothing in it yet */
+    }
+    if (l->ev)
+        event_free(l->ev);
+    json_decref(l->data);
+    ld__free(l);
+}
+
+static void replay(struct memory *mem);
+
+/* Lets go of a slice of the loaded data set, which only the store holds:
+ * the pairs of its namespaces (the items are the tables' too), then it. */
+static void drop_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory *mem = arg;
+    (void)fd;
+    (void)what;
+    size_t n = 0;
+    const char *ns;
+    json_t *coll;
+    json_object_foreach(mem->drop, ns, coll)
+    {
+        for (void *it; n < mem->slice && sole(coll) && (it = json_object_iter(coll)); n++)
+            json_object_deln(coll, json_object_iter_key(it), json_object_iter_key_len(it));
+    }
+    if (n < mem->slice || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
+        json_decref(mem->drop);
+        mem->drop = NULL;
+    }
+}
+
+/* Ends the load with `rc` (0: the new tables go in). */
+static void load_end(struct memory *mem, int rc, const char *why)
+{
+    struct load *l = mem->load;
+    mem->load = NULL;
+    if (rc == 0) {
+        swap_in(mem, l->fresh);
+        memset(l->fresh, 0, sizeof l->fresh);
+        ld_future_fulfill(l->out);
+    } else {
+        ld_future_reject(l->out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
+    }
+    ld_future_unref(l->out);
+    if (rc == 0 && !mem->drop && sole(l->data) &&
+        (mem->drop_ev || (mem->drop_ev = event_new(mem->base, -1, 0, drop_step, mem))) &&
+        event_add(mem->drop_ev, &(struct timeval){0, 0}) == 0) {
+        mem->drop = l->data; /* its 100,000 pairs took 80 ms to free at once */
+        l->data = NULL;
+    }
+    load_free(l);
+    replay(mem);
+}
+
+/* Clears up to `n` slots of the new tables, which are written to only
+ * once all are: clearing 16 MB of fresh pages at once held the loop for
+ * tens of milliseconds. @return true once all are clear. */
+static bool load_clear(struct load *l, size_t n)
+{
+    for (int i = 0; i < NKINDS; i++) {
+        size_t cap = l->fresh[i].mask + 1, done = l->cleared[i];
+        if (done < cap) {
+            size_t k = cap - done < n ? cap - done : n;
+            memset(&l->fresh[i].slots[done], 0, k * sizeof(struct slot));
+            l->cleared[i] += k;
+            return false;
+        }
+    }
+    return true;
+}
+
+static void load_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory *mem = arg;
+    struct load *l = mem->load;
+    (void)fd;
+    (void)what;
+    const char *why = NULL;
+    int rc = 0;
+    bool clear = load_clear(l, 4 * mem->slice);
+    for (size_t n = 0; clear && rc == 0 && l->at && n < mem->slice; n++) {
+        rc = load_item(l, &why);
+        load_settle(l);
+    }
+    if (rc == 0 && (!clear || l->at) && event_add(l->ev, &(struct timeval){0, 0}) != 0)
+        rc = LD_ENOMEM;
+    if (rc != 0 || (clear && !l->at))
+        load_end(mem, rc, why);
+}
+
+/* Starts loading `all_data` (referenced) for `out` (owned): its first
+ * slice runs in the next pass of the loop. */
+static void load_start(struct memory *mem, json_t *all_data, ld_future *out)
+{
+    struct load *l = ld__calloc(1, sizeof *l);
+    const char *why = NULL;
+    int rc = l ? 0 : LD_ENOMEM;
+    if (rc == 0) {
+        l->data = all_data;
+        l->out = out;
+        rc = data_shape(all_data, &why);
+    }
+    for (int i = 0; i < NKINDS && rc == 0; i++) {
+        const json_t *coll = json_object_get(all_data, ld_kind_namespace(kind_at(i)));
+        rc = table_alloc(&l->fresh[i], json_object_size(coll));
+    }
+    if (rc == 0 && !(l->ev = event_new(mem->base, -1, 0, load_step, mem)))
+        rc = LD_ENOMEM;
+    if (rc != 0) {
+        ld_future_reject(out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
+        ld_future_unref(out);
+        if (l)
+            load_free(l);
+        else
+            json_decref(all_data);
+        return;
+    }
+    l->ns = json_object_iter(all_data);
+    if (l->ns) {
+        l->kind = kind_of_namespace(json_object_iter_key(l->ns));
+        l->at = json_object_iter(json_object_iter_value(l->ns));
+    }
+    load_settle(l);
+    mem->load = l;
+    if (event_add(l->ev, &(struct timeval){0, 0}) != 0) {
+        mem->load = NULL;
+        ld_future_reject(out, LD_ENOMEM, NULL);
+        ld_future_unref(out);
+        load_free(l);
+    }
+}
+
+/* Runs one operation that waited (or `d` given now, when no init loads)
+ * and completes its future. */
+static void run_deferred(struct memory *mem, struct deferred *d)
+{
+    json_t *item = NULL;
+    struct ld_lease *lease = NULL;
+    int rc = 0;
+    switch (d->op) {
+    case D_GET:
+        rc = mem_get_now(mem, d->kind, d->key, strlen(d->key), &item, &lease);
+        if (lease) {
+            json_incref(item);
+            lease->release(lease);
+        }
+        ld_future_fulfill_json(d->out, item);
+        break;
+    case D_ALL:
+        if ((rc = mem_all_now(mem, d->kind, &item)) == 0)
+            ld_future_fulfill_json(d->out, item);
+        else
+            ld_future_reject(d->out, rc, NULL);
+        break;
+    case D_UPSERT:
+    case D_DEL:
+        rc = store_item(mem, d->kind, d->op == D_UPSERT ? d->json : NULL, &d->info,
+                        strlen(d->info.key), hash_key(d->info.key, strlen(d->info.key)));
+        if (rc < 0)
+            ld_future_reject(d->out, rc, NULL);
+        else
+            ld_future_fulfill_bool(d->out, rc != 0);
+        break;
+    case D_INITIALIZED:
+        ld_future_fulfill_bool(d->out, mem->inited);
+        break;
+    case D_INIT:
+        load_start(mem, d->json, d->out); /* takes both */
+        d->json = NULL;
+        d->out = NULL;
+        break;
+    }
+    ld_future_unref(d->out);
+    json_decref(d->json);
+    ld__free(d->key);
+    ld__free(d);
+}
+
+/* Runs what waited for the load, in issue order, until an init starts
+ * loading again. */
+static void replay(struct memory *mem)
+{
+    while (mem->dq && !mem->load) {
+        struct deferred *d = mem->dq;
+        mem->dq = d->next;
+        if (!mem->dq)
+            mem->dqt = NULL;
+        run_deferred(mem, d);
+    }
+}
+
+/* An asynchronous operation: run now, or queued behind the load. `json`
+ * is referenced and `key` copied here; without memory, `out` is rejected
+ * (the operation did not happen). */
+static void defer(struct memory *mem, enum dop op, const ld_kind *kind, const json_t *json,
+                  const char *key, const struct ld_item_info *info, ld_future *out)
+{
+    struct deferred *d = ld__calloc(1, sizeof *d);
+    char *k = key ? ld__malloc(strlen(key) + 1) : NULL;
+    if (!d || (key && !k)) {
+        ld__free(d);
+        ld__free(k);
+        ld_future_reject(out, LD_ENOMEM, NULL);
+        ld_future_unref(out);
+        return;
+    }
+    d->op = op;
+    d->kind = kind;
+    d->json = json_incref((json_t *)json);
+    d->key = k ? strcpy(k, key) : NULL;
+    if (info)
+        d->info = *info;
+    if (op == D_DEL)
+        d->info.key = d->key;
+    d->out = out;
+    if (!mem->load) {
+        run_deferred(mem, d);
+        return;
+    }
+    if (mem->dqt)
+        mem->dqt->next = d;
+    else
+        mem->dq = d;
+    mem->dqt = d;
+}
+
+static void mem_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    defer(impl, D_GET, kind, NULL, key, NULL, out);
+}
+
+static void mem_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    defer(impl, D_ALL, kind, NULL, NULL, NULL, out);
+}
+
+static void mem_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    defer(impl, D_INIT, NULL, all_data, NULL, NULL, out);
+}
+
+static void mem_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                       const struct ld_item_info *info, ld_future *out)
+{
+    defer(impl, D_UPSERT, kind, item, NULL, info, out); /* info->key points into item */
+}
+
+static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                    ld_future *out)
+{
+    struct ld_item_info info = {NULL, version, true};
+    defer(impl, D_DEL, kind, NULL, key, &info, out);
+}
+
+/* Frees what a load left (the store is freed while it loads): its futures
+ * are rejected. */
+static void load_abort(struct memory *mem)
+{
+    if (mem->load) {
+        ld_future_reject(mem->load->out, LD_ECANCELED, NULL);
+        ld_future_unref(mem->load->out);
+        load_free(mem->load);
+        mem->load = NULL;
+    }
+    while (mem->dq) {
+        struct deferred *d = mem->dq;
+        mem->dq = d->next;
+        ld_future_reject(d->out, LD_ECANCELED, NULL);
+        ld_future_unref(d->out);
+        json_decref(d->json);
+        ld__free(d->key);
+        ld__free(d);
+    }
+    mem->dqt = NULL;
+}
+
 /* Validates and loads `all_data` in one pass (each item read once) into new
  * tables, and swaps them in only if all of it was valid: 0, LD_EINVAL (*why
- * says why), LD_ENOMEM. */
+ * says why), LD_ENOMEM. A data set of more items than a slice is loaded by
+ * mem_init, over several passes of the loop: LD_EBUSY. */
 static int mem_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct memory *mem = impl;
+    if (mem->load || data_items(all_data) > mem->slice)
+        return LD_EBUSY;
     struct table fresh[NKINDS] = {{0}};
     int rc = 0;
     for (int i = 0; i < NKINDS && rc == 0; i++) {
@@ -513,33 +954,32 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
     }
     if (rc == 0)
         rc = ld__data_walk(all_data, visit_put, fresh, why);
-    for (int i = 0; i < NKINDS; i++) {
-        if (rc == 0) {
-            table_retire(mem, &mem->t[i]);
-            mem->t[i] = fresh[i];
-        } else {
-            table_free(&fresh[i]);
-        }
-    }
     if (rc == 0)
-        mem->inited = 1;
+        swap_in(mem, fresh);
+    else
+        for (int i = 0; i < NKINDS; i++)
+            table_free(&fresh[i]);
     return rc;
 }
 
 static void mem_initialized(void *impl, ld_future *out)
 {
-    ld_future_fulfill_bool(out, ((struct memory *)impl)->inited);
-    ld_future_unref(out);
+    defer(impl, D_INITIALIZED, NULL, NULL, NULL, NULL, out);
 }
 
 static int mem_initialized_now(void *impl)
 {
-    return ((struct memory *)impl)->inited ? 1 : 0;
+    struct memory *mem = impl;
+    return mem->load ? LD_EBUSY : mem->inited ? 1 : 0;
 }
 
 static void mem_free(void *impl)
 {
     struct memory *mem = impl;
+    load_abort(mem);
+    json_decref(mem->drop);
+    if (mem->drop_ev)
+        event_free(mem->drop_ev);
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
     ld__mem_reclaim_fini(&mem->rc);
@@ -566,9 +1006,15 @@ static void mem_prefetch(void *impl, const ld_kind *kind, const char *key, size_
     __builtin_prefetch(&t->slots[mem->hint_hash & t->mask], 1);
 }
 
-/* Every operation answers at once: no asynchronous member. */
+/* Every operation answers at once, but while a large init loads: then the
+ * asynchronous members queue what comes (struct load). */
 static const struct ld_store_ops memory_ops = {
     .version = LD_STORE_OPS_VERSION,
+    .get = mem_get,
+    .all = mem_all,
+    .init = mem_init,
+    .upsert = mem_upsert,
+    .del = mem_del,
     .initialized = mem_initialized,
     .close = NULL, /* nothing to release before free */
     .free = mem_free,
@@ -585,6 +1031,15 @@ static const struct ld_store_ops memory_ops = {
 /* ------------------------------------------------------------------------- */
 /* Making a store                                                            */
 
+/* Items per loop pass of a large init: LDASYNC_STORE_INIT_SLICE (at least
+ * 1), else 2048 (a millisecond or two). */
+static size_t init_slice(void)
+{
+    const char *env = getenv("LDASYNC_STORE_INIT_SLICE");
+    long n = env ? strtol(env, NULL, 10) : 0;
+    return n > 0 ? (size_t)n : 2048;
+}
+
 ld_store *ld_memory_store_new(struct event_base *base)
 {
     if (!base)
@@ -596,11 +1051,15 @@ ld_store *ld_memory_store_new(struct event_base *base)
         ld__free(mem);
         return NULL;
     }
+    mem->base = base;
+    mem->slice = init_slice();
     int ok = 1;
     for (int i = 0; i < NKINDS; i++)
         ok = table_init(&mem->t[i], 0) == 0 && ok;
     ld_store *s = ok ? ld_store_new(base, &memory_ops, mem) : NULL;
     if (!s)
         mem_free(mem); /* the front layer did not take it */
+    else
+        ld__store_init_validates(s); /* load_item validates what init_now leaves */
     return s;
 }

@@ -158,6 +158,11 @@ const char *ld__component_text(const struct ld__component *c, const char *(*fn)(
  * What the evaluator reads of a store without a future.
  */
 
+/* Marks the store's init, after init_now said LD_EBUSY, as validating the
+ * data itself (as init_now does), so that the front does not walk it first
+ * on the loop (the memory store's large init does it in slices). */
+void ld__store_init_validates(ld_store *s);
+
 /* The store's get_now for a valid kind and a non-empty valid UTF-8 key of
  * `len` bytes, when it can answer within the call and keep issue order (it
  * has one, is open and nothing waits); otherwise LD_EBUSY, as get_now may
@@ -292,6 +297,11 @@ struct reclaim {
     struct bin loose;
     struct event *flush;
     bool flush_active;
+    /* large tables no lease can read, let go of a slice per loop pass
+     * (`dying_ev`): freeing the items of 100,000 flags at once held the
+     * loop for hundreds of milliseconds */
+    struct dying *dying;
+    struct event *dying_ev;
 };
 
 /* A reclaimer with its first generation and its event on `base`: 0 or
@@ -315,6 +325,11 @@ struct gen *ld__mem_gen_turn(struct reclaim *r);
 
 /* Frees a table's slots and the items and keys they hold (memory_store.c). */
 void ld__mem_slots_free(struct slot *slots, size_t mask);
+
+/* Lets go of at most `n` slots of the table (its capacity mask + 1) from
+ * *at on, advancing *at, and of the table itself after the last one.
+ * @return true once the table is gone. */
+bool ld__mem_slots_free_some(struct slot *slots, size_t mask, size_t *at, size_t n);
 
 /* jansson's json_incref and json_decref for items (objects, never
  * jansson's static values) without their plain read of the count, a data

@@ -27,6 +27,7 @@ struct ld_store {
     ld_read_only_store view;
     /* A copy: a version 1 struct has no version 2 members to read. */
     struct ld_store_ops ops;
+    bool init_validates; /* its init validates what init_now leaves to it */
 };
 
 /* The size of struct ld_store_ops at version 1. */
@@ -248,12 +249,12 @@ ld_future *ld_store_init(ld_store *s, const json_t *all_data)
             return r;
         bad = NULL; /* LD_EBUSY: whatever init_now left in *why means nothing */
     }
-    if (!s->ops.init_now || asked) /* asked: LD_EBUSY, for the asynchronous init */
+    if ((!s->ops.init_now || asked) && !s->init_validates) /* asked: LD_EBUSY */
         ld_data_validate(all_data, &bad);
     if ((r = begin(s, bad, &op)) != NULL)
         return r;
     rc = s->ops.init_now && !asked ? s->ops.init_now(s->c.impl, all_data, &bad) : LD_EBUSY;
-    if (rc == LD_EBUSY && !asked && s->ops.init_now) {
+    if (rc == LD_EBUSY && !asked && s->ops.init_now && !s->init_validates) {
         bad = NULL;
         ld_data_validate(all_data, &bad);
     }
@@ -404,6 +405,11 @@ struct event_base *ld_read_only_store_base(const ld_read_only_store *view)
 const char *ld_read_only_store_describe(const ld_read_only_store *view)
 {
     return view ? ld_store_describe(store_of(view)) : "(null)";
+}
+
+void ld__store_init_validates(ld_store *s)
+{
+    s->init_validates = true;
 }
 
 /* ---- For the evaluator (store-internal.h) --------------------------------- */

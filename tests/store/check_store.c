@@ -1103,6 +1103,143 @@ START_TEST(test_store_new_bad_input)
 }
 END_TEST
 
+/* ---- a large init, over several passes of the loop ------------------------- */
+
+/* A memory store whose init loads `slice` items per pass of the loop. */
+static ld_store *sliced_store(const char *slice)
+{
+    setenv("LDASYNC_STORE_INIT_SLICE", slice, 1);
+    ld_store *st = ld_memory_store_new(B);
+    unsetenv("LDASYNC_STORE_INIT_SLICE");
+    ck_assert_ptr_nonnull(st);
+    return st;
+}
+
+/* {"features": {n flags prefix-0 ... of `version`}, "segments": {}}; `bad`:
+ * the item at that index has no version (-1: none). */
+static json_t *many_flags(const char *prefix, int n, int version, int bad)
+{
+    json_t *features = json_object();
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s-%d", prefix, i);
+        json_t *f = ld_test_feature(key, version);
+        if (i == bad)
+            json_object_del(f, "version");
+        json_object_set_new(features, key, f);
+    }
+    return json_pack("{s:o, s:{}}", "features", features, "segments");
+}
+
+/* Runs single passes of the loop until `f` completes: how many. */
+static int passes_until(ld_future *f)
+{
+    int n = 0;
+    while (ld_future_is_pending(f) && n < 100000) {
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        n++;
+    }
+    return n;
+}
+
+START_TEST(test_a_large_init_is_loaded_over_several_loop_passes)
+{
+    ld_store *st = sliced_store("100");
+    json_t *data = many_flags("a", 1000, 1, -1);
+    ld_future *f = ld_store_init(st, data);
+    json_decref(data); /* the store keeps what it needs */
+    ck_assert_int_eq(ld_store_initialized_now(st), LD_EBUSY);
+    ld_future *init = ld_store_initialized(st);
+    int n = passes_until(f);
+    ck_assert_msg(n >= 10, "1,000 items at 100 a pass took %d passes", n);
+    ck_assert_msg(ld_future_is_fulfilled(f), "%s", ld_future_error_message(f));
+    ld_future_unref(f);
+    ck_assert(ld_test_await_bool(init)); /* asked after the init: answered after it */
+    ck_assert_int_eq(ld_store_initialized_now(st), 1);
+    ld_store_free(st);
+}
+END_TEST
+
+/* Readers see the old data or the new, never a mix; what is issued during
+ * the load comes after it, in issue order. */
+START_TEST(test_operations_during_a_large_init_see_the_old_or_the_new_data)
+{
+    ld_store *st = sliced_store("100");
+    json_t *small = many_flags("a", 50, 1, -1); /* within a slice: at once */
+    ld_test_await_ok(ld_store_init(st, small));
+    json_decref(small);
+    ld_future *before = ld_store_get(st, ld_kind_features(), "a-0");
+    json_t *data = many_flags("b", 1000, 1, -1);
+    ld_future *f = ld_store_init(st, data);
+    json_decref(data);
+    ld_future *old = ld_store_get(st, ld_kind_features(), "a-0");
+    ld_future *fresh = ld_store_get(st, ld_kind_features(), "b-999");
+    ld_future *all = ld_store_all(st, ld_kind_features());
+    json_t *item = ld_test_feature("b-1", 2);
+    ld_future *up = ld_store_upsert(st, ld_kind_features(), item);
+    json_decref(item);
+    ld_future *del = ld_store_delete(st, ld_kind_features(), "b-2", 2);
+    ld_future *stale = ld_store_delete(st, ld_kind_features(), "b-3", 1);
+    event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert(ld_future_is_pending(f));
+    ck_assert(ld_future_is_pending(fresh)); /* waits for the init */
+    ck_assert_int_gt(passes_until(f), 5);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_test_flush();
+    ck_assert_ptr_nonnull(ld_future_json(ld_test_fulfilled(before)));
+    ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(old)));
+    ck_assert_ptr_nonnull(ld_future_json(ld_test_fulfilled(fresh)));
+    ck_assert_int_eq(json_object_size(ld_future_json(ld_test_fulfilled(all))), 1000);
+    ck_assert(ld_test_await_bool(up));
+    ck_assert(ld_test_await_bool(del));
+    ck_assert(!ld_test_await_bool(stale));
+    ld_future *got = ld_test_fulfilled(ld_store_get(st, ld_kind_features(), "b-1"));
+    ck_assert_int_eq(ld_item_version(ld_future_json(got)), 2);
+    ld_future_unref(got);
+    ld_future_unref(before);
+    ld_future_unref(old);
+    ld_future_unref(fresh);
+    ld_future_unref(all);
+    ld_future_unref(f);
+    ld_store_free(st);
+}
+END_TEST
+
+START_TEST(test_a_large_init_with_a_bad_item_changes_nothing)
+{
+    ld_store *st = sliced_store("100");
+    json_t *data = many_flags("b", 1000, 1, 700);
+    ld_future *f = ld_store_init(st, data);
+    json_decref(data);
+    ld_future *init = ld_store_initialized(st);
+    ck_assert_int_gt(passes_until(f), 5);
+    ld_test_expect_error(f, LD_EINVAL, "version");
+    ck_assert(!ld_test_await_bool(init));
+    ld_future *got = ld_test_fulfilled(ld_store_get(st, ld_kind_features(), "b-1"));
+    ck_assert_ptr_null(ld_future_json(got));
+    ld_future_unref(got);
+    ld_store_free(st);
+}
+END_TEST
+
+/* Freed while it loads, with operations waiting: each completes once. */
+START_TEST(test_a_store_freed_during_a_large_init_cancels_what_waits)
+{
+    ld_store *st = sliced_store("100");
+    json_t *data = many_flags("b", 1000, 1, -1);
+    ld_future *f = ld_store_init(st, data);
+    json_decref(data);
+    ld_future *g = ld_store_get(st, ld_kind_features(), "b-1");
+    event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ld_store_free(st);
+    ld_test_flush();
+    ck_assert(!ld_future_is_pending(f));
+    ck_assert(!ld_future_is_pending(g));
+    ld_future_unref(f);
+    ld_future_unref(g);
+}
+END_TEST
+
 Suite *ld_suite_store(void)
 {
     Suite *s = suite_create("store");
@@ -1130,6 +1267,10 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_all_stays_complete_when_a_snapshot_copy_runs_out_of_memory);
     tcase_add_test(tc, test_all_snapshots_stay_exact_under_random_writes_and_readers);
     tcase_add_test(tc, test_all_stays_exact_when_an_earlier_snapshot_falls_far_behind);
+    tcase_add_test(tc, test_a_large_init_is_loaded_over_several_loop_passes);
+    tcase_add_test(tc, test_operations_during_a_large_init_see_the_old_or_the_new_data);
+    tcase_add_test(tc, test_a_large_init_with_a_bad_item_changes_nothing);
+    tcase_add_test(tc, test_a_store_freed_during_a_large_init_cancels_what_waits);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("front");

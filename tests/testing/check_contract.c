@@ -14,6 +14,17 @@ static ld_store *new_memory(struct event_base *base, void *arg)
     return ld_memory_store_new(base);
 }
 
+/* A memory store whose every init of more than two items loads over
+ * several passes of the loop (memory_store.c, struct load). */
+static ld_store *new_memory_sliced(struct event_base *base, void *arg)
+{
+    (void)arg;
+    setenv("LDASYNC_STORE_INIT_SLICE", "2", 1);
+    ld_store *s = ld_memory_store_new(base);
+    unsetenv("LDASYNC_STORE_INIT_SLICE");
+    return s;
+}
+
 static ld_store *new_mock(struct event_base *base, void *arg)
 {
     (void)arg;
@@ -34,6 +45,11 @@ static const struct ld_store_contract_factory hybrid_factory = {
 static const struct ld_store_contract_factory memory_factory = {
     .version = LD_STORE_CONTRACT_FACTORY_VERSION,
     .new_store = new_memory,
+};
+
+static const struct ld_store_contract_factory memory_sliced_factory = {
+    .version = LD_STORE_CONTRACT_FACTORY_VERSION,
+    .new_store = new_memory_sliced,
 };
 
 static const struct ld_store_contract_factory mock_factory = {
@@ -63,6 +79,7 @@ Suite *ld_suite_contract(void)
 {
     Suite *s = suite_create("contract");
     if (ld_store_contract_add_tests(s, "memory", &memory_factory, NULL) != 0 ||
+        ld_store_contract_add_tests(s, "memory-sliced", &memory_sliced_factory, NULL) != 0 ||
         ld_store_contract_add_tests(s, "mock", &mock_factory, NULL) != 0 ||
         ld_store_contract_add_tests(s, "hybrid", &hybrid_factory, NULL) != 0)
         abort(); /* not inside a test: no ck_assert here */
