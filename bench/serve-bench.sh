@@ -96,7 +96,7 @@ ttfb() {
 
 # wrk_line NAME URL: wrk -t2 -c64 on URL: requests per second, p50, p99
 wrk_line() {
-    wrk -t2 -c64 -d"${secs}s" --latency -H "Authorization: $key" "$2" |
+    wrk -t2 -c64 -d"${secs}s" --timeout 30s --latency -H "Authorization: $key" "$2" |
         awk -v n="$1" '/Requests\/sec/ {rps = $2} / 50%/ {p50 = $2} / 99%/ {p99 = $2}
             /Non-2xx|Socket errors/ {err = err " " $0}
             END {printf "%-28s %10s req/s  p50 %8s  p99 %8s%s\n", n, rps, p50, p99, err}'
@@ -109,7 +109,7 @@ loaded() {
     probe=$!
     wrk_line "$1" "$2"
     wait "$probe"
-    awk '/ 99%/ {p99 = $2} /Latency/ {max = $4}
+    awk '/ 99%/ {p99 = $2} $1 == "Latency" && NF >= 4 {max = $4}
         END {printf "%-28s /status meanwhile: p99 %s, max %s\n", "", p99, max}' "$tmp/probe"
 }
 
