@@ -49,8 +49,9 @@ tmp=$(mktemp -d)
 pid=
 others=
 cleanup() {
+    # (set -e: a wait for a killed process fails, which must not end this)
     for p in $pid $others; do
-        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+        { kill "$p" && wait "$p"; } 2>/dev/null || true
     done
     rm -rf "$tmp"
 }
