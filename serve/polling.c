@@ -31,6 +31,24 @@ void lds_polling_begin(lds_server *srv, struct evhttp_request *req, const struct
             0);
 }
 
+/* A collection assembled in several passes of the loop is ready (or
+ * memory ran out): the route answers with srv->coll[rt->arg]. */
+static void collection_ready(lds_server *srv, struct evhttp_request *req,
+                             const struct lds_route *rt, ld_future *f, int flags)
+{
+    struct lds_coll *c = &srv->coll[rt->arg];
+    if (ld_future_is_rejected(f) || !c->body)
+        lds_send_error(srv, req, 500, "out of memory", flags);
+    else
+        lds_send_cacheable(srv, req, c->body, c->etag);
+}
+
+static const struct lds_route ready_routes[LDS_N_COLL] = {
+    {.finish = collection_ready, .arg = LDS_COLL_ALL},
+    {.finish = collection_ready, .arg = LDS_COLL_FLAGS},
+    {.finish = collection_ready, .arg = LDS_COLL_SEGMENTS},
+};
+
 static void answer_collection(lds_server *srv, struct evhttp_request *req, int which, ld_future *f)
 {
     json_t *a, *b = NULL;
@@ -40,9 +58,12 @@ static void answer_collection(lds_server *srv, struct evhttp_request *req, int w
     } else {
         a = ld_future_json(f);
     }
-    struct lds_coll *c = lds_coll_get(srv, which, a, b);
+    ld_future *wait;
+    struct lds_coll *c = lds_coll_begin(srv, which, a, b, &wait);
     if (c)
         lds_send_cacheable(srv, req, c->body, c->etag);
+    else if (wait)
+        lds_wait_for(srv, req, wait, &ready_routes[which], 0);
     else
         lds_send_error(srv, req, 500, "out of memory", 0);
 }

@@ -39,6 +39,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_serve());
     srunner_add_suite(runner, ld_suite_serve_e2e());
     srunner_add_suite(runner, ld_suite_serve_chaos());
+    srunner_add_suite(runner, ld_suite_serve_loop());
     srunner_add_suite(runner, ld_suite_data_system());
     srunner_add_suite(runner, ld_suite_client());
 

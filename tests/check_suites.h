@@ -35,6 +35,7 @@ Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
 Suite *ld_suite_serve(void);        /* check_serve.c */
 Suite *ld_suite_serve_e2e(void);    /* check_serve_e2e.c */
 Suite *ld_suite_serve_chaos(void);  /* check_serve_chaos.c */
+Suite *ld_suite_serve_loop(void);   /* check_serve_loop.c */
 Suite *ld_suite_data_system(void);  /* check_data_system.c */
 Suite *ld_suite_client(void);       /* check_client.c */
 

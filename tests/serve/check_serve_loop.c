@@ -1,0 +1,350 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * check_serve_loop.c: ldasync-serve at 10,000 flags (each with targets,
+ * rules and a rollout: about 8 MB of JSON) keeps its loop: a collection
+ * body is assembled in slices, other requests are answered in between, and
+ * the body is byte for byte what jansson writes for the store's snapshot.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "../../serve/server.h"
+#include "check_suites.h"
+#include "check_util.h"
+
+enum { N_FLAGS = 10000 };
+
+/* A flag of the issue's shape (bench/gen-flags.py writes the same). */
+static json_t *make_flag(const char *key, int i, int version)
+{
+    char email[64], rule_a[32], rule_b[32], salt[32];
+    snprintf(email, sizeof email, "@beta-%d.example.com", i);
+    snprintf(rule_a, sizeof rule_a, "rule-%d-a", i);
+    snprintf(rule_b, sizeof rule_b, "rule-%d-b", i);
+    snprintf(salt, sizeof salt, "salt-%d", i);
+    json_t *targets = json_array();
+    for (int k = 0; k < 5; k++)
+        json_array_append_new(targets, json_sprintf("user-%d", i + k));
+    json_t *f = json_pack(
+        "{s:s, s:i, s:b, s:[s,s,s], s:i,"
+        " s:{s:{s:[{s:i,s:i},{s:i,s:i},{s:i,s:i}], s:s}},"
+        " s:[{s:o, s:i}], s:[],"
+        " s:[{s:s, s:i, s:b, s:[{s:s, s:s, s:s, s:[s], s:b}]},"
+        "    {s:s, s:b, s:{s:[{s:i,s:i},{s:i,s:i}]},"
+        "     s:[{s:s, s:s, s:s, s:[s,s,s], s:b}]}],"
+        " s:[], s:s, s:b, s:b, s:{s:b, s:b}}",
+        "key", key, "version", version, "on", 1, "variations", "off", "on", "beta", "offVariation",
+        0, "fallthrough", "rollout", "variations", "variation", 0, "weight", 50000, "variation", 1,
+        "weight", 30000, "variation", 2, "weight", 20000, "bucketBy", "key", "targets", "values",
+        targets, "variation", 1, "contextTargets", "rules", "id", rule_a, "variation", 2,
+        "trackEvents", 0, "clauses", "contextKind", "user", "attribute", "email", "op", "endsWith",
+        "values", email, "negate", 0, "id", rule_b, "trackEvents", 0, "rollout", "variations",
+        "variation", 1, "weight", 60000, "variation", 2, "weight", 40000, "clauses", "contextKind",
+        "user", "attribute", "country", "op", "in", "values", "fr", "de", "nl", "negate", 0,
+        "prerequisites", "salt", salt, "trackEvents", 0, "clientSide", 1, "clientSideAvailability",
+        "usingEnvironmentId", 1, "usingMobileKey", 1);
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+static json_t *big_data;
+
+/* {"features": 10,000 flags and a few keys to escape, "segments": {...}},
+ * made once per process. */
+static const json_t *big(void)
+{
+    if (big_data)
+        return big_data;
+    json_t *features = json_object();
+    char key[32];
+    /* under valgrind, everything 30 times slower is sliced all the same */
+    int n = getenv("LDASYNC_VALGRIND") ? N_FLAGS / 10 : N_FLAGS;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "flag-%05d", i);
+        json_object_set_new(features, key, make_flag(key, i, 1));
+    }
+    static const char *const odd[] = {"quote\"and\\back", "caf\xc3\xa9", "tab\tnl\n", "/slash"};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++)
+        json_object_set_new(features, odd[i], make_flag(odd[i], (int)i, 3));
+    big_data = json_pack("{s:o, s:{s:{s:s, s:i, s:[s], s:s}}}", "features", features, "segments",
+                         "s1", "key", "s1", "version", 1, "included", "u1", "salt", "s");
+    ck_assert_ptr_nonnull(big_data);
+    return big_data;
+}
+
+struct fix {
+    ld_store *store;
+    ld_evaluator *ev;
+    lds_server *srv;
+    int port;
+    char log[8192];
+};
+
+static void log_fn(int level, const char *line, void *arg)
+{
+    struct fix *x = arg;
+    (void)level;
+    size_t at = strlen(x->log);
+    snprintf(x->log + at, sizeof x->log - at, "%s\n", line);
+}
+
+static void start(struct fix *x)
+{
+    signal(SIGPIPE, SIG_IGN);
+    memset(x, 0, sizeof *x);
+    x->store = ld_test_memory_with(big());
+    ck_assert_ptr_nonnull(x->store);
+    x->ev = ld_test_evaluator_of(x->store);
+    struct lds_server_options o = {0};
+    o.bind_address = "127.0.0.1";
+    o.log = log_fn;
+    o.log_arg = x;
+    o.log_level = LDS_LOG_DEBUG;
+    o.log_level_set = 1;
+    x->srv = lds_server_new(ld_test_base, x->store, x->ev, &o);
+    ck_assert_ptr_nonnull(x->srv);
+    x->port = lds_server_port(x->srv);
+}
+
+static void stop(struct fix *x)
+{
+    ld_future *f = lds_server_close(x->srv);
+    ld_test_await_ok(f);
+    lds_server_free(x->srv);
+    ld_test_flush();
+    ld_test_done_with(x->ev, x->store);
+}
+
+struct resp {
+    bool done;
+    int code;
+    char *body;
+    size_t len;
+    char etag[64];
+};
+
+static void resp_cb(struct evhttp_request *req, void *arg)
+{
+    struct resp *r = arg;
+    r->done = true;
+    if (!req)
+        return;
+    r->code = evhttp_request_get_response_code(req);
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    r->len = evbuffer_get_length(b);
+    r->body = malloc(r->len + 1);
+    ck_assert_ptr_nonnull(r->body);
+    evbuffer_remove(b, r->body, r->len);
+    r->body[r->len] = '\0';
+    const char *e = evhttp_find_header(evhttp_request_get_input_headers(req), "ETag");
+    snprintf(r->etag, sizeof r->etag, "%s", e ? e : "");
+}
+
+/* Sends GET `path` on a connection of its own (freed by *conn's owner). */
+static void send_get(struct fix *x, struct evhttp_connection **conn, const char *path,
+                     struct resp *r)
+{
+    memset(r, 0, sizeof *r);
+    *conn = evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x->port);
+    ck_assert_ptr_nonnull(*conn);
+    struct evhttp_request *req = evhttp_request_new(resp_cb, r);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "localhost");
+    ck_assert_int_eq(evhttp_make_request(*conn, req, EVHTTP_REQ_GET, path), 0);
+}
+
+static void wait_for(struct resp *r)
+{
+    while (!r->done)
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+}
+
+static void get(struct fix *x, const char *path, struct resp *r)
+{
+    struct evhttp_connection *c;
+    send_get(x, &c, path, r);
+    wait_for(r);
+    evhttp_connection_free(c);
+    ck_assert_int_eq(r->code, 200);
+}
+
+/* jansson's compact text of `j` (freed by the caller). */
+static char *dump(const json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* The body the server answered before collections were assembled from
+ * pieces, for the store's snapshots now: "all" (latest-all), "flags" or
+ * "segments". */
+static char *expected(struct fix *x, const char *which)
+{
+    ld_future *ff = ld_store_all(x->store, ld_kind_features());
+    ld_future *fs = ld_store_all(x->store, ld_kind_segments());
+    ld_test_await_ok(ld_future_ref(ff));
+    ld_test_await_ok(ld_future_ref(fs));
+    char *f = dump(ld_future_json(ff)), *s = dump(ld_future_json(fs)), *out;
+    if (strcmp(which, "all") == 0) {
+        size_t n = strlen(f) + strlen(s) + 32;
+        out = malloc(n);
+        ck_assert_ptr_nonnull(out);
+        snprintf(out, n, "{\"flags\":%s,\"segments\":%s}", f, s);
+    } else {
+        out = strdup(which[0] == 'f' ? f : s);
+    }
+    free(f);
+    free(s);
+    ld_future_unref(ff);
+    ld_future_unref(fs);
+    return out;
+}
+
+/* Asserts the body of `path`; @return its ETag (freed by the caller). */
+static char *expect_body(struct fix *x, const char *path, const char *which)
+{
+    struct resp r;
+    get(x, path, &r);
+    char *want = expected(x, which);
+    ck_assert_uint_eq(r.len, strlen(want));
+    ck_assert_msg(memcmp(r.body, want, r.len) == 0, "%s: the body differs", path);
+    ck_assert_uint_eq(strlen(r.etag), 18);
+    free(want);
+    free(r.body);
+    return strdup(r.etag);
+}
+
+/* The order in which the server answered: the position of `path`'s line
+ * in its log (at debug level, a line per answer). */
+static long answered_at(const struct fix *x, const char *path)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "200 %s ", path);
+    const char *p = strstr(x->log, pat);
+    ck_assert_msg(p != NULL, "no answer to %s in the log:\n%s", path, x->log);
+    return p - x->log;
+}
+
+/* Asks for `path` and, once the server has it (it waits for the store),
+ * for /status on another connection: /status is answered while the body
+ * is assembled, before it. */
+static void expect_status_first(struct fix *x, const char *path)
+{
+    struct lds_server_stats st;
+    struct evhttp_connection *c1, *c2;
+    struct resp big_r, status_r;
+    x->log[0] = '\0';
+    send_get(x, &c1, path, &big_r);
+    do {
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+        lds_server_stats(x->srv, &st);
+    } while (st.pending == 0 && !big_r.done);
+    send_get(x, &c2, "/status", &status_r);
+    wait_for(&status_r);
+    wait_for(&big_r);
+    ck_assert_int_eq(status_r.code, 200);
+    ck_assert_int_eq(big_r.code, 200);
+    ck_assert_msg(answered_at(x, "/status") < answered_at(x, path),
+                  "%s was answered before /status:\n%s", path, x->log);
+    evhttp_connection_free(c1);
+    evhttp_connection_free(c2);
+    free(big_r.body);
+    free(status_r.body);
+}
+
+START_TEST(test_a_large_collection_is_assembled_while_others_are_answered)
+{
+    struct fix x;
+    start(&x);
+    expect_status_first(&x, "/sdk/latest-all");
+    expect_status_first(&x, "/sdk/latest-flags");
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_assembled_bodies_are_jansson_s_text)
+{
+    struct fix x;
+    start(&x);
+    char *all0 = expect_body(&x, "/sdk/latest-all", "all");
+    char *flags0 = expect_body(&x, "/sdk/latest-flags", "flags");
+    free(expect_body(&x, "/sdk/latest-segments", "segments"));
+    /* one flag changed, one deleted, one added: the others' texts are kept */
+    json_t *f = make_flag("flag-00042", 42, 2);
+    ld_test_await_ok(ld_store_upsert(x.store, ld_kind_features(), f));
+    json_decref(f);
+    ld_test_await_ok(ld_store_delete(x.store, ld_kind_features(), "flag-00007", 5));
+    f = make_flag("new-flag", 1, 1);
+    ld_test_await_ok(ld_store_upsert(x.store, ld_kind_features(), f));
+    json_decref(f);
+    char *all1 = expect_body(&x, "/sdk/latest-all", "all");
+    char *flags1 = expect_body(&x, "/sdk/latest-flags", "flags");
+    ck_assert_str_ne(all0, all1);
+    ck_assert_str_ne(flags0, flags1);
+    ck_assert_str_ne(all1, flags1);
+    /* a whole new set of equal objects (a file read again): the first
+     * bodies again, with their ETags */
+    ld_test_await_ok(ld_store_init(x.store, big()));
+    char *flags2 = expect_body(&x, "/sdk/latest-flags", "flags");
+    char *all2 = expect_body(&x, "/sdk/latest-all", "all");
+    ck_assert_str_eq(all0, all2);
+    ck_assert_str_eq(flags0, flags2);
+    free(all0);
+    free(all1);
+    free(all2);
+    free(flags0);
+    free(flags1);
+    free(flags2);
+    stop(&x);
+}
+END_TEST
+
+/* Two requests wait for one assembling; the first goes away: the other
+ * is answered. */
+START_TEST(test_a_waiting_request_that_goes_away_leaves_the_others)
+{
+    struct fix x;
+    start(&x);
+    struct lds_server_stats st;
+    struct evhttp_connection *c1, *c2;
+    struct resp r1, r2;
+    send_get(&x, &c1, "/sdk/latest-all", &r1);
+    send_get(&x, &c2, "/sdk/latest-all", &r2);
+    do {
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+        lds_server_stats(x.srv, &st);
+    } while (st.pending < 2 && !r2.done);
+    evhttp_connection_free(c1);
+    wait_for(&r2);
+    ck_assert_int_eq(r2.code, 200);
+    ck_assert_uint_gt(r2.len, getenv("LDASYNC_VALGRIND") ? 800000 : 8000000);
+    evhttp_connection_free(c2);
+    free(r2.body);
+    stop(&x);
+}
+END_TEST
+
+static void free_big(void)
+{
+    json_decref(big_data);
+    big_data = NULL;
+}
+
+Suite *ld_suite_serve_loop(void)
+{
+    Suite *s = suite_create("serve_loop");
+    TCase *tc = tcase_create("10k");
+    tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, NULL, free_big);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_a_large_collection_is_assembled_while_others_are_answered);
+    tcase_add_test(tc, test_assembled_bodies_are_jansson_s_text);
+    tcase_add_test(tc, test_a_waiting_request_that_goes_away_leaves_the_others);
+    suite_add_tcase(s, tc);
+    return s;
+}
