@@ -972,10 +972,12 @@ static void file_teardown(void)
     rmdir(g_file_dir);
 }
 
-static void act_file_fetch(void)
+/* Fetches the `n` files at `paths` with a file initializer: out of memory,
+ * or a full set of `count` changes whose change `at` has `version`. */
+static void file_fetch(const char *const *paths, size_t n, size_t count, size_t at,
+                       int64_t version)
 {
-    const char *paths[] = {g_file_path[0], g_file_path[1]};
-    ld_initializer *in = ld_file_initializer_new(B, paths, 2);
+    ld_initializer *in = ld_file_initializer_new(B, paths, n);
     if (!in)
         return;
     ld_future *f = ld_initializer_fetch(in);
@@ -983,11 +985,17 @@ static void act_file_fetch(void)
         ck_assert_msg(ld_future_is_fulfilled(f), "%s (N=%ld)", ld_future_error_message(f),
                       g_fail_at);
         const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
-        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 5);
-        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 1)), 3);
+        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), count);
+        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, at)), version);
     }
     ld_future_unref(f);
     ld_initializer_free(in);
+}
+
+static void act_file_fetch(void)
+{
+    const char *paths[] = {g_file_path[0], g_file_path[1]};
+    file_fetch(paths, 2, 5, 1, 3);
 }
 
 /* Long tokens and an integer beyond int64, with ldasync's allocations
@@ -997,19 +1005,7 @@ static void act_file_fetch_long(void)
     if (g_json)
         return;
     const char *paths[] = {g_file_path[3]};
-    ld_initializer *in = ld_file_initializer_new(B, paths, 1);
-    if (!in)
-        return;
-    ld_future *f = ld_initializer_fetch(in);
-    if (!failed_with_enomem(f)) {
-        ck_assert_msg(ld_future_is_fulfilled(f), "%s (N=%ld)", ld_future_error_message(f),
-                      g_fail_at);
-        const ld_fdv2_change_set *cs = ld_fdv2_basis_change_set(ld_fdv2_future_basis(f));
-        ck_assert_uint_eq(ld_fdv2_change_set_count(cs), 1);
-        ck_assert_int_eq(ld_fdv2_change_version(ld_fdv2_change_set_get(cs, 0)), 12345678901234567);
-    }
-    ld_future_unref(f);
-    ld_initializer_free(in);
+    file_fetch(paths, 1, 1, 0, 12345678901234567);
 }
 
 static void act_file_fetch_error(void)
