@@ -974,8 +974,7 @@ static void file_teardown(void)
 
 /* Fetches the `n` files at `paths` with a file initializer: out of memory,
  * or a full set of `count` changes whose change `at` has `version`. */
-static void file_fetch(const char *const *paths, size_t n, size_t count, size_t at,
-                       int64_t version)
+static void file_fetch(const char *const *paths, size_t n, size_t count, size_t at, int64_t version)
 {
     ld_initializer *in = ld_file_initializer_new(B, paths, n);
     if (!in)
