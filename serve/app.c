@@ -45,6 +45,14 @@ static void on_change(ld_data_system *ds, const ld_kind *kind, const char *key, 
         lds_server_changed(app->srv, kind, key, version, item);
 }
 
+/* A `matches` clause stopped by a limit (once per flag or segment version). */
+static void on_limit(const ld_kind *kind, const char *key, int64_t version, void *arg)
+{
+    app_log(arg, LDS_LOG_WARN,
+            "%s %.200s version %lld: a regular expression stopped at its limit (no match)",
+            kind == ld_kind_segments() ? "segment" : "flag", key, (long long)version);
+}
+
 /* A status change: the state, with the error when it is one not logged
  * yet (the status keeps its last error after the state is valid again, so
  * that a later `off` does not bring an error already over back). */
@@ -115,7 +123,8 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
         goto fail;
     app->ds = ld_data_system_new(base, app->store, NULL, 0, sync);
     app->ev = ld_evaluator_new(app->store);
-    if (!app->ds || !app->ev || ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
+    if (!app->ds || !app->ev || ld_evaluator_set_limit_fn(app->ev, on_limit, app) != 0 ||
+        ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
         ld_data_system_add_status_listener(app->ds, on_status, app) <= 0)
         goto fail;
     struct lds_server_options o = options->server;

@@ -44,7 +44,8 @@
  * A stopped match answers "no match": the clause is false (then `negate`
  * applies), the evaluation goes on and is not an error. The library has no
  * log of its own: the evaluator records a stop in the clause's compiled
- * form, once per flag or segment version. Measured: 1.2 ms at worst per
+ * form and tells the function set with ld_evaluator_set_limit_fn(), once
+ * per flag or segment version. Measured: 1.2 ms at worst per
  * match with the JIT, on subjects up to 1,000,000 characters. An unanchored
  * pattern is tried at each start position, each within the limit, so a
  * crafted subject can make one match take longer: anchor patterns (`^`) that
@@ -283,6 +284,22 @@ struct ld_evaluator_stats {
 /** Fills `out`. @return 0; LD_EINVAL if `ev` or `out` is NULL.
  *  @since 0.1.0 */
 LD_EXPORT int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out);
+
+/** Told that a limit stopped a `matches` clause of the flag or segment
+ *  `key` (borrowed: copy what you keep) at `version`: `kind` is
+ *  ld_kind_features() or ld_kind_segments(). The clause answered "no
+ *  match" (see the top of this header). */
+typedef void (*ld_evaluator_limit_fn)(const ld_kind *kind, const char *key, int64_t version,
+                                      void *arg);
+
+/** Sets the function told when a limit stops a `matches` clause: once
+ *  per flag or segment version (the first stop of each compiled clause),
+ *  on the thread that runs the evaluation, from inside it, before the
+ *  evaluation's future completes. It must not free the evaluator or its
+ *  store. NULL `fn` tells no one (the default). A log line is what it is
+ *  for: ldasync-serve logs a warning with the key and version.
+ *  @return 0; LD_EINVAL if `ev` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_evaluator_set_limit_fn(ld_evaluator *ev, ld_evaluator_limit_fn fn, void *arg);
 
 /* ------------------------------------------------------------------------- */
 /* Details. Each function takes NULL (and then answers as for "none").       */

@@ -528,7 +528,12 @@ struct ld_evaluator {
     int64_t stale_after;
     struct ld__cache cache;
     struct ld__job *jobs; /* waiting for the store */
+    ld_evaluator_limit_fn limit_fn;
+    void *limit_arg;
 };
+
+/* Tells ev's limit function that a `matches` clause of `it` stopped. */
+void ld__evaluator_stopped(ld_evaluator *ev, const struct ld__item *it);
 
 /* ---- details (eval_detail.c) */
 
@@ -567,6 +572,8 @@ struct ld__resolver {
     /* 0 with *m (borrowed; NULL when the context is in no big segment)
      * and *status; LD__E_NEED. `key` is the context key. */
     int (*membership)(void *arg, const json_t *key, const json_t **m, int *status);
+    /* A limit stopped a `matches` clause of `it` for the first time. */
+    void (*stopped)(void *arg, const struct ld__item *it);
 };
 
 /* Evaluates `f` (NULL: not found) into `d`, whose value and strings it

@@ -77,7 +77,12 @@ static int now_membership(void *arg, const json_t *key, const json_t **m, int *s
     return ev->bss ? LD__E_NEED : 0;
 }
 
-static const struct ld__resolver NOW = {now_item, now_membership};
+static void now_stopped(void *arg, const struct ld__item *it)
+{
+    ld__evaluator_stopped(arg, it);
+}
+
+static const struct ld__resolver NOW = {now_item, now_membership, now_stopped};
 
 ld_evaluator *ld_evaluator_new(ld_store *store)
 {
@@ -115,6 +120,22 @@ void ld_evaluator_free(ld_evaluator *ev)
     }
     ld__cache_free(&ev->cache);
     ld__free(ev);
+}
+
+int ld_evaluator_set_limit_fn(ld_evaluator *ev, ld_evaluator_limit_fn fn, void *arg)
+{
+    if (!ev)
+        return LD_EINVAL;
+    ev->limit_fn = fn;
+    ev->limit_arg = arg;
+    return 0;
+}
+
+void ld__evaluator_stopped(ld_evaluator *ev, const struct ld__item *it)
+{
+    if (ev->limit_fn)
+        ev->limit_fn(ld__item_kind((enum ld__item_type)it->type), it->key.s, it->version,
+                     ev->limit_arg);
 }
 
 int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)

@@ -344,7 +344,14 @@ static int job_membership(void *arg, const json_t *key, const json_t **m, int *s
     return LD__E_NEED;
 }
 
-const struct ld__resolver ld__job_resolver = {job_item, job_membership};
+static void job_stopped(void *arg, const struct ld__item *it)
+{
+    struct ld__job *j = arg;
+    if (j->ev)
+        ld__evaluator_stopped(j->ev, it);
+}
+
+const struct ld__resolver ld__job_resolver = {job_item, job_membership, job_stopped};
 
 /* Issues what the job wants. @return how many reads it issued. */
 static int job_issue(struct ld__job *j)

@@ -30,10 +30,11 @@ struct es {
     const struct ld__item *flags[MAX_DEPTH];
     const struct ld__item *segments[MAX_DEPTH];
     int nflags, nsegments;
-    long visits;        /* flags and segments entered, up to MAX_VISITS */
-    int big;            /* the worst big segments status met, or -1 */
-    int error;          /* enum ld_eval_error after LD__E_FAIL */
-    size_t top_prereqs; /* prerequisites of the evaluated flag entered */
+    long visits;                 /* flags and segments entered, up to MAX_VISITS */
+    int big;                     /* the worst big segments status met, or -1 */
+    int error;                   /* enum ld_eval_error after LD__E_FAIL */
+    size_t top_prereqs;          /* prerequisites of the evaluated flag entered */
+    const struct ld__item *flag; /* the flag whose rules run (of a prerequisite, inside one) */
 };
 
 struct res {
@@ -117,6 +118,18 @@ static bool kind_in(const ld_context *ctx, const json_t *values)
     return false;
 }
 
+/* Tells the resolver when `c` has just been stopped by a limit: the item
+ * evaluated is the innermost segment, or else the innermost flag. */
+static void note_stop(struct es *es, const struct ld__clause *c, bool was)
+{
+    if (was || !ld__clause_values_stopped(c->values) || !es->rv->stopped)
+        return;
+    if (es->nsegments > 0)
+        es->rv->stopped(es->arg, es->segments[es->nsegments - 1]);
+    else if (es->flag)
+        es->rv->stopped(es->arg, es->flag);
+}
+
 /* 1 when the clause matches, 0 when not, or LD__E_FAIL / LD__E_NEED. */
 static int match_clause(struct es *es, const struct ld__clause *c)
 {
@@ -141,6 +154,7 @@ static int match_clause(struct es *es, const struct ld__clause *c)
         const json_t *v = attr_value(es->ctx, part, &c->attr);
         if (!v || json_is_null(v))
             return 0;
+        bool was = ld__clause_values_stopped(c->values);
         if (json_is_array(v)) {
             size_t n = json_array_size(v);
             for (size_t i = 0; i < n && !m; i++) {
@@ -150,6 +164,7 @@ static int match_clause(struct es *es, const struct ld__clause *c)
         } else {
             m = ld__clause_values_match(c->values, v);
         }
+        note_stop(es, c, was);
     }
     return m != c->negate;
 }
@@ -286,7 +301,7 @@ static int prerequisites(struct es *es, const struct ld__flag *f, struct res *r)
     return 1;
 }
 
-static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r)
+static int eval_flag_in(struct es *es, const struct ld__flag *f, struct res *r)
 {
     memset(r, 0, sizeof *r);
     r->index = -1;
@@ -332,6 +347,15 @@ static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r)
         return rc;
     r->kind = LD_REASON_FALLTHROUGH;
     return serve(es, f, index, r);
+}
+
+static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r)
+{
+    const struct ld__item *outer = es->flag;
+    es->flag = &f->h;
+    int rc = eval_flag_in(es, f, r);
+    es->flag = outer;
+    return rc;
 }
 
 static bool key_in(const struct es *es, const struct ld__clause_values *keys)
@@ -457,6 +481,7 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
     es.big = -1;
     es.error = LD_EVAL_ERROR_NONE;
     es.top_prereqs = 0;
+    es.flag = NULL;
     struct res r;
     int rc;
     if (!f || f->deleted) {

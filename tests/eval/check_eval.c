@@ -1577,6 +1577,110 @@ static ld_context *many_kinds(int n, bool rev)
 /* In a context of many kinds, targets, clauses, rollouts and clauses on
  * "kind" read the right kind, and a missing kind matches nothing; the order
  * the kinds came in changes nothing. */
+/* What ld_evaluator_set_limit_fn's function was told. */
+struct stops {
+    int n;
+    const ld_kind *kind;
+    char key[16];
+    int64_t version;
+};
+
+static void on_limit(const ld_kind *kind, const char *key, int64_t version, void *arg)
+{
+    struct stops *st = arg;
+    st->n++;
+    st->kind = kind;
+    snprintf(st->key, sizeof st->key, "%s", key);
+    st->version = version;
+}
+
+#define RUNAWAY "^(([a-z])+.)+[A-Z]([a-z])+$"
+#define RUNAWAY_RULE \
+    "{'id':'r','clauses':[{'attribute':'name','op':'matches','values':['" RUNAWAY "']}]"
+
+/* A user whose name is 100,000 letters a to z over and over: RUNAWAY cannot
+ * match it,
+ * and backtracks until a limit stops it. */
+static ld_context *runaway_subject(void)
+{
+    enum { LEN = 100000 };
+    char *text = malloc(LEN + 64);
+    ck_assert_ptr_nonnull(text);
+    int at = snprintf(text, 64, "{'key':'u','name':'");
+    for (int i = 0; i < LEN; i++)
+        text[at + i] = (char)('a' + i % 26);
+    snprintf(text + at + LEN, 64, "'}");
+    ld_context *ctx = ctx_of(text);
+    free(text);
+    return ctx;
+}
+
+/* Upserts flag "f" of RUNAWAY_RULE at `version`. */
+static void runaway_flag_version(ld_store *s, int version)
+{
+    json_t *f = json_pack("{s:s,s:i,s:b,s:[b,b],s:{s:i},s:[{s:s,s:[{s:s,s:s,s:[s]}],s:i}]}", "key",
+                          "f", "version", version, "on", 1, "variations", 0, 1, "fallthrough",
+                          "variation", 0, "rules", "id", "r", "clauses", "attribute", "name", "op",
+                          "matches", "values", RUNAWAY, "variation", 1);
+    ck_assert_ptr_nonnull(f);
+    ck_assert(ld_test_await_bool(ld_store_upsert(s, ld_kind_features(), f)));
+    json_decref(f);
+}
+
+/* A `matches` clause stopped by a limit is told to the function set with
+ * ld_evaluator_set_limit_fn() once per flag or segment version, with its
+ * kind, key and version; the clause answers no match; NULL tells no one. */
+START_TEST(test_limit_fn_told_once_per_version_of_a_stopped_regex)
+{
+    ld_store *s = store_with("{'f':{'on':true,'variations':[false,true],'fallthrough':"
+                             "{'variation':0},'rules':[" RUNAWAY_RULE ",'variation':1}]},"
+                             "'g':{'on':true,'variations':[false,true],'fallthrough':"
+                             "{'variation':0},'rules':[{'id':'r','clauses':[{'attribute':'key',"
+                             "'op':'segmentMatch','values':['s']}],'variation':1}]}}",
+                             "{'s':{'version':4,'rules':[" RUNAWAY_RULE "}]}}");
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = runaway_subject();
+    struct stops st = {0};
+    ck_assert_int_eq(ld_evaluator_set_limit_fn(NULL, on_limit, &st), LD_EINVAL);
+    ck_assert_int_eq(ld_evaluator_set_limit_fn(ev, on_limit, &st), 0);
+    for (int i = 0; i < 3; i++) {
+        ld_future *f = detail_f(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+        ck_assert_int_eq(ld_detail_variation_index(D(f)), 0); /* stopped: no match */
+        ld_future_unref(f);
+    }
+    ck_assert_int_eq(st.n, 1);
+    ck_assert_ptr_eq(st.kind, ld_kind_features());
+    ck_assert_str_eq(st.key, "f");
+    ck_assert_int_eq(st.version, 1);
+
+    /* a new version of the flag: told again, once */
+    runaway_flag_version(s, 2);
+    for (int i = 0; i < 2; i++)
+        ld_future_unref(detail_f(ev, "f", ctx, LD_VALUE_BOOL, json_false()));
+    ck_assert_int_eq(st.n, 2);
+    ck_assert_int_eq(st.version, 2);
+
+    /* in a segment's rule: the segment is named */
+    for (int i = 0; i < 2; i++) {
+        ld_future *f = detail_f(ev, "g", ctx, LD_VALUE_BOOL, json_false());
+        ck_assert_int_eq(ld_detail_variation_index(D(f)), 0);
+        ld_future_unref(f);
+    }
+    ck_assert_int_eq(st.n, 3);
+    ck_assert_ptr_eq(st.kind, ld_kind_segments());
+    ck_assert_str_eq(st.key, "s");
+    ck_assert_int_eq(st.version, 4);
+
+    /* NULL tells no one */
+    ck_assert_int_eq(ld_evaluator_set_limit_fn(ev, NULL, NULL), 0);
+    runaway_flag_version(s, 3);
+    ld_future_unref(detail_f(ev, "f", ctx, LD_VALUE_BOOL, json_false()));
+    ck_assert_int_eq(st.n, 3);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
 START_TEST(test_many_kinds_are_read_by_kind)
 {
     static const struct {
@@ -2934,6 +3038,7 @@ Suite *ld_suite_eval(void)
     tcase_add_loop_test(tc, test_errors, 0, (int)N_OF(error_cases));
     tcase_add_loop_test(tc, test_wrong_typed_fields, 0, (int)N_OF(wrong_typed_cases));
     tcase_add_test(tc, test_many_kinds_are_read_by_kind);
+    tcase_add_test(tc, test_limit_fn_told_once_per_version_of_a_stopped_regex);
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);

@@ -846,6 +846,38 @@ START_TEST(test_evalx_answers_what_the_evaluator_says)
 }
 END_TEST
 
+/* A `matches` rule that a limit stops: evalx answers (the rule does not
+ * match) and the server logs a warning with the flag's key and version,
+ * once for that version however often it is evaluated. */
+START_TEST(test_regex_stopped_by_its_limit_is_logged_once_per_version)
+{
+    write_data("{'flags': {'rx': {'key': 'rx', 'version': 3, 'on': true, 'clientSide': true,"
+               " 'variations': [false, true], 'fallthrough': {'variation': 0},"
+               " 'rules': [{'id': 'r', 'variation': 1, 'clauses': [{'attribute': 'name',"
+               " 'op': 'matches', 'values': ['^(([a-z])+.)+[A-Z]([a-z])+$']}]}]}}}");
+    app_start();
+    app_ready();
+    enum { LEN = 2000 };
+    char ctx[LEN + 64];
+    int at = snprintf(ctx, 64, "{'key': 'u', 'name': '");
+    for (int i = 0; i < LEN; i++)
+        ctx[at + i] = (char)('a' + i % 26);
+    snprintf(ctx + at + LEN, 64, "'}");
+    char *path = evalx_path(ctx);
+    for (int i = 0; i < 3; i++) {
+        json_t *got = get_json(path, 200);
+        ck_assert(json_is_false(json_object_get(json_object_get(got, "rx"), "value")));
+        json_decref(got);
+    }
+    free(path);
+    const char *line = "[warn] flag rx version 3: a regular expression stopped at its limit";
+    const char *first = strstr(g.log, line);
+    ck_assert_msg(first, "%s", g.log);
+    ck_assert_ptr_null(strstr(first + 1, line));
+    app_stop();
+}
+END_TEST
+
 /* ---- 10,000 requests, 64 in flight on keep-alive connections ---------------------- */
 
 #define LOAD_CONNS 64
@@ -1200,6 +1232,7 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_evalx_answers_what_the_evaluator_says);
+    tcase_add_test(tc, test_regex_stopped_by_its_limit_is_logged_once_per_version);
     suite_add_tcase(s, tc);
     tc = tcase_create("load");
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
