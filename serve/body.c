@@ -83,7 +83,8 @@ static long line_at(struct evbuffer *in, struct evbuffer_ptr *p, char *line)
  * into `out` when not NULL. @return 1 when it is whole (*raw: its bytes
  * with the framing and trailers; *len: its data's), 0 when more must come,
  * -1 when it is malformed, -2 when its data pass `max`. */
-static int chunked_read(struct evbuffer *in, size_t max, char *out, size_t *raw, size_t *len)
+static int chunked_read(lds_server *srv, struct evbuffer *in, size_t max, char *out, size_t *raw,
+                        size_t *len)
 {
     char line[CHUNK_LINE_MAX + 1];
     struct evbuffer_ptr p;
@@ -93,6 +94,7 @@ static int chunked_read(struct evbuffer *in, size_t max, char *out, size_t *raw,
         long k = line_at(in, &p, line);
         if (k <= 0)
             return (int)k;
+        srv->st.chunk_lines++;
         char *end;
         errno = 0;
         unsigned long long size = strtoull(line, &end, 16);
@@ -142,7 +144,7 @@ static bool chunked_ready(lds_server *srv, struct evhttp_request *req, struct ld
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
     size_t raw, len;
-    int rc = chunked_read(in, srv->o.max_body, NULL, &raw, &len);
+    int rc = chunked_read(srv, in, srv->o.max_body, NULL, &raw, &len);
     if (rc == 0 && evbuffer_get_length(in) > 8 * srv->o.max_body + 65536)
         rc = -2; /* tiny chunks: the framing alone passes any body's */
     if (rc == 0)
@@ -157,7 +159,7 @@ static bool chunked_ready(lds_server *srv, struct evhttp_request *req, struct ld
         lds_send_error(srv, req, 500, "out of memory", flags);
         return true;
     }
-    chunked_read(in, srv->o.max_body, text, &raw, &len);
+    chunked_read(srv, in, srv->o.max_body, text, &raw, &len);
     text[len] = '\0';
     evbuffer_drain(in, raw);
     c->body_taken = true;
@@ -174,7 +176,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     if (w->chunked) {
         struct evbuffer *in = bufferevent_get_input(bev);
         size_t raw, len;
-        int rc = chunked_read(in, w->srv->o.max_body, NULL, &raw, &len);
+        int rc = chunked_read(w->srv, in, w->srv->o.max_body, NULL, &raw, &len);
         if (rc == 0 && evbuffer_get_length(in) <= 8 * w->srv->o.max_body + 65536)
             return;
     }

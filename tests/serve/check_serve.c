@@ -2171,6 +2171,43 @@ START_TEST(test_report_with_a_chunked_body_is_read)
 }
 END_TEST
 
+/* A chunked body coming a chunk at a time is read once, not again from
+ * its start at every arrival: each chunk's size line is read a bounded
+ * number of times (it was read at every arrival, so a client sending tiny
+ * chunks one by one cost the loop time growing with all it had sent). */
+START_TEST(test_report_chunked_body_is_read_once_as_it_comes)
+{
+    struct fix x;
+    start(&x);
+    enum { N = 2000 };
+    static const char head[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nConnection: close\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n"
+                               "c\r\n{\"key\":\"u1\"}\r\n";
+    struct lds_server_stats st0, st1;
+    lds_server_stats(x.srv, &st0);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_send(&r, head, sizeof head - 1);
+    for (int k = 0; k < 5; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    for (int i = 0; i < N; i++) {
+        raw_send(&r, "1\r\n \r\n", 6);
+        for (int k = 0; k < 3; k++)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    }
+    raw_send(&r, "0\r\n\r\n", 5);
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 200);
+    raw_close(&r);
+    lds_server_stats(x.srv, &st1);
+    uint64_t lines = st1.chunk_lines - st0.chunk_lines;
+    ck_assert_msg(lines <= 3 * (N + 2), "%llu chunk lines read for %d chunks",
+                  (unsigned long long)lines, N + 2);
+    stop(&x);
+}
+END_TEST
+
 /* A REPORT whose body was read whole keeps its connection when the
  * request allows it (JS SDKs send REPORT with keep-alive): every REPORT
  * answered "Connection: close". The next request on it is answered, also
@@ -2579,6 +2616,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     tcase_add_test(tc, test_report_with_a_chunked_body_is_read);
     tcase_add_test(tc, test_report_keeps_the_connection);
+    tcase_add_test(tc, test_report_chunked_body_is_read_once_as_it_comes);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
