@@ -1518,6 +1518,59 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
 }
 END_TEST
 
+/* The put's allowance is for the put: once a stream has sent it, what a
+ * reader that stopped reading holds is bounded by max_stream_buffer alone
+ * (it kept the put's size on top for good, so with a large put every slow
+ * reader could hold that much again of copies of its own). */
+START_TEST(test_slow_stream_reader_after_its_put_holds_only_the_bound)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.max_stream_buffer = 8 * 1024;
+    start_with(&x, &o, false);
+    enum { PUT = 256 * 1024 };
+    char *filler = big(PUT, 'y');
+    memcpy(filler + PUT - 4, "YEND", 4);
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[b,b],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ld_test_await_ok(ld_store_upsert(x.store, ld_kind_features(), item));
+    lds_server_changed(x.srv, ld_kind_features(), "huge", 1, item); /* no stream yet */
+    json_decref(item);
+    struct raw r;
+    stream_open(&x, &r);
+    for (;;) { /* the put, read (and let go of) as it comes */
+        if (evbuffer_search(r.got, "YEND", 4, NULL).pos >= 0)
+            break;
+        size_t n = evbuffer_get_length(r.got);
+        evbuffer_drain(r.got, n > 3 ? n - 3 : 0);
+        ck_assert(!r.eof);
+        loop_once();
+    }
+    for (int k = 0; k < 20; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    bufferevent_disable(r.bev, EV_READ); /* the reader has its put, then stops */
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
+    for (int i = 0; i < 400000 && st.streams_dropped == 0; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        x.log[0] = '\0'; /* (the drop's line is the last one) */
+        lds_server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        lds_server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    const char *m = strstr(x.log, "too slow (");
+    ck_assert_ptr_nonnull(m);
+    size_t unsent = strtoull(m + strlen("too slow ("), NULL, 10);
+    ck_assert_msg(unsent <= o.max_stream_buffer + 1024,
+                  "dropped at %zu bytes unsent for a bound of %zu", unsent, o.max_stream_buffer);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 /* The server's end of the loopback connection whose client end is `fd`
  * (the server runs in this process). */
 static int server_end_of(int fd)
@@ -2597,10 +2650,12 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
     tcase_add_test(tc, test_stream_large_change_keeps_readers_and_drops_non_readers);
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
+    tcase_add_test(tc, test_slow_stream_reader_after_its_put_holds_only_the_bound);
     tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
     tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
     tcase_add_test(tc, test_stream_socket_sends_events_without_delay);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
+    tcase_set_timeout(tc, 30); /* a put of 256 KiB read under the sanitizers */
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
