@@ -21,6 +21,14 @@
 
 #include "serve-internal.h"
 
+/* Where the reading of a chunked body has got to: the end of the chunks
+ * found whole so far and their data's length, so that what arrives next
+ * is read from there (read from the start at every arrival, a body of
+ * tiny chunks cost the loop time growing with all of it, per arrival). */
+struct chunk_pos {
+    size_t at, data;
+};
+
 /* A request whose body is still arriving. */
 struct lds_bodyw {
     lds_server *srv;
@@ -28,6 +36,7 @@ struct lds_bodyw {
     struct evhttp_request *req;
     size_t need;
     bool chunked; /* framed by chunks, not by `need` */
+    struct chunk_pos pos;
     int flags;
     const struct lds_route *rt;
     lds_body_fn fn;
@@ -79,20 +88,26 @@ static long line_at(struct evbuffer *in, struct evbuffer_ptr *p, char *line)
     return (long)(n + eol);
 }
 
-/* Reads the chunked body at the start of `in` (RFC 9112 7.1): its data
- * into `out` when not NULL. @return 1 when it is whole (*raw: its bytes
- * with the framing and trailers; *len: its data's), 0 when more must come,
- * -1 when it is malformed, -2 when its data pass `max`. */
-static int chunked_read(struct evbuffer *in, size_t max, char *out, size_t *raw, size_t *len)
+/* Reads the chunked body at the start of `in` (RFC 9112 7.1) from `pos`
+ * (when not NULL: updated past each whole chunk), its data into `out`
+ * when not NULL (then from the start). @return 1 when it is whole (*raw:
+ * its bytes with the framing and trailers; *len: its data's), 0 when more
+ * must come, -1 when it is malformed, -2 when its data pass `max`. */
+static int chunked_read(lds_server *srv, struct evbuffer *in, size_t max, char *out, size_t *raw,
+                        size_t *len, struct chunk_pos *pos)
 {
     char line[CHUNK_LINE_MAX + 1];
     struct evbuffer_ptr p;
-    evbuffer_ptr_set(in, &p, 0, EVBUFFER_PTR_SET);
-    size_t total = evbuffer_get_length(in), data = 0;
+    struct chunk_pos from = {0, 0};
+    if (pos && !out)
+        from = *pos;
+    evbuffer_ptr_set(in, &p, from.at, EVBUFFER_PTR_SET);
+    size_t total = evbuffer_get_length(in), data = from.data;
     for (;;) {
         long k = line_at(in, &p, line);
         if (k <= 0)
             return (int)k;
+        srv->st.chunk_lines++;
         char *end;
         errno = 0;
         unsigned long long size = strtoull(line, &end, 16);
@@ -131,6 +146,8 @@ static int chunked_read(struct evbuffer *in, size_t max, char *out, size_t *raw,
         }
         data += size;
         evbuffer_ptr_set(in, &p, at + size + 2, EVBUFFER_PTR_SET);
+        if (pos && !out)
+            *pos = (struct chunk_pos){at + size + 2, data};
     }
 }
 
@@ -138,11 +155,12 @@ static int chunked_read(struct evbuffer *in, size_t max, char *out, size_t *raw,
  * request is done with (answered, or handed over), false when more must
  * come. */
 static bool chunked_ready(lds_server *srv, struct evhttp_request *req, struct lds_conn *c,
-                          int flags, const struct lds_route *rt, lds_body_fn fn, int arg)
+                          int flags, const struct lds_route *rt, lds_body_fn fn, int arg,
+                          struct chunk_pos *pos)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
     size_t raw, len;
-    int rc = chunked_read(in, srv->o.max_body, NULL, &raw, &len);
+    int rc = chunked_read(srv, in, srv->o.max_body, NULL, &raw, &len, pos);
     if (rc == 0 && evbuffer_get_length(in) > 8 * srv->o.max_body + 65536)
         rc = -2; /* tiny chunks: the framing alone passes any body's */
     if (rc == 0)
@@ -157,7 +175,7 @@ static bool chunked_ready(lds_server *srv, struct evhttp_request *req, struct ld
         lds_send_error(srv, req, 500, "out of memory", flags);
         return true;
     }
-    chunked_read(in, srv->o.max_body, text, &raw, &len);
+    chunked_read(srv, in, srv->o.max_body, text, &raw, &len, NULL);
     text[len] = '\0';
     evbuffer_drain(in, raw);
     c->body_taken = true;
@@ -174,7 +192,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     if (w->chunked) {
         struct evbuffer *in = bufferevent_get_input(bev);
         size_t raw, len;
-        int rc = chunked_read(in, w->srv->o.max_body, NULL, &raw, &len);
+        int rc = chunked_read(w->srv, in, w->srv->o.max_body, NULL, &raw, &len, &w->pos);
         if (rc == 0 && evbuffer_get_length(in) <= 8 * w->srv->o.max_body + 65536)
             return;
     }
@@ -182,7 +200,7 @@ static void bodyw_read(struct bufferevent *bev, void *arg)
     lds_conn_carry(w->conn, NULL, NULL);
     lds_conn_request_came(w->conn);
     if (w->chunked)
-        chunked_ready(w->srv, w->req, w->conn, w->flags, w->rt, w->fn, w->arg);
+        chunked_ready(w->srv, w->req, w->conn, w->flags, w->rt, w->fn, w->arg, &w->pos);
     else
         body_ready(w->srv, w->req, w->conn, w->need, w->rt, w->fn, w->arg);
     lds_free(w);
@@ -245,7 +263,8 @@ void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds
         return;
     }
     struct bufferevent *bev = c->bev;
-    if (chunked ? chunked_ready(srv, req, c, flags, rt, fn, arg)
+    struct chunk_pos pos = {0, 0};
+    if (chunked ? chunked_ready(srv, req, c, flags, rt, fn, arg, &pos)
                 : evbuffer_get_length(bufferevent_get_input(bev)) >= need) {
         if (!chunked)
             body_ready(srv, req, c, (size_t)need, rt, fn, arg);
@@ -261,6 +280,7 @@ void lds_read_body(lds_server *srv, struct evhttp_request *req, const struct lds
     w->req = req;
     w->need = (size_t)need;
     w->chunked = chunked;
+    w->pos = pos;
     w->flags = flags;
     w->rt = rt;
     w->fn = fn;

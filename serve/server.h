@@ -125,6 +125,7 @@ struct lds_server_stats {
                                     not sent yet, each counted once (puts aside) */
     uint64_t pending;            /* requests waiting for their futures */
     uint64_t serializations;     /* collection bodies serialized (cache misses) */
+    uint64_t chunk_lines;        /* chunk-size lines of chunked REPORT bodies read */
 };
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
 

@@ -46,7 +46,7 @@ struct lds_stream {
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
     ld_future *fut;          /* the data of the put, while it is fetched */
-    size_t put_len;          /* the put may be larger than max_stream_buffer */
+    size_t put_len;          /* the put may be larger than max_stream_buffer (0 once sent) */
     bool started;
     bool dropping;
     bool overflow; /* events were lost before the put: refused */
@@ -146,6 +146,11 @@ static void stream_drop(struct lds_stream *s)
  * its socket takes nothing for timeout_s). */
 static bool backlog_over(struct lds_stream *s, size_t backlog)
 {
+    /* once what is unsent is within the bound, what is left of the put is
+     * too: the put's allowance is spent (kept, it let a reader that took
+     * its put and stopped hold the put's size again in copies of its own) */
+    if (backlog <= s->srv->o.max_stream_buffer)
+        s->put_len = 0;
     return backlog > s->srv->o.max_stream_buffer + s->put_len;
 }
 

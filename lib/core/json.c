@@ -26,7 +26,7 @@ struct big_filter {
     const char *mem; /* or a buffer in memory (src NULL) */
     size_t mem_len;
     size_t in_len, in_pos;
-    bool eof, in_string, escape, in_number, real, neg;
+    bool eof, err, in_string, escape, in_number, real, neg;
     size_t ndigits;          /* of the integer part */
     char digits[INT_DIGITS]; /* its first digits */
     size_t pending;          /* bytes of "e0" still to give */
@@ -91,7 +91,7 @@ static bool take(struct big_filter *f, char c)
     return true;
 }
 
-/* More input: false at its end; (size_t)-1 in *err on a read error. */
+/* More input: false at its end; *err set on a read error. */
 static bool refill(struct big_filter *f, bool *err)
 {
     f->in_pos = 0;
@@ -106,6 +106,7 @@ static bool refill(struct big_filter *f, bool *err)
     size_t n = f->src(f->in, sizeof(f->in), f->src_data);
     if (n == (size_t)-1 || n > sizeof(f->in)) {
         *err = true;
+        f->in_len = 0;
         return false;
     }
     f->in_len = n;
@@ -123,17 +124,13 @@ static size_t filter_cb(void *buffer, size_t buflen, void *data)
             continue;
         }
         if (f->in_pos == f->in_len) {
-            bool err = false;
-            if (!f->eof && !refill(f, &err)) {
-                if (err)
-                    return (size_t)-1;
-                f->eof = true;
-            }
+            if (!f->eof && !refill(f, &f->err))
+                f->eof = true; /* a read error too, once the text before it is given */
             if (f->eof) {
                 if (f->in_number)
                     end_number(f); /* a number at the very end */
                 if (!f->pending)
-                    break;
+                    return n || !f->err ? n : (size_t)-1;
                 continue;
             }
         }

@@ -121,6 +121,27 @@ START_TEST(test_bad_text_is_refused_as_jansson_refuses_it)
 }
 END_TEST
 
+START_TEST(test_a_read_error_after_the_whole_text_loads_as_jansson_does)
+{
+    /* json.h: a read error is taken as the end, "the load fails ... unless
+     * the text read is whole"; jansson loads these. The text already given
+     * in the same call as the error must not be dropped. */
+    const char *texts[] = {"[12345]", "[10000000000000000000]", "{\"a\": -10000000000000000000}"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        for (size_t step = 0; step < 3; step++) {
+            size_t len = strlen(texts[i]);
+            /* the error comes at the first call after the whole text */
+            int calls = step ? (int)((len + step - 1) / step) + 1 : 2;
+            struct src s = {texts[i], len, 0, step, calls};
+            json_error_t err;
+            json_t *j = ld_json_load_callback(src_cb, &s, 0, &err);
+            ck_assert_msg(j != NULL, "%s (step %zu): %s", texts[i], step, err.text);
+            json_decref(j);
+        }
+    }
+}
+END_TEST
+
 Suite *ld_suite_json(void)
 {
     Suite *s = suite_create("json");
@@ -128,6 +149,7 @@ Suite *ld_suite_json(void)
     tcase_add_test(tc, test_integers_beyond_int64_are_reals);
     tcase_add_test(tc, test_everything_else_is_read_as_jansson_reads_it);
     tcase_add_test(tc, test_bad_text_is_refused_as_jansson_refuses_it);
+    tcase_add_test(tc, test_a_read_error_after_the_whole_text_loads_as_jansson_does);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1518,6 +1518,59 @@ START_TEST(test_slow_stream_reader_holds_about_the_bound_in_memory)
 }
 END_TEST
 
+/* The put's allowance is for the put: once a stream has sent it, what a
+ * reader that stopped reading holds is bounded by max_stream_buffer alone
+ * (it kept the put's size on top for good, so with a large put every slow
+ * reader could hold that much again of copies of its own). */
+START_TEST(test_slow_stream_reader_after_its_put_holds_only_the_bound)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.max_stream_buffer = 8 * 1024;
+    start_with(&x, &o, false);
+    enum { PUT = 256 * 1024 };
+    char *filler = big(PUT, 'y');
+    memcpy(filler + PUT - 4, "YEND", 4);
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[b,b],s:i,s:s}", "key", "huge", "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ld_test_await_ok(ld_store_upsert(x.store, ld_kind_features(), item));
+    lds_server_changed(x.srv, ld_kind_features(), "huge", 1, item); /* no stream yet */
+    json_decref(item);
+    struct raw r;
+    stream_open(&x, &r);
+    for (;;) { /* the put, read (and let go of) as it comes */
+        if (evbuffer_search(r.got, "YEND", 4, NULL).pos >= 0)
+            break;
+        size_t n = evbuffer_get_length(r.got);
+        evbuffer_drain(r.got, n > 3 ? n - 3 : 0);
+        ck_assert(!r.eof);
+        loop_once();
+    }
+    for (int k = 0; k < 20; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    bufferevent_disable(r.bev, EV_READ); /* the reader has its put, then stops */
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
+    for (int i = 0; i < 400000 && st.streams_dropped == 0; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        x.log[0] = '\0'; /* (the drop's line is the last one) */
+        lds_server_changed(x.srv, ld_kind_features(), key, i + 1, NULL);
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        lds_server_stats(x.srv, &st);
+    }
+    ck_assert_uint_eq(st.streams_dropped, 1);
+    const char *m = strstr(x.log, "too slow (");
+    ck_assert_ptr_nonnull(m);
+    size_t unsent = strtoull(m + strlen("too slow ("), NULL, 10);
+    ck_assert_msg(unsent <= o.max_stream_buffer + 1024,
+                  "dropped at %zu bytes unsent for a bound of %zu", unsent, o.max_stream_buffer);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 /* The server's end of the loopback connection whose client end is `fd`
  * (the server runs in this process). */
 static int server_end_of(int fd)
@@ -2171,6 +2224,43 @@ START_TEST(test_report_with_a_chunked_body_is_read)
 }
 END_TEST
 
+/* A chunked body coming a chunk at a time is read once, not again from
+ * its start at every arrival: each chunk's size line is read a bounded
+ * number of times (it was read at every arrival, so a client sending tiny
+ * chunks one by one cost the loop time growing with all it had sent). */
+START_TEST(test_report_chunked_body_is_read_once_as_it_comes)
+{
+    struct fix x;
+    start(&x);
+    enum { N = 2000 };
+    static const char head[] = "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nConnection: close\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n"
+                               "c\r\n{\"key\":\"u1\"}\r\n";
+    struct lds_server_stats st0, st1;
+    lds_server_stats(x.srv, &st0);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_send(&r, head, sizeof head - 1);
+    for (int k = 0; k < 5; k++)
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    for (int i = 0; i < N; i++) {
+        raw_send(&r, "1\r\n \r\n", 6);
+        for (int k = 0; k < 3; k++)
+            event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+    }
+    raw_send(&r, "0\r\n\r\n", 5);
+    raw_wait_eof(&r);
+    ck_assert_int_eq(raw_status(&r), 200);
+    raw_close(&r);
+    lds_server_stats(x.srv, &st1);
+    uint64_t lines = st1.chunk_lines - st0.chunk_lines;
+    ck_assert_msg(lines <= 3 * (N + 2), "%llu chunk lines read for %d chunks",
+                  (unsigned long long)lines, N + 2);
+    stop(&x);
+}
+END_TEST
+
 /* A REPORT whose body was read whole keeps its connection when the
  * request allows it (JS SDKs send REPORT with keep-alive): every REPORT
  * answered "Connection: close". The next request on it is answered, also
@@ -2560,10 +2650,12 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_slow_stream_reader_is_dropped);
     tcase_add_test(tc, test_stream_large_change_keeps_readers_and_drops_non_readers);
     tcase_add_test(tc, test_slow_stream_reader_holds_about_the_bound_in_memory);
+    tcase_add_test(tc, test_slow_stream_reader_after_its_put_holds_only_the_bound);
     tcase_add_test(tc, test_stream_events_written_now_or_queued_arrive_whole_and_in_order);
     tcase_add_test(tc, test_stream_to_an_http_1_0_client_is_not_chunked);
     tcase_add_test(tc, test_stream_socket_sends_events_without_delay);
     tcase_add_test(tc, test_stream_put_larger_than_the_stream_bound_is_sent);
+    tcase_set_timeout(tc, 30); /* a put of 256 KiB read under the sanitizers */
     suite_add_tcase(s, tc);
     tc = tcase_create("evalx");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
@@ -2579,6 +2671,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_report_with_two_different_content_lengths_is_400);
     tcase_add_test(tc, test_report_with_a_chunked_body_is_read);
     tcase_add_test(tc, test_report_keeps_the_connection);
+    tcase_add_test(tc, test_report_chunked_body_is_read_once_as_it_comes);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
