@@ -232,7 +232,9 @@ static long answered_at(const struct fix *x, const char *path)
 
 /* Asks for `path` and, once the server has it (it waits for the store),
  * for /status on another connection: /status is answered while the body
- * is assembled, before it. */
+ * is assembled, before it. Under valgrind (LDASYNC_VALGRIND) only that both
+ * are answered: the slices are timed (~2 ms each), and valgrind's slowdown
+ * of the loop around them decides which answer comes first. */
 static void expect_status_first(struct fix *x, const char *path)
 {
     struct lds_server_stats st;
@@ -249,8 +251,9 @@ static void expect_status_first(struct fix *x, const char *path)
     wait_for(&big_r);
     ck_assert_int_eq(status_r.code, 200);
     ck_assert_int_eq(big_r.code, 200);
-    ck_assert_msg(answered_at(x, "/status") < answered_at(x, path),
-                  "%s was answered before /status:\n%s", path, x->log);
+    if (!getenv("LDASYNC_VALGRIND"))
+        ck_assert_msg(answered_at(x, "/status") < answered_at(x, path),
+                      "%s was answered before /status:\n%s", path, x->log);
     evhttp_connection_free(c1);
     evhttp_connection_free(c2);
     free(big_r.body);
