@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ---- the model of kind.h's rules ------------------------------------------ */
 
-/* A non-empty string. kind.h says only "non-empty string"; the library also
+/* A non-empty string, not "$valid" or "$flagsState" (kind.h: the all-flags
+ * state's own keys). kind.h says only "non-empty string"; the library also
  * refuses a key with an embedded NUL (its message says so), which a C
  * string key could not represent. The model follows the library there. */
 static bool model_key_ok(const json_t *k)
@@ -46,7 +47,10 @@ static bool model_key_ok(const json_t *k)
     if (!json_is_string(k))
         return false;
     size_t n = json_string_length(k);
-    return n > 0 && memchr(json_string_value(k), '\0', n) == NULL;
+    const char *s = json_string_value(k);
+    if (strcmp(s, "$valid") == 0 || strcmp(s, "$flagsState") == 0)
+        return false; /* (with a NUL after it, refused below anyway) */
+    return n > 0 && memchr(s, '\0', n) == NULL;
 }
 
 static bool model_version_ok(const json_t *v)
