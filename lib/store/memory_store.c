@@ -614,14 +614,6 @@ static void swap_in(struct memory *mem, struct table *fresh)
     mem->inited = 1;
 }
 
-static const ld_kind *kind_of_namespace(const char *ns)
-{
-    for (int i = 0; i < NKINDS; i++)
-        if (strcmp(ns, ld_kind_namespace(kind_at(i))) == 0)
-            return kind_at(i);
-    return NULL;
-}
-
 /* Moves the load to the next item: across namespaces, skipping empty
  * ones. */
 static void load_settle(struct load *l)
@@ -629,7 +621,7 @@ static void load_settle(struct load *l)
     while (!l->at && l->ns) {
         l->ns = json_object_iter_next(l->data, l->ns);
         if (l->ns) {
-            l->kind = kind_of_namespace(json_object_iter_key(l->ns));
+            l->kind = ld_kind_by_namespace(json_object_iter_key(l->ns));
             l->at = json_object_iter(json_object_iter_value(l->ns));
         }
     }
@@ -780,7 +772,7 @@ static void load_start(struct memory *mem, json_t *all_data, ld_future *out)
     }
     l->ns = json_object_iter(all_data);
     if (l->ns) {
-        l->kind = kind_of_namespace(json_object_iter_key(l->ns));
+        l->kind = ld_kind_by_namespace(json_object_iter_key(l->ns));
         l->at = json_object_iter(json_object_iter_value(l->ns));
     }
     load_settle(l);
