@@ -1717,8 +1717,25 @@ static void act_evaluator_free_pending(void)
     }
 }
 
+/* The same, with the all-flags state made in slices of 2 flags. */
+static void act_evaluate_sliced(void)
+{
+    setenv("LDASYNC_EVAL_SLICE_FLAGS", "2", 1);
+    act_evaluate();
+    unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
+}
+
+static void act_evaluator_free_pending_sliced(void)
+{
+    setenv("LDASYNC_EVAL_SLICE_FLAGS", "2", 1);
+    act_evaluator_free_pending();
+    unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
+}
+
 CHAOS_TEST(test_chaos_eval, PATH(eval_setup, act_evaluate, eval_teardown),
-           PATH(eval_setup, act_evaluator_free_pending, eval_teardown))
+           PATH(eval_setup, act_evaluator_free_pending, eval_teardown),
+           PATH(eval_setup, act_evaluate_sliced, eval_teardown),
+           PATH(eval_setup, act_evaluator_free_pending_sliced, eval_teardown))
 
 static void add_case(Suite *s, const char *name, SFun setup, const TTest *test)
 {

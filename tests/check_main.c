@@ -36,6 +36,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_eval_ops());
     srunner_add_suite(runner, ld_suite_eval());
     srunner_add_suite(runner, ld_suite_eval_attack());
+    srunner_add_suite(runner, ld_suite_eval_slices());
     srunner_add_suite(runner, ld_suite_serve());
     srunner_add_suite(runner, ld_suite_serve_e2e());
     srunner_add_suite(runner, ld_suite_serve_chaos());

@@ -411,11 +411,15 @@ void ld__item_references(const struct ld__item *it,
 
 /* The flags of the last flags snapshot an all-flags state was made of, in
  * its order: a store that answers all with the same snapshot while nothing
- * changed (the memory store) is then walked without a lookup per flag. */
+ * changed (the memory store) is then walked without a lookup per flag.
+ * Each flag is compiled when a state first reaches it (within that state's
+ * slices), not when the plan is made. */
 struct ld__plan_entry {
     const char *key; /* the snapshot's */
     size_t len;
-    struct ld__flag *f; /* referenced */
+    json_t *json;       /* the snapshot's */
+    struct ld__flag *f; /* referenced once compiled, else NULL */
+    bool skip;          /* a deleted item's placeholder */
 };
 
 struct ld__plan {
@@ -530,6 +534,14 @@ struct ld_evaluator {
     struct ld__job *jobs; /* waiting for the store */
     ld_evaluator_limit_fn limit_fn;
     void *limit_arg;
+    /* All-flags jobs made in slices, first to last: the first is the one
+     * being made; `resume` (a zero timeout) runs its next slice. */
+    struct ld__job *qhead, *qtail;
+    struct event *resume;
+    int64_t slice_end;  /* ns: when the slice running now is over */
+    size_t slice_flags; /* flags a slice evaluates at most (SIZE_MAX) */
+    bool yielded;       /* the job run from the queue went back to it */
+    bool resuming;      /* the queue is running a slice */
 };
 
 /* Tells ev's limit function that a `matches` clause of `it` stopped. */
@@ -629,7 +641,35 @@ struct ld__job {
     bool all;
     bool state; /* all flags: fulfil with an ld_flags_state, not JSON */
     bool nomem;
+    bool queued; /* all flags: in the evaluator's queue of sliced jobs */
+    /* All flags, made in slices: the plan's next entry, and what the
+     * slices made so far (an ld_flags_state, or the JSON state and its
+     * $flagsState). */
+    size_t at;
+    struct ld_flags_state *partial;
+    json_t *st, *meta;
+    struct ld__job *qnext;
 };
+
+/* An all-flags state is made in slices of about this many nanoseconds,
+ * one slice per pass of the loop (the environment variable
+ * LDASYNC_EVAL_SLICE_FLAGS also bounds a slice by a number of flags: a
+ * test's knob). */
+#define LD__EVAL_SLICE_NS 2000000
+
+/* What each_result() answers when a slice is over. */
+#define LD__E_YIELD (-102)
+
+/* Puts all-flags job `j` in its evaluator's queue (at the front when
+ * `front`: the job the queue is running), whose next slice runs in a later
+ * pass of the loop. @return 0 or LD_ENOMEM. */
+int ld__job_queue(struct ld__job *j, bool front);
+
+/* Runs job `j` (started, with nothing outstanding) one step. */
+void ld__job_step(struct ld__job *j);
+
+/* Monotonic nanoseconds. */
+int64_t ld__eval_now_ns(void);
 
 /* A job of `ev` for `ctx` (referenced), linked into ev->jobs. @return it,
  * or NULL when memory ran out. */
@@ -683,7 +723,8 @@ struct ld_flags_state {
 void ld__flags_state_free(void *p);
 
 /* The all-flags state of the job's snapshots, as JSON; NULL when memory
- * ran out or *rc is LD__E_NEED (memberships to read). */
+ * ran out, or *rc is LD__E_NEED (memberships to read) or LD__E_YIELD (the
+ * slice is over: the job keeps what it made, and a later call goes on). */
 json_t *ld__all_flags_state(struct ld__job *j, int *rc);
 
 /* The same as an ld_flags_state (a new one). */

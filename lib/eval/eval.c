@@ -19,7 +19,10 @@
  * store), eval_detail.c (details and their JSON), eval_all.c (all flags);
  * eval_compile.c compiles, eval_ops.c matches clause operators.
  */
+#include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include <ldasync/big_segments.h>
 #include <ldasync/error.h>
@@ -84,6 +87,16 @@ static void now_stopped(void *arg, const struct ld__item *it)
 
 static const struct ld__resolver NOW = {now_item, now_membership, now_stopped};
 
+/* The most flags a slice of an all-flags state evaluates: no bound but its
+ * time, unless LDASYNC_EVAL_SLICE_FLAGS (a test's knob) says a number. */
+static size_t slice_flags(void)
+{
+    const char *env = getenv("LDASYNC_EVAL_SLICE_FLAGS");
+    char *end;
+    unsigned long long n = env ? strtoull(env, &end, 10) : 0;
+    return env && *env && !*end && n > 0 && n <= SIZE_MAX ? (size_t)n : SIZE_MAX;
+}
+
 ld_evaluator *ld_evaluator_new(ld_store *store)
 {
     if (!store)
@@ -94,6 +107,7 @@ ld_evaluator *ld_evaluator_new(ld_store *store)
     ev->store = store;
     ev->base = ld_store_base(store);
     ev->stale_after = STALE_AFTER_DEFAULT;
+    ev->slice_flags = slice_flags();
     return ev;
 }
 
@@ -118,6 +132,9 @@ void ld_evaluator_free(ld_evaluator *ev)
         if (j->outstanding == 0)
             ld__job_free(j);
     }
+    ev->qhead = ev->qtail = NULL; /* the queued jobs were among them */
+    if (ev->resume)
+        event_free(ev->resume);
     ld__cache_free(&ev->cache);
     ld__free(ev);
 }

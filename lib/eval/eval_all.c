@@ -237,8 +237,9 @@ static json_t *invalid_state(void)
     return o;
 }
 
-/* Makes `ev`'s plan that of `flags` (a snapshot). @return 0 or LD_ENOMEM
- * (the plan is then empty). */
+/* Makes `ev`'s plan that of `flags` (a snapshot): its keys, in its order,
+ * each flag compiled when a state first reaches it. @return 0 or
+ * LD_ENOMEM (the plan is then empty). */
 static int plan_make(ld_evaluator *ev, json_t *flags)
 {
     ld__plan_free(&ev->cache.plan);
@@ -252,18 +253,9 @@ static int plan_make(ld_evaluator *ev, json_t *flags)
     json_t *v;
     json_object_keylen_foreach(flags, key, klen, v)
     {
-        struct ld__item *it = ld__cache_get(&ev->cache, LD__FLAG, v);
-        if (!it) {
-            ev->cache.plan.e = e;
-            ev->cache.plan.n = k;
-            ld__plan_free(&ev->cache.plan);
-            return LD_ENOMEM;
-        }
-        if (it->deleted)
-            continue;
         e[k].key = key;
         e[k].len = klen;
-        e[k].f = (struct ld__flag *)ld__item_ref(it);
+        e[k].json = v;
         k++;
     }
     ev->cache.plan.snapshot = json_incref(flags);
@@ -272,25 +264,56 @@ static int plan_make(ld_evaluator *ev, json_t *flags)
     return 0;
 }
 
+/* The compiled flag of plan entry `e`, compiled now if it was not. @return
+ * it, NULL for a deleted item (skipped), or NULL with *rc LD_ENOMEM. */
+static struct ld__flag *plan_flag(ld_evaluator *ev, struct ld__plan_entry *e, int *rc)
+{
+    if (e->f || e->skip)
+        return e->f;
+    struct ld__item *it = ld__cache_get(&ev->cache, LD__FLAG, e->json);
+    if (!it) {
+        *rc = LD_ENOMEM;
+        return NULL;
+    }
+    if (it->deleted) {
+        e->skip = true;
+        return NULL;
+    }
+    e->f = (struct ld__flag *)ld__item_ref(it);
+    return e->f;
+}
+
 /* Evaluates the flags of the job's flags snapshot (through the
- * evaluator's plan, in its order), calling fn(arg, result) for each.
- * @return 0; LD__E_NEED (memberships to read); LD_ENOMEM, or what fn
- * returned. */
+ * evaluator's plan, in its order) from the job's next one on, calling
+ * fn(arg, result) for each, until the evaluator's slice is over.
+ * @return 0 (all done); LD__E_YIELD (the slice is over: j->at is where to
+ * go on); LD__E_NEED (memberships to read; j->at is the flag that needs
+ * them); LD_ENOMEM, or what fn returned. */
 static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__flag_result *r),
                        void *arg)
 {
-    if (j->ev->cache.plan.snapshot != j->flags && plan_make(j->ev, j->flags) != 0)
+    ld_evaluator *ev = j->ev;
+    /* Another state's snapshot may have taken the plan between two slices:
+     * the same snapshot makes the same plan again (its order is the
+     * object's, which does not change), so j->at still points right. */
+    if (ev->cache.plan.snapshot != j->flags && plan_make(ev, j->flags) != 0)
         return LD_ENOMEM;
-    const struct ld__plan *p = &j->ev->cache.plan;
-    for (size_t i = 0; i < p->n; i++) {
+    struct ld__plan *p = &ev->cache.plan;
+    for (size_t done = 0; j->at < p->n; j->at++, done++) {
+        if (done > 0 && (done >= ev->slice_flags ||
+                         ((done & 31) == 0 && ld__eval_now_ns() >= ev->slice_end)))
+            return LD__E_YIELD;
         /* The flags are cold at 10,000: ask for the ones ahead. */
-        if (i + 8 < p->n)
-            __builtin_prefetch(p->e[i + 8].f);
-        struct ld__flag *f = p->e[i].f;
-        if ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side)
+        if (j->at + 8 < p->n)
+            __builtin_prefetch(p->e[j->at + 8].f);
+        int rc = 0;
+        struct ld__flag *f = plan_flag(ev, &p->e[j->at], &rc);
+        if (rc != 0)
+            return rc;
+        if (!f || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
             continue;
         struct ld__flag_result r;
-        int rc = flag_result(j, f, p->e[i].key, p->e[i].len, &r);
+        rc = flag_result(j, f, p->e[j->at].key, p->e[j->at].len, &r);
         if (rc == 0)
             rc = fn(arg, &r);
         if (rc != 0)
@@ -304,24 +327,30 @@ json_t *ld__all_flags_state(struct ld__job *j, int *rc)
     *rc = 0;
     if (j->store_error || j->uninitialized)
         return invalid_state();
-    struct json_out out = {j->ev, json_object(), json_object()};
-    json_t *st = out.st, *meta = out.meta;
-    if (!st || !meta)
-        goto fail;
+    if (!j->st) {
+        j->st = json_object();
+        j->meta = json_object();
+        if (!j->st || !j->meta)
+            goto fail;
+    }
+    struct json_out out = {j->ev, j->st, j->meta};
     *rc = each_result(j, result_json, &out);
+    if (*rc == LD__E_YIELD || *rc == LD__E_NEED)
+        return NULL; /* the job keeps what it made */
     if (*rc != 0)
         goto fail;
-    if (json_object_set_new(st, "$flagsState", meta) != 0) {
-        meta = NULL;
+    json_t *st = j->st, *meta = j->meta;
+    j->st = j->meta = NULL;
+    if (json_object_set_new(st, "$flagsState", meta) != 0 ||
+        json_object_set_new(st, "$valid", json_true()) != 0) {
+        json_decref(st);
         goto fail;
     }
-    meta = NULL;
-    if (json_object_set_new(st, "$valid", json_true()) != 0)
-        goto fail;
     return st;
 fail:
-    json_decref(st);
-    json_decref(meta);
+    json_decref(j->st);
+    json_decref(j->meta);
+    j->st = j->meta = NULL;
     if (*rc == 0)
         *rc = LD_ENOMEM;
     if (*rc == LD_ENOMEM)
@@ -352,17 +381,24 @@ static int result_add(void *arg, const struct ld__flag_result *r)
 struct ld_flags_state *ld__all_flags_results(struct ld__job *j, int *rc)
 {
     *rc = 0;
-    struct ld_flags_state *st = ld__calloc(1, sizeof *st);
+    struct ld_flags_state *st = j->partial;
     if (!st) {
-        *rc = LD_ENOMEM;
-        j->nomem = true;
-        return NULL;
+        st = ld__calloc(1, sizeof *st);
+        if (!st) {
+            *rc = LD_ENOMEM;
+            j->nomem = true;
+            return NULL;
+        }
+        if (j->store_error || j->uninitialized)
+            return st;
+        st->valid = true;
+        st->flags = json_incref(j->flags);
+        j->partial = st;
     }
-    if (j->store_error || j->uninitialized)
-        return st;
-    st->valid = true;
-    st->flags = json_incref(j->flags);
     *rc = each_result(j, result_add, st);
+    if (*rc == LD__E_YIELD || *rc == LD__E_NEED)
+        return NULL; /* the job keeps what it made */
+    j->partial = NULL;
     if (*rc == 0)
         return st;
     ld__flags_state_free(st);
@@ -392,20 +428,28 @@ static ld_future *all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options,
         ld__store_all_now(ev->store, ld_kind_segments(), &segments) == 0) {
         j->flags = flags;
         j->segments = segments;
-        int rc;
+        int rc = 0;
         struct ld_flags_state *st = NULL;
         json_t *json = NULL;
-        if (state)
-            st = ld__all_flags_results(j, &rc);
-        else
-            json = ld__all_flags_state(j, &rc);
+        if (!ev->qhead) {
+            ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+            if (state)
+                st = ld__all_flags_results(j, &rc);
+            else
+                json = ld__all_flags_state(j, &rc);
+        } else {
+            rc = LD__E_YIELD; /* states are made one after the other */
+        }
         if (st || json) {
+            /* made within the call: completed from the loop, in issue order */
             ld__job_unlink(j);
             ld__job_free(j);
             ld_future *r = st ? ld__future_later_ptr(ev->base, st, ld__flags_state_free)
                               : ld__future_later_json(ev->base, json, NULL);
             return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
         }
+        if (rc == LD__E_YIELD && ld__job_queue(j, false) == 0)
+            return ld_future_ref(j->out);
         if (rc != LD__E_NEED) {
             ld__job_unlink(j);
             ld__job_free(j);

@@ -19,7 +19,8 @@
 void ld__plan_free(struct ld__plan *p)
 {
     for (size_t i = 0; i < p->n; i++)
-        ld__item_unref(&p->e[i].f->h);
+        if (p->e[i].f)
+            ld__item_unref(&p->e[i].f->h);
     ld__free(p->e);
     json_decref(p->snapshot);
     memset(p, 0, sizeof *p);

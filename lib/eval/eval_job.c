@@ -8,6 +8,9 @@
  */
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
+
+#include <event2/event.h>
 
 #include <ldasync/big_segments.h>
 #include <ldasync/error.h>
@@ -41,7 +44,6 @@ struct ld__mslot {
     uint8_t state;
 };
 
-static void job_step(struct ld__job *j);
 
 void ld__job_free(struct ld__job *j)
 {
@@ -57,6 +59,9 @@ void ld__job_free(struct ld__job *j)
         json_decref(s->membership);
         ld__free(s);
     }
+    ld__flags_state_free(j->partial);
+    json_decref(j->st);
+    json_decref(j->meta);
     json_decref(j->flags);
     json_decref(j->segments);
     json_decref(j->fallback);
@@ -191,7 +196,7 @@ static void item_done(ld_future *f, void *arg)
         j->store_error = s->error;
     }
     if (j->outstanding == 0)
-        job_step(j);
+        ld__job_step(j);
 }
 
 static void all_done(ld_future *f, void *arg)
@@ -213,7 +218,7 @@ static void all_done(ld_future *f, void *arg)
         j->store_error = ld_future_error(f);
     }
     if (j->outstanding == 0)
-        job_step(j);
+        ld__job_step(j);
 }
 
 static void initialized_done(ld_future *f, void *arg)
@@ -228,7 +233,7 @@ static void initialized_done(ld_future *f, void *arg)
     else
         j->store_error = ld_future_error(f);
     if (j->outstanding == 0)
-        job_step(j);
+        ld__job_step(j);
 }
 
 static void membership_done(ld_future *f, void *arg)
@@ -245,7 +250,7 @@ static void membership_done(ld_future *f, void *arg)
     else
         s->status = LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
     if (j->outstanding == 0)
-        job_step(j);
+        ld__job_step(j);
 }
 
 static void metadata_done(ld_future *f, void *arg)
@@ -261,7 +266,7 @@ static void metadata_done(ld_future *f, void *arg)
     else
         j->metadata_error = ld_future_error(f);
     if (j->outstanding == 0)
-        job_step(j);
+        ld__job_step(j);
 }
 
 static int64_t now_ms(void)
@@ -413,7 +418,7 @@ static int job_issue(struct ld__job *j)
 }
 
 /* Runs the evaluation over what came back, or asks for more. */
-static void job_step(struct ld__job *j)
+void ld__job_step(struct ld__job *j)
 {
     if (!j->ev) {
         job_end(j, NULL, NULL, NULL, LD_ECANCELED);
@@ -433,10 +438,22 @@ static void job_step(struct ld__job *j)
         int rc;
         struct ld_flags_state *st = NULL;
         json_t *state = NULL;
+        ld_evaluator *ev = j->ev;
+        if (!ev->resuming) {
+            /* states are made one after the other, in the order asked */
+            if (ev->qhead) {
+                if (ld__job_queue(j, false) != 0)
+                    job_end(j, NULL, NULL, NULL, LD_ENOMEM);
+                return;
+            }
+            ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+        }
         if (j->state)
             st = ld__all_flags_results(j, &rc);
         else
             state = ld__all_flags_state(j, &rc);
+        if (rc == LD__E_YIELD && ld__job_queue(j, true) == 0)
+            return;
         if (rc == LD__E_NEED && !j->nomem && job_issue(j) > 0)
             return;
         if (!state && !st)
@@ -477,6 +494,70 @@ static void job_step(struct ld__job *j)
     job_end(j, d, ld__detail_free, NULL, 0);
 }
 
+int64_t ld__eval_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The evaluator's queue of all-flags jobs made in slices: the first runs
+ * a slice in each pass of the loop (when it ends early, the next ones go
+ * on within the same slice), until it is done; then the next. */
+static void resume_run(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ld_evaluator *ev = arg;
+    ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+    ev->resuming = true;
+    do {
+        struct ld__job *j = ev->qhead;
+        ev->qhead = j->qnext;
+        if (!ev->qhead)
+            ev->qtail = NULL;
+        j->qnext = NULL;
+        j->queued = false;
+        ev->yielded = false;
+        if (!ld_future_is_pending(j->out))
+            job_end(j, NULL, NULL, NULL, LD_ECANCELED); /* cancelled: no more slices */
+        else
+            ld__job_step(j);
+    } while (ev->qhead && !ev->yielded && ld__eval_now_ns() < ev->slice_end);
+    ev->resuming = false;
+    if (ev->qhead && event_add(ev->resume, &(struct timeval){0, 0}) != 0) {
+        /* the loop cannot run them: they end */
+        while (ev->qhead) {
+            struct ld__job *j = ev->qhead;
+            ev->qhead = j->qnext;
+            j->queued = false;
+            job_end(j, NULL, NULL, NULL, LD_ENOMEM);
+        }
+        ev->qtail = NULL;
+    }
+}
+
+int ld__job_queue(struct ld__job *j, bool front)
+{
+    ld_evaluator *ev = j->ev;
+    if (!ev->resume && !(ev->resume = evtimer_new(ev->base, resume_run, ev)))
+        return LD_ENOMEM;
+    if (!ev->qhead && event_add(ev->resume, &(struct timeval){0, 0}) != 0)
+        return LD_ENOMEM;
+    j->queued = true;
+    ev->yielded |= front;
+    if (front || !ev->qhead) {
+        j->qnext = ev->qhead;
+        ev->qhead = j;
+        if (!ev->qtail)
+            ev->qtail = j;
+    } else {
+        ev->qtail->qnext = j;
+        ev->qtail = j;
+    }
+    return 0;
+}
+
 struct ld__job *ld__job_new(ld_evaluator *ev, ld_context *ctx)
 {
     struct ld__job *j = ld__calloc(1, sizeof *j);
@@ -502,7 +583,7 @@ struct ld__job *ld__job_new(ld_evaluator *ev, ld_context *ctx)
 ld_future *ld__job_start(struct ld__job *j)
 {
     ld_future *r = ld_future_ref(j->out);
-    job_step(j);
+    ld__job_step(j);
     return r;
 }
 
@@ -530,7 +611,7 @@ ld_future *ld__job_read_all(struct ld__job *j, int init)
     if (e0 || e1 || e2) {
         j->nomem = true;
         if (j->outstanding == 0)
-            job_step(j);
+            ld__job_step(j);
     }
     return r;
 }
