@@ -20,9 +20,7 @@
 
 #include "serve-internal.h"
 
-/* The time a slice of the assembling may take: well under the 10 ms a
- * pass of the loop may take. */
-#define BUDGET_NS 2000000
+#define BUDGET_NS LDS_SLICE_NS
 /* Items between looks at the clock; bytes copied per look. */
 #define ITEMS_PER_LOOK 32
 #define BYTES_PER_LOOK (256 * 1024)
@@ -47,7 +45,7 @@ static void make_etag(char out[24], const char *p, size_t n)
     etag_of_hash(out, fnv1a(p, n, FNV_INIT));
 }
 
-static int64_t now_ns(void)
+int64_t lds_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -283,7 +281,7 @@ static int gather(struct lds_cache_state *cs, int which, struct build *b, int64_
 {
     struct texts *ts = &cs->texts[which == LDS_COLL_SEGMENTS || b->k == 1];
     for (unsigned looks = 0; b->iter; looks++) {
-        if (looks % ITEMS_PER_LOOK == 0 && looks && now_ns() > until)
+        if (looks % ITEMS_PER_LOOK == 0 && looks && lds_now_ns() > until)
             return 0;
         size_t len;
         const char *key = json_object_iter_key(b->iter);
@@ -339,7 +337,7 @@ static int copy(int which, struct build *b, int64_t until)
     size_t bytes = 0;
     for (; b->at_part < b->n; b->at_part++) {
         if (bytes > BYTES_PER_LOOK) {
-            if (now_ns() > until)
+            if (lds_now_ns() > until)
                 return 0;
             bytes = 0;
         }
@@ -430,7 +428,7 @@ static void build_slice(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct build *b = arg;
-    if (b->on && build_step(b->srv, b->which, now_ns() + BUDGET_NS) == 0)
+    if (b->on && build_step(b->srv, b->which, lds_now_ns() + BUDGET_NS) == 0)
         build_later(b);
 }
 
@@ -495,7 +493,7 @@ struct lds_coll *lds_coll_begin(lds_server *srv, int which, json_t *a, json_t *b
         return c;
     struct build *bd = &cs->b[which];
     build_start(bd, a, b);
-    int rc = build_step(srv, which, now_ns() + BUDGET_NS);
+    int rc = build_step(srv, which, lds_now_ns() + BUDGET_NS);
     if (rc != 0)
         return rc == 1 ? &srv->coll[which] : NULL;
     if (!bd->done && !(bd->done = ld_future_new(srv->base))) {

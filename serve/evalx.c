@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/util.h>
 #include <openssl/evp.h>
@@ -238,24 +239,163 @@ static void put_flag(struct body *b, const ld_flags_state *s, size_t i)
     PUT(b, "}");
 }
 
-/* Writes the evalx body of `s` into `out`. @return 0, or -1 when memory
- * ran out (`out` then holds a part of it). */
-static int put_body(struct evbuffer *out, const ld_flags_state *s)
+/* Writes the evalx body of `s` into `out` from flag *at on, until
+ * `until` (ns; looked at every few dozen flags), `most` flags at most.
+ * @return 1 when it wrote the end, 0 when the slice was over first (*at:
+ * where to go on), -1 when memory ran out (`out` then holds a part of it). */
+static int put_body(struct evbuffer *out, const ld_flags_state *s, size_t *at, int64_t until,
+                    size_t most)
 {
     struct body b;
     b.out = out;
     b.failed = false;
     b.n = 0;
-    PUT(&b, "{");
     size_t n = ld_flags_state_count(s);
-    for (size_t i = 0; i < n && !b.failed; i++) {
+    if (*at == 0)
+        PUT(&b, "{");
+    size_t i = *at;
+    for (size_t done = 0; i < n && !b.failed; i++, done++) {
+        if (done > 0 && (done >= most || (done % 64 == 0 && lds_now_ns() >= until)))
+            break;
         if (i > 0)
             PUT(&b, ",");
         put_flag(&b, s, i);
     }
-    PUT(&b, "}");
+    *at = i;
+    if (i == n)
+        PUT(&b, "}");
     put_flush(&b);
-    return b.failed ? -1 : 0;
+    return b.failed ? -1 : i == n ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Bodies written in slices                                                  */
+
+/* A body of many flags takes milliseconds to write (at 10,000 flags, half
+ * a megabyte): what one slice did not write is written in later passes of
+ * the loop, a slice each, one body after the other. Its request waits for
+ * `done` (lds_wait_for()), which a client that goes away cancels (the
+ * writer then stops at its next slice), and which is fulfilled with the
+ * writer once the body is whole. */
+struct lds_evalx_writer {
+    struct lds_evalx_writer *next;
+    ld_future *state; /* the flags state's, referenced */
+    ld_future *done;  /* referenced while queued */
+    struct evbuffer *body;
+    size_t at;
+};
+
+static void writer_free(void *p)
+{
+    struct lds_evalx_writer *w = p;
+    if (!w)
+        return;
+    ld_future_unref(w->state);
+    ld_future_unref(w->done);
+    if (w->body)
+        evbuffer_free(w->body);
+    lds_free(w);
+}
+
+static struct lds_evalx_writer *writer_pop(lds_server *srv)
+{
+    struct lds_evalx_writer *w = srv->wq_head;
+    srv->wq_head = w->next;
+    if (!srv->wq_head)
+        srv->wq_tail = NULL;
+    w->next = NULL;
+    return w;
+}
+
+/* Ends writer `w` (popped): its request gets the body, or a 500. */
+static void writer_end(struct lds_evalx_writer *w, int rc)
+{
+    ld_future *done = w->done;
+    w->done = NULL;
+    if (rc == 1) {
+        ld_future_fulfill_ptr(done, w, writer_free);
+    } else {
+        ld_future_reject(done, LD_ENOMEM, "out of memory");
+        writer_free(w);
+    }
+    ld_future_unref(done);
+}
+
+static void writers_run(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    lds_server *srv = arg;
+    int64_t until = lds_now_ns() + LDS_SLICE_NS;
+    while (srv->wq_head) {
+        struct lds_evalx_writer *w = srv->wq_head;
+        if (!ld_future_is_pending(w->done)) { /* its client went away */
+            writer_free(writer_pop(srv));
+            continue;
+        }
+        int rc = put_body(w->body, ld_future_ptr(w->state), &w->at, until, srv->slice_flags);
+        if (rc == 0)
+            break;
+        writer_end(writer_pop(srv), rc);
+        if (lds_now_ns() >= until)
+            break;
+    }
+    if (srv->wq_head && event_add(srv->wq_ev, &(struct timeval){0, 0}) != 0)
+        while (srv->wq_head)
+            writer_end(writer_pop(srv), -1);
+}
+
+void lds_evalx_writers_free(lds_server *srv)
+{
+    while (srv->wq_head)
+        writer_free(writer_pop(srv));
+    if (srv->wq_ev)
+        event_free(srv->wq_ev);
+    srv->wq_ev = NULL;
+}
+
+/* The body of a writer's request is whole. */
+static void writer_finish(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
+                          ld_future *f, int flags)
+{
+    (void)rt;
+    if (ld_future_is_rejected(f)) {
+        lds_send_rejected(srv, req, f, flags);
+        return;
+    }
+    struct lds_evalx_writer *w = ld_future_ptr(f);
+    lds_send_buffer(srv, req, 200, w->body, flags);
+}
+
+static const struct lds_route writer_route = {.finish = writer_finish};
+
+/* Queues the rest of `state`'s body, of which `part` (drained) holds the
+ * flags before `at`, for `req` to wait for. @return 0, or -1 when memory
+ * ran out. */
+static int writer_queue(lds_server *srv, struct evhttp_request *req, ld_future *state,
+                        struct evbuffer *part, size_t at, int flags)
+{
+    struct lds_evalx_writer *w = lds_calloc(1, sizeof *w);
+    if (!w)
+        return -1;
+    w->body = evbuffer_new();
+    w->done = ld_future_new(srv->base);
+    if (!srv->wq_ev)
+        srv->wq_ev = evtimer_new(srv->base, writers_run, srv);
+    if (!w->body || !w->done || !srv->wq_ev || evbuffer_add_buffer(w->body, part) != 0 ||
+        (!srv->wq_head && event_add(srv->wq_ev, &(struct timeval){0, 0}) != 0)) {
+        writer_free(w);
+        return -1;
+    }
+    w->state = ld_future_ref(state);
+    w->at = at;
+    if (srv->wq_tail)
+        srv->wq_tail->next = w;
+    else
+        srv->wq_head = w;
+    srv->wq_tail = w;
+    lds_wait_for(srv, req, ld_future_ref(w->done), &writer_route, flags);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -427,9 +567,15 @@ void lds_evalx_finish(lds_server *srv, struct evhttp_request *req, const struct 
     }
     struct evbuffer *out = srv->scratch;
     evbuffer_drain(out, evbuffer_get_length(out));
-    if (put_body(out, state) == 0) {
+    size_t at = 0;
+    /* behind the bodies being written, or a first slice now */
+    int rc = srv->wq_head ? 0
+                          : put_body(out, state, &at, lds_now_ns() + LDS_SLICE_NS, srv->slice_flags);
+    if (rc == 0)
+        rc = writer_queue(srv, req, f, out, at, LDS_F_CORS) == 0 ? 2 : -1;
+    if (rc == 1) {
         lds_send_buffer(srv, req, 200, out, LDS_F_CORS);
-    } else {
+    } else if (rc < 0) {
         /* never a cut body */
         evbuffer_drain(out, evbuffer_get_length(out));
         lds_send_error(srv, req, 500, "out of memory", LDS_F_CORS);

@@ -149,6 +149,11 @@ struct lds_server {
     struct lds_coll coll[LDS_N_COLL];
     struct lds_icache items[LDS_ICACHE_SLOTS];
     struct lds_cache_state *cache; /* cache.c's texts of items and assemblings */
+    /* evalx.c: bodies being written in slices, first to last, and the
+     * zero timeout that writes the next slice */
+    struct lds_evalx_writer *wq_head, *wq_tail;
+    struct event *wq_ev;
+    size_t slice_flags; /* flags an evalx slice writes at most (a test's knob) */
     double started;
     bool closing;
     ld_future *close_fut;
@@ -159,6 +164,17 @@ struct lds_server {
 
 /* The monotonic clock, in seconds. */
 double lds_mono_s(void);
+
+/* The monotonic clock, in nanoseconds. */
+int64_t lds_now_ns(void);
+
+/* The time a slice of work made in slices (an assembling of a collection,
+ * an evalx body) may take: well under the 10 ms a pass of the loop may
+ * take. */
+#define LDS_SLICE_NS 2000000
+
+/* Frees the evalx bodies still being written (the server is freed). */
+void lds_evalx_writers_free(lds_server *srv);
 
 /* The close is done once no request waits and what was written has been
  * sent (or the drain time is up): fulfils the close future then. */

@@ -42,6 +42,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -350,6 +351,17 @@ static bool copy_ids(lds_server *srv)
     return ok;
 }
 
+/* The most flags a slice of an evalx body writes: no bound but its time,
+ * unless LDASYNC_EVAL_SLICE_FLAGS (a test's knob, which the evaluator
+ * reads too) says a number. */
+static size_t slice_flags(void)
+{
+    const char *env = getenv("LDASYNC_EVAL_SLICE_FLAGS");
+    char *end;
+    unsigned long long n = env ? strtoull(env, &end, 10) : 0;
+    return env && *env && !*end && n > 0 && n <= SIZE_MAX ? (size_t)n : SIZE_MAX;
+}
+
 lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluator *evaluator,
                            const struct lds_server_options *options)
 {
@@ -404,6 +416,7 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
         }
     bool ids_ok = copy_ids(srv);
     srv->started = lds_mono_s();
+    srv->slice_flags = slice_flags();
     srv->http = evhttp_new(base);
     srv->scratch = evbuffer_new();
     srv->heartbeat = event_new(base, -1, EV_PERSIST, lds_stream_heartbeat, srv);
@@ -531,6 +544,7 @@ void lds_server_free(lds_server *srv)
     /* requests still listed (none should be): their callbacks only free them */
     lds_waiting_forget_all(srv);
     lds_streams_forget(srv);
+    lds_evalx_writers_free(srv);
     /* connections libevent has not finished freeing must not reach us */
     lds_conns_forget(srv);
     if (srv->heartbeat)
