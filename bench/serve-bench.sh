@@ -18,7 +18,10 @@
 #     latest-flags/{key}, evalx and evalx ?withReasons=true with wrk as
 #     above, each while one more connection asks for /status over and over:
 #     its p99 and max are how long the loop was held meanwhile (a pass of
-#     the loop that takes longer delays it). Side by side, in the same run:
+#     the loop that takes longer delays it), as the server's loop probe
+#     (--loop-probe 1) counts it too: the loop thread's CPU time between
+#     two runs of a 1 ms timer, and how late that timer ran (the machine's
+#     other processes count in that one). Side by side, in the same run:
 #     latest-flags/{key} from a minimal Node http server serving the same
 #     flags from memory (bench/node-serve.js) and from a bare evhttp server
 #     answering that flag's text as a constant body (bench/bare-evhttp).
@@ -69,7 +72,8 @@ start_server() {
     data=${1:-data/flags.json}
     cp "$data" "$tmp/flags.json"
     "$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" \
-        --max-connections $((streams + 1000)) --log-level warn 2>>"$tmp/serve.log" &
+        --max-connections $((streams + 1000)) --log-level warn --loop-probe 1 \
+        2>>"$tmp/serve.log" &
     pid=$!
     i=0
     until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
@@ -104,14 +108,19 @@ wrk_line() {
 }
 
 # loaded NAME URL: wrk_line, while one more connection asks for /status
-# over and over: its p99 and max
+# over and over: its p99 and max; and what the server's loop probe
+# counted meanwhile (bench/loop-delta.py)
 loaded() {
+    curl -s "http://127.0.0.1:$port/status" >"$tmp/status0"
     wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$port/status" >"$tmp/probe" &
     probe=$!
     wrk_line "$1" "$2"
     wait "$probe"
     awk '/ 99%/ {p99 = $2} $1 == "Latency" && NF >= 4 {max = $4}
         END {printf "%-28s /status meanwhile: p99 %s, max %s\n", "", p99, max}' "$tmp/probe"
+    curl -s "http://127.0.0.1:$port/status" >"$tmp/status1"
+    printf '%-28s ' ""
+    python3 bench/loop-delta.py "$tmp/status0" "$tmp/status1"
 }
 
 # The 10,000-flag part.

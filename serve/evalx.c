@@ -304,6 +304,7 @@ static struct lds_evalx_writer *writer_pop(lds_server *srv)
     if (!srv->wq_head)
         srv->wq_tail = NULL;
     w->next = NULL;
+    srv->st.evalx_writing--;
     return w;
 }
 
@@ -394,6 +395,7 @@ static int writer_queue(lds_server *srv, struct evhttp_request *req, ld_future *
     else
         srv->wq_head = w;
     srv->wq_tail = w;
+    srv->st.evalx_writing++;
     lds_wait_for(srv, req, ld_future_ref(w->done), &writer_route, flags);
     return 0;
 }
@@ -569,8 +571,8 @@ void lds_evalx_finish(lds_server *srv, struct evhttp_request *req, const struct 
     evbuffer_drain(out, evbuffer_get_length(out));
     size_t at = 0;
     /* behind the bodies being written, or a first slice now */
-    int rc = srv->wq_head ? 0
-                          : put_body(out, state, &at, lds_now_ns() + LDS_SLICE_NS, srv->slice_flags);
+    int rc =
+        srv->wq_head ? 0 : put_body(out, state, &at, lds_now_ns() + LDS_SLICE_NS, srv->slice_flags);
     if (rc == 0)
         rc = writer_queue(srv, req, f, out, at, LDS_F_CORS) == 0 ? 2 : -1;
     if (rc == 1) {

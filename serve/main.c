@@ -94,6 +94,9 @@ static void usage(FILE *to)
           "                         watched (default 1000)\n"
           "  --log-level LEVEL      error, warn, info (default) or debug (one line per\n"
           "                         request)\n"
+          "  --loop-probe MS        measure how long the loop is held, with a timer due\n"
+          "                         every MS milliseconds; /status reports it as \"loop\"\n"
+          "                         (default: off)\n"
           "  --help                 this text\n"
           "  --version              the version\n",
           to);
@@ -151,6 +154,7 @@ int main(int argc, char **argv)
         O_HEARTBEAT,
         O_POLL,
         O_LOG,
+        O_PROBE,
         O_HELP,
         O_VERSION
     };
@@ -163,6 +167,7 @@ int main(int argc, char **argv)
                                          {"heartbeat", required_argument, NULL, O_HEARTBEAT},
                                          {"poll-interval", required_argument, NULL, O_POLL},
                                          {"log-level", required_argument, NULL, O_LOG},
+                                         {"loop-probe", required_argument, NULL, O_PROBE},
                                          {"help", no_argument, NULL, O_HELP},
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
@@ -172,7 +177,7 @@ int main(int argc, char **argv)
     size_t n_paths = 0;
     const char **ids = calloc((size_t)argc, sizeof *ids);
     size_t n_ids = 0;
-    long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000;
+    long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000, probe_ms = 0;
     const char *bind = "127.0.0.1";
     const char *key = getenv("LDASYNC_SDK_KEY");
     if (!paths || !ids) {
@@ -228,6 +233,14 @@ int main(int argc, char **argv)
         case O_POLL:
             if (parse_int(optarg, 1, 86400000, &poll_ms) != 0) {
                 fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n", optarg);
+                free(paths);
+                free(ids);
+                return 2;
+            }
+            break;
+        case O_PROBE:
+            if (parse_int(optarg, 1, 1000, &probe_ms) != 0) {
+                fprintf(stderr, "ldasync-serve: --loop-probe: 1 to 1000 ms: %s\n", optarg);
                 free(paths);
                 free(ids);
                 return 2;
@@ -295,7 +308,14 @@ int main(int argc, char **argv)
     /* threads: the file data source parses on a worker thread */
     if (evthread_use_pthreads() != 0)
         logf_(&app, LDS_LOG_WARN, "no libevent threading: files are parsed on the loop");
-    app.base = event_base_new();
+    /* the loop probe needs timers to the microsecond: libevent's default
+     * clock on Linux is the coarse one (a few milliseconds a tick) */
+    struct event_config *cfg = event_config_new();
+    if (cfg && probe_ms > 0)
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    app.base = cfg ? event_base_new_with_config(cfg) : NULL;
+    if (cfg)
+        event_config_free(cfg);
     struct lds_app_options o = {0};
     o.paths = paths;
     o.n_paths = n_paths;
@@ -307,6 +327,7 @@ int main(int argc, char **argv)
     o.server.n_client_side_ids = n_ids;
     o.server.max_connections = (int)maxconn;
     o.server.heartbeat_ms = (int)heartbeat * 1000;
+    o.server.loop_probe_ms = (int)probe_ms;
     o.server.log_level = app.log_level;
     o.server.log_level_set = 1;
     o.server.log = log_line;

@@ -153,7 +153,8 @@ struct lds_server {
      * zero timeout that writes the next slice */
     struct lds_evalx_writer *wq_head, *wq_tail;
     struct event *wq_ev;
-    size_t slice_flags; /* flags an evalx slice writes at most (a test's knob) */
+    size_t slice_flags;      /* flags an evalx slice writes at most (a test's knob) */
+    struct lds_probe *probe; /* probe.c: the loop probe, or NULL */
     double started;
     bool closing;
     ld_future *close_fut;
@@ -171,7 +172,12 @@ int64_t lds_now_ns(void);
 /* The time a slice of work made in slices (an assembling of a collection,
  * an evalx body) may take: well under the 10 ms a pass of the loop may
  * take. */
-#define LDS_SLICE_NS 2000000
+#define LDS_SLICE_NS 1000000
+
+/* Starts the loop probe (probe.c) when `period_ms` > 0. @return 0, or -1
+ * when memory ran out. */
+int lds_probe_start(lds_server *srv, int period_ms);
+void lds_probe_free(lds_server *srv);
 
 /* Frees the evalx bodies still being written (the server is freed). */
 void lds_evalx_writers_free(lds_server *srv);

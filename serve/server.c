@@ -425,7 +425,8 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
         memcpy(srv->beat->data, ":\n", 2);
     if (!ids_ok || !srv->beat || !srv->bind_address ||
         (o->sdk_key && o->sdk_key[0] && !srv->sdk_key) || !srv->http || !srv->scratch ||
-        !srv->heartbeat || lds_streams_init(srv) != 0) {
+        !srv->heartbeat || lds_streams_init(srv) != 0 ||
+        lds_probe_start(srv, srv->o.loop_probe_ms) != 0) {
         lds_log(srv, LDS_LOG_ERROR, "server: out of memory");
         lds_server_free(srv);
         return NULL;
@@ -545,6 +546,7 @@ void lds_server_free(lds_server *srv)
     lds_waiting_forget_all(srv);
     lds_streams_forget(srv);
     lds_evalx_writers_free(srv);
+    lds_probe_free(srv);
     /* connections libevent has not finished freeing must not reach us */
     lds_conns_forget(srv);
     if (srv->heartbeat)

@@ -93,6 +93,7 @@ struct lds_server_options {
     size_t n_client_side_ids;
     lds_status_fn status; /* NULL: /status says the state is unknown */
     void *status_arg;
+    int loop_probe_ms; /* 0: no probe; else the loop probe's period (lds_server_probe()) */
 };
 
 typedef struct lds_server lds_server;
@@ -126,8 +127,25 @@ struct lds_server_stats {
     uint64_t pending;            /* requests waiting for their futures */
     uint64_t serializations;     /* collection bodies serialized (cache misses) */
     uint64_t chunk_lines;        /* chunk-size lines of chunked REPORT bodies read */
+    uint64_t evalx_writing;      /* evalx bodies being written in slices */
 };
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
+
+/* The loop probe (loop_probe_ms): a timer due every loop_probe_ms tells
+ * how late it ran and how much CPU time the loop's thread spent since it
+ * last ran, each counted in a histogram: the buckets end at
+ * lds_probe_bounds_ms (below 1 ms, below 2, ...), the last has the rest.
+ * Counted since the server started; /status reports them as "loop". */
+#define LDS_PROBE_BUCKETS 11
+extern const int lds_probe_bounds_ms[LDS_PROBE_BUCKETS - 1];
+struct lds_probe_stats {
+    uint64_t ticks;
+    uint64_t late[LDS_PROBE_BUCKETS]; /* how late the timer ran */
+    uint64_t cpu[LDS_PROBE_BUCKETS];  /* CPU time of the loop's thread between two runs */
+    int64_t late_max_ns, cpu_max_ns;
+};
+/* The probe's counts, or NULL when there is no probe. */
+const struct lds_probe_stats *lds_server_probe(const lds_server *srv);
 
 /* Closes the server: stops listening, ends every stream, and answers the
  * requests still waiting for their futures with 503 (their futures

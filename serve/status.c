@@ -1,7 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * serve/status.c: /status, the server's health (no key needed): the data
- * source's status, the store's counts, uptime, connections and streams.
+ * source's status, the store's counts, uptime, connections and streams,
+ * and the loop probe's counts when it runs.
  */
 #include "serve-internal.h"
 
@@ -14,6 +15,26 @@ void lds_status_begin(lds_server *srv, struct evhttp_request *req, const struct 
                         ld_store_all(srv->store, ld_kind_segments()),
                         ld_store_initialized(srv->store)};
     lds_wait_for(srv, req, ld_future_all(srv->base, fs, 3), rt, 0);
+}
+
+static json_t *counts(const uint64_t *c)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < LDS_PROBE_BUCKETS; i++)
+        json_array_append_new(a, json_integer((json_int_t)c[i]));
+    return a;
+}
+
+/* "loop": the probe's counts (server.h, lds_server_probe()). */
+static json_t *probe_json(const lds_server *srv, const struct lds_probe_stats *ps)
+{
+    json_t *bounds = json_array();
+    for (int i = 0; i < LDS_PROBE_BUCKETS - 1; i++)
+        json_array_append_new(bounds, json_integer(lds_probe_bounds_ms[i]));
+    return json_pack("{s:i, s:I, s:o, s:o, s:o, s:f, s:f}", "periodMs", srv->o.loop_probe_ms,
+                     "ticks", (json_int_t)ps->ticks, "boundsMs", bounds, "late", counts(ps->late),
+                     "cpu", counts(ps->cpu), "lateMaxMs", (double)ps->late_max_ns / 1e6, "cpuMaxMs",
+                     (double)ps->cpu_max_ns / 1e6);
 }
 
 void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
@@ -62,6 +83,9 @@ void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct
     json_object_set_new(j, "streams", json_integer((json_int_t)srv->st.streams));
     json_object_set_new(j, "requests", json_integer((json_int_t)srv->st.requests));
     json_object_set_new(j, "version", json_string(ld_version_string()));
+    const struct lds_probe_stats *ps = lds_server_probe(srv);
+    if (ps)
+        json_object_set_new(j, "loop", probe_json(srv, ps));
     struct lds_blob *b = lds_blob_json(j);
     json_decref(j);
     if (!b) {

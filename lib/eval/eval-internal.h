@@ -655,7 +655,7 @@ struct ld__job {
  * one slice per pass of the loop (the environment variable
  * LDASYNC_EVAL_SLICE_FLAGS also bounds a slice by a number of flags: a
  * test's knob). */
-#define LD__EVAL_SLICE_NS 2000000
+#define LD__EVAL_SLICE_NS 1000000
 
 /* What each_result() answers when a slice is over. */
 #define LD__E_YIELD (-102)

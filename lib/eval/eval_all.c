@@ -299,14 +299,18 @@ static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__
     if (ev->cache.plan.snapshot != j->flags && plan_make(ev, j->flags) != 0)
         return LD_ENOMEM;
     struct ld__plan *p = &ev->cache.plan;
+    /* The clock is read every 32 flags evaluated, and after each flag
+     * compiled (a compile costs as much as dozens of evaluations). */
+    unsigned cost = 0;
     for (size_t done = 0; j->at < p->n; j->at++, done++) {
         if (done > 0 && (done >= ev->slice_flags ||
-                         ((done & 31) == 0 && ld__eval_now_ns() >= ev->slice_end)))
+                         (cost >= 32 && (cost = 0, ld__eval_now_ns() >= ev->slice_end))))
             return LD__E_YIELD;
         /* The flags are cold at 10,000: ask for the ones ahead. */
         if (j->at + 8 < p->n)
             __builtin_prefetch(p->e[j->at + 8].f);
         int rc = 0;
+        cost += p->e[j->at].f ? 1 : 32;
         struct ld__flag *f = plan_flag(ev, &p->e[j->at], &rc);
         if (rc != 0)
             return rc;

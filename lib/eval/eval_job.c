@@ -44,7 +44,6 @@ struct ld__mslot {
     uint8_t state;
 };
 
-
 void ld__job_free(struct ld__job *j)
 {
     for (struct ld__slot *s = j->slots, *n; s; s = n) {

@@ -36,14 +36,14 @@ static json_t *flags_data(int version_of_last)
     for (int i = 0; i < NFLAGS; i++) {
         char key[8];
         snprintf(key, sizeof key, "f%d", i);
-        json_t *f = json_pack(
-            "{s:s, s:i, s:b, s:[s,s,s], s:i, s:{s:i}, s:[{s:[s], s:i}], s:b,"
-            " s:[{s:s, s:i, s:[{s:s, s:s, s:[s]}]}]}",
-            "key", key, "version", i == NFLAGS - 1 ? version_of_last : 1, "on", i != 1,
-            "variations", "a", "b", "c", "offVariation", 0, "fallthrough", "variation",
-            i == NFLAGS - 1 && version_of_last > 1 ? 2 : 1, "targets", "values", "u", "variation",
-            i % 3, "clientSide", i != 3, "rules", "id", "r", "variation", 2, "clauses",
-            "attribute", "country", "op", "in", "values", "fr");
+        json_t *f =
+            json_pack("{s:s, s:i, s:b, s:[s,s,s], s:i, s:{s:i}, s:[{s:[s], s:i}], s:b,"
+                      " s:[{s:s, s:i, s:[{s:s, s:s, s:[s]}]}]}",
+                      "key", key, "version", i == NFLAGS - 1 ? version_of_last : 1, "on", i != 1,
+                      "variations", "a", "b", "c", "offVariation", 0, "fallthrough", "variation",
+                      i == NFLAGS - 1 && version_of_last > 1 ? 2 : 1, "targets", "values", "u",
+                      "variation", i % 3, "clientSide", i != 3, "rules", "id", "r", "variation", 2,
+                      "clauses", "attribute", "country", "op", "in", "values", "fr");
         ck_assert_ptr_nonnull(f);
         ck_assert_int_eq(json_object_set_new(flags, key, f), 0);
     }

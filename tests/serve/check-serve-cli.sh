@@ -63,6 +63,9 @@ expect 2 '--heartbeat: 1 to 86400 seconds: 86401' err --data "$data" --heartbeat
 expect 2 '--poll-interval: 1 to 86400000 ms: 0' err --data "$data" --poll-interval 0
 expect 2 '--log-level: error, warn, info or debug: loud' err --data "$data" --log-level loud
 expect 2 '--client-side-id: empty' err --data "$data" --client-side-id ''
+expect 0 '^  --loop-probe MS' out --help
+expect 2 '--loop-probe: 1 to 1000 ms: 0' err --data "$data" --loop-probe 0
+expect 2 '--loop-probe: 1 to 1000 ms: 1001' err --data "$data" --loop-probe 1001
 expect 2 'unexpected argument: extra' err --data "$data" extra
 expect 2 'unrecognized option' err --data "$data" --no-such-option
 expect 2 'requires an argument' err --data
@@ -98,6 +101,12 @@ run_and_stop() {
         curl -fsS "http://127.0.0.1:$port/status" >"$tmp/status" ||
             fail "GET /status on port $port"
         grep -q '"state":"valid"' "$tmp/status" || fail "/status: $(cat "$tmp/status")"
+        # with --loop-probe, /status has the probe's counts; without, not
+        if [ "$probe" = yes ]; then
+            grep -q '"loop":{' "$tmp/status" || fail "/status without the probe: $(cat "$tmp/status")"
+        else
+            grep -q '"loop"' "$tmp/status" && fail "/status with a probe: $(cat "$tmp/status")"
+        fi
         curl -fsS "http://127.0.0.1:$port/sdk/latest-flags/new-checkout" >"$tmp/flag" ||
             fail "GET /sdk/latest-flags/new-checkout"
         grep -q '"key":"new-checkout"' "$tmp/flag" || fail "the flag: $(cat "$tmp/flag")"
@@ -126,8 +135,10 @@ run_and_stop() {
     grep -q "signal .*: shutting down" "$tmp/log" || fail "SIG$sig: no shutdown logged: $(cat "$tmp/log")"
     tail -n 1 "$tmp/log" | grep -q 'info  stopped$' || fail "SIG$sig: not 'stopped' last: $(cat "$tmp/log")"
 }
+probe=no
 run_and_stop TERM --client-side-id env-a
-run_and_stop INT
+probe=yes
+run_and_stop INT --loop-probe 5
 
 if [ $failures -ne 0 ]; then
     echo "check-serve-cli: $failures failed" >&2

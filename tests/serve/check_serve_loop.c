@@ -3,7 +3,9 @@
  * check_serve_loop.c: ldasync-serve at 10,000 flags (each with targets,
  * rules and a rollout: about 8 MB of JSON) keeps its loop: a collection
  * body is assembled in slices, other requests are answered in between, and
- * the body is byte for byte what jansson writes for the store's snapshot.
+ * the body is byte for byte what jansson writes for the store's snapshot;
+ * evalx answers are evaluated and written in slices too. Also the loop
+ * probe.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -93,11 +95,11 @@ static void log_fn(int level, const char *line, void *arg)
     snprintf(x->log + at, sizeof x->log - at, "%s\n", line);
 }
 
-static void start(struct fix *x)
+static void start_with(struct fix *x, const json_t *data, int probe_ms)
 {
     signal(SIGPIPE, SIG_IGN);
     memset(x, 0, sizeof *x);
-    x->store = ld_test_memory_with(big());
+    x->store = ld_test_memory_with(data);
     ck_assert_ptr_nonnull(x->store);
     x->ev = ld_test_evaluator_of(x->store);
     struct lds_server_options o = {0};
@@ -106,9 +108,15 @@ static void start(struct fix *x)
     o.log_arg = x;
     o.log_level = LDS_LOG_DEBUG;
     o.log_level_set = 1;
+    o.loop_probe_ms = probe_ms;
     x->srv = lds_server_new(ld_test_base, x->store, x->ev, &o);
     ck_assert_ptr_nonnull(x->srv);
     x->port = lds_server_port(x->srv);
+}
+
+static void start(struct fix *x)
+{
+    start_with(x, big(), 0);
 }
 
 static void stop(struct fix *x)
@@ -332,10 +340,226 @@ START_TEST(test_a_waiting_request_that_goes_away_leaves_the_others)
 }
 END_TEST
 
+/* {"kind":"user","key":"u@x","email":"a@beta-7.example.com","country":"fr"} */
+#define EVALX_CTX                                                                                  \
+    "/sdk/evalx/env/contexts/"                                                                     \
+    "eyJraW5kIjoidXNlciIsImtleSI6InVAeCIsImVtYWlsIjoiYUBiZXRhLTcuZXhhbXBsZS5jb20iLCJjb3VudHJ5Ijoi" \
+    "ZnIifQ"
+
+/* Asserts that `body` is the evalx answer for the store's flags: each
+ * flag's value and variation as ld_evaluator_all_flags() says, and no
+ * other key. */
+static void expect_evalx(struct fix *x, const struct resp *r)
+{
+    ck_assert_int_eq(r->code, 200);
+    json_t *got = json_loadb(r->body, r->len, 0, NULL);
+    ck_assert_msg(got != NULL, "the evalx body is not JSON");
+    ld_context *ctx =
+        ld_test_ctx_of("{'kind':'user','key':'u@x','email':'a@beta-7.example.com','country':'fr'}");
+    ld_future *f =
+        ld_test_fulfilled(ld_evaluator_all_flags(x->ev, ctx, LD_ALL_FLAGS_CLIENT_SIDE_ONLY));
+    json_t *want = ld_future_json(f), *meta = json_object_get(want, "$flagsState");
+    ck_assert_uint_eq(json_object_size(got), json_object_size(want) - 2);
+    const char *key;
+    json_t *v;
+    json_object_foreach(got, key, v)
+    {
+        json_t *m = json_object_get(meta, key);
+        if (!json_equal(json_object_get(v, "value"), json_object_get(want, key)) ||
+            !json_equal(json_object_get(v, "variation"), json_object_get(m, "variation")))
+            ck_abort_msg("evalx: flag %s differs", key);
+    }
+    ld_future_unref(f);
+    ld_context_unref(ctx);
+    json_decref(got);
+}
+
+/* At 10,000 flags an evalx answer takes more than a slice to evaluate and
+ * to write: /status is answered meanwhile, and the body is whole. */
+START_TEST(test_evalx_is_made_while_others_are_answered)
+{
+    struct fix x;
+    start(&x);
+    expect_status_first(&x, EVALX_CTX);
+    struct resp r;
+    get(&x, EVALX_CTX, &r);
+    expect_evalx(&x, &r);
+    free(r.body);
+    stop(&x);
+}
+END_TEST
+
+static json_t *small_data;
+
+/* 50 flags of the same shape. */
+static const json_t *small(void)
+{
+    if (small_data)
+        return small_data;
+    json_t *features = json_object();
+    char key[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "flag-%05d", i);
+        json_object_set_new(features, key, make_flag(key, i, 1));
+    }
+    small_data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ck_assert_ptr_nonnull(small_data);
+    return small_data;
+}
+
+/* A server whose states and bodies are made 3 flags a slice. */
+static void start_sliced(struct fix *x)
+{
+    ck_assert_int_eq(setenv("LDASYNC_EVAL_SLICE_FLAGS", "3", 1), 0);
+    start_with(x, small(), 0);
+    unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
+}
+
+/* Runs the loop until the server has `n` requests waiting, `w` of them
+ * for bodies being written. */
+static void until_pending(struct fix *x, uint64_t n, uint64_t w)
+{
+    struct lds_server_stats st;
+    do {
+        event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        lds_server_stats(x->srv, &st);
+    } while (st.pending < n || st.evalx_writing < w);
+}
+
+/* Three evalx bodies in slices at once: each is whole and right. */
+START_TEST(test_evalx_bodies_in_slices_are_whole)
+{
+    struct fix x;
+    start_sliced(&x);
+    struct evhttp_connection *c[3];
+    struct resp r[3];
+    for (int i = 0; i < 3; i++)
+        send_get(&x, &c[i], i == 1 ? EVALX_CTX "?withReasons=true" : EVALX_CTX, &r[i]);
+    for (int i = 0; i < 3; i++) {
+        wait_for(&r[i]);
+        expect_evalx(&x, &r[i]);
+        ck_assert(i != 1 || strstr(r[i].body, "\"reason\":{\"kind\":") != NULL);
+        evhttp_connection_free(c[i]);
+        free(r[i].body);
+    }
+    stop(&x);
+}
+END_TEST
+
+/* A client that goes away while its body is written in slices: the
+ * others are answered, and nothing waits any more. */
+START_TEST(test_evalx_client_gone_while_its_body_is_written)
+{
+    for (uint64_t writing = 0; writing < 2; writing++) {
+        struct fix x;
+        start_sliced(&x);
+        struct evhttp_connection *c1, *c2;
+        struct resp r1, r2;
+        send_get(&x, &c1, EVALX_CTX, &r1);
+        send_get(&x, &c2, EVALX_CTX, &r2);
+        /* gone while its state is evaluated, or while its body is written */
+        until_pending(&x, 2 - writing, writing);
+        evhttp_connection_free(c1);
+        wait_for(&r2);
+        expect_evalx(&x, &r2);
+        evhttp_connection_free(c2);
+        free(r2.body);
+        struct lds_server_stats st;
+        for (int i = 0; i < 1000; i++) {
+            lds_server_stats(x.srv, &st);
+            if (st.pending == 0 && st.connections == 0)
+                break;
+            event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        }
+        ck_assert_uint_eq(st.pending, 0);
+        ck_assert_uint_eq(st.connections, 0);
+        ck_assert_uint_eq(st.evalx_writing, 0);
+        stop(&x);
+    }
+}
+END_TEST
+
+/* Closed, then freed, with evalx bodies being written: the waiting
+ * requests get 503; nothing is left behind (ASan, valgrind). */
+START_TEST(test_close_and_free_while_evalx_bodies_are_written)
+{
+    for (int free_at_once = 0; free_at_once < 2; free_at_once++) {
+        struct fix x;
+        start_sliced(&x);
+        struct evhttp_connection *c1, *c2;
+        struct resp r1, r2;
+        send_get(&x, &c1, EVALX_CTX, &r1);
+        send_get(&x, &c2, EVALX_CTX, &r2);
+        until_pending(&x, 1, 1);
+        ld_future *closed = lds_server_close(x.srv);
+        if (free_at_once) {
+            /* freed before the loop sends anything */
+            lds_server_free(x.srv);
+            ld_future_unref(closed);
+            ld_test_flush();
+            evhttp_connection_free(c1);
+            evhttp_connection_free(c2);
+        } else {
+            wait_for(&r1);
+            wait_for(&r2);
+            ck_assert_int_eq(r1.code, 503);
+            ck_assert_int_eq(r2.code, 503);
+            ld_test_await_ok(closed);
+            lds_server_free(x.srv);
+            evhttp_connection_free(c1);
+            evhttp_connection_free(c2);
+        }
+        free(r1.body);
+        free(r2.body);
+        ld_test_flush();
+        ld_test_done_with(x.ev, x.store);
+    }
+}
+END_TEST
+
+/* server.h: with loop_probe_ms, the probe counts (lds_server_probe(),
+ * /status "loop"); without, there is none. */
+START_TEST(test_loop_probe)
+{
+    struct fix x;
+    start_with(&x, small(), 0);
+    ck_assert_ptr_null(lds_server_probe(x.srv));
+    struct resp r;
+    get(&x, "/status", &r);
+    ck_assert_ptr_null(strstr(r.body, "\"loop\""));
+    free(r.body);
+    stop(&x);
+    start_with(&x, small(), 1);
+    const struct lds_probe_stats *ps = lds_server_probe(x.srv);
+    ck_assert_ptr_nonnull(ps);
+    while (ps->ticks < 5)
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+    uint64_t late = 0, cpu = 0;
+    for (int i = 0; i < LDS_PROBE_BUCKETS; i++) {
+        late += ps->late[i];
+        cpu += ps->cpu[i];
+    }
+    ck_assert_uint_eq(late, ps->ticks);
+    ck_assert_uint_eq(cpu, ps->ticks);
+    get(&x, "/status", &r);
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    json_t *loop = json_object_get(j, "loop");
+    ck_assert_int_eq(json_integer_value(json_object_get(loop, "periodMs")), 1);
+    ck_assert_int_ge(json_integer_value(json_object_get(loop, "ticks")), 5);
+    ck_assert_uint_eq(json_array_size(json_object_get(loop, "late")), LDS_PROBE_BUCKETS);
+    ck_assert_uint_eq(json_array_size(json_object_get(loop, "boundsMs")), LDS_PROBE_BUCKETS - 1);
+    json_decref(j);
+    free(r.body);
+    stop(&x);
+}
+END_TEST
+
 static void free_big(void)
 {
     json_decref(big_data);
     big_data = NULL;
+    json_decref(small_data);
+    small_data = NULL;
 }
 
 Suite *ld_suite_serve_loop(void)
@@ -348,6 +572,15 @@ Suite *ld_suite_serve_loop(void)
     tcase_add_test(tc, test_a_large_collection_is_assembled_while_others_are_answered);
     tcase_add_test(tc, test_assembled_bodies_are_jansson_s_text);
     tcase_add_test(tc, test_a_waiting_request_that_goes_away_leaves_the_others);
+    tcase_add_test(tc, test_evalx_is_made_while_others_are_answered);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("slices");
+    tcase_add_unchecked_fixture(tc, NULL, free_big);
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_evalx_bodies_in_slices_are_whole);
+    tcase_add_test(tc, test_evalx_client_gone_while_its_body_is_written);
+    tcase_add_test(tc, test_close_and_free_while_evalx_bodies_are_written);
+    tcase_add_test(tc, test_loop_probe);
     suite_add_tcase(s, tc);
     return s;
 }
