@@ -465,18 +465,6 @@ static struct lds_coll *cached(lds_server *srv, int which, json_t *a, json_t *b)
     return c->body && c->snap[0] == a && c->snap[1] == b ? c : NULL;
 }
 
-struct lds_coll *lds_coll_get(lds_server *srv, int which, json_t *a, json_t *b)
-{
-    struct lds_coll *c = cached(srv, which, a, b);
-    if (c)
-        return c;
-    struct lds_cache_state *cs = state_of(srv);
-    if (!cs)
-        return NULL;
-    build_start(&cs->b[which], a, b);
-    return build_step(srv, which, INT64_MAX) == 1 ? &srv->coll[which] : NULL;
-}
-
 static void pass_on(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;

@@ -104,14 +104,11 @@ struct lds_icache {
 };
 
 /* The body of collection `which` (LDS_COLL_*) of the snapshots `a` (and
- * `b` for LDS_COLL_ALL), borrowed from the cache, assembled now if needed
- * (in one pass of the loop: lds_coll_begin() slices it). NULL when memory
- * ran out. */
-struct lds_coll *lds_coll_get(lds_server *srv, int which, json_t *a, json_t *b);
-/* As lds_coll_get(), but what takes longer than a slice of the loop is
- * assembled in later passes: NULL then, and *wait a new future that
- * fulfils once srv->coll[which] holds the body of these snapshots or newer
- * ones (rejected if memory ran out). NULL and *wait NULL: out of memory. */
+ * `b` for LDS_COLL_ALL), borrowed from the cache, or assembled now if that
+ * takes a slice of the loop at most. Otherwise it is assembled in later
+ * passes: NULL then, and *wait a new future that fulfils once
+ * srv->coll[which] holds the body of these snapshots or newer ones
+ * (rejected if memory ran out). NULL and *wait NULL: out of memory. */
 struct lds_coll *lds_coll_begin(lds_server *srv, int which, json_t *a, json_t *b, ld_future **wait);
 /* The stream's put event of the LDS_COLL_ALL cache entry (borrowed). */
 struct lds_blob *lds_coll_put(struct lds_coll *c);

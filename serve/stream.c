@@ -45,12 +45,14 @@ struct lds_stream {
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
     struct evbuffer *queued; /* events that came before the put */
-    ld_future *fut;          /* the data of the put, while it is fetched */
+    ld_future *fut;          /* the data of the put, while it is fetched, then
+                                while its body is assembled (assembling) */
     size_t put_len;          /* the put may be larger than max_stream_buffer (0 once sent) */
     bool started;
     bool dropping;
-    bool overflow; /* events were lost before the put: refused */
-    bool chunked;  /* the answer is chunked (HTTP/1.1) */
+    bool overflow;   /* events were lost before the put: refused */
+    bool chunked;    /* the answer is chunked (HTTP/1.1) */
+    bool assembling; /* fut: the put's body, assembled in slices (cache.c) */
     struct lds_conn *conn;
 };
 
@@ -269,9 +271,25 @@ static void stream_put_done(ld_future *f, void *arg)
         return;
     }
     struct lds_coll *c = NULL;
-    if (ld_future_is_fulfilled(f))
-        c = lds_coll_get(srv, LDS_COLL_ALL, ld_future_json(ld_future_all_get(f, 0)),
-                         ld_future_json(ld_future_all_get(f, 1)));
+    if (ld_future_is_fulfilled(f) && s->assembling) {
+        /* the body of these snapshots or of newer ones: the events queued
+         * meanwhile may repeat what the newer put has, which SDKs ignore
+         * (an item's version is not newer than their own) */
+        c = srv->coll[LDS_COLL_ALL].body ? &srv->coll[LDS_COLL_ALL] : NULL;
+    } else if (ld_future_is_fulfilled(f)) {
+        /* a large body is assembled in slices: the stream waits for it */
+        ld_future *wait;
+        c = lds_coll_begin(srv, LDS_COLL_ALL, ld_future_json(ld_future_all_get(f, 0)),
+                           ld_future_json(ld_future_all_get(f, 1)), &wait);
+        if (!c && wait) {
+            s->assembling = true;
+            s->fut = ld_future_ref(wait);
+            if (ld_future_on_complete(wait, stream_put_done, s) == 0)
+                return;
+            ld_future_unref(s->fut);
+            s->fut = NULL;
+        }
+    }
     struct lds_blob *put = c ? lds_coll_put(c) : NULL;
     if (!put || s->overflow) {
         stream_unlink(srv, s);

@@ -15,10 +15,25 @@
  * segments (the flag; then its prerequisites and segments; then theirs).
  * Evaluations are independent of each other: on such a store one that
  * needs fewer round trips may complete before one issued earlier. On a
- * store that answers at once they complete in the order issued. A call
+ * store that answers at once they complete in the order issued, but for
+ * all-flags states made in slices (below). A call
  * rejected for a bad argument (LD_EINVAL) or for lack of memory returns a
  * future that is already complete (its callbacks still run from the loop),
  * so it comes before evaluations issued earlier.
+ *
+ * An all-flags state (ld_evaluator_all_flags(), ld_evaluator_flags_state())
+ * never holds the loop for long: one that needs more than about a
+ * millisecond (a few hundred flags, or flags compiled for the first time)
+ * is made in slices of about a millisecond, one per pass of the loop, so
+ * that the loop runs everything else in between. Such a state:
+ *  - is of the data as it was when asked (the store's snapshots are held
+ *    while it is made), however many passes it takes;
+ *  - completes after its last slice, so evaluations of single flags issued
+ *    after it may complete before it; states are made one after the other,
+ *    and complete in the order asked;
+ *  - stops if its future is cancelled (ld_future_cancel()): no more slices
+ *    run; freeing the evaluator rejects it with LD_ECANCELED.
+ * A state of 10,000 flags is about a dozen slices.
  *
  * Each flag and segment is compiled once per stored version into a compact
  * form (targets and large `in` lists as hash sets, regular expressions

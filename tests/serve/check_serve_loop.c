@@ -374,6 +374,76 @@ static void expect_evalx(struct fix *x, const struct resp *r)
     json_decref(got);
 }
 
+/* A stream's put at 10,000 flags is assembled in slices too: /status is
+ * answered before the stream starts, and the put is the store's data. */
+static void chunk_cb(struct evhttp_request *req, void *arg)
+{
+    evbuffer_add_buffer(arg, evhttp_request_get_input_buffer(req));
+}
+
+static void stream_done_cb(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    (void)arg;
+}
+
+START_TEST(test_a_stream_s_put_is_assembled_while_others_are_answered)
+{
+    struct fix x;
+    start(&x);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* a change: the put is assembled again */
+            json_t *f = make_flag("flag-00042", 42, 2);
+            ld_test_await_ok(ld_store_upsert(x.store, ld_kind_features(), f));
+            json_decref(f);
+        }
+        x.log[0] = '\0';
+        char *all = expected(&x, "all");
+        struct evbuffer *got = evbuffer_new();
+        ck_assert_ptr_nonnull(got);
+        struct evhttp_connection *c1 =
+            evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
+        struct evhttp_request *req = evhttp_request_new(stream_done_cb, got);
+        ck_assert_ptr_nonnull(req);
+        evhttp_request_set_chunked_cb(req, chunk_cb);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "localhost");
+        ck_assert_int_eq(evhttp_make_request(c1, req, EVHTTP_REQ_GET, "/all"), 0);
+        struct lds_server_stats st;
+        do {
+            event_base_loop(ld_test_base, EVLOOP_ONCE);
+            lds_server_stats(x.srv, &st);
+        } while (st.streams == 0);
+        struct evhttp_connection *c2;
+        struct resp status_r;
+        send_get(&x, &c2, "/status", &status_r);
+        wait_for(&status_r);
+        ck_assert_int_eq(status_r.code, 200);
+        static const char head[] = "event: put\ndata: {\"path\":\"/\",\"data\":";
+        size_t want = strlen(head) + strlen(all) + 3;
+        while (evbuffer_get_length(got) < want)
+            event_base_loop(ld_test_base, EVLOOP_ONCE);
+        if (!getenv("LDASYNC_VALGRIND"))
+            ck_assert_msg(answered_at(&x, "/status") < answered_at(&x, "/all"),
+                          "/all was answered before /status:\n%s", x.log);
+        const char *put = (const char *)evbuffer_pullup(got, -1);
+        ck_assert_msg(memcmp(put, head, strlen(head)) == 0 &&
+                          memcmp(put + strlen(head), all, strlen(all)) == 0 &&
+                          memcmp(put + strlen(head) + strlen(all), "}\n\n", 3) == 0,
+                      "the put is not the store's data");
+        evhttp_connection_free(c1);
+        evhttp_connection_free(c2);
+        evbuffer_free(got);
+        free(status_r.body);
+        free(all);
+        do {
+            event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+            lds_server_stats(x.srv, &st);
+        } while (st.streams > 0 || st.connections > 0);
+    }
+    stop(&x);
+}
+END_TEST
+
 /* At 10,000 flags an evalx answer takes more than a slice to evaluate and
  * to write: /status is answered meanwhile, and the body is whole. */
 START_TEST(test_evalx_is_made_while_others_are_answered)
@@ -573,6 +643,7 @@ Suite *ld_suite_serve_loop(void)
     tcase_add_test(tc, test_assembled_bodies_are_jansson_s_text);
     tcase_add_test(tc, test_a_waiting_request_that_goes_away_leaves_the_others);
     tcase_add_test(tc, test_evalx_is_made_while_others_are_answered);
+    tcase_add_test(tc, test_a_stream_s_put_is_assembled_while_others_are_answered);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");
     tcase_add_unchecked_fixture(tc, NULL, free_big);
