@@ -152,6 +152,7 @@ struct lds_server {
     struct event *wq_ev;
     size_t slice_flags;      /* flags an evalx slice writes at most (a test's knob) */
     struct lds_probe *probe; /* probe.c: the loop probe, or NULL */
+    struct lds_warm *warm;   /* warm.c: lds_server_warm()'s work, or NULL */
     double started;
     bool closing;
     ld_future *close_fut;
@@ -175,6 +176,9 @@ int64_t lds_now_ns(void);
  * when memory ran out. */
 int lds_probe_start(lds_server *srv, int period_ms);
 void lds_probe_free(lds_server *srv);
+
+/* Lets go of lds_server_warm()'s work (warm.c), cancelled. */
+void lds_warm_forget(lds_server *srv);
 
 /* Frees the evalx bodies still being written (the server is freed). */
 void lds_evalx_writers_free(lds_server *srv);

@@ -529,6 +529,7 @@ ld_future *lds_server_close(lds_server *srv)
         }
         event_del(srv->heartbeat);
         lds_streams_end(srv);
+        lds_warm_forget(srv);
         /* the waiting requests: their callbacks answer 503 */
         lds_waiting_cancel_all(srv);
     }
@@ -547,6 +548,7 @@ void lds_server_free(lds_server *srv)
     lds_streams_forget(srv);
     lds_evalx_writers_free(srv);
     lds_probe_free(srv);
+    lds_warm_forget(srv);
     /* connections libevent has not finished freeing must not reach us */
     lds_conns_forget(srv);
     if (srv->heartbeat)

@@ -131,6 +131,15 @@ struct lds_server_stats {
 };
 void lds_server_stats(const lds_server *srv, struct lds_server_stats *out);
 
+/* Makes ahead, in slices of the loop, what the first requests after a
+ * load would otherwise wait for: the body of /sdk/latest-all (every
+ * item's text, of which the other collections and the streams' put are
+ * made) and every flag compiled by the evaluator. Requests that come
+ * meanwhile join that work. Call it once the store has data (ldasync-serve
+ * does when its files are loaded); again later to start over; closing or
+ * freeing the server stops it. NULL-safe. */
+void lds_server_warm(lds_server *srv);
+
 /* The loop probe (loop_probe_ms): a timer due every loop_probe_ms tells
  * how late it ran and how much CPU time the loop's thread spent since it
  * last ran, each counted in a histogram: the buckets end at

@@ -188,70 +188,82 @@ START_TEST(test_every_allocation_failing_in_turn_costs_requests_not_the_server)
     json_t *change = ld_test_j("{'key': 'f1', 'version': 2, 'on': false, 'variations': [true],"
                                " 'offVariation': 0, 'salt': 's'}");
     long runs = 0, refused = 0, not_made = 0;
-    for (g_fail_at = 1;; g_fail_at++) {
-        ld_store *store = ld_test_memory_with(data);
-        ld_evaluator *ev = ld_test_evaluator_of(store);
-        struct lds_server_options o = {0};
-        o.bind_address = "127.0.0.1";
-        o.sdk_key = "k";
-        g_calls = 0;
-        ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
-        json_set_alloc_funcs(chaos_malloc, free);
-        g_counting = true;
-        lds_server *srv = lds_server_new(ld_test_base, store, ev, &o);
-        struct client cs[N_REQ];
-        if (srv) {
-            int port = lds_server_port(srv);
-            for (size_t i = 0; i < N_REQ; i++)
-                client_start(&cs[i], port, REQUESTS[i], i == N_REQ - 1);
-            serve_until_done(cs, N_REQ, srv, change);
-        }
-        g_counting = false;
-        json_set_alloc_funcs(malloc, free);
-        ld_set_alloc_funcs(NULL, NULL, NULL);
-        bool failed = g_calls >= g_fail_at;
-        runs++;
-        if (!srv) {
-            ck_assert_msg(failed, "N=%ld: no server, and no allocation failed", g_fail_at);
-            not_made++;
-        } else {
-            for (size_t i = 0; i < N_REQ; i++) {
-                int code = cs[i].code;
-                int want = i == 4 ? 404 : 200;
-                char text[1024] = {0};
-                evbuffer_copyout(cs[i].in, text, sizeof text - 1);
-                /* jansson reports memory running out while it parses as
-                 * a syntax error (or none): its 400 is all the server can
-                 * say then */
-                bool json_400 = code == 400 && (i == 6 || i == 7) &&
-                                strstr(text, "{\"error\":\"the context is not valid JSON\"}");
-                ck_assert_msg(code == want || code == 0 || code == 500 || code == 503 || json_400,
-                              "N=%ld: request %zu answered %d: %s", g_fail_at, i, code, text);
-                if (!failed)
-                    ck_assert_msg(code == want, "N=%ld: request %zu answered %d, nothing failed",
-                                  g_fail_at, i, code);
-                if (code == 200 && (i == 6 || i == 7))
-                    expect_whole_evalx(&cs[i]);
-                refused += code != want;
-                client_free(&cs[i]);
+    /* twice: as it is, then with states and evalx bodies made in slices
+     * of 2 flags and lds_server_warm() at the start */
+    for (int sliced = 0; sliced < 2; sliced++)
+        for (g_fail_at = 1;; g_fail_at++) {
+            ld_store *store = ld_test_memory_with(data);
+            if (sliced)
+                setenv("LDASYNC_EVAL_SLICE_FLAGS", "2", 1);
+            ld_evaluator *ev = ld_test_evaluator_of(store);
+            struct lds_server_options o = {0};
+            o.bind_address = "127.0.0.1";
+            o.sdk_key = "k";
+            g_calls = 0;
+            ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
+            json_set_alloc_funcs(chaos_malloc, free);
+            g_counting = true;
+            lds_server *srv = lds_server_new(ld_test_base, store, ev, &o);
+            unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
+            struct client cs[N_REQ];
+            if (srv && sliced)
+                lds_server_warm(srv);
+            if (srv) {
+                int port = lds_server_port(srv);
+                for (size_t i = 0; i < N_REQ; i++)
+                    client_start(&cs[i], port, REQUESTS[i], i == N_REQ - 1);
+                serve_until_done(cs, N_REQ, srv, change);
             }
-            /* the same server, memory back: it serves */
-            struct client after;
-            client_start(&after, lds_server_port(srv), REQUESTS[2], false);
-            serve_until_done(&after, 1, srv, change);
-            ck_assert_msg(after.code == 200, "N=%ld: after the failure: %d", g_fail_at, after.code);
-            ck_assert_ptr_nonnull(
-                evbuffer_search(after.in, "\"key\":\"f1\"", 10, NULL).pos >= 0 ? (void *)1 : NULL);
-            client_free(&after);
-            ld_test_await_ok(lds_server_close(srv));
-            lds_server_free(srv);
+            g_counting = false;
+            json_set_alloc_funcs(malloc, free);
+            ld_set_alloc_funcs(NULL, NULL, NULL);
+            bool failed = g_calls >= g_fail_at;
+            runs++;
+            if (!srv) {
+                ck_assert_msg(failed, "N=%ld: no server, and no allocation failed", g_fail_at);
+                not_made++;
+            } else {
+                for (size_t i = 0; i < N_REQ; i++) {
+                    int code = cs[i].code;
+                    int want = i == 4 ? 404 : 200;
+                    char text[1024] = {0};
+                    evbuffer_copyout(cs[i].in, text, sizeof text - 1);
+                    /* jansson reports memory running out while it parses as
+                     * a syntax error (or none): its 400 is all the server can
+                     * say then */
+                    bool json_400 = code == 400 && (i == 6 || i == 7) &&
+                                    strstr(text, "{\"error\":\"the context is not valid JSON\"}");
+                    ck_assert_msg(code == want || code == 0 || code == 500 || code == 503 ||
+                                      json_400,
+                                  "N=%ld: request %zu answered %d: %s", g_fail_at, i, code, text);
+                    if (!failed)
+                        ck_assert_msg(code == want,
+                                      "N=%ld: request %zu answered %d, nothing failed", g_fail_at,
+                                      i, code);
+                    if (code == 200 && (i == 6 || i == 7))
+                        expect_whole_evalx(&cs[i]);
+                    refused += code != want;
+                    client_free(&cs[i]);
+                }
+                /* the same server, memory back: it serves */
+                struct client after;
+                client_start(&after, lds_server_port(srv), REQUESTS[2], false);
+                serve_until_done(&after, 1, srv, change);
+                ck_assert_msg(after.code == 200, "N=%ld: after the failure: %d", g_fail_at,
+                              after.code);
+                ck_assert_ptr_nonnull(evbuffer_search(after.in, "\"key\":\"f1\"", 10, NULL).pos >= 0
+                                          ? (void *)1
+                                          : NULL);
+                client_free(&after);
+                ld_test_await_ok(lds_server_close(srv));
+                lds_server_free(srv);
+            }
+            ld_test_flush();
+            ld_test_done_with(ev, store);
+            if (!failed)
+                break;
+            ck_assert_msg(g_fail_at < 100000, "more than 100000 allocations in one run");
         }
-        ld_test_flush();
-        ld_test_done_with(ev, store);
-        if (!failed)
-            break;
-        ck_assert_msg(g_fail_at < 100000, "more than 100000 allocations in one run");
-    }
     ck_assert_int_gt(runs, 10); /* the server does allocate */
     ck_assert_int_gt(not_made, 0);
     ck_assert_int_gt(refused, 0);

@@ -459,6 +459,47 @@ START_TEST(test_evalx_is_made_while_others_are_answered)
 }
 END_TEST
 
+/* server.h: lds_server_warm() makes the latest-all body and compiles
+ * every flag ahead: the first latest-all is then answered from the cache,
+ * and the first evalx compiles nothing. Closing or freeing the server
+ * while it warms stops it (ASan, valgrind: nothing left behind). */
+START_TEST(test_warm_makes_the_first_answers_ahead)
+{
+    struct fix x;
+    start(&x);
+    lds_server_warm(x.srv);
+    struct lds_server_stats st;
+    struct ld_evaluator_stats es;
+    size_t n = json_object_size(json_object_get(big(), "features"));
+    do {
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+        lds_server_stats(x.srv, &st);
+        ck_assert_int_eq(ld_evaluator_stats(x.ev, &es), 0);
+    } while (st.serializations < 1 || es.flags < n);
+    ck_assert_uint_eq(st.serializations, 1);
+    free(expect_body(&x, "/sdk/latest-all", "all"));
+    lds_server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.serializations, 1);
+    stop(&x);
+    for (int how = 0; how < 3; how++) {
+        start(&x);
+        lds_server_warm(x.srv);
+        if (how == 1)
+            lds_server_warm(x.srv); /* again: the first is let go of */
+        for (int i = 0; i < how * 3; i++)
+            event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (how == 2) {
+            lds_server_free(x.srv); /* freed while it warms */
+            ld_test_flush();
+            ld_test_done_with(x.ev, x.store);
+        } else {
+            stop(&x); /* closed while it warms */
+        }
+    }
+    lds_server_warm(NULL);
+}
+END_TEST
+
 static json_t *small_data;
 
 /* 50 flags of the same shape. */
@@ -644,6 +685,7 @@ Suite *ld_suite_serve_loop(void)
     tcase_add_test(tc, test_a_waiting_request_that_goes_away_leaves_the_others);
     tcase_add_test(tc, test_evalx_is_made_while_others_are_answered);
     tcase_add_test(tc, test_a_stream_s_put_is_assembled_while_others_are_answered);
+    tcase_add_test(tc, test_warm_makes_the_first_answers_ahead);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");
     tcase_add_unchecked_fixture(tc, NULL, free_big);
