@@ -194,9 +194,7 @@ int main(int argc, char **argv)
         case O_PORT:
             if (parse_int(optarg, 0, 65535, &port) != 0) {
                 fprintf(stderr, "ldasync-serve: --port: not a port: %s\n", optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_BIND:
@@ -208,42 +206,32 @@ int main(int argc, char **argv)
         case O_CLIENT_ID:
             if (!optarg[0]) {
                 fprintf(stderr, "ldasync-serve: --client-side-id: empty\n");
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             ids[n_ids++] = optarg;
             break;
         case O_MAXCONN:
             if (parse_int(optarg, 1, 1000000, &maxconn) != 0) {
                 fprintf(stderr, "ldasync-serve: --max-connections: 1 to 1000000: %s\n", optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_HEARTBEAT:
             if (parse_int(optarg, 1, 86400, &heartbeat) != 0) {
                 fprintf(stderr, "ldasync-serve: --heartbeat: 1 to 86400 seconds: %s\n", optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_POLL:
             if (parse_int(optarg, 1, 86400000, &poll_ms) != 0) {
                 fprintf(stderr, "ldasync-serve: --poll-interval: 1 to 86400000 ms: %s\n", optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_PROBE:
             if (parse_int(optarg, 1, 1000, &probe_ms) != 0) {
                 fprintf(stderr, "ldasync-serve: --loop-probe: 1 to 1000 ms: %s\n", optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_LOG:
@@ -251,9 +239,7 @@ int main(int argc, char **argv)
             if (app.log_level < 0) {
                 fprintf(stderr, "ldasync-serve: --log-level: error, warn, info or debug: %s\n",
                         optarg);
-                free(paths);
-                free(ids);
-                return 2;
+                goto bad_usage;
             }
             break;
         case O_HELP:
@@ -268,9 +254,7 @@ int main(int argc, char **argv)
             return 0;
         default:
             usage(stderr);
-            free(paths);
-            free(ids);
-            return 2;
+            goto bad_usage;
         }
     }
     if (optind < argc || n_paths == 0) {
@@ -279,9 +263,7 @@ int main(int argc, char **argv)
                               : "ldasync-serve: no --data file%s\n",
                 optind < argc ? argv[optind] : "");
         usage(stderr);
-        free(paths);
-        free(ids);
-        return 2;
+        goto bad_usage;
     }
 
     signal(SIGPIPE, SIG_IGN);
@@ -374,4 +356,9 @@ out:
     free(paths);
     free(ids);
     return app.exit_code;
+
+bad_usage: /* a bad option or value: said on stderr */
+    free(paths);
+    free(ids);
+    return 2;
 }

@@ -75,6 +75,9 @@ expect 2 'requires an argument' err --data
 run_and_stop() {
     sig=$1
     shift
+    # emptied here, not only by the child's redirection: the loop below
+    # must not read the previous run's port before the child starts
+    : >"$tmp/log"
     $wrap "$serve" --data "$data" --port 0 --log-level info "$@" 2>"$tmp/log" &
     pid=$!
     port=
