@@ -19,10 +19,11 @@
 #include "store/store-internal.h"
 
 /* An init of more items than a slice (LDASYNC_STORE_INIT_SLICE, 2048 by
- * default) validates and loads `slice` items per pass of the loop into new
- * tables, and swaps them in after the last one, as one init in one pass
- * does: readers see the old data or the new, never a mix, and the store is
- * initialized only once the whole set is in. Meanwhile every operation
+ * default) clears the new tables and then validates and loads items into
+ * them over several passes of the loop, each pass for about PASS_NS and
+ * `slice` items at most, and swaps them in after the last one, as one init
+ * in one pass does: readers see the old data or the new, never a mix, and
+ * the store is initialized only once the whole set is in. Meanwhile every operation
  * waits for it (the _now members say LD_EBUSY, and the asynchronous ones
  * queue what they are given, struct deferred), and runs in issue order once
  * it is over. */
@@ -36,6 +37,16 @@ struct load {
     struct event *ev;       /* the next slice */
     size_t cleared[NKINDS]; /* slots of the new tables cleared so far */
 };
+
+/* The time a pass of the loop spends on a large init, about: a pass stops
+ * at the first check after it. A count alone did not bound a pass: the
+ * same 2048 items took from 1.5 ms to over 6 ms (the first slices, whose
+ * items are cold in the cache, and more on a loaded machine). */
+#define PASS_NS 1000000
+/* Items (or pairs let go of) between two looks at the clock. */
+#define CHECK_EVERY 32
+/* Slots cleared between two looks at the clock (64 KiB). */
+#define CLEAR_CHUNK 1024
 
 /* The shape ld__data_walk checks before the items: 0, or LD_EINVAL with
  * *why. */
@@ -114,21 +125,27 @@ static void load_free(struct load *l)
 }
 
 /* Lets go of a slice of the loaded data set, which only the store holds:
- * the pairs of its namespaces (the items are the tables' too), then it. */
+ * the pairs of its namespaces (the items are the tables' too), then it;
+ * `slice` pairs at most, for about PASS_NS. */
 static void drop_step(evutil_socket_t fd, short what, void *arg)
 {
     struct memory *mem = arg;
     (void)fd;
     (void)what;
+    int64_t end = ld__mem_now_ns() + PASS_NS;
     size_t n = 0;
+    bool more = false; /* stopped before the end */
     const char *ns;
     json_t *coll;
     json_object_foreach(mem->drop, ns, coll)
     {
-        for (void *it; n < mem->slice && sole(coll) && (it = json_object_iter(coll)); n++)
+        for (void *it; !more && sole(coll) && (it = json_object_iter(coll));) {
             json_object_deln(coll, json_object_iter_key(it), json_object_iter_key_len(it));
+            n++;
+            more = n >= mem->slice || (n % CHECK_EVERY == 0 && ld__mem_now_ns() >= end);
+        }
     }
-    if (n < mem->slice || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
+    if (!more || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
         json_decref(mem->drop);
         mem->drop = NULL;
     }
@@ -145,6 +162,13 @@ static void load_end(struct memory *mem, int rc, const char *why)
         ld_future_fulfill(l->out);
     } else {
         ld_future_reject(l->out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
+        for (int i = 0; i < NKINDS; i++) {
+            struct table *t = &l->fresh[i];
+            if (l->cleared[i] > t->mask) { /* it may hold items: a slice per pass */
+                ld__mem_retire(&mem->rc, (struct garbage){NULL, t->slots, t->mask}, t->mask + 1);
+                t->slots = NULL;
+            }
+        }
     }
     ld_future_unref(l->out);
     if (rc == 0 && !mem->drop && sole(l->data) &&
@@ -157,18 +181,20 @@ static void load_end(struct memory *mem, int rc, const char *why)
     ld__mem_replay(mem);
 }
 
-/* Clears up to `n` slots of the new tables, which are written to only
- * once all are: clearing 16 MB of fresh pages at once held the loop for
- * tens of milliseconds. @return true once all are clear. */
-static bool load_clear(struct load *l, size_t n)
+/* Clears slots of the new tables, which are written to only once all are
+ * (clearing 16 MB of fresh pages at once held the loop for tens of
+ * milliseconds), CLEAR_CHUNK at a time until `end` (at least one chunk).
+ * @return true once all are clear. */
+static bool load_clear(struct load *l, int64_t end)
 {
     for (int i = 0; i < NKINDS; i++) {
-        size_t cap = l->fresh[i].mask + 1, done = l->cleared[i];
-        if (done < cap) {
-            size_t k = cap - done < n ? cap - done : n;
+        size_t cap = l->fresh[i].mask + 1;
+        while (l->cleared[i] < cap) {
+            size_t done = l->cleared[i], k = cap - done < CLEAR_CHUNK ? cap - done : CLEAR_CHUNK;
             memset(&l->fresh[i].slots[done], 0, k * sizeof(struct slot));
             l->cleared[i] += k;
-            return false;
+            if (ld__mem_now_ns() >= end)
+                return i == NKINDS - 1 && l->cleared[i] == cap;
         }
     }
     return true;
@@ -182,10 +208,13 @@ static void load_step(evutil_socket_t fd, short what, void *arg)
     (void)what;
     const char *why = NULL;
     int rc = 0;
-    bool clear = load_clear(l, 4 * mem->slice);
-    for (size_t n = 0; clear && rc == 0 && l->at && n < mem->slice; n++) {
+    int64_t end = ld__mem_now_ns() + PASS_NS;
+    bool clear = load_clear(l, end); /* then items, in the same pass if time is left */
+    for (size_t n = 0; clear && rc == 0 && l->at && n < mem->slice;) {
         rc = load_item(l, &why);
         load_settle(l);
+        if (++n % CHECK_EVERY == 0 && ld__mem_now_ns() >= end)
+            break;
     }
     if (rc == 0 && (!clear || l->at) && event_add(l->ev, &(struct timeval){0, 0}) != 0)
         rc = LD_ENOMEM;
