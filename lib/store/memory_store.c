@@ -711,8 +711,9 @@ static const struct ld_store_ops memory_ops = {
 /* ------------------------------------------------------------------------- */
 /* Making a store                                                            */
 
-/* Items per loop pass of a large init: LDASYNC_STORE_INIT_SLICE (at least
- * 1), else 2048 (a millisecond or two). */
+/* Items per loop pass of a large init at most (an init of more items is a
+ * large one): LDASYNC_STORE_INIT_SLICE (at least 1), else 2048. A knob for
+ * the tests and the benchmark, not for applications (docs/design.md). */
 static size_t init_slice(void)
 {
     const char *env = getenv("LDASYNC_STORE_INIT_SLICE");

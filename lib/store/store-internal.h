@@ -433,7 +433,7 @@ struct memory {
     int inited;
     struct reclaim rc; /* what the store lets go of later */
     struct event_base *base;
-    size_t slice;         /* items per loop pass of a large init (struct load) */
+    size_t slice;         /* items per loop pass of a large init at most */
     struct load *load;    /* an init in progress, or NULL */
     struct deferred *dq;  /* operations issued during it, oldest first */
     struct deferred *dqt; /* the newest */
