@@ -453,6 +453,36 @@ static void act_init(void)
     json_decref(data);
 }
 
+/* An init of more items than a slice of the sliced memory store (over
+ * several passes of the loop there), with an operation waiting for it. */
+static void act_init_large(void)
+{
+    OFF();
+    json_t *data = json_pack("{s:{s:o, s:o, s:o}, s:{s:{s:s, s:i}}}", "features", "baz",
+                             feature("baz", 1), "qux", feature("qux", 1), "foo", feature("foo", 3),
+                             "segments", "s2", "key", "s2", "version", 1);
+    ON();
+    ld_future *f = ld_store_init(S, data);
+    ld_future *g = ld_store_get(S, ld_kind_features(), "qux");
+    if (answered(f)) {
+        settle(g);
+        if (ld_future_is_fulfilled(g))
+            ck_assert_ptr_nonnull(ld_future_json(g));
+        else
+            ck_assert_int_eq(ld_future_error(g), LD_ENOMEM);
+        OFF();
+        json_t *now = contents();
+        ck_assert_int_eq(json_object_size(json_object_get(now, "features")), 3);
+        ck_assert_int_eq(json_object_size(json_object_get(now, "segments")), 1);
+        json_decref(now);
+    }
+    settle(g);
+    ld_future_unref(g);
+    ld_future_unref(f);
+    OFF();
+    json_decref(data);
+}
+
 static void act_upsert_key(const char *key, int version)
 {
     OFF();
@@ -549,6 +579,7 @@ static void act_store_new(void)
 #define STORE_PATHS                                                                               \
     PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_all_items, store_teardown), \
         PATH(store_setup, act_init, store_teardown),                                              \
+        PATH(store_setup, act_init_large, store_teardown),                                        \
         PATH(store_setup, act_upsert, store_teardown),                                            \
         PATH(store_setup, act_upsert_new, store_teardown),                                        \
         PATH(store_setup, act_delete, store_teardown),                                            \
@@ -563,6 +594,22 @@ static void memory_store_fixture(void)
 {
     chaos_setup();
     g_make_store = ld_memory_store_new;
+}
+
+/* A memory store whose init loads 2 items per pass of the loop: the
+ * set-up's init and act_init_large's are large ones. */
+static ld_store *sliced_memory_store_new(struct event_base *base)
+{
+    setenv("LDASYNC_STORE_INIT_SLICE", "2", 1);
+    ld_store *s = ld_memory_store_new(base);
+    unsetenv("LDASYNC_STORE_INIT_SLICE");
+    return s;
+}
+
+static void sliced_memory_store_fixture(void)
+{
+    chaos_setup();
+    g_make_store = sliced_memory_store_new;
 }
 
 static void mock_store_fixture(void)
@@ -1756,6 +1803,7 @@ static Suite *chaos_suite(void)
 
     add_case(s, "futures", chaos_setup, test_chaos_futures);
     add_case(s, "memory_store", memory_store_fixture, test_chaos_store);
+    add_case(s, "sliced_memory_store", sliced_memory_store_fixture, test_chaos_store);
     add_case(s, "mock_store", mock_store_fixture, test_chaos_store);
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);

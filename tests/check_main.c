@@ -21,6 +21,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_kind());
     srunner_add_suite(runner, ld_suite_context());
     srunner_add_suite(runner, ld_suite_store());
+    srunner_add_suite(runner, ld_suite_memory_load());
     srunner_add_suite(runner, ld_suite_store_now());
     srunner_add_suite(runner, ld_suite_status());
     srunner_add_suite(runner, ld_suite_sink());

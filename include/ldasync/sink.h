@@ -77,7 +77,8 @@ LD_EXPORT ld_future *ld_update_sink_upsert(ld_update_sink *sink, const ld_kind *
 /** Hands the deletion of `key` (borrowed) at `version` to the sink. A store
  *  sink passes it to ld_store_delete(). @return a new reference, fulfilled
  *  with a bool: true if applied; rejected with LD_EINVAL (NULL `kind` or
- *  `key`, or as the store rejects it: empty key, negative version) or the
+ *  `key`, or as the store rejects it: empty key, "$valid" or
+ *  "$flagsState", negative version) or the
  *  store's error. NULL only if `sink` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_update_sink_delete(ld_update_sink *sink, const ld_kind *kind,
                                            const char *key, int64_t version);

@@ -76,9 +76,10 @@ struct event_base;
 typedef struct ld_store ld_store;
 
 /** Looks up one item. @return a new reference: fulfilled with the item or
- *  NULL; rejected with LD_EINVAL (NULL store or kind; key NULL, empty or
- *  not valid UTF-8), LD_ECLOSED, or
- *  the implementation's error. NULL only if `store` is NULL. @since 0.1.0 */
+ *  NULL (always NULL for "$valid" and "$flagsState": no write can store an
+ *  item or tombstone under those keys, kind.h); rejected with LD_EINVAL (NULL store or kind; key
+ * NULL, empty or not valid UTF-8), LD_ECLOSED, or the implementation's error. NULL only if `store`
+ * is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_get(ld_store *store, const ld_kind *kind, const char *key);
 
 /** All items of a kind, without tombstones. @return a new reference,
@@ -96,9 +97,11 @@ LD_EXPORT ld_future *ld_store_init(ld_store *store, const json_t *all_data);
  *  reference, fulfilled with a bool: true if applied. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_upsert(ld_store *store, const ld_kind *kind, const json_t *item);
 
-/** Stores a tombstone for `key` (non-empty, valid UTF-8) at `version`
+/** Stores a tombstone for `key` (non-empty, valid UTF-8, and neither
+ *  "$valid" nor "$flagsState", which no item may have: kind.h) at `version`
  *  (>= 0) if that is newer. @return a new reference, fulfilled with a
- *  bool: true if applied; errors as for get. @since 0.1.0 */
+ *  bool: true if applied; rejected with LD_EINVAL for such a key ("key must
+ *  not be ..."), else errors as for get. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_delete(ld_store *store, const ld_kind *kind, const char *key,
                                      int64_t version);
 

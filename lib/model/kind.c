@@ -114,7 +114,7 @@ static int invalid(const char **why, const char *message)
 
 /* The all-flags state's own keys: a flag of such a key would be written
  * over them (or they over it). */
-static bool reserved_key(const char *s, size_t len)
+bool ld__key_reserved(const char *s, size_t len)
 {
     return (len == 6 && memcmp(s, "$valid", 6) == 0) ||
            (len == 11 && memcmp(s, "$flagsState", 11) == 0);
@@ -131,7 +131,7 @@ int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const c
         return invalid(why, "item \"key\" must be a non-empty string without NUL");
     if (!ld__utf8_valid(json_string_value(k), json_string_length(k)))
         return invalid(why, "item \"key\" must be valid UTF-8");
-    if (reserved_key(json_string_value(k), json_string_length(k)))
+    if (ld__key_reserved(json_string_value(k), json_string_length(k)))
         return invalid(why, "item \"key\" must not be \"$valid\" or \"$flagsState\"");
     if (hint)
         hint(arg, json_string_value(k), json_string_length(k));
@@ -193,7 +193,7 @@ bool ld_item_is_deleted(const json_t *item)
 json_t *ld_tombstone_new(const char *key, int64_t version)
 {
     if (!key || !*key || version < 0 || !ld__utf8_valid(key, strlen(key)) ||
-        reserved_key(key, strlen(key)))
+        ld__key_reserved(key, strlen(key)))
         return NULL;
     return json_pack("{s:s, s:I, s:b}", "key", key, "version", (json_int_t)version, "deleted", 1);
 }

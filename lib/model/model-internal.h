@@ -71,6 +71,10 @@ int ld__data_walk(const json_t *all_data, ld__data_visit_fn visit, void *arg, co
  * read: a store can start loading what it will touch for this key. */
 typedef void (*ld__item_hint_fn)(void *arg, const char *key, size_t len);
 
+/* True for a key no item may have (kind.h): "$valid" or "$flagsState", the
+ * all-flags state's own top-level keys; `len` is the key's length. */
+bool ld__key_reserved(const char *key, size_t len);
+
 /* ld_item_parse() with `hint` (may be NULL) called along the way. */
 int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const char **why,
                           ld__item_hint_fn hint, void *arg);

@@ -1,7 +1,7 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the memory store's reclamation: what the store lets go of later,
- * and when (memory-internal.h for what memory_store.c uses of it).
+ * and when (store-internal.h for what memory_store.c uses of it).
  *
  * Items handed out by get are not referenced one by one (that touches every
  * item's reference count, a cache miss of its own, atomically): the future

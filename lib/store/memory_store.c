@@ -12,8 +12,8 @@
  * members of struct ld_store_ops, store.h): the front layer makes no
  * future for the implementation, and each caller's future completes from
  * the loop; init validates and loads in one pass over the data, or, for a
- * large data set, over several passes of the loop (struct load), while the
- * other operations wait.
+ * large data set, over several passes of the loop (memory_load.c), while
+ * the other operations wait (struct deferred).
  *
  * all answers with a jansson object of the live items, built on the first
  * all and then kept in step with every write: in place while the store
@@ -23,7 +23,8 @@
  *
  * What the store lets go of later (an item a write replaced while the
  * future of a get may still read it, a table an init replaced) and when is
- * memory_reclaim.c's job (memory-internal.h).
+ * memory_reclaim.c's job (store-internal.h); a large init is
+ * memory_load.c's (the layout both use is in store-internal.h).
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -40,77 +41,7 @@
 #include "store/store-internal.h"
 
 /* ------------------------------------------------------------------------- */
-/* Layout                                                                    */
-
-enum { K_SEGMENTS, K_FEATURES, NKINDS };
-
-/* Keys shorter than this live in their slot: what of the slot is left for
- * the key and its NUL (36 bytes with 64-bit pointers, 40 with 32-bit ones;
- * version before item, so that no padding comes between them). */
-#define INLINE_KEY (LD__CACHE_LINE - 2 * sizeof(int64_t) - sizeof(json_t *) - sizeof(uint32_t))
-
-struct slot {
-    uint64_t hash;
-    int64_t version;
-    json_t *item;         /* one reference; NULL for a tombstone */
-    uint32_t len;         /* key length; 0: empty slot */
-    char key[INLINE_KEY]; /* the key and its NUL, or a malloc'd copy's address */
-};
-_Static_assert(sizeof(struct slot) == LD__CACHE_LINE, "a slot is one cache line");
-
-/* The results of all for one table. `snap` is kept in step with every
- * write: in place while the store holds the only reference. When a reader
- * still holds it, the write goes to `spare` instead, the snapshot handed
- * out before it, once its reader has let go of it: `spare` is brought up to
- * date by replaying the keys written since it was current (`log`), so a
- * reader holding a snapshot costs O(writes), not a copy of every pair. Only
- * without a free spare (two readers, or a long log) is snap copied. */
-struct snaps {
-    json_t *snap;  /* the result of all, or NULL until asked for */
-    json_t *spare; /* an earlier result, behind by the keys in log, or NULL */
-    char *log;     /* keys written since spare was snap, each with its NUL */
-    size_t log_len, log_cap, log_n;
-};
-
-struct table {
-    struct slot *slots;
-    size_t mask; /* capacity - 1, a power of two */
-    size_t used;
-    struct snaps sn;
-};
-
-struct load;
-struct deferred;
-
-struct memory {
-    struct table t[NKINDS];
-    int inited;
-    struct reclaim rc; /* what the store lets go of later */
-    struct event_base *base;
-    size_t slice;         /* items per loop pass of a large init (struct load) */
-    struct load *load;    /* an init in progress, or NULL */
-    struct deferred *dq;  /* operations issued during it, oldest first */
-    struct deferred *dqt; /* the newest */
-    json_t *drop;         /* a loaded data set let go of a slice per pass */
-    struct event *drop_ev;
-    /* the key the last prefetch hashed (see mem_prefetch) */
-    const char *hint_key;
-    size_t hint_len;
-    uint64_t hint_hash;
-};
-
-/* ------------------------------------------------------------------------- */
 /* Keys                                                                      */
-
-static int kind_index(const ld_kind *kind)
-{
-    return kind == ld_kind_features() ? K_FEATURES : K_SEGMENTS;
-}
-
-static const ld_kind *kind_at(int i)
-{
-    return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
-}
 
 /* A 64-bit hash of the key's `len` bytes, read eight (or four) at a time,
  * the last word overlapping the one before (keys are short strings; a
@@ -273,14 +204,6 @@ static json_t *snap_copy(const json_t *snap)
     return copy;
 }
 
-/* True if the store holds the only reference to `json`. Readers may drop
- * theirs on other threads (jansson counts atomically), hence the atomic
- * load; acquire: what they did before dropping it is done. */
-static bool sole(json_t *json)
-{
-    return ld__json_refs(json) == 1;
-}
-
 /* Keeps the snapshots of all in step with a write under `key` of `item`
  * (NULL: a tombstone); see struct snaps. Without memory, the snapshots are
  * dropped and the next all builds one from the table. */
@@ -317,8 +240,7 @@ static void snap_write(struct table *t, const char *key, size_t len, json_t *ite
 /* ------------------------------------------------------------------------- */
 /* Tables                                                                    */
 
-/* A table for `n` items at most 3/4 full, its slots not yet cleared. */
-static int table_alloc(struct table *t, size_t n)
+int ld__mem_table_alloc(struct table *t, size_t n)
 {
     size_t cap = 16;
     while (cap * 3 < n * 4 + 4)
@@ -332,7 +254,7 @@ static int table_alloc(struct table *t, size_t n)
 
 static int table_init(struct table *t, size_t n)
 {
-    int rc = table_alloc(t, n);
+    int rc = ld__mem_table_alloc(t, n);
     if (rc == 0)
         memset(t->slots, 0, (t->mask + 1) * sizeof(*t->slots));
     return rc;
@@ -345,7 +267,7 @@ static void slot_clear(struct slot *s)
         ld__free((char *)slot_key(s));
 }
 
-static void table_free(struct table *t)
+void ld__mem_table_free(struct table *t)
 {
     for (size_t i = 0; t->slots && i <= t->mask; i++)
         if (t->slots[i].len)
@@ -371,7 +293,7 @@ bool ld__mem_slots_free_some(struct slot *slots, size_t mask, size_t *at, size_t
 void ld__mem_slots_free(struct slot *slots, size_t mask)
 {
     struct table t = {.slots = slots, .mask = mask};
-    table_free(&t);
+    ld__mem_table_free(&t);
 }
 
 /* Retires a whole table (its snapshot is reference-counted: dropped now). */
@@ -525,9 +447,9 @@ static int mem_del_now(void *impl, const ld_kind *kind, const char *key, int64_t
     return store_hashing(impl, kind, NULL, &info);
 }
 
-static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct ld_item_info *info)
+int ld__mem_put_fresh(struct table *fresh, const ld_kind *kind, json_t *item,
+                      const struct ld_item_info *info)
 {
-    struct table *fresh = arg;
     json_t *old = NULL; /* none: a new table, and keys of an object are unique */
     size_t len = strlen(info->key);
     int rc = put(&fresh[kind_index(kind)], item, info, len, hash_key(info->key, len), &old) < 0
@@ -537,27 +459,13 @@ static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct 
     return rc;
 }
 
-/* ------------------------------------------------------------------------- */
-/* A large init, over several passes of the loop                             */
+static int visit_put(void *arg, const ld_kind *kind, json_t *item, const struct ld_item_info *info)
+{
+    return ld__mem_put_fresh(arg, kind, item, info);
+}
 
-/* An init of more items than a slice (LDASYNC_STORE_INIT_SLICE, 2048 by
- * default) validates and loads `slice` items per pass of the loop into new
- * tables, and swaps them in after the last one, as one init in one pass
- * does: readers see the old data or the new, never a mix, and the store is
- * initialized only once the whole set is in. Meanwhile every operation
- * waits for it (the _now members say LD_EBUSY, and the asynchronous ones
- * queue what they are given, struct deferred), and runs in issue order once
- * it is over. */
-struct load {
-    json_t *data; /* referenced */
-    ld_future *out;
-    struct table fresh[NKINDS];
-    void *ns;               /* the namespace being read, an iterator of data */
-    void *at;               /* the next item in it, or NULL */
-    const ld_kind *kind;    /* of that namespace, or NULL: validated, not kept */
-    struct event *ev;       /* the next slice */
-    size_t cleared[NKINDS]; /* slots of the new tables cleared so far */
-};
+/* ------------------------------------------------------------------------- */
+/* Operations issued while a large init loads (memory_load.c)                */
 
 enum dop { D_GET, D_ALL, D_UPSERT, D_DEL, D_INITIALIZED, D_INIT };
 
@@ -573,216 +481,13 @@ struct deferred {
     ld_future *out;
 };
 
-/* The shape ld__data_walk checks before the items: 0, or LD_EINVAL with
- * *why. */
-static int data_shape(const json_t *all_data, const char **why)
-{
-    const char *ns;
-    json_t *coll;
-    if (!json_is_object(all_data)) {
-        *why = "all_data must be a JSON object of namespaces";
-        return LD_EINVAL;
-    }
-    json_object_foreach((json_t *)all_data, ns, coll)
-    {
-        if (!json_is_object(coll)) {
-            *why = "all_data: each namespace must map to an object of items";
-            return LD_EINVAL;
-        }
-    }
-    return 0;
-}
-
-/* How many items `all_data` holds (0 when it is no object of objects: the
- * one-pass init says why). */
-static size_t data_items(const json_t *all_data)
-{
-    size_t n = 0;
-    const char *ns;
-    json_t *coll;
-    json_object_foreach((json_t *)all_data, ns, coll) n += json_object_size(coll);
-    return n;
-}
-
-/* The end of an init: the new tables replace the old ones. */
-static void swap_in(struct memory *mem, struct table *fresh)
+void ld__mem_swap_in(struct memory *mem, struct table *fresh)
 {
     for (int i = 0; i < NKINDS; i++) {
         table_retire(mem, &mem->t[i]);
         mem->t[i] = fresh[i];
     }
     mem->inited = 1;
-}
-
-/* Moves the load to the next item: across namespaces, skipping empty
- * ones. */
-static void load_settle(struct load *l)
-{
-    while (!l->at && l->ns) {
-        l->ns = json_object_iter_next(l->data, l->ns);
-        if (l->ns) {
-            l->kind = ld_kind_by_namespace(json_object_iter_key(l->ns));
-            l->at = json_object_iter(json_object_iter_value(l->ns));
-        }
-    }
-}
-
-/* Validates and loads one item (as ld__data_walk does): 0, LD_EINVAL with
- * *why, LD_ENOMEM. */
-static int load_item(struct load *l, const char **why)
-{
-    const char *key = json_object_iter_key(l->at);
-    size_t key_len = json_object_iter_key_len(l->at);
-    json_t *item = json_object_iter_value(l->at);
-    l->at = json_object_iter_next(json_object_iter_value(l->ns), l->at);
-    struct ld_item_info info;
-    int rc = ld_item_parse(item, &info, why);
-    if (rc == 0 && (strlen(info.key) != key_len || memcmp(info.key, key, key_len) != 0)) {
-        *why = ld__utf8_valid(key, key_len) ? "item \"key\" differs from the key it is filed under"
-                                            : "the key an item is filed under must be valid UTF-8";
-        rc = LD_EINVAL;
-    }
-    if (rc == 0 && l->kind)
-        rc = visit_put(l->fresh, l->kind, item, &info);
-    return rc;
-}
-
-static void load_free(struct load *l)
-{
-    for (int i = 0; i < NKINDS; i++) {
-        if (l->cleared[i] > l->fresh[i].mask)
-            table_free(&l->fresh[i]);
-        else
-            ld__aligned_free(l->fresh[i].slots); /* nothing in it yet */
-    }
-    if (l->ev)
-        event_free(l->ev);
-    json_decref(l->data);
-    ld__free(l);
-}
-
-static void replay(struct memory *mem);
-
-/* Lets go of a slice of the loaded data set, which only the store holds:
- * the pairs of its namespaces (the items are the tables' too), then it. */
-static void drop_step(evutil_socket_t fd, short what, void *arg)
-{
-    struct memory *mem = arg;
-    (void)fd;
-    (void)what;
-    size_t n = 0;
-    const char *ns;
-    json_t *coll;
-    json_object_foreach(mem->drop, ns, coll)
-    {
-        for (void *it; n < mem->slice && sole(coll) && (it = json_object_iter(coll)); n++)
-            json_object_deln(coll, json_object_iter_key(it), json_object_iter_key_len(it));
-    }
-    if (n < mem->slice || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
-        json_decref(mem->drop);
-        mem->drop = NULL;
-    }
-}
-
-/* Ends the load with `rc` (0: the new tables go in). */
-static void load_end(struct memory *mem, int rc, const char *why)
-{
-    struct load *l = mem->load;
-    mem->load = NULL;
-    if (rc == 0) {
-        swap_in(mem, l->fresh);
-        memset(l->fresh, 0, sizeof l->fresh);
-        ld_future_fulfill(l->out);
-    } else {
-        ld_future_reject(l->out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
-    }
-    ld_future_unref(l->out);
-    if (rc == 0 && !mem->drop && sole(l->data) &&
-        (mem->drop_ev || (mem->drop_ev = event_new(mem->base, -1, 0, drop_step, mem))) &&
-        event_add(mem->drop_ev, &(struct timeval){0, 0}) == 0) {
-        mem->drop = l->data; /* its 100,000 pairs took 80 ms to free at once */
-        l->data = NULL;
-    }
-    load_free(l);
-    replay(mem);
-}
-
-/* Clears up to `n` slots of the new tables, which are written to only
- * once all are: clearing 16 MB of fresh pages at once held the loop for
- * tens of milliseconds. @return true once all are clear. */
-static bool load_clear(struct load *l, size_t n)
-{
-    for (int i = 0; i < NKINDS; i++) {
-        size_t cap = l->fresh[i].mask + 1, done = l->cleared[i];
-        if (done < cap) {
-            size_t k = cap - done < n ? cap - done : n;
-            memset(&l->fresh[i].slots[done], 0, k * sizeof(struct slot));
-            l->cleared[i] += k;
-            return false;
-        }
-    }
-    return true;
-}
-
-static void load_step(evutil_socket_t fd, short what, void *arg)
-{
-    struct memory *mem = arg;
-    struct load *l = mem->load;
-    (void)fd;
-    (void)what;
-    const char *why = NULL;
-    int rc = 0;
-    bool clear = load_clear(l, 4 * mem->slice);
-    for (size_t n = 0; clear && rc == 0 && l->at && n < mem->slice; n++) {
-        rc = load_item(l, &why);
-        load_settle(l);
-    }
-    if (rc == 0 && (!clear || l->at) && event_add(l->ev, &(struct timeval){0, 0}) != 0)
-        rc = LD_ENOMEM;
-    if (rc != 0 || (clear && !l->at))
-        load_end(mem, rc, why);
-}
-
-/* Starts loading `all_data` (referenced) for `out` (owned): its first
- * slice runs in the next pass of the loop. */
-static void load_start(struct memory *mem, json_t *all_data, ld_future *out)
-{
-    struct load *l = ld__calloc(1, sizeof *l);
-    const char *why = NULL;
-    int rc = l ? 0 : LD_ENOMEM;
-    if (rc == 0) {
-        l->data = all_data;
-        l->out = out;
-        rc = data_shape(all_data, &why);
-    }
-    for (int i = 0; i < NKINDS && rc == 0; i++) {
-        const json_t *coll = json_object_get(all_data, ld_kind_namespace(kind_at(i)));
-        rc = table_alloc(&l->fresh[i], json_object_size(coll));
-    }
-    if (rc == 0 && !(l->ev = event_new(mem->base, -1, 0, load_step, mem)))
-        rc = LD_ENOMEM;
-    if (rc != 0) {
-        ld_future_reject(out, rc, "%s", rc == LD_EINVAL && why ? why : ld_strerror(rc));
-        ld_future_unref(out);
-        if (l)
-            load_free(l);
-        else
-            json_decref(all_data);
-        return;
-    }
-    l->ns = json_object_iter(all_data);
-    if (l->ns) {
-        l->kind = ld_kind_by_namespace(json_object_iter_key(l->ns));
-        l->at = json_object_iter(json_object_iter_value(l->ns));
-    }
-    load_settle(l);
-    mem->load = l;
-    if (event_add(l->ev, &(struct timeval){0, 0}) != 0) {
-        mem->load = NULL;
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        load_free(l);
-    }
 }
 
 /* Runs one operation that waited (or `d` given now, when no init loads)
@@ -820,7 +525,7 @@ static void run_deferred(struct memory *mem, struct deferred *d)
         ld_future_fulfill_bool(d->out, mem->inited);
         break;
     case D_INIT:
-        load_start(mem, d->json, d->out); /* takes both */
+        ld__mem_load_start(mem, d->json, d->out); /* takes both */
         d->json = NULL;
         d->out = NULL;
         break;
@@ -831,9 +536,7 @@ static void run_deferred(struct memory *mem, struct deferred *d)
     ld__free(d);
 }
 
-/* Runs what waited for the load, in issue order, until an init starts
- * loading again. */
-static void replay(struct memory *mem)
+void ld__mem_replay(struct memory *mem)
 {
     while (mem->dq && !mem->load) {
         struct deferred *d = mem->dq;
@@ -907,28 +610,6 @@ static void mem_del(void *impl, const ld_kind *kind, const char *key, int64_t ve
     defer(impl, D_DEL, kind, NULL, key, &info, out);
 }
 
-/* Frees what a load left (the store is freed while it loads): its futures
- * are rejected. */
-static void load_abort(struct memory *mem)
-{
-    if (mem->load) {
-        ld_future_reject(mem->load->out, LD_ECANCELED, NULL);
-        ld_future_unref(mem->load->out);
-        load_free(mem->load);
-        mem->load = NULL;
-    }
-    while (mem->dq) {
-        struct deferred *d = mem->dq;
-        mem->dq = d->next;
-        ld_future_reject(d->out, LD_ECANCELED, NULL);
-        ld_future_unref(d->out);
-        json_decref(d->json);
-        ld__free(d->key);
-        ld__free(d);
-    }
-    mem->dqt = NULL;
-}
-
 /* Validates and loads `all_data` in one pass (each item read once) into new
  * tables, and swaps them in only if all of it was valid: 0, LD_EINVAL (*why
  * says why), LD_ENOMEM. A data set of more items than a slice is loaded by
@@ -936,7 +617,7 @@ static void load_abort(struct memory *mem)
 static int mem_init_now(void *impl, const json_t *all_data, const char **why)
 {
     struct memory *mem = impl;
-    if (mem->load || data_items(all_data) > mem->slice)
+    if (mem->load || ld__mem_data_items(all_data) > mem->slice)
         return LD_EBUSY;
     struct table fresh[NKINDS] = {{0}};
     int rc = 0;
@@ -947,10 +628,10 @@ static int mem_init_now(void *impl, const json_t *all_data, const char **why)
     if (rc == 0)
         rc = ld__data_walk(all_data, visit_put, fresh, why);
     if (rc == 0)
-        swap_in(mem, fresh);
+        ld__mem_swap_in(mem, fresh);
     else
         for (int i = 0; i < NKINDS; i++)
-            table_free(&fresh[i]);
+            ld__mem_table_free(&fresh[i]);
     return rc;
 }
 
@@ -968,10 +649,17 @@ static int mem_initialized_now(void *impl)
 static void mem_free(void *impl)
 {
     struct memory *mem = impl;
-    load_abort(mem);
-    json_decref(mem->drop);
-    if (mem->drop_ev)
-        event_free(mem->drop_ev);
+    ld__mem_load_fini(mem);
+    while (mem->dq) { /* cancelled, in issue order */
+        struct deferred *d = mem->dq;
+        mem->dq = d->next;
+        ld_future_reject(d->out, LD_ECANCELED, NULL);
+        ld_future_unref(d->out);
+        json_decref(d->json);
+        ld__free(d->key);
+        ld__free(d);
+    }
+    mem->dqt = NULL;
     for (int i = 0; i < NKINDS; i++)
         table_retire(mem, &mem->t[i]);
     ld__mem_reclaim_fini(&mem->rc);
@@ -1023,8 +711,9 @@ static const struct ld_store_ops memory_ops = {
 /* ------------------------------------------------------------------------- */
 /* Making a store                                                            */
 
-/* Items per loop pass of a large init: LDASYNC_STORE_INIT_SLICE (at least
- * 1), else 2048 (a millisecond or two). */
+/* Items per loop pass of a large init at most (an init of more items is a
+ * large one): LDASYNC_STORE_INIT_SLICE (at least 1), else 2048. A knob for
+ * the tests and the benchmark, not for applications (docs/design.md). */
 static size_t init_slice(void)
 {
     const char *env = getenv("LDASYNC_STORE_INIT_SLICE");

@@ -2,7 +2,8 @@
 /*
  * ldasync: the store layer's internal header: the front every component
  * shares, what the evaluator reads of a store without a future, the data-
- * source status types, and the memory store's reclamation. Never installed.
+ * source status types, and the memory store's reclamation and tables.
+ * Never installed.
  */
 #ifndef LDASYNC_STORE_INTERNAL_H
 #define LDASYNC_STORE_INTERNAL_H
@@ -12,8 +13,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <ldasync/future.h>
+#include <ldasync/kind.h>
 #include <ldasync/status.h>
 #include <ldasync/store.h>
 
@@ -323,6 +326,15 @@ void ld__mem_retire(struct reclaim *r, struct garbage what, size_t w);
  * else a new one. NULL without memory. */
 struct gen *ld__mem_gen_turn(struct reclaim *r);
 
+/* The monotonic clock in ns: what bounds a large init's work per pass of
+ * the loop (memory_load.c). */
+static inline int64_t ld__mem_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Frees a table's slots and the items and keys they hold (memory_store.c). */
 void ld__mem_slots_free(struct slot *slots, size_t mask);
 
@@ -369,5 +381,122 @@ static inline struct ld_lease *ld__mem_lease(struct reclaim *r, json_t *item)
     gen_add(g);
     return &g->lease;
 }
+
+/*
+ * The memory store's tables and state, as memory_store.c (the tables and
+ * the operations) and memory_load.c (a large init over several passes of
+ * the loop) share them. Private to those two files.
+ */
+
+enum { K_SEGMENTS, K_FEATURES, NKINDS };
+
+/* Keys shorter than this live in their slot: what of the slot is left for
+ * the key and its NUL (36 bytes with 64-bit pointers, 40 with 32-bit ones;
+ * version before item, so that no padding comes between them). */
+#define INLINE_KEY (LD__CACHE_LINE - 2 * sizeof(int64_t) - sizeof(json_t *) - sizeof(uint32_t))
+
+struct slot {
+    uint64_t hash;
+    int64_t version;
+    json_t *item;         /* one reference; NULL for a tombstone */
+    uint32_t len;         /* key length; 0: empty slot */
+    char key[INLINE_KEY]; /* the key and its NUL, or a malloc'd copy's address */
+};
+_Static_assert(sizeof(struct slot) == LD__CACHE_LINE, "a slot is one cache line");
+
+/* The results of all for one table. `snap` is kept in step with every
+ * write: in place while the store holds the only reference. When a reader
+ * still holds it, the write goes to `spare` instead, the snapshot handed
+ * out before it, once its reader has let go of it: `spare` is brought up to
+ * date by replaying the keys written since it was current (`log`), so a
+ * reader holding a snapshot costs O(writes), not a copy of every pair. Only
+ * without a free spare (two readers, or a long log) is snap copied. */
+struct snaps {
+    json_t *snap;  /* the result of all, or NULL until asked for */
+    json_t *spare; /* an earlier result, behind by the keys in log, or NULL */
+    char *log;     /* keys written since spare was snap, each with its NUL */
+    size_t log_len, log_cap, log_n;
+};
+
+struct table {
+    struct slot *slots;
+    size_t mask; /* capacity - 1, a power of two */
+    size_t used;
+    struct snaps sn;
+};
+
+struct load;     /* memory_load.c */
+struct deferred; /* memory_store.c */
+
+struct memory {
+    struct table t[NKINDS];
+    int inited;
+    struct reclaim rc; /* what the store lets go of later */
+    struct event_base *base;
+    size_t slice;         /* items per loop pass of a large init at most */
+    struct load *load;    /* an init in progress, or NULL */
+    struct deferred *dq;  /* operations issued during it, oldest first */
+    struct deferred *dqt; /* the newest */
+    json_t *drop;         /* a loaded data set let go of a slice per pass */
+    struct event *drop_ev;
+    /* the key the last prefetch hashed (see mem_prefetch) */
+    const char *hint_key;
+    size_t hint_len;
+    uint64_t hint_hash;
+};
+
+static inline int kind_index(const ld_kind *kind)
+{
+    return kind == ld_kind_features() ? K_FEATURES : K_SEGMENTS;
+}
+
+static inline const ld_kind *kind_at(int i)
+{
+    return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
+}
+
+/* True if the store holds the only reference to `json`. Readers may drop
+ * theirs on other threads (jansson counts atomically), hence the atomic
+ * load; acquire: what they did before dropping it is done. */
+static inline bool sole(json_t *json)
+{
+    return ld__json_refs(json) == 1;
+}
+
+/* What memory_load.c uses of memory_store.c. */
+
+/* A table for `n` items at most 3/4 full, its slots not yet cleared: 0 or
+ * LD_ENOMEM. */
+int ld__mem_table_alloc(struct table *t, size_t n);
+
+/* Frees a table that is not in use (its slots, items and keys). */
+void ld__mem_table_free(struct table *t);
+
+/* Puts `item` (borrowed) of `kind` under info->key into `fresh` (new
+ * tables, one per kind): 0 or LD_ENOMEM. */
+int ld__mem_put_fresh(struct table *fresh, const ld_kind *kind, json_t *item,
+                      const struct ld_item_info *info);
+
+/* The end of an init: the new tables replace the old ones. */
+void ld__mem_swap_in(struct memory *mem, struct table *fresh);
+
+/* Runs what waited for the load, in issue order, until an init starts
+ * loading again. */
+void ld__mem_replay(struct memory *mem);
+
+/* What memory_store.c uses of memory_load.c. */
+
+/* How many items `all_data` holds (0 when it is no object of objects: the
+ * one-pass init says why). */
+size_t ld__mem_data_items(const json_t *all_data);
+
+/* Starts loading `all_data` (referenced) for `out` (owned) over several
+ * passes of the loop; `out` completes once the new tables are in (or the
+ * data was invalid, or memory ran out), then what waited is replayed. */
+void ld__mem_load_start(struct memory *mem, json_t *all_data, ld_future *out);
+
+/* The store is freed: an init in progress is rejected with LD_ECANCELED,
+ * and the loaded data set still being let go of goes at once. */
+void ld__mem_load_fini(struct memory *mem);
 
 #endif /* LDASYNC_STORE_INTERNAL_H */

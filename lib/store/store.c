@@ -88,6 +88,7 @@ static ld_future *oom(ld_store *s)
 static const char E_KIND[] = "kind must not be NULL";
 static const char E_KEY[] = "key must be a non-empty string";
 static const char E_KEY_UTF8[] = "key must be valid UTF-8";
+static const char E_KEY_RESERVED[] = "key must not be \"$valid\" or \"$flagsState\"";
 static const char E_BUSY[] = "the store answered LD_EBUSY and has no asynchronous operation";
 
 /* NULL if kind and key are valid (with the key's length in *len), or why
@@ -328,6 +329,8 @@ ld_future *ld_store_delete(ld_store *s, const ld_kind *kind, const char *key, in
         return NULL;
     size_t len = 0;
     const char *bad = check_key(kind, key, &len);
+    if (!bad && ld__key_reserved(key, len)) /* no item has it (kind.h): no tombstone either */
+        bad = E_KEY_RESERVED;
     if (!bad && version < 0)
         bad = "version must be >= 0";
     bool asked = now(s, s->ops.del_now, bad);

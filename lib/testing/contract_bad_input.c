@@ -103,6 +103,35 @@ START_TEST(non_utf8_keys_are_einval_and_change_nothing)
 }
 END_TEST
 
+/* "$valid" and "$flagsState", which no item may have (kind.h), are refused
+ * by every write; a get of them finds nothing. */
+START_TEST(reserved_keys_are_einval_and_change_nothing)
+{
+    begin(_i);
+    init_foo_bar();
+    const char *reserved[] = {"$valid", "$flagsState"};
+    const ld_kind *kinds[] = {F, ld_kind_segments()};
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t k = 0; k < 2; k++) {
+            char what[64];
+            snprintf(what, sizeof(what), "delete of %s (kind %zu)", reserved[i], k);
+            expect_error(ld_store_delete(S, kinds[k], reserved[i], 11), what, LD_EINVAL, "key");
+            json_t *item = make_item(kinds[k], reserved[i], 11);
+            snprintf(what, sizeof(what), "upsert of %s (kind %zu)", reserved[i], k);
+            expect_error(ld_store_upsert(S, kinds[k], item), what, LD_EINVAL, "key");
+            json_t *data = json_pack("{s:{}, s:{}}", "features", "segments");
+            json_object_set_new(json_object_get(data, ld_kind_namespace(kinds[k])), reserved[i],
+                                item);
+            snprintf(what, sizeof(what), "init with %s (kind %zu)", reserved[i], k);
+            expect_error(ld_store_init(S, data), what, LD_EINVAL, "key");
+            json_decref(data);
+            ck_assert_int_eq(version_of(kinds[k], reserved[i]), -1);
+        }
+    }
+    expect_foo_bar_unchanged();
+}
+END_TEST
+
 START_TEST(bad_items_are_einval_naming_the_field_and_change_nothing)
 {
     begin(_i);
@@ -192,6 +221,7 @@ void ld__contract_add_bad_input(TCase *tc, int loop)
         null_store_gives_null,
         bad_kind_or_key_is_einval_and_changes_nothing,
         non_utf8_keys_are_einval_and_change_nothing,
+        reserved_keys_are_einval_and_change_nothing,
         bad_items_are_einval_naming_the_field_and_change_nothing,
         bad_init_is_einval_and_all_or_nothing,
         bad_init_leaves_a_new_store_uninitialized,
