@@ -462,10 +462,13 @@ struct ld__cache {
     size_t n;
     size_t bytes; /* of the items */
     size_t nflags, nsegments;
-    struct ld__plan plan; /* dropped with the stale entries */
+    struct ld__plan plan; /* dropped when only it holds its snapshot */
     struct ld__metas metas;
-    bool deferred; /* a grow within an evaluation kept the stale entries */
+    size_t sweep_at; /* the next slot cache_sweep() looks at */
 };
+
+/* Slots of the cache looked at for stale entries at each compile. */
+#define LD__CACHE_SWEEP 16
 
 static inline size_t ld__hash_ptr(const void *p)
 {
@@ -513,10 +516,10 @@ static inline struct ld__item *ld__cache_get(struct ld__cache *c, enum ld__item_
     return ld__cache_get_keep(c, type, json, false);
 }
 
-/* Makes room for one more entry: drops the stale entries (unless `keep`:
- * an evaluation reading at once may be walking one, when the store lets go
- * of what it read, or answered with a copy) and resizes to four times what
- * is left (at least 64). @return 0 or LD_ENOMEM. */
+/* Makes room for one more entry (eval_cache.c says how). `keep`: an
+ * evaluation reading at once may be walking a stale entry (when the store
+ * lets go of what it read, or answered with a copy): ld__cache_add() then
+ * drops none. @return 0 or LD_ENOMEM. */
 int ld__cache_grow(struct ld__cache *c, bool keep);
 
 void ld__cache_free(struct ld__cache *c);

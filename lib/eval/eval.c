@@ -189,8 +189,6 @@ ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_contex
     ld_detail *d = NULL;
     if (rc == 0)
         rc = ld__evaluate(ctx, &NOW, ev, f, type, fallback, &d);
-    if (ev->cache.deferred) /* the walk is over: drop what it kept */
-        (void)ld__cache_grow(&ev->cache, false);
     if (rc == 0) {
         ld_future *r = d ? ld__future_later_ptr(ev->base, d, ld__detail_free) : NULL;
         return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);

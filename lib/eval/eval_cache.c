@@ -62,45 +62,82 @@ static bool cache_stale(const struct ld__cache *c, const struct ld__item *it)
     return ld__json_refs(it->json) == held;
 }
 
-/* Makes room for one more entry: drops the stale entries (unless `keep`:
- * an evaluation reading at once may be walking one, when the store lets go
- * of what it read, or answered with a copy) and resizes to four times what
- * is left (at least 64). @return 0 or LD_ENOMEM. */
+/* Makes room for one more entry: a table of four times the entries (at
+ * least 64) that keeps them all, reading no item (the counts stay). The
+ * stale entries are dropped by cache_sweep(), a few slots at a time: a
+ * grow that read each entry's item and JSON (cold at 10,000 items) held
+ * the loop for milliseconds. `keep` is for ld__cache_add(). @return 0 or
+ * LD_ENOMEM. */
 int ld__cache_grow(struct ld__cache *c, bool keep)
 {
+    (void)keep;
     if (c->plan.snapshot && ld__json_refs(c->plan.snapshot) == 1)
         ld__plan_free(&c->plan); /* the store let go of that snapshot */
-    c->deferred = keep;
-    size_t live = 0;
-    for (size_t i = 0; c->t && i <= c->mask; i++)
-        live += c->t[i].json && (keep || !cache_stale(c, c->t[i].item));
     size_t cap = 64;
-    while (cap < 4 * (live + 1))
+    while (cap < 4 * (c->n + 1))
         cap *= 2;
     struct ld__centry *t = ld__calloc(cap, sizeof *t);
     if (!t)
         return LD_ENOMEM;
-    struct ld__cache old = *c;
+    for (size_t i = 0; c->t && i <= c->mask; i++) {
+        if (!c->t[i].json)
+            continue;
+        size_t k = ld__hash_ptr(c->t[i].json) & (cap - 1);
+        while (t[k].json)
+            k = (k + 1) & (cap - 1);
+        t[k] = c->t[i];
+    }
+    ld__free(c->t);
     c->t = t;
     c->mask = cap - 1;
-    c->n = c->bytes = c->nflags = c->nsegments = 0;
-    for (size_t i = 0; old.t && i <= old.mask; i++) {
-        struct ld__item *it = old.t[i].item;
-        if (!it)
-            continue;
-        if (!keep && cache_stale(&old, it)) {
-            struct ld__centry *twin = cache_twin(&old, it);
-            if (twin) { /* stale as well: drop both before either changes the count */
-                ld__item_unref(twin->item);
-                twin->item = NULL;
-            }
-            ld__item_unref(it);
-        } else {
-            cache_put(c, it);
-        }
-    }
-    ld__free(old.t);
+    c->sweep_at = 0;
     return 0;
+}
+
+/* Removes the entry in slot `i`, moving the entries after it that would
+ * no longer be found back (linear probing). */
+static void cache_remove(struct ld__cache *c, size_t i)
+{
+    struct ld__item *it = c->t[i].item;
+    c->n--;
+    c->bytes -= it->bytes;
+    if (it->type == LD__FLAG)
+        c->nflags--;
+    else
+        c->nsegments--;
+    for (size_t j = i;;) {
+        c->t[i].json = NULL;
+        c->t[i].item = NULL;
+        for (;;) {
+            j = (j + 1) & c->mask;
+            if (!c->t[j].json)
+                goto done;
+            size_t home = ld__hash_ptr(c->t[j].json) & c->mask;
+            /* the entry at j stays if its home is cyclically in (i, j] */
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+                continue;
+            break;
+        }
+        c->t[i] = c->t[j];
+        i = j;
+    }
+done:
+    ld__item_unref(it);
+}
+
+/* Looks at `slots` slots from where the last sweep stopped, and drops the
+ * stale entries there (their JSON only the cache holds: the store replaced
+ * or deleted the item, or answered with a copy). Never within an
+ * evaluation that reads at once: it may be walking a stale item. */
+static void cache_sweep(struct ld__cache *c, size_t slots)
+{
+    for (size_t k = 0; c->t && k < slots && c->n > 0; k++) {
+        size_t i = c->sweep_at & c->mask;
+        if (c->t[i].json && cache_stale(c, c->t[i].item))
+            cache_remove(c, i); /* slot i holds what came after: look again */
+        else
+            c->sweep_at = (i + 1) & c->mask;
+    }
 }
 
 /* The compiled form of `json` (a stored flag or segment, borrowed), from
@@ -115,6 +152,8 @@ struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, jso
     if (ld__item_compile(type, json, &it) != 0)
         return NULL;
     cache_put(c, it);
+    if (!keep)
+        cache_sweep(c, LD__CACHE_SWEEP);
     return it;
 }
 
