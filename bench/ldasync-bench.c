@@ -1842,8 +1842,9 @@ static json_t *big_item(enum big_shape shape, json_t *values, long version)
 
 /* Each op: a new version of the big item is upserted (off the clock),
  * then a detail evaluation of "big" for "u0999999" is issued and awaited.
- * Returns ns per evaluation, or (`pass`) the longest loop pass in ms of
- * the loop thread's CPU (the issuing call is one). */
+ * Returns ns per evaluation (wall time: what the caller waits), or
+ * (`pass`) the longest loop pass in ms of the loop thread's CPU (the
+ * issuing call is one). */
 static double big_compile(struct event_base *base, long ops, enum big_shape shape, bool pass)
 {
     ld_store *st = ld_memory_store_new(base);
@@ -1862,6 +1863,10 @@ static double big_compile(struct event_base *base, long ops, enum big_shape shap
     const ld_kind *kind = shape == BIG_INCLUDED ? ld_kind_segments() : ld_kind_features();
     ld_evaluator *ev = ld_evaluator_new(st);
     ld_context *ctx = eval_context("u0999999");
+    /* an event, so that a pass of the loop waits for the worker's
+     * completion rather than returning at once (no event: a spin) */
+    struct event *idle = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+    event_add(idle, &(struct timeval){1, 0});
     double total = 0, longest = 0;
     for (long i = 0; i < ops; i++) {
         json_t *item = big_item(shape, values, i + 2);
@@ -1870,7 +1875,13 @@ static double big_compile(struct event_base *base, long ops, enum big_shape shap
         drain(base);
         double t0 = now_ns(), c0 = thread_cpu_ns();
         ld_future *f = ld_evaluator_detail(ev, "big", ctx, LD_VALUE_BOOL, json_false());
-        double ns = longest_pass_until(base, f, thread_cpu_ns() - c0, 0);
+        double ns = thread_cpu_ns() - c0; /* the call is a pass */
+        while (ld_future_is_pending(f)) {
+            double p0 = thread_cpu_ns();
+            event_base_loop(base, EVLOOP_ONCE);
+            if (thread_cpu_ns() - p0 > ns)
+                ns = thread_cpu_ns() - p0;
+        }
         total += now_ns() - t0;
         if (!ld_future_is_fulfilled(f) || !json_is_true(ld_detail_value(ld_future_ptr(f)))) {
             fprintf(stderr, "eval.compile: wrong detail\n");
@@ -1880,6 +1891,7 @@ static double big_compile(struct event_base *base, long ops, enum big_shape shap
         if (ns > longest)
             longest = ns;
     }
+    event_free(idle);
     ld_evaluator_free(ev);
     ld_context_unref(ctx);
     ld_store_free(st);

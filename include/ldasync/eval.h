@@ -279,6 +279,8 @@ struct ld_evaluator_stats {
     size_t flags;    /* compiled flags held */
     size_t segments; /* compiled segments held */
     size_t bytes;    /* their heap bytes, plus the evaluator's tables */
+    size_t compiling;         /* large items being compiled off the loop now */
+    size_t compiled_off_loop; /* large items compiled off the loop so far */
 };
 
 /** Fills `out`. @return 0; LD_EINVAL if `ev` or `out` is NULL.

@@ -286,12 +286,23 @@ static struct ld__clause_values *block_new(enum ld__op op, size_t size)
 
 /* ---- compiling ----------------------------------------------------------- */
 
+_Thread_local const struct ld__work *ld__compile_work;
+
+/* False once the worker job this thread compiles for is no longer wanted
+ * (looked at every 4,096 values). */
+static bool compile_wanted(size_t i)
+{
+    return (i & 4095) != 0 || !ld__compile_work || ld__job_wanted(ld__compile_work);
+}
+
 static int compile_in(const json_t *values, struct ld__clause_values **out)
 {
     size_t n = json_array_size(values), ns = 0, nn = 0, nj = 0, text = 0;
     uint8_t bools = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i))
+            return LD_ECANCELED;
         if (json_is_string(v)) {
             ns++;
             text += json_string_length(v);
@@ -330,6 +341,11 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
     uint32_t is = 0, in = 0, ij = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i)) {
+            cv->u.in.json = (struct cv_set){jsons, NULL, ij, 0}; /* what it referenced */
+            ld__clause_values_free(cv);
+            return LD_ECANCELED;
+        }
         if (json_is_string(v)) {
             size_t len = json_string_length(v);
             memcpy(arena, json_string_value(v), len);
@@ -345,7 +361,7 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
                 table_put(tab_n, (uint32_t)(tn - 1), hash_number(nums[in]), in);
             in++;
         } else if (json_is_array(v) || json_is_object(v)) {
-            jsons[ij] = json_incref(v);
+            jsons[ij] = ld__json_incref(v); /* atomic: also off the loop (eval_big.c) */
             if (tab_j)
                 table_put(tab_j, (uint32_t)(tj - 1), hash_json(v), ij);
             ij++;
@@ -365,6 +381,8 @@ static int compile_strings(enum ld__op op, const json_t *values, struct ld__clau
     size_t n = json_array_size(values), ns = 0, text = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i))
+            return LD_ECANCELED;
         if (json_is_string(v)) {
             ns++;
             text += json_string_length(v);
@@ -963,7 +981,7 @@ void ld__clause_values_free(struct ld__clause_values *cv)
     if (cv->op == LD__OP_IN) {
         json_t *const *v = cv->u.in.json.v;
         for (uint32_t i = 0; i < cv->u.in.json.n; i++)
-            json_decref(v[i]);
+            ld__json_decref(v[i]);
     } else if (cv->op == LD__OP_MATCHES) {
         for (uint32_t i = 0; i < cv->n; i++)
             pcre2_code_free(cv->u.re.v[i].code);
