@@ -286,6 +286,32 @@ static struct ld__clause_values *block_new(enum ld__op op, size_t size)
 
 /* ---- compiling ----------------------------------------------------------- */
 
+/* How many strings put_strings() hashes ahead of the one it puts. */
+#define PUT_AHEAD 16
+
+/* Puts strs[0..n) into the table, in order (the table is the same as one
+ * put at a time), hashing PUT_AHEAD strings ahead and asking for their
+ * slots: a large table is written at random places, and waiting for each
+ * slot in turn was most of the time of a large set's compile. */
+static void put_strings(uint64_t *tab, uint32_t mask, const struct cv_str *strs, uint32_t n)
+{
+    uint64_t ring[PUT_AHEAD];
+    for (uint32_t k = 0; k < n && k < PUT_AHEAD; k++) {
+        ring[k] = hash_bytes(strs[k].s, strs[k].len);
+        __builtin_prefetch(&tab[(uint32_t)ring[k] & mask], 1);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t h = ring[k % PUT_AHEAD];
+        if (k + PUT_AHEAD < n) {
+            const struct cv_str *a = &strs[k + PUT_AHEAD];
+            uint64_t next = hash_bytes(a->s, a->len);
+            ring[k % PUT_AHEAD] = next;
+            __builtin_prefetch(&tab[(uint32_t)next & mask], 1);
+        }
+        table_put(tab, mask, h, k);
+    }
+}
+
 _Thread_local const struct ld__work *ld__compile_work;
 
 /* False once the worker job this thread compiles for is no longer wanted
@@ -352,9 +378,7 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
             strs[is].s = arena;
             strs[is].len = len;
             arena += len;
-            if (tab_s)
-                table_put(tab_s, (uint32_t)(ts - 1), hash_bytes(strs[is].s, len), is);
-            is++;
+            is++; /* put into tab_s below */
         } else if (json_is_number(v)) {
             nums[in] = json_number_value(v);
             if (tab_n)
@@ -367,6 +391,8 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
             ij++;
         }
     }
+    if (tab_s)
+        put_strings(tab_s, (uint32_t)(ts - 1), strs, is);
     cv->bools = bools;
     cv->u.in.str = (struct cv_set){strs, tab_s, is, ts ? (uint32_t)(ts - 1) : 0};
     cv->u.in.num = (struct cv_set){nums, tab_n, in, tn ? (uint32_t)(tn - 1) : 0};
