@@ -1831,12 +1831,13 @@ static json_t *big_item(enum big_shape shape, json_t *values, long version)
                           (json_int_t)version, "on", 1, "variations", 0, 1, "offVariation", 0,
                           "fallthrough", "variation", 0, "salt", "s");
     if (shape == BIG_TARGETS)
-        json_object_set_new(f, "targets", json_pack("[{s:O, s:i}]", "values", values,
-                                                    "variation", 1));
+        json_object_set_new(f, "targets",
+                            json_pack("[{s:O, s:i}]", "values", values, "variation", 1));
     else
-        json_object_set_new(f, "rules", json_pack("[{s:s, s:[{s:s, s:s, s:O}], s:i}]", "id", "r",
-                                                  "clauses", "attribute", "key", "op", "in",
-                                                  "values", values, "variation", 1));
+        json_object_set_new(f, "rules",
+                            json_pack("[{s:s, s:[{s:s, s:s, s:O}], s:i}]", "id", "r", "clauses",
+                                      "attribute", "key", "op", "in", "values", values, "variation",
+                                      1));
     return f;
 }
 
@@ -1851,12 +1852,12 @@ static double big_compile(struct event_base *base, long ops, enum big_shape shap
     wait_ok(ld_store_init(st, json_pack("{s:{}, s:{}}", "features", "segments")), "init");
     json_t *values = big_values();
     if (shape == BIG_INCLUDED) {
-        json_t *f = json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:{s:i}, s:s, s:[{s:s, s:[{s:s, "
-                              "s:s, s:[s]}], s:i}]}",
-                              "key", "big", "version", 1, "on", 1, "variations", 0, 1,
-                              "offVariation", 0, "fallthrough", "variation", 0, "salt", "s",
-                              "rules", "id", "r", "clauses", "attribute", "", "op",
-                              "segmentMatch", "values", "bigseg", "variation", 1);
+        json_t *f =
+            json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:{s:i}, s:s, s:[{s:s, s:[{s:s, "
+                      "s:s, s:[s]}], s:i}]}",
+                      "key", "big", "version", 1, "on", 1, "variations", 0, 1, "offVariation", 0,
+                      "fallthrough", "variation", 0, "salt", "s", "rules", "id", "r", "clauses",
+                      "attribute", "", "op", "segmentMatch", "values", "bigseg", "variation", 1);
         wait_ok(ld_store_upsert(st, ld_kind_features(), f), "upsert");
         json_decref(f);
     }

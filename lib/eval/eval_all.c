@@ -458,9 +458,8 @@ static ld_future *all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options,
             return ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
         }
         j->nomem = false;
-        if (j->outstanding > 0)
-            return ld_future_ref(j->out); /* a compile off the loop waited for */
-        return ld__job_start(j); /* memberships to read */
+        /* a compile off the loop waited for, or memberships to read */
+        return j->outstanding > 0 ? ld_future_ref(j->out) : ld__job_start(j);
     }
     json_decref(flags);
     return ld__job_read_all(j, init);

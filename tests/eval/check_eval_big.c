@@ -60,9 +60,8 @@ static json_t *big_flag(const char *key, int version, const char *how, const cha
         part = json_pack("[{s:s, s:[{s:s, s:s, s:[s]}], s:i}]", "id", "r", "clauses", "attribute",
                          "", "op", "segmentMatch", "values", "bigseg", "variation", 1);
     ck_assert_ptr_nonnull(part);
-    ck_assert_int_eq(json_object_set_new(f, how && !strcmp(how, "targets") ? "targets" : "rules",
-                                         part),
-                     0);
+    ck_assert_int_eq(
+        json_object_set_new(f, how && !strcmp(how, "targets") ? "targets" : "rules", part), 0);
     return f;
 }
 
@@ -189,8 +188,10 @@ START_TEST(test_states_wait_for_large_items)
     ld_store *s = ld_test_memory_with(data);
     ld_evaluator *plain = evaluator(s, false);
     ld_context *ctx = ld_test_ctx_of("{'key':'k3'}");
-    json_t *want = json_incref(
-        ld_future_json(ld_test_fulfilled(ld_evaluator_all_flags(plain, ctx, LD_ALL_FLAGS_WITH_REASONS))));
+    ld_future *wf =
+        ld_test_fulfilled(ld_evaluator_all_flags(plain, ctx, LD_ALL_FLAGS_WITH_REASONS));
+    json_t *want = json_incref(ld_future_json(wf));
+    ld_future_unref(wf);
     for (int sliced = 0; sliced < 2; sliced++) {
         for (int as_state = 0; as_state < 2; as_state++) {
             if (sliced)
@@ -212,10 +213,10 @@ START_TEST(test_states_wait_for_large_items)
                         const char *key = ld_flags_state_key(st, i, NULL);
                         json_t *d = ld_detail_to_json(ld_flags_state_detail(st, i));
                         json_t *w = json_object_get(json_object_get(want, "$flagsState"), key);
-                        ck_assert(json_equal(json_object_get(d, "value"),
-                                             json_object_get(want, key)));
-                        ck_assert(json_equal(json_object_get(d, "reason"),
-                                             json_object_get(w, "reason")));
+                        ck_assert(
+                            json_equal(json_object_get(d, "value"), json_object_get(want, key)));
+                        ck_assert(
+                            json_equal(json_object_get(d, "reason"), json_object_get(w, "reason")));
                         json_decref(d);
                     }
                 } else {
@@ -247,7 +248,8 @@ START_TEST(test_store_answering_later)
     ld_context *ctx = ld_test_ctx_of("{'key':'k199'}");
     const char *flags[] = {"t", "i", "s", "small"};
     for (int i = 0; i < 4; i++)
-        expect_same(detail_json(detail(ev, flags[i], ctx)), detail_json(detail(plain, flags[i], ctx)));
+        expect_same(detail_json(detail(ev, flags[i], ctx)),
+                    detail_json(detail(plain, flags[i], ctx)));
     ld_evaluator_free(ev);
     ev = evaluator(s, true); /* nothing compiled yet */
     ld_future *f = ld_test_fulfilled(ld_evaluator_all_flags(ev, ctx, 0));
