@@ -37,16 +37,15 @@
  * meanwhile wait, without holding the loop: a detail, an all-flags state
  * (whole or in slices: it goes on from the flag that waited) and
  * evaluations on any store; all of them share one compile, and answer as
- * they would had it been compiled on the loop. Measured (docs/
- * performance.md): a flag of 1,000,000 targets took a 230-290 ms loop
- * pass to compile, which it no longer does. Without libevent threading
- * (evthread_use_pthreads()) the worker has no thread: the compile runs from
- * a loop callback, in one pass of its own, after the call that needs it.
- * The allocator functions (alloc.h) are then called from that thread too:
- * they must be thread-safe. Freeing the evaluator while an item compiles
- * stops that compile (it gives up within 4,096 values) and waits for the
- * thread; the evaluations waiting are rejected with LD_ECANCELED, as every
- * pending one is. A compile that runs out of memory answers LD_ENOMEM to
+ * they would had it been compiled on the loop (docs/performance.md has
+ * the figures at 1,000,000 values). The allocator functions (alloc.h) are
+ * called from that thread too: they must be thread-safe. Without libevent
+ * threading (evthread_use_pthreads()) the worker has no thread: the
+ * compile runs from a loop callback, in a pass of its own (as long as the
+ * compile), after the call that needs it. Freeing the evaluator while an
+ * item compiles stops that compile (a large `in` set gives up within
+ * 4,096 values) and waits for the thread; the evaluations waiting are
+ * rejected with LD_ECANCELED, as every pending one is. A compile that runs out of memory answers LD_ENOMEM to
  * the evaluations that waited for it, as a compile on the loop does.
  *
  * An evaluation error is not a rejected future: the future fulfils with a

@@ -1,8 +1,8 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * Large items, compiled off the loop (eval-internal.h): a flag or segment
- * of more than ld__cache.big values (1,000,000 targets compile in a
- * quarter of a second) is compiled on the evaluator's worker
+ * of more than ld__cache.big values (whose compile would hold the loop for
+ * long: docs/performance.md) is compiled on the evaluator's worker
  * (core-internal.h, "Workers": its own thread when libevent threading is
  * on, else a loop callback), made at the first such item and freed with
  * the evaluator. Evaluations that need the item meanwhile wait for the
