@@ -66,7 +66,8 @@ static json_t *big_flag(const char *key, int version, const char *how, const cha
 }
 
 /* Flags "t" (targets), "i" (an `in` clause), "s" (the segment "bigseg" of
- * included keys) and "small"; the keys are "k0".."k199". */
+ * included keys), "p" ("t" its prerequisite) and "small"; the keys are
+ * "k0".."k199". */
 static json_t *big_data(void)
 {
     json_t *data = json_pack(
@@ -76,6 +77,12 @@ static json_t *big_data(void)
         1, "fallthrough", "variation", 0, "segments", "bigseg", "key", "bigseg", "version", 1,
         "included", keys("k"), "salt", "x");
     ck_assert_ptr_nonnull(data);
+    /* "p": true when "t" serves true (a prerequisite), else false */
+    json_t *p =
+        json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:{s:i}, s:[{s:s, s:i}]}", "key", "p", "version",
+                  1, "on", 1, "variations", 0, 1, "offVariation", 0, "fallthrough", "variation", 1,
+                  "prerequisites", "key", "t", "variation", 1);
+    ck_assert_int_eq(json_object_set_new(json_object_get(data, "features"), "p", p), 0);
     return data;
 }
 
@@ -130,14 +137,14 @@ START_TEST(test_large_items_wait_for_their_compile)
     json_t *data = big_data();
     ld_store *s = ld_test_memory_with(data);
     ld_evaluator *ev = evaluator(s, true), *plain = evaluator(s, false);
-    const char *flags[] = {"t", "i", "s", "small"};
+    const char *flags[] = {"p", "t", "i", "s", "small"};
     const char *ctxs[] = {"{'key':'k150'}", "{'key':'nobody'}"};
     size_t off_loop = 0;
     for (int c = 0; c < 2; c++) {
         ld_context *ctx = ld_test_ctx_of(ctxs[c]);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             ld_future *f = detail(ev, flags[i], ctx);
-            bool large = c == 0 && i < 3;
+            bool large = c == 0 && i < 4 && i != 1; /* "p" waits for "t" */
             ck_assert_uint_eq(stats(ev).compiling, large ? 1 : 0);
             json_t *got = detail_json(f);
             off_loop += large; /* "s" is small: its segment is large */
@@ -147,7 +154,7 @@ START_TEST(test_large_items_wait_for_their_compile)
         }
         ld_context_unref(ctx);
     }
-    ck_assert_uint_eq(stats(ev).flags, 4);
+    ck_assert_uint_eq(stats(ev).flags, 5);
     ck_assert_uint_eq(stats(ev).segments, 1);
     ck_assert_uint_eq(stats(plain).compiled_off_loop, 0);
     ld_evaluator_free(plain);
@@ -208,8 +215,8 @@ START_TEST(test_states_wait_for_large_items)
                 ld_test_fulfilled(f[k]);
                 if (as_state) {
                     const ld_flags_state *st = ld_future_ptr(f[k]);
-                    ck_assert_uint_eq(ld_flags_state_count(st), 4);
-                    for (size_t i = 0; i < 4; i++) {
+                    ck_assert_uint_eq(ld_flags_state_count(st), 5);
+                    for (size_t i = 0; i < 5; i++) {
                         const char *key = ld_flags_state_key(st, i, NULL);
                         json_t *d = ld_detail_to_json(ld_flags_state_detail(st, i));
                         json_t *w = json_object_get(json_object_get(want, "$flagsState"), key);
@@ -246,8 +253,8 @@ START_TEST(test_store_answering_later)
     ld_store *s = ld_test_later_new(data, NULL);
     ld_evaluator *ev = evaluator(s, true);
     ld_context *ctx = ld_test_ctx_of("{'key':'k199'}");
-    const char *flags[] = {"t", "i", "s", "small"};
-    for (int i = 0; i < 4; i++)
+    const char *flags[] = {"p", "t", "i", "s", "small"};
+    for (int i = 0; i < 5; i++)
         expect_same(detail_json(detail(ev, flags[i], ctx)),
                     detail_json(detail(plain, flags[i], ctx)));
     ld_evaluator_free(ev);
