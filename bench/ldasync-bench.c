@@ -1799,6 +1799,138 @@ static double bench_store_init_100k_pass_ms(struct event_base *base, long ops)
     return longest / 1e6;
 }
 
+/* ---- big items: a flag or segment of 1,000,000 values ---------------------- */
+
+enum { BIG_N = 1000000 };
+
+/* The three shapes: a flag of 1,000,000 individual targets; a segment of
+ * 1,000,000 included keys that a flag's rule matches; a flag whose rule
+ * has an `in` clause of 1,000,000 values. The context "u0999999" is the
+ * last of them: each serves true. */
+enum big_shape { BIG_TARGETS, BIG_INCLUDED, BIG_IN };
+
+static json_t *big_values(void)
+{
+    json_t *a = json_array();
+    char key[32];
+    for (long i = 0; i < BIG_N; i++) {
+        snprintf(key, sizeof key, "u%07ld", i);
+        json_array_append_new(a, json_string(key));
+    }
+    return a;
+}
+
+/* The item whose versions the workload upserts (a new object per version,
+ * sharing `values`), and its kind; the flag of BIG_INCLUDED is put once. */
+static json_t *big_item(enum big_shape shape, json_t *values, long version)
+{
+    if (shape == BIG_INCLUDED)
+        return json_pack("{s:s, s:I, s:O, s:s}", "key", "bigseg", "version", (json_int_t)version,
+                         "included", values, "salt", "s");
+    json_t *f = json_pack("{s:s, s:I, s:b, s:[b,b], s:i, s:{s:i}, s:s}", "key", "big", "version",
+                          (json_int_t)version, "on", 1, "variations", 0, 1, "offVariation", 0,
+                          "fallthrough", "variation", 0, "salt", "s");
+    if (shape == BIG_TARGETS)
+        json_object_set_new(f, "targets",
+                            json_pack("[{s:O, s:i}]", "values", values, "variation", 1));
+    else
+        json_object_set_new(f, "rules",
+                            json_pack("[{s:s, s:[{s:s, s:s, s:O}], s:i}]", "id", "r", "clauses",
+                                      "attribute", "key", "op", "in", "values", values, "variation",
+                                      1));
+    return f;
+}
+
+/* Each op: a new version of the big item is upserted (off the clock),
+ * then a detail evaluation of "big" for "u0999999" is issued and awaited.
+ * Returns ns per evaluation (wall time: what the caller waits), or
+ * (`pass`) the longest loop pass in ms of the loop thread's CPU (the
+ * issuing call is one). */
+static double big_compile(struct event_base *base, long ops, enum big_shape shape, bool pass)
+{
+    ld_store *st = ld_memory_store_new(base);
+    wait_ok(ld_store_init(st, json_pack("{s:{}, s:{}}", "features", "segments")), "init");
+    json_t *values = big_values();
+    if (shape == BIG_INCLUDED) {
+        json_t *f =
+            json_pack("{s:s, s:i, s:b, s:[b,b], s:i, s:{s:i}, s:s, s:[{s:s, s:[{s:s, "
+                      "s:s, s:[s]}], s:i}]}",
+                      "key", "big", "version", 1, "on", 1, "variations", 0, 1, "offVariation", 0,
+                      "fallthrough", "variation", 0, "salt", "s", "rules", "id", "r", "clauses",
+                      "attribute", "", "op", "segmentMatch", "values", "bigseg", "variation", 1);
+        wait_ok(ld_store_upsert(st, ld_kind_features(), f), "upsert");
+        json_decref(f);
+    }
+    const ld_kind *kind = shape == BIG_INCLUDED ? ld_kind_segments() : ld_kind_features();
+    ld_evaluator *ev = ld_evaluator_new(st);
+    ld_context *ctx = eval_context("u0999999");
+    /* an event, so that a pass of the loop waits for the worker's
+     * completion rather than returning at once (no event: a spin) */
+    struct event *idle = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+    event_add(idle, &(struct timeval){1, 0});
+    double total = 0, longest = 0;
+    for (long i = 0; i < ops; i++) {
+        json_t *item = big_item(shape, values, i + 2);
+        wait_ok(ld_store_upsert(st, kind, item), "upsert");
+        json_decref(item);
+        drain(base);
+        double t0 = now_ns(), c0 = thread_cpu_ns();
+        ld_future *f = ld_evaluator_detail(ev, "big", ctx, LD_VALUE_BOOL, json_false());
+        double ns = thread_cpu_ns() - c0; /* the call is a pass */
+        while (ld_future_is_pending(f)) {
+            double p0 = thread_cpu_ns();
+            event_base_loop(base, EVLOOP_ONCE);
+            if (thread_cpu_ns() - p0 > ns)
+                ns = thread_cpu_ns() - p0;
+        }
+        total += now_ns() - t0;
+        if (!ld_future_is_fulfilled(f) || !json_is_true(ld_detail_value(ld_future_ptr(f)))) {
+            fprintf(stderr, "eval.compile: wrong detail\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+        if (ns > longest)
+            longest = ns;
+    }
+    event_free(idle);
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    json_decref(values);
+    drain(base);
+    return pass ? longest / 1e6 : total / (double)ops;
+}
+
+static double bench_compile_targets(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_TARGETS, false);
+}
+
+static double bench_compile_targets_pass(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_TARGETS, true);
+}
+
+static double bench_compile_included(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_INCLUDED, false);
+}
+
+static double bench_compile_included_pass(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_INCLUDED, true);
+}
+
+static double bench_compile_in(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_IN, false);
+}
+
+static double bench_compile_in_pass(struct event_base *base, long ops)
+{
+    return big_compile(base, ops, BIG_IN, true);
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -1848,6 +1980,12 @@ static const struct workload workloads[] = {
     {"eval.allocs.bool", 100000, bench_eval_allocs_bool, 0},
     {"eval.allocs.rich", 100000, bench_eval_allocs_rich, 0},
     {"eval.bytes_per_flag", FLAGS, bench_eval_bytes_per_flag, 0},
+    {"eval.compile.targets_1m", 3, bench_compile_targets, 1},
+    {"eval.compile.targets_1m.pass_ms", 3, bench_compile_targets_pass, 1},
+    {"eval.compile.included_1m", 3, bench_compile_included, 1},
+    {"eval.compile.included_1m.pass_ms", 3, bench_compile_included_pass, 1},
+    {"eval.compile.in_1m", 3, bench_compile_in, 1},
+    {"eval.compile.in_1m.pass_ms", 3, bench_compile_in_pass, 1},
     {"file.load_stall_ms", 1, bench_file_load_stall, 1},
     {"file.load_busy_ms", 1, bench_file_load_busy, 1},
     {"file.idle_stall_ms", 1, bench_file_idle_stall, 1},

@@ -1779,10 +1779,32 @@ static void act_evaluator_free_pending_sliced(void)
     unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
 }
 
+/* The same, with every item of more than 2 values compiled on the
+ * evaluator's worker (LDASYNC_EVAL_BIG_ITEM): f-rich, f-pre, f-big and
+ * s-seg; the worker runs from the loop here (libevent threading off). */
+static void act_evaluate_big(void)
+{
+    setenv("LDASYNC_EVAL_BIG_ITEM", "2", 1);
+    act_evaluate();
+    setenv("LDASYNC_EVAL_SLICE_FLAGS", "2", 1);
+    act_evaluate();
+    unsetenv("LDASYNC_EVAL_SLICE_FLAGS");
+    unsetenv("LDASYNC_EVAL_BIG_ITEM");
+}
+
+static void act_evaluator_free_pending_big(void)
+{
+    setenv("LDASYNC_EVAL_BIG_ITEM", "2", 1);
+    act_evaluator_free_pending();
+    unsetenv("LDASYNC_EVAL_BIG_ITEM");
+}
+
 CHAOS_TEST(test_chaos_eval, PATH(eval_setup, act_evaluate, eval_teardown),
            PATH(eval_setup, act_evaluator_free_pending, eval_teardown),
            PATH(eval_setup, act_evaluate_sliced, eval_teardown),
-           PATH(eval_setup, act_evaluator_free_pending_sliced, eval_teardown))
+           PATH(eval_setup, act_evaluator_free_pending_sliced, eval_teardown),
+           PATH(eval_setup, act_evaluate_big, eval_teardown),
+           PATH(eval_setup, act_evaluator_free_pending_big, eval_teardown))
 
 static void add_case(Suite *s, const char *name, SFun setup, const TTest *test)
 {

@@ -41,6 +41,28 @@
  * for as long as the store keeps the item. ld_evaluator_stats() reports what
  * it holds.
  *
+ * An item of more than 50,000 values (its targets, context targets,
+ * included and excluded keys and contexts, rules, clauses, clause values,
+ * prerequisites and variations, each counted; the environment variable
+ * LDASYNC_EVAL_BIG_ITEM, read by ld_evaluator_new(), sets another number)
+ * is compiled off the loop, on a thread of the evaluator's own (the
+ * library's worker, as the file source has: started at the first such
+ * item, stopped and joined by ld_evaluator_free(); an evaluator that never
+ * meets such an item has no thread). The evaluations that need the item
+ * meanwhile wait, without holding the loop: a detail, an all-flags state
+ * (whole or in slices: it goes on from the flag that waited) and
+ * evaluations on any store; all of them share one compile, and answer as
+ * they would had it been compiled on the loop (docs/performance.md has
+ * the figures at 1,000,000 values). The allocator functions (alloc.h) are
+ * called from that thread too: they must be thread-safe. Without libevent
+ * threading (evthread_use_pthreads()) the worker has no thread: the
+ * compile runs from a loop callback, in a pass of its own (as long as the
+ * compile), after the call that needs it. Freeing the evaluator while an
+ * item compiles stops that compile (a large `in` set gives up within
+ * 4,096 values) and waits for the thread; the evaluations waiting are
+ * rejected with LD_ECANCELED, as every pending one is. A compile that runs out of memory answers LD_ENOMEM to
+ * the evaluations that waited for it, as a compile on the loop does.
+ *
  * An evaluation error is not a rejected future: the future fulfils with a
  * detail holding the fallback value and an ERROR reason (FLAG_NOT_FOUND,
  * MALFORMED_FLAG, WRONG_TYPE, USER_NOT_SPECIFIED, EXCEPTION), as every
@@ -156,9 +178,11 @@ LD_EXPORT ld_evaluator *ld_evaluator_new(ld_store *store);
 LD_EXPORT int ld_evaluator_set_big_segment_store(ld_evaluator *ev, ld_big_segment_store *bss,
                                                  int64_t stale_after_ms);
 
-/** Frees the evaluator. Evaluations still waiting for the store are
- *  rejected with LD_ECANCELED (from the loop). Details already made stay
- *  valid. Safe from inside an evaluation's callback. NULL-safe.
+/** Frees the evaluator. Evaluations still waiting for the store (or for
+ *  a large item's compile) are rejected with LD_ECANCELED (from the loop).
+ *  A compile under way on the evaluator's thread gives up and the thread
+ *  is joined (a few ms at most). Details already made stay valid. Safe
+ *  from inside an evaluation's callback. NULL-safe.
  *  @since 0.1.0 */
 LD_EXPORT void ld_evaluator_free(ld_evaluator *ev);
 
@@ -294,6 +318,8 @@ struct ld_evaluator_stats {
     size_t flags;    /* compiled flags held */
     size_t segments; /* compiled segments held */
     size_t bytes;    /* their heap bytes, plus the evaluator's tables */
+    size_t compiling;         /* large items being compiled off the loop now */
+    size_t compiled_off_loop; /* large items compiled off the loop so far */
 };
 
 /** Fills `out`. @return 0; LD_EINVAL if `ev` or `out` is NULL.

@@ -205,7 +205,7 @@ ld_free_fn ld__future_ptr_free_fn(const ld_future *f);
  * belongs to the loop thread; only the job functions run elsewhere.
  */
 struct ld__worker;
-struct ld__job;
+struct ld__work; /* a worker's job (not the evaluator's struct ld__job) */
 
 /* A job's function, run once (on the worker's thread, or on the loop):
  * returns the job's value, which fulfils the job's future (as
@@ -213,7 +213,7 @@ struct ld__job;
  * ld__worker_submit()), or NULL with *code set to the code to reject it
  * with (left 0: LD_ENOMEM). A long job should look at ld__job_wanted() now
  * and then and return NULL once it is false. */
-typedef void *(*ld__job_fn)(const struct ld__job *job, void *arg, int *code);
+typedef void *(*ld__job_fn)(const struct ld__work *job, void *arg, int *code);
 
 /* A new worker for `base`, without a thread yet; NULL if memory ran out. */
 struct ld__worker *ld__worker_new(struct event_base *base);
@@ -232,10 +232,10 @@ ld_future *ld__worker_submit(struct ld__worker *w, ld__job_fn fn, void *arg, ld_
 
 /* Whether the job is still wanted: false once its future is cancelled or
  * its worker stopped. For its function, on the thread that runs it. */
-bool ld__job_wanted(const struct ld__job *job);
+bool ld__job_wanted(const struct ld__work *job);
 
 /* True when the job runs on the loop (threading off): it must not sleep. */
-bool ld__job_on_loop(const struct ld__job *job);
+bool ld__job_on_loop(const struct ld__work *job);
 
 /* Closes `fd` off the loop, on the worker's thread, which free joins, so
  * that no descriptor outlives the worker (an inotify close waits for the

@@ -29,8 +29,8 @@
 
 #define CLOSING_MAX 4 /* descriptors waiting for the thread to close them */
 
-struct ld__job {
-    struct ld__job *next;
+struct ld__work {
+    struct ld__work *next;
     struct ld__worker *w; /* valid while the job runs */
     ld__job_fn fn;
     void *arg;
@@ -52,26 +52,26 @@ struct ld__worker {
     pthread_cond_t cv;
     pthread_t thread;
     bool started;                /* loop thread */
-    struct ld__job *head, *tail; /* under mu */
+    struct ld__work *head, *tail; /* under mu */
     int closing[CLOSING_MAX];    /* under mu: descriptors the thread closes */
     size_t nclosing;
     /* jobs run on the loop (threading off) */
     struct event *run_ev;
-    struct ld__job *lhead, *ltail;
+    struct ld__work *lhead, *ltail;
 };
 
-bool ld__job_wanted(const struct ld__job *job)
+bool ld__job_wanted(const struct ld__work *job)
 {
     return !atomic_load_explicit(&job->cancelled, memory_order_relaxed) &&
            !atomic_load_explicit(&job->w->quit, memory_order_relaxed);
 }
 
-bool ld__job_on_loop(const struct ld__job *job)
+bool ld__job_on_loop(const struct ld__work *job)
 {
     return job->on_loop;
 }
 
-static void job_unref(struct ld__job *job)
+static void job_unref(struct ld__work *job)
 {
     if (--job->refs == 0)
         ld__free(job);
@@ -79,7 +79,7 @@ static void job_unref(struct ld__job *job)
 
 /* The runner's last word on `job`, which may be freed as soon as it is
  * said. */
-static void job_finish(struct ld__job *job, void *value, int code)
+static void job_finish(struct ld__work *job, void *value, int code)
 {
     ld_future *done = job->done;
     job->value = value;
@@ -89,7 +89,7 @@ static void job_finish(struct ld__job *job, void *value, int code)
 }
 
 /* Runs `job` on the runner (the thread, or the loop). */
-static void job_run(struct ld__job *job)
+static void job_run(struct ld__work *job)
 {
     int code = 0;
     void *v = ld__job_wanted(job) ? job->fn(job, job->arg, &code) : NULL;
@@ -106,7 +106,7 @@ static void job_run(struct ld__job *job)
 /* On the loop, once the runner is done: the outcome goes to `out`. */
 static void job_done(ld_future *done, void *arg)
 {
-    struct ld__job *job = arg;
+    struct ld__work *job = arg;
     (void)done;
     int rc = job->value ? ld_future_fulfill_ptr(job->out, job->value, job->free_fn)
                         : ld_future_reject(job->out, job->code, NULL);
@@ -120,17 +120,17 @@ static void job_done(ld_future *done, void *arg)
 
 static void job_cancelled(ld_future *out, void *arg)
 {
-    struct ld__job *job = arg;
+    struct ld__work *job = arg;
     (void)out;
     atomic_store(&job->cancelled, true);
     job_unref(job);
 }
 
 /* The jobs of `list`, which never ran: rejected with LD_ECANCELED. */
-static void cancel_jobs(struct ld__job *list)
+static void cancel_jobs(struct ld__work *list)
 {
     while (list) {
-        struct ld__job *next = list->next;
+        struct ld__work *next = list->next;
         job_finish(list, NULL, LD_ECANCELED);
         list = next;
     }
@@ -148,7 +148,7 @@ static void *thread_main(void *arg)
         memcpy(fds, w->closing, nfds * sizeof(int));
         w->nclosing = 0;
         bool quit = atomic_load(&w->quit);
-        struct ld__job *job = quit ? NULL : w->head;
+        struct ld__work *job = quit ? NULL : w->head;
         if (job) {
             w->head = job->next;
             if (!w->head)
@@ -169,7 +169,7 @@ static void run_loop_jobs(evutil_socket_t fd, short what, void *arg)
     struct ld__worker *w = arg;
     (void)fd;
     (void)what;
-    struct ld__job *job = w->lhead;
+    struct ld__work *job = w->lhead;
     if (!job)
         return;
     w->lhead = job->next;
@@ -183,7 +183,7 @@ static void run_loop_jobs(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Hands `job` to the thread: false when there is none. */
-static bool queue_on_thread(struct ld__worker *w, struct ld__job *job)
+static bool queue_on_thread(struct ld__worker *w, struct ld__work *job)
 {
     if (!ld__future_threads())
         return false;
@@ -202,7 +202,7 @@ static bool queue_on_thread(struct ld__worker *w, struct ld__job *job)
     return true;
 }
 
-static void queue_on_loop(struct ld__worker *w, struct ld__job *job)
+static void queue_on_loop(struct ld__worker *w, struct ld__work *job)
 {
     job->on_loop = true;
     if (!w->run_ev) {
@@ -226,7 +226,7 @@ static void queue_on_loop(struct ld__worker *w, struct ld__job *job)
 
 ld_future *ld__worker_submit(struct ld__worker *w, ld__job_fn fn, void *arg, ld_free_fn free_fn)
 {
-    struct ld__job *job = ld__calloc(1, sizeof(*job));
+    struct ld__work *job = ld__calloc(1, sizeof(*job));
     ld_future *out = job ? ld_future_new(w->base) : NULL;
     ld_future *done = out ? ld_future_new(w->base) : NULL;
     if (!done || ld_future_on_complete(ld_future_ref(done), job_done, job) != 0) {
@@ -292,7 +292,7 @@ void ld__worker_stop(struct ld__worker *w)
 {
     atomic_store(&w->quit, true);
     pthread_mutex_lock(&w->mu);
-    struct ld__job *queued = w->head;
+    struct ld__work *queued = w->head;
     w->head = w->tail = NULL;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

@@ -149,7 +149,9 @@ struct ld__clause_values;
  * (segmentMatch is the evaluator's: its values are segment keys).
  *
  * Returns 0 and sets *out (free it with ld__clause_values_free), or LD_ENOMEM
- * with *out NULL and nothing allocated left behind. Never fails on bad input.
+ * (or LD_ECANCELED: see ld__compile_work) with *out NULL and nothing
+ * allocated left behind. Never fails on bad input. References are taken
+ * with ld__json_incref(), so the compile may run on any thread.
  */
 int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__clause_values **out);
 
@@ -387,6 +389,26 @@ struct ld__segment {
  * field of the wrong type marks the item or the part that holds it bad. */
 int ld__item_compile(enum ld__item_type type, json_t *json, struct ld__item **out);
 
+/* ld__item_compile() for a thread other than the loop's (the evaluator's
+ * worker): the item's `json` is left NULL, for the loop to set to a
+ * reference it took (jansson's json_incref() is not free of data races),
+ * and the only references taken are ld__json_incref()'s, of values inside
+ * the item. Gives up (LD_ECANCELED) once ld__compile_work is no longer
+ * wanted. @return 0 and *out; LD_ENOMEM; LD_ECANCELED. */
+int ld__item_compile_off(enum ld__item_type type, const json_t *json, struct ld__item **out);
+
+/* The worker job that the calling thread compiles for, or NULL: a large
+ * `in` set looks at ld__job_wanted() every 4,096 values, and its compile
+ * gives up (LD_ECANCELED) once it is false. Thread-local. */
+extern _Thread_local const struct ld__work *ld__compile_work;
+
+/* How many values the item's JSON holds that a compile walks: the entries
+ * of its targets, context targets, included and excluded keys and
+ * contexts, rules, clauses and clause values, prerequisites and
+ * variations, each counted (json_array_size(), a loop over the entries of
+ * the arrays of arrays only). */
+size_t ld__item_values(enum ld__item_type type, const json_t *json);
+
 static inline struct ld__item *ld__item_ref(struct ld__item *it)
 {
     atomic_fetch_add_explicit(&it->refs, 1, memory_order_relaxed);
@@ -456,6 +478,17 @@ struct ld__metas {
     size_t n;
 };
 
+/* An item compiled on the evaluator's worker (eval_big.c): more than
+ * ld__cache.big values. Evaluations that need it wait for `out`. */
+struct ld__compile {
+    struct ld__compile *next;
+    struct ld__cache *cache; /* NULL once the evaluator is freed */
+    json_t *json;            /* referenced (on the loop) until the item takes it */
+    ld_future *out;          /* the worker's job (our reference) */
+    struct ld__item *item;   /* written by the worker before `out` completes */
+    uint8_t type;
+};
+
 struct ld__cache {
     struct ld__centry *t;
     size_t mask; /* capacity - 1; capacity a power of two, or 0 */
@@ -465,6 +498,14 @@ struct ld__cache {
     struct ld__plan plan; /* dropped when only it holds its snapshot */
     struct ld__metas metas;
     size_t sweep_at; /* the next slot cache_sweep() looks at */
+    /* Items of more than `big` values are compiled on `worker` (made at the
+     * first such item), one at a time; `compiles` are those under way. */
+    struct event_base *base;
+    struct ld__worker *worker;
+    struct ld__compile *compiles;
+    struct ld__compile *orphans; /* whose callback could not be set: freed after the worker */
+    size_t big;
+    size_t ncompiling, ncompiled;
 };
 
 /* Slots of the cache looked at for stale entries at each compile. */
@@ -495,26 +536,50 @@ static inline struct ld__item *ld__cache_find(const struct ld__cache *c, enum ld
 }
 
 /* Compiles `json` as `type` into the cache (after a miss of
- * ld__cache_find()); `keep`: see ld__cache_grow(). @return the item
- * (borrowed from the cache), or NULL when memory ran out. */
+ * ld__cache_find()); `keep`: see ld__cache_grow(). An item of more than
+ * c->big values is compiled on the evaluator's worker instead: NULL with
+ * *wait set to that compile (started now, or the one under way), which
+ * ld__job_wait() waits for. @return the item (borrowed from the cache);
+ * NULL with *wait NULL when memory ran out. */
 struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, json_t *json,
-                               bool keep);
+                               bool keep, struct ld__compile **wait);
 
 /* The compiled form of `json` (a stored flag or segment, borrowed), from
- * the cache or compiled now; `keep`: see ld__cache_grow(). @return it
- * (borrowed from the cache), or NULL when memory ran out. */
+ * the cache or compiled now; `keep`: see ld__cache_grow(); *wait: see
+ * ld__cache_add(). @return it (borrowed from the cache), or NULL. */
 static inline struct ld__item *ld__cache_get_keep(struct ld__cache *c, enum ld__item_type type,
-                                                  json_t *json, bool keep)
+                                                  json_t *json, bool keep,
+                                                  struct ld__compile **wait)
 {
+    *wait = NULL;
     struct ld__item *it = ld__cache_find(c, type, json);
-    return it ? it : ld__cache_add(c, type, json, keep);
+    return it ? it : ld__cache_add(c, type, json, keep, wait);
 }
 
 static inline struct ld__item *ld__cache_get(struct ld__cache *c, enum ld__item_type type,
-                                             json_t *json)
+                                             json_t *json, struct ld__compile **wait)
 {
-    return ld__cache_get_keep(c, type, json, false);
+    return ld__cache_get_keep(c, type, json, false, wait);
 }
+
+/* Puts a compiled item (one reference, given) into the cache, making room.
+ * @return 0, or LD_ENOMEM (`it` released). */
+int ld__cache_put(struct ld__cache *c, struct ld__item *it);
+
+/* ---- large items, compiled on the evaluator's worker (eval_big.c) */
+
+/* The compile of `json` as `type` under way, or a new one on c->worker
+ * (made now if need be). @return it, or NULL when memory ran out. */
+struct ld__compile *ld__compile_start(struct ld__cache *c, enum ld__item_type type, json_t *json);
+
+/* Ends the compiles of an evaluator being freed: the worker stops (a
+ * compile under way gives up) and is freed (its thread joined); each
+ * compile's future still completes from the loop, which frees it. */
+void ld__compile_free_all(struct ld__cache *c);
+
+/* The number above which an item is compiled on the worker: 50,000, or
+ * LDASYNC_EVAL_BIG_ITEM (a test's knob). */
+size_t ld__compile_big(void);
 
 /* Makes room for one more entry (eval_cache.c says how). `keep`: an
  * evaluation reading at once may be walking a stale entry (when the store
@@ -652,6 +717,7 @@ struct ld__job {
     struct ld_flags_state *partial;
     json_t *st, *meta;
     struct ld__job *qnext;
+    struct ld__cwait *waits; /* compiles waited for (each counts in outstanding) */
 };
 
 /* An all-flags state is made in slices of about this many nanoseconds,
@@ -686,6 +752,14 @@ void ld__job_unlink(struct ld__job *j);
 
 /* Frees the job (unlinked, with no read outstanding). */
 void ld__job_free(struct ld__job *j);
+
+/* Makes job `j` wait for compile `c` of `json` as `type` (once: a wait
+ * under way is not repeated), for slot `s` (the item it came back for) or
+ * NULL (an all-flags job, which walks its snapshots again): outstanding
+ * counts it, and the job goes on when the compile is over. @return 0, or
+ * LD_ENOMEM (j->nomem set). */
+int ld__job_wait(struct ld__job *j, struct ld__compile *c, enum ld__item_type type, json_t *json,
+                 struct ld__slot *s);
 
 /* Notes that the job wants item `key` (`len` bytes) of `type` (nothing for a
  * key no store can hold). @return its slot, or NULL (j->nomem when memory

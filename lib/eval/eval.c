@@ -53,13 +53,15 @@ static int now_read(ld_evaluator *ev, enum ld__item_type type, const struct ld__
         return LD__E_FAIL; /* es->error: the caller's ld__evaluate() reports EXCEPTION */
     if (!json)
         return 0;
-    struct ld__item *it = ld__cache_get_keep(&ev->cache, type, json, walk);
+    struct ld__compile *wait;
+    struct ld__item *it = ld__cache_get_keep(&ev->cache, type, json, walk, &wait);
     if (lease)
         lease->release(lease);
     else
         json_decref(json);
     if (!it)
-        return LD__E_NEED; /* out of memory: the job path reports it */
+        return LD__E_NEED; /* compiled off the loop: the job path waits for it; out of
+                              memory: the job path reports it */
     *out = it->deleted ? NULL : it;
     return 0;
 }
@@ -108,6 +110,8 @@ ld_evaluator *ld_evaluator_new(ld_store *store)
     ev->base = ld_store_base(store);
     ev->stale_after = STALE_AFTER_DEFAULT;
     ev->slice_flags = slice_flags();
+    ev->cache.base = ev->base;
+    ev->cache.big = ld__compile_big();
     return ev;
 }
 
@@ -165,6 +169,8 @@ int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)
                  (ev->cache.t ? (ev->cache.mask + 1) * sizeof(struct ld__centry) : 0) +
                  ev->cache.plan.n * sizeof(struct ld__plan_entry) +
                  (ev->cache.metas.t ? (ev->cache.metas.mask + 1) * sizeof(struct ld__mentry) : 0);
+    out->compiling = ev->cache.ncompiling;
+    out->compiled_off_loop = ev->cache.ncompiled;
     return 0;
 }
 

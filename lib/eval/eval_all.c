@@ -265,14 +265,16 @@ static int plan_make(ld_evaluator *ev, json_t *flags)
 }
 
 /* The compiled flag of plan entry `e`, compiled now if it was not. @return
- * it, NULL for a deleted item (skipped), or NULL with *rc LD_ENOMEM. */
-static struct ld__flag *plan_flag(ld_evaluator *ev, struct ld__plan_entry *e, int *rc)
+ * it, NULL for a deleted item (skipped), or NULL with *rc LD_ENOMEM, or
+ * LD__E_NEED (compiled off the loop: job `j` waits for it). */
+static struct ld__flag *plan_flag(struct ld__job *j, struct ld__plan_entry *e, int *rc)
 {
     if (e->f || e->skip)
         return e->f;
-    struct ld__item *it = ld__cache_get(&ev->cache, LD__FLAG, e->json);
+    struct ld__compile *c;
+    struct ld__item *it = ld__cache_get(&j->ev->cache, LD__FLAG, e->json, &c);
     if (!it) {
-        *rc = LD_ENOMEM;
+        *rc = c && ld__job_wait(j, c, LD__FLAG, e->json, NULL) == 0 ? LD__E_NEED : LD_ENOMEM;
         return NULL;
     }
     if (it->deleted) {
@@ -311,7 +313,7 @@ static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__
             __builtin_prefetch(p->e[j->at + 8].f);
         int rc = 0;
         cost += p->e[j->at].f ? 1 : 32;
-        struct ld__flag *f = plan_flag(ev, &p->e[j->at], &rc);
+        struct ld__flag *f = plan_flag(j, &p->e[j->at], &rc);
         if (rc != 0)
             return rc;
         if (!f || ((j->options & LD_ALL_FLAGS_CLIENT_SIDE_ONLY) && !f->client_side))
@@ -454,13 +456,14 @@ static ld_future *all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options,
         }
         if (rc == LD__E_YIELD && ld__job_queue(j, false) == 0)
             return ld_future_ref(j->out);
-        if (rc != LD__E_NEED) {
+        if (rc != LD__E_NEED) { /* (a wait for a compile says LD__E_NEED) */
             ld__job_unlink(j);
             ld__job_free(j);
             return ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
         }
         j->nomem = false;
-        return ld__job_start(j); /* memberships to read */
+        /* a compile off the loop waited for, or memberships to read */
+        return j->outstanding > 0 ? ld_future_ref(j->out) : ld__job_start(j);
     }
     json_decref(flags);
     return ld__job_read_all(j, init);

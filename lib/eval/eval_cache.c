@@ -144,9 +144,20 @@ static void cache_sweep(struct ld__cache *c, size_t slots)
  * compiled now (ld__cache_get_keep() looked in the cache first); `keep`: see ld__cache_grow().
  * @return it (borrowed from the cache), or NULL when memory ran out. */
 struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, json_t *json,
-                               bool keep)
+                               bool keep, struct ld__compile **wait)
 {
     struct ld__item *it;
+    *wait = NULL;
+    for (struct ld__compile *k = c->compiles; k; k = k->next) {
+        if (k->json == json && k->type == type) {
+            *wait = k; /* under way: shared */
+            return NULL;
+        }
+    }
+    if (ld__item_values(type, json) > c->big) {
+        *wait = ld__compile_start(c, type, json);
+        return NULL;
+    }
     if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && ld__cache_grow(c, keep) != 0)
         return NULL;
     if (ld__item_compile(type, json, &it) != 0)
@@ -157,8 +168,20 @@ struct ld__item *ld__cache_add(struct ld__cache *c, enum ld__item_type type, jso
     return it;
 }
 
+int ld__cache_put(struct ld__cache *c, struct ld__item *it)
+{
+    if ((c->n + 1) * 2 > (c->t ? c->mask + 1 : 0) && ld__cache_grow(c, false) != 0) {
+        ld__item_unref(it);
+        return LD_ENOMEM;
+    }
+    cache_put(c, it);
+    cache_sweep(c, LD__CACHE_SWEEP);
+    return 0;
+}
+
 void ld__cache_free(struct ld__cache *c)
 {
+    ld__compile_free_all(c);
     ld__plan_free(&c->plan);
     for (size_t i = 0; c->metas.t && i <= c->metas.mask; i++)
         json_decref(c->metas.t[i].obj);

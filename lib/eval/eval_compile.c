@@ -590,7 +590,7 @@ static void item_free(struct ld__item *it)
         free_flag((struct ld__flag *)it);
     else
         free_segment((struct ld__segment *)it);
-    json_decref(it->json);
+    ld__json_decref(it->json); /* (NULL until the loop set it, off the loop) */
     ld__free(it);
 }
 
@@ -601,6 +601,14 @@ void ld__item_unref(struct ld__item *it)
 }
 
 int ld__item_compile(enum ld__item_type type, json_t *json, struct ld__item **out)
+{
+    int rc = ld__item_compile_off(type, json, out);
+    if (rc == 0)
+        (*out)->json = json_incref(json);
+    return rc == 0 ? 0 : LD_ENOMEM;
+}
+
+int ld__item_compile_off(enum ld__item_type type, const json_t *json, struct ld__item **out)
 {
     *out = NULL;
     size_t size = type == LD__FLAG ? sizeof(struct ld__flag) : sizeof(struct ld__segment);
@@ -621,12 +629,50 @@ int ld__item_compile(enum ld__item_type type, json_t *json, struct ld__item **ou
         compile_segment(&cc, (struct ld__segment *)it, json);
     if (cc.nomem) {
         item_free(it); /* it->json is still NULL */
-        return LD_ENOMEM;
+        return ld__compile_work && !ld__job_wanted(ld__compile_work) ? LD_ECANCELED : LD_ENOMEM;
     }
-    it->json = json_incref(json);
     it->bytes = cc.bytes;
     *out = it;
     return 0;
+}
+
+/* The entries of the arrays `name` of the objects in array `a`. */
+static size_t inner_values(const json_t *a, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        n += json_array_size(json_object_get(json_array_get(a, i), name));
+    return n;
+}
+
+/* The rules of `j`, their clauses and the clauses' values. */
+static size_t rule_values(const json_t *j)
+{
+    const json_t *rules = json_object_get(j, "rules");
+    size_t n = json_array_size(rules);
+    for (size_t i = 0; i < json_array_size(rules); i++) {
+        const json_t *cs = json_object_get(json_array_get(rules, i), "clauses");
+        n += json_array_size(cs) + inner_values(cs, "values");
+    }
+    return n;
+}
+
+static size_t targets_values(const json_t *j, const char *name)
+{
+    const json_t *a = json_object_get(j, name);
+    return json_array_size(a) + inner_values(a, "values");
+}
+
+size_t ld__item_values(enum ld__item_type type, const json_t *json)
+{
+    if (type == LD__FLAG)
+        return targets_values(json, "targets") + targets_values(json, "contextTargets") +
+               rule_values(json) + json_array_size(json_object_get(json, "prerequisites")) +
+               json_array_size(json_object_get(json, "variations"));
+    return json_array_size(json_object_get(json, "included")) +
+           json_array_size(json_object_get(json, "excluded")) +
+           targets_values(json, "includedContexts") + targets_values(json, "excludedContexts") +
+           rule_values(json);
 }
 
 static void refs_of_clauses(const struct ld__clause *cs, size_t n,

@@ -35,6 +35,15 @@ struct ld__slot {
     uint8_t state;
 };
 
+/* A job's wait for a compile off the loop (eval_big.c). */
+struct ld__cwait {
+    struct ld__cwait *next;
+    struct ld__job *job;
+    struct ld__slot *slot; /* the item it came back for, or NULL (all flags) */
+    json_t *json;          /* referenced */
+    uint8_t type;
+};
+
 struct ld__mslot {
     struct ld__job *job;
     struct ld__mslot *next;
@@ -46,6 +55,11 @@ struct ld__mslot {
 
 void ld__job_free(struct ld__job *j)
 {
+    for (struct ld__cwait *w = j->waits, *n; w; w = n) { /* (none: outstanding was 0) */
+        n = w->next;
+        json_decref(w->json);
+        ld__free(w);
+    }
     for (struct ld__slot *s = j->slots, *n; s; s = n) {
         n = s->next;
         ld__item_unref(s->item);
@@ -169,6 +183,71 @@ static void want_membership(struct ld__job *j, const struct ld__item *it)
         (void)job_membership(j, ld__context_part_key(j->ctx, (size_t)part), &m, &status);
 }
 
+/* Slot `s` has its item `it` (NULL: memory ran out). */
+static void slot_item(struct ld__slot *s, struct ld__item *it)
+{
+    struct ld__job *j = s->job;
+    s->state = S_DONE;
+    if (!it) {
+        j->nomem = true;
+    } else if (!it->deleted) {
+        s->item = ld__item_ref(it);
+        ld__item_references(it, want_ref, j); /* read them ahead */
+        want_membership(j, it);
+    }
+}
+
+/* A compile the job waited for is over: its item is in the cache, or
+ * (memory ran out) not. */
+static void compiled(ld_future *f, void *arg)
+{
+    struct ld__cwait *w = arg;
+    struct ld__job *j = w->job;
+    (void)f;
+    for (struct ld__cwait **p = &j->waits; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    json_t *json = w->json;
+    struct ld__slot *s = w->slot;
+    enum ld__item_type type = (enum ld__item_type)w->type;
+    ld__free(w);
+    if (!job_gone(j)) {
+        struct ld__item *it = ld__cache_find(&j->ev->cache, type, json);
+        if (s)
+            slot_item(s, it);
+        else if (!it)
+            j->nomem = true;
+        if (j->outstanding == 0)
+            ld__job_step(j);
+    }
+    json_decref(json);
+}
+
+int ld__job_wait(struct ld__job *j, struct ld__compile *c, enum ld__item_type type, json_t *json,
+                 struct ld__slot *s)
+{
+    for (struct ld__cwait *w = j->waits; w; w = w->next)
+        if (w->json == json && w->type == type)
+            return 0;
+    struct ld__cwait *w = ld__calloc(1, sizeof *w);
+    if (!w || ld_future_on_complete(ld_future_ref(c->out), compiled, w) != 0) {
+        ld__free(w);
+        j->nomem = true;
+        return LD_ENOMEM;
+    }
+    w->job = j;
+    w->slot = s;
+    w->json = json_incref(json);
+    w->type = (uint8_t)type;
+    w->next = j->waits;
+    j->waits = w;
+    j->outstanding++;
+    return 0;
+}
+
 static void item_done(ld_future *f, void *arg)
 {
     struct ld__slot *s = arg;
@@ -179,14 +258,13 @@ static void item_done(ld_future *f, void *arg)
     if (ld_future_is_fulfilled(f)) {
         json_t *json = ld_future_json(f);
         if (json) {
-            struct ld__item *it = ld__cache_get(&j->ev->cache, (enum ld__item_type)s->type, json);
-            if (!it) {
-                j->nomem = true;
-            } else if (!it->deleted) {
-                s->item = ld__item_ref(it);
-                ld__item_references(it, want_ref, j); /* read them ahead */
-                want_membership(j, it);
-            }
+            enum ld__item_type type = (enum ld__item_type)s->type;
+            struct ld__compile *c;
+            struct ld__item *it = ld__cache_get(&j->ev->cache, type, json, &c);
+            if (it || !c || ld__job_wait(j, c, type, json, s) != 0)
+                slot_item(s, it);
+            else
+                s->state = S_ASKED; /* until the compile is over */
         }
     } else if (ld_future_error(f) == LD_ENOMEM) {
         j->nomem = true; /* not the store's failure: say LD_ENOMEM */
@@ -297,9 +375,11 @@ static int job_item(void *arg, enum ld__item_type type, const struct ld__str *ke
         json_t *json = json_object_getn(o, key->s, key->len);
         if (!json)
             return 0;
-        struct ld__item *it = j->ev ? ld__cache_get(&j->ev->cache, type, json) : NULL;
+        struct ld__compile *c = NULL;
+        struct ld__item *it = j->ev ? ld__cache_get(&j->ev->cache, type, json, &c) : NULL;
         if (!it) {
-            j->nomem = true;
+            if (!c || ld__job_wait(j, c, type, json, NULL) != 0)
+                j->nomem = true;
             return LD__E_NEED;
         }
         *out = it->deleted ? NULL : it;
@@ -453,8 +533,8 @@ void ld__job_step(struct ld__job *j)
             state = ld__all_flags_state(j, &rc);
         if (rc == LD__E_YIELD && ld__job_queue(j, true) == 0)
             return;
-        if (rc == LD__E_NEED && !j->nomem && job_issue(j) > 0)
-            return;
+        if (rc == LD__E_NEED && !j->nomem && (job_issue(j) > 0 || j->outstanding > 0))
+            return; /* reads issued, or a compile waited for (out of the queue meanwhile) */
         if (!state && !st)
             job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         else
@@ -481,7 +561,7 @@ void ld__job_step(struct ld__job *j)
         rc = ld__evaluate(j->ctx, &ld__job_resolver, j, f, (ld_value_type)j->type, fb, &d);
         if (rc == LD__E_NEED) {
             json_decref(fb);
-            if (!j->nomem && job_issue(j) > 0)
+            if (!j->nomem && (job_issue(j) > 0 || j->outstanding > 0))
                 return;
             j->nomem = true; /* nothing more to ask for: only memory can say LD__E_NEED */
         }

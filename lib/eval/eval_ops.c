@@ -286,12 +286,49 @@ static struct ld__clause_values *block_new(enum ld__op op, size_t size)
 
 /* ---- compiling ----------------------------------------------------------- */
 
+/* How many strings put_strings() hashes ahead of the one it puts. */
+#define PUT_AHEAD 16
+
+/* Puts strs[0..n) into the table, in order (the table is the same as one
+ * put at a time), hashing PUT_AHEAD strings ahead and asking for their
+ * slots: a large table is written at random places, and waiting for each
+ * slot in turn was most of the time of a large set's compile. */
+static void put_strings(uint64_t *tab, uint32_t mask, const struct cv_str *strs, uint32_t n)
+{
+    uint64_t ring[PUT_AHEAD];
+    for (uint32_t k = 0; k < n && k < PUT_AHEAD; k++) {
+        ring[k] = hash_bytes(strs[k].s, strs[k].len);
+        __builtin_prefetch(&tab[(uint32_t)ring[k] & mask], 1);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t h = ring[k % PUT_AHEAD];
+        if (k + PUT_AHEAD < n) {
+            const struct cv_str *a = &strs[k + PUT_AHEAD];
+            uint64_t next = hash_bytes(a->s, a->len);
+            ring[k % PUT_AHEAD] = next;
+            __builtin_prefetch(&tab[(uint32_t)next & mask], 1);
+        }
+        table_put(tab, mask, h, k);
+    }
+}
+
+_Thread_local const struct ld__work *ld__compile_work;
+
+/* False once the worker job this thread compiles for is no longer wanted
+ * (looked at every 4,096 values). */
+static bool compile_wanted(size_t i)
+{
+    return (i & 4095) != 0 || !ld__compile_work || ld__job_wanted(ld__compile_work);
+}
+
 static int compile_in(const json_t *values, struct ld__clause_values **out)
 {
     size_t n = json_array_size(values), ns = 0, nn = 0, nj = 0, text = 0;
     uint8_t bools = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i))
+            return LD_ECANCELED;
         if (json_is_string(v)) {
             ns++;
             text += json_string_length(v);
@@ -330,27 +367,32 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
     uint32_t is = 0, in = 0, ij = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i)) {
+            cv->u.in.json = (struct cv_set){jsons, NULL, ij, 0}; /* what it referenced */
+            ld__clause_values_free(cv);
+            return LD_ECANCELED;
+        }
         if (json_is_string(v)) {
             size_t len = json_string_length(v);
             memcpy(arena, json_string_value(v), len);
             strs[is].s = arena;
             strs[is].len = len;
             arena += len;
-            if (tab_s)
-                table_put(tab_s, (uint32_t)(ts - 1), hash_bytes(strs[is].s, len), is);
-            is++;
+            is++; /* put into tab_s below */
         } else if (json_is_number(v)) {
             nums[in] = json_number_value(v);
             if (tab_n)
                 table_put(tab_n, (uint32_t)(tn - 1), hash_number(nums[in]), in);
             in++;
         } else if (json_is_array(v) || json_is_object(v)) {
-            jsons[ij] = json_incref(v);
+            jsons[ij] = ld__json_incref(v); /* atomic: also off the loop (eval_big.c) */
             if (tab_j)
                 table_put(tab_j, (uint32_t)(tj - 1), hash_json(v), ij);
             ij++;
         }
     }
+    if (tab_s)
+        put_strings(tab_s, (uint32_t)(ts - 1), strs, is);
     cv->bools = bools;
     cv->u.in.str = (struct cv_set){strs, tab_s, is, ts ? (uint32_t)(ts - 1) : 0};
     cv->u.in.num = (struct cv_set){nums, tab_n, in, tn ? (uint32_t)(tn - 1) : 0};
@@ -365,6 +407,8 @@ static int compile_strings(enum ld__op op, const json_t *values, struct ld__clau
     size_t n = json_array_size(values), ns = 0, text = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(values, i);
+        if (!compile_wanted(i))
+            return LD_ECANCELED;
         if (json_is_string(v)) {
             ns++;
             text += json_string_length(v);
@@ -963,7 +1007,7 @@ void ld__clause_values_free(struct ld__clause_values *cv)
     if (cv->op == LD__OP_IN) {
         json_t *const *v = cv->u.in.json.v;
         for (uint32_t i = 0; i < cv->u.in.json.n; i++)
-            json_decref(v[i]);
+            ld__json_decref(v[i]);
     } else if (cv->op == LD__OP_MATCHES) {
         for (uint32_t i = 0; i < cv->n; i++)
             pcre2_code_free(cv->u.re.v[i].code);

@@ -78,7 +78,7 @@ static bool job_wanted(const void *job)
 }
 
 /* The worker's job: a read of the files of `arg`, a struct src. */
-static void *read_job(const struct ld__job *job, void *arg, int *code)
+static void *read_job(const struct ld__work *job, void *arg, int *code)
 {
     struct src *s = arg;
     struct ld__fs_ctl ctl = {job_wanted, job, !ld__job_on_loop(job)};

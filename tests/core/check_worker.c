@@ -59,7 +59,7 @@ static struct value *value_of(void *arg)
     return v;
 }
 
-static void *value_job(const struct ld__job *job, void *arg, int *code)
+static void *value_job(const struct ld__work *job, void *arg, int *code)
 {
     (void)job;
     (void)code;
@@ -67,7 +67,7 @@ static void *value_job(const struct ld__job *job, void *arg, int *code)
     return value_of(arg);
 }
 
-static void *failing_job(const struct ld__job *job, void *arg, int *code)
+static void *failing_job(const struct ld__work *job, void *arg, int *code)
 {
     (void)job;
     (void)arg;
@@ -77,7 +77,7 @@ static void *failing_job(const struct ld__job *job, void *arg, int *code)
 }
 
 /* Waits at the gate, or until it is no longer wanted; then a value. */
-static void *blocking_job(const struct ld__job *job, void *arg, int *code)
+static void *blocking_job(const struct ld__work *job, void *arg, int *code)
 {
     (void)code;
     atomic_fetch_add(&g_runs, 1);
