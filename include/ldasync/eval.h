@@ -38,8 +38,9 @@
  * Each flag and segment is compiled once per stored version into a compact
  * form (targets and large `in` lists as hash sets, regular expressions
  * compiled, semantic versions and dates parsed) that the evaluator keeps
- * for as long as the store keeps the item. ld_evaluator_stats() reports what
- * it holds.
+ * for as long as the store keeps the item (once the store lets go of it,
+ * the compiled form is dropped later, a few at a time as other items are
+ * compiled). ld_evaluator_stats() reports what it holds.
  *
  * An item of more than 50,000 values (its targets, context targets,
  * included and excluded keys and contexts, rules, clauses, clause values,
@@ -60,8 +61,9 @@
  * compile), after the call that needs it. Freeing the evaluator while an
  * item compiles stops that compile (a large `in` set gives up within
  * 4,096 values) and waits for the thread; the evaluations waiting are
- * rejected with LD_ECANCELED, as every pending one is. A compile that runs out of memory answers LD_ENOMEM to
- * the evaluations that waited for it, as a compile on the loop does.
+ * rejected with LD_ECANCELED, as every pending one is. A compile that
+ * runs out of memory answers LD_ENOMEM to the evaluations that waited
+ * for it, as a compile on the loop does.
  *
  * An evaluation error is not a rejected future: the future fulfils with a
  * detail holding the fallback value and an ERROR reason (FLAG_NOT_FOUND,
