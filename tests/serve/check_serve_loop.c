@@ -732,8 +732,15 @@ START_TEST(test_close_and_free_while_evalx_bodies_are_written)
 }
 END_TEST
 
+static void nothing_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
 /* server.h: with loop_probe_ms, the probe counts (lds_server_probe(),
- * /status "loop"); without, there is none. */
+ * /status "loop"); without, there is none. Closing the server stops it. */
 START_TEST(test_loop_probe)
 {
     struct fix x;
@@ -765,6 +772,17 @@ START_TEST(test_loop_probe)
     ck_assert_uint_eq(json_array_size(json_object_get(loop, "boundsMs")), LDS_PROBE_BUCKETS - 1);
     json_decref(j);
     free(r.body);
+    /* closed, the server's probe stops: no timer runs on for it */
+    ld_test_await_ok(lds_server_close(x.srv));
+    uint64_t ticks = ps->ticks;
+    struct event *later = evtimer_new(ld_test_base, nothing_cb, NULL);
+    ck_assert_ptr_nonnull(later);
+    struct timeval ms20 = {0, 20000};
+    ck_assert_int_eq(evtimer_add(later, &ms20), 0);
+    while (evtimer_pending(later, NULL))
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+    event_free(later);
+    ck_assert_uint_eq(ps->ticks, ticks);
     stop(&x);
 }
 END_TEST
