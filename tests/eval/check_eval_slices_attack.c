@@ -323,6 +323,57 @@ START_TEST(test_random_data_changing_between_slices)
 }
 END_TEST
 
+/* 1,000 states queued at once, every other one cancelled while queued:
+ * the others complete in the order asked and are whole; what the
+ * evaluator holds afterwards is what one state leaves (its compiled
+ * flags). */
+START_TEST(test_a_thousand_states_queued)
+{
+    g_seed = 777;
+    json_t *data = random_data(1);
+    ld_store *s = ld_test_memory_with(data);
+    ld_evaluator *ev = sliced(s, 16), *whole = ld_evaluator_new(s);
+    ld_context *ctx = ld_test_ctx_of("{'key':'u1','a':'v1'}");
+    ld_future *w = ld_evaluator_flags_state(whole, ctx, 0);
+    ld_test_wait(w);
+    enum { N = 1000 };
+    static ld_future *f[N];
+    static char tag[N];
+    for (int i = 0; i < N; i++)
+        f[i] = ld_evaluator_flags_state(ev, ctx, 0);
+    g_norder = 0;
+    memset(g_order, 0, sizeof g_order);
+    for (int i = 0; i < N; i++) {
+        if (i % 2)
+            ck_assert_int_eq(ld_future_cancel(f[i]), 0);
+        else if (i < 60) /* the first ones' order */
+            tag[i] = (char)('A' + i / 2), ld_future_on_complete(ld_future_ref(f[i]), note, &tag[i]);
+    }
+    ld_test_flush();
+    ck_assert_str_eq(g_order, "ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^");
+    for (int i = 0; i < N; i++) {
+        if (i % 2) {
+            ck_assert(ld_future_is_rejected(f[i]));
+            ck_assert_int_eq(ld_future_error(f[i]), LD_ECANCELED);
+        } else {
+            ck_assert(ld_future_is_fulfilled(f[i]));
+            ck_assert_uint_eq(ld_flags_state_count(ld_future_ptr(f[i])),
+                              ld_flags_state_count(ld_future_ptr(w)));
+        }
+        ld_future_unref(f[i]);
+    }
+    struct ld_evaluator_stats a, b;
+    ck_assert_int_eq(ld_evaluator_stats(ev, &a), 0);
+    ck_assert_int_eq(ld_evaluator_stats(whole, &b), 0);
+    ck_assert_uint_eq(a.flags, b.flags);
+    ld_future_unref(w);
+    ld_context_unref(ctx);
+    ld_evaluator_free(whole);
+    ld_test_done_with(ev, s);
+    json_decref(data);
+}
+END_TEST
+
 Suite *ld_suite_eval_slices_attack(void)
 {
     Suite *s = suite_create("eval_slices_attack");
@@ -331,6 +382,7 @@ Suite *ld_suite_eval_slices_attack(void)
     tcase_add_test(tc, test_order_with_big_segments_in_the_middle);
     tcase_add_test(tc, test_cancel_or_free_while_waiting_for_memberships);
     tcase_add_test(tc, test_random_data_changing_between_slices);
+    tcase_add_test(tc, test_a_thousand_states_queued);
     suite_add_tcase(s, tc);
     return s;
 }
