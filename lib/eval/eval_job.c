@@ -86,8 +86,19 @@ void ld__job_unlink(struct ld__job *j)
 
 /* Ends the job: `ptr` (a detail or a state, freed by `free_ptr`) or `all`
  * fulfils its future, or `code` rejects it. */
+static void queue_kick(ld_evaluator *ev);
+
 static void job_end(struct ld__job *j, void *ptr, ld_free_fn free_ptr, json_t *all, int code)
 {
+    ld_evaluator *ev = j->ev;
+    if (ev && j->waiting && ev->qhead == j) {
+        /* it held the queue, waiting for memberships: the next goes on */
+        ev->qhead = j->qnext;
+        if (!ev->qhead)
+            ev->qtail = NULL;
+        j->qnext = NULL;
+        j->queued = j->waiting = false;
+    }
     ld__job_unlink(j);
     if (ptr)
         ld_future_fulfill_ptr(j->out, ptr, free_ptr);
@@ -99,6 +110,8 @@ static void job_end(struct ld__job *j, void *ptr, ld_free_fn free_ptr, json_t *a
         ld__job_free(j);
     else
         j->ev = NULL; /* freed by the last callback */
+    if (ev)
+        queue_kick(ev);
 }
 
 static struct ld__slot *find_slot(struct ld__job *j, enum ld__item_type type, const char *key,
