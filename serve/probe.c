@@ -89,6 +89,12 @@ const struct lds_probe_stats *lds_server_probe(const lds_server *srv)
     return srv && srv->probe ? &srv->probe->st : NULL;
 }
 
+void lds_probe_stop(lds_server *srv)
+{
+    if (srv->probe)
+        event_del(srv->probe->ev);
+}
+
 void lds_probe_free(lds_server *srv)
 {
     struct lds_probe *p = srv->probe;

@@ -175,6 +175,9 @@ int64_t lds_now_ns(void);
 /* Starts the loop probe (probe.c) when `period_ms` > 0. @return 0, or -1
  * when memory ran out. */
 int lds_probe_start(lds_server *srv, int period_ms);
+/* Stops the probe's timer (a closed server's loop owes it nothing); its
+ * counts stay. */
+void lds_probe_stop(lds_server *srv);
 void lds_probe_free(lds_server *srv);
 
 /* Lets go of lds_server_warm()'s work (warm.c), cancelled. */

@@ -528,6 +528,7 @@ ld_future *lds_server_close(lds_server *srv)
             srv->sock = NULL;
         }
         event_del(srv->heartbeat);
+        lds_probe_stop(srv);
         lds_streams_end(srv);
         lds_warm_forget(srv);
         /* the waiting requests: their callbacks answer 503 */

@@ -144,7 +144,8 @@ void lds_server_warm(lds_server *srv);
  * how late it ran and how much CPU time the loop's thread spent since it
  * last ran, each counted in a histogram: the buckets end at
  * lds_probe_bounds_ms (below 1 ms, below 2, ...), the last has the rest.
- * Counted since the server started; /status reports them as "loop". */
+ * Counted since the server started, until it is closed (the timer then
+ * stops); /status reports them as "loop". */
 #define LDS_PROBE_BUCKETS 11
 extern const int lds_probe_bounds_ms[LDS_PROBE_BUCKETS - 1];
 struct lds_probe_stats {

@@ -331,11 +331,13 @@ static void stream_put_done(ld_future *f, void *arg)
     if (fd >= 0)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     s->started = true;
-    s->put_len = put->len;
     lds_log_answer(srv, s->req, 200, put->len);
     lds_log(srv, LDS_LOG_INFO, "stream opened (%llu open)", (unsigned long long)srv->st.streams);
     if (!stream_send(s, put, NULL))
         return;
+    /* the put's allowance starts once it is written: set before, the
+     * put's own send (nothing unsent yet) spent it at once */
+    s->put_len = put->len;
     if (s->queued && evbuffer_get_length(s->queued) > 0) {
         /* the events that came meanwhile, after the put */
         size_t n = evbuffer_get_length(s->queued);

@@ -39,6 +39,7 @@ int main(void)
     srunner_add_suite(runner, ld_suite_eval_attack());
     srunner_add_suite(runner, ld_suite_eval_slices());
     srunner_add_suite(runner, ld_suite_eval_big());
+    srunner_add_suite(runner, ld_suite_eval_slices_attack());
     srunner_add_suite(runner, ld_suite_serve());
     srunner_add_suite(runner, ld_suite_serve_e2e());
     srunner_add_suite(runner, ld_suite_serve_chaos());

@@ -35,6 +35,7 @@ Suite *ld_suite_eval(void);         /* check_eval.c */
 Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
 Suite *ld_suite_eval_slices(void);  /* check_eval_slices.c */
 Suite *ld_suite_eval_big(void);     /* check_eval_big.c */
+Suite *ld_suite_eval_slices_attack(void); /* check_eval_slices_attack.c */
 Suite *ld_suite_serve(void);        /* check_serve.c */
 Suite *ld_suite_serve_e2e(void);    /* check_serve_e2e.c */
 Suite *ld_suite_serve_chaos(void);  /* check_serve_chaos.c */

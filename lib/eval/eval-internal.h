@@ -710,6 +710,9 @@ struct ld__job {
     bool state; /* all flags: fulfil with an ld_flags_state, not JSON */
     bool nomem;
     bool queued; /* all flags: in the evaluator's queue of sliced jobs */
+    /* all flags: at the head of that queue, reading the memberships it
+     * needs in the middle of its slices; the states after it wait */
+    bool waiting;
     /* All flags, made in slices: the plan's next entry, and what the
      * slices made so far (an ld_flags_state, or the JSON state and its
      * $flagsState). */

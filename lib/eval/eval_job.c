@@ -100,8 +100,19 @@ void ld__job_unlink(struct ld__job *j)
 
 /* Ends the job: `ptr` (a detail or a state, freed by `free_ptr`) or `all`
  * fulfils its future, or `code` rejects it. */
+static void queue_kick(ld_evaluator *ev);
+
 static void job_end(struct ld__job *j, void *ptr, ld_free_fn free_ptr, json_t *all, int code)
 {
+    ld_evaluator *ev = j->ev;
+    if (ev && j->waiting && ev->qhead == j) {
+        /* it held the queue, waiting for memberships: the next goes on */
+        ev->qhead = j->qnext;
+        if (!ev->qhead)
+            ev->qtail = NULL;
+        j->qnext = NULL;
+        j->queued = j->waiting = false;
+    }
     ld__job_unlink(j);
     if (ptr)
         ld_future_fulfill_ptr(j->out, ptr, free_ptr);
@@ -113,6 +124,8 @@ static void job_end(struct ld__job *j, void *ptr, ld_free_fn free_ptr, json_t *a
         ld__job_free(j);
     else
         j->ev = NULL; /* freed by the last callback */
+    if (ev)
+        queue_kick(ev);
 }
 
 static struct ld__slot *find_slot(struct ld__job *j, enum ld__item_type type, const char *key,
@@ -496,6 +509,51 @@ static int job_issue(struct ld__job *j)
     return issued;
 }
 
+/* The loop cannot run the queue of `ev`: its jobs end (the one waiting
+ * for memberships, if any, goes on when they come). */
+static void queue_fail(ld_evaluator *ev)
+{
+    struct ld__job *keep = ev->qhead && ev->qhead->waiting ? ev->qhead : NULL;
+    struct ld__job *j = keep ? keep->qnext : ev->qhead;
+    if (keep) {
+        keep->qnext = NULL;
+        ev->qtail = keep;
+    } else {
+        ev->qhead = ev->qtail = NULL;
+    }
+    while (j) {
+        struct ld__job *next = j->qnext;
+        j->qnext = NULL;
+        j->queued = false;
+        job_end(j, NULL, NULL, NULL, LD_ENOMEM);
+        j = next;
+    }
+}
+
+/* All-flags job `j`, which needs memberships in the middle of its slices,
+ * holds the head of its evaluator's queue until they come: the states
+ * asked after it are made after it. */
+static void queue_hold(struct ld__job *j)
+{
+    ld_evaluator *ev = j->ev;
+    j->queued = j->waiting = true;
+    j->qnext = ev->qhead;
+    ev->qhead = j;
+    if (!ev->qtail)
+        ev->qtail = j;
+}
+
+/* Makes sure the queue of `ev` runs its next slice in a later pass of the
+ * loop, unless its head waits for memberships (or nothing is queued). */
+static void queue_kick(ld_evaluator *ev)
+{
+    if (ev->resuming || !ev->qhead || ev->qhead->waiting || !ev->resume ||
+        evtimer_pending(ev->resume, NULL))
+        return;
+    if (event_add(ev->resume, &(struct timeval){0, 0}) != 0)
+        queue_fail(ev);
+}
+
 /* Runs the evaluation over what came back, or asks for more. */
 void ld__job_step(struct ld__job *j)
 {
@@ -520,7 +578,19 @@ void ld__job_step(struct ld__job *j)
         ld_evaluator *ev = j->ev;
         if (!ev->resuming) {
             /* states are made one after the other, in the order asked */
-            if (ev->qhead) {
+            if (ev->qhead == j && j->waiting) {
+                /* its memberships came: it goes on, still first */
+                ev->qhead = j->qnext;
+                if (!ev->qhead)
+                    ev->qtail = NULL;
+                j->qnext = NULL;
+                j->queued = j->waiting = false;
+                if (!ld_future_is_pending(j->out)) {
+                    job_end(j, NULL, NULL, NULL, LD_ECANCELED); /* cancelled meanwhile */
+                    queue_kick(ev);
+                    return;
+                }
+            } else if (ev->qhead) {
                 if (ld__job_queue(j, false) != 0)
                     job_end(j, NULL, NULL, NULL, LD_ENOMEM);
                 return;
@@ -531,14 +601,20 @@ void ld__job_step(struct ld__job *j)
             st = ld__all_flags_results(j, &rc);
         else
             state = ld__all_flags_state(j, &rc);
-        if (rc == LD__E_YIELD && ld__job_queue(j, true) == 0)
+        if (rc == LD__E_YIELD && ld__job_queue(j, true) == 0) {
+            queue_kick(ev);
             return;
-        if (rc == LD__E_NEED && !j->nomem && (job_issue(j) > 0 || j->outstanding > 0))
-            return; /* reads issued, or a compile waited for (out of the queue meanwhile) */
+        }
+        if (rc == LD__E_NEED && !j->nomem && (job_issue(j) > 0 || j->outstanding > 0)) {
+            /* reads issued, or a compile waited for: it keeps its place */
+            queue_hold(j);
+            return;
+        }
         if (!state && !st)
             job_end(j, NULL, NULL, NULL, LD_ENOMEM);
         else
             job_end(j, st, ld__flags_state_free, state, 0);
+        queue_kick(ev);
         return;
     }
     const struct ld__item *f = NULL;
@@ -588,6 +664,8 @@ static void resume_run(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ld_evaluator *ev = arg;
+    if (!ev->qhead || ev->qhead->waiting)
+        return; /* its head goes on when its memberships come */
     ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
     ev->resuming = true;
     do {
@@ -602,18 +680,9 @@ static void resume_run(evutil_socket_t fd, short what, void *arg)
             job_end(j, NULL, NULL, NULL, LD_ECANCELED); /* cancelled: no more slices */
         else
             ld__job_step(j);
-    } while (ev->qhead && !ev->yielded && ld__eval_now_ns() < ev->slice_end);
+    } while (ev->qhead && !ev->qhead->waiting && !ev->yielded && ld__eval_now_ns() < ev->slice_end);
     ev->resuming = false;
-    if (ev->qhead && event_add(ev->resume, &(struct timeval){0, 0}) != 0) {
-        /* the loop cannot run them: they end */
-        while (ev->qhead) {
-            struct ld__job *j = ev->qhead;
-            ev->qhead = j->qnext;
-            j->queued = false;
-            job_end(j, NULL, NULL, NULL, LD_ENOMEM);
-        }
-        ev->qtail = NULL;
-    }
+    queue_kick(ev);
 }
 
 int ld__job_queue(struct ld__job *j, bool front)

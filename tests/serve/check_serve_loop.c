@@ -444,6 +444,110 @@ START_TEST(test_a_stream_s_put_is_assembled_while_others_are_answered)
 }
 END_TEST
 
+/* Applies the stream's events in `text` (a put, then patches and deletes)
+ * to `flags`, as an SDK does (an item's version must be newer). @return
+ * whether the text held a whole put. */
+static bool apply_stream(const char *text, json_t *flags)
+{
+    bool put = false;
+    for (const char *at = text; (at = strstr(at, "event: ")) != NULL;) {
+        const char *data = strstr(at, "\ndata: "), *end = data ? strstr(data, "\n\n") : NULL;
+        if (!end)
+            break;
+        json_error_t err;
+        json_t *d = json_loadb(data + 7, (size_t)(end - data - 7), 0, &err);
+        ck_assert_msg(d != NULL, "a bad event: %s", err.text);
+        const char *path = json_string_value(json_object_get(d, "path"));
+        if (strncmp(at, "event: put", 10) == 0) {
+            json_object_clear(flags);
+            json_object_update(flags, json_object_get(json_object_get(d, "data"), "flags"));
+            put = true;
+        } else if (put && path && strncmp(path, "/flags/", 7) == 0) {
+            json_t *old = json_object_get(flags, path + 7);
+            json_t *item = json_object_get(d, "data");
+            json_int_t v = item ? json_integer_value(json_object_get(item, "version"))
+                                : json_integer_value(json_object_get(d, "version"));
+            if (!old || json_integer_value(json_object_get(old, "version")) < v) {
+                if (item)
+                    json_object_set(flags, path + 7, item);
+                else
+                    json_object_set_new(flags, path + 7,
+                                        json_pack("{s:I, s:b}", "version", v, "deleted", 1));
+            }
+        }
+        json_decref(d);
+        at = end;
+    }
+    return put;
+}
+
+/* A stream opened while changes come, before, during and after its put
+ * is assembled and sent (a change every 8 passes, fewer than the bound
+ * queued): it is not dropped, and once applied, its events make the
+ * store's flags. */
+START_TEST(test_a_stream_opened_while_changes_come_ends_like_the_store)
+{
+    struct fix x;
+    start(&x);
+    struct evbuffer *got = evbuffer_new();
+    struct evhttp_connection *c1 =
+        evhttp_connection_base_new(ld_test_base, NULL, "127.0.0.1", (ev_uint16_t)x.port);
+    struct evhttp_request *req = evhttp_request_new(stream_done_cb, got);
+    evhttp_request_set_chunked_cb(req, chunk_cb);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "localhost");
+    ck_assert_int_eq(evhttp_make_request(c1, req, EVHTTP_REQ_GET, "/all"), 0);
+    json_t *flags = json_object();
+    int version = 10, changes = 0;
+    /* a change at each pass, until the put came and a few after */
+    for (int after = 0, pass = 0; after < 20 && changes < 300; pass++) {
+        event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (pass % 8 != 0)
+            continue; /* a change every 8 passes: fewer than the bound queued */
+        char key[32];
+        snprintf(key, sizeof key, "flag-%05d", (changes * 37) % 50);
+        /* as the app does: the store (the memory store applies it within
+         * the call), then the server; one pass of the loop each */
+        if (changes % 3 == 2) {
+            ld_future_unref(ld_store_delete(x.store, ld_kind_features(), key, version));
+            lds_server_changed(x.srv, ld_kind_features(), key, version++, NULL);
+        } else {
+            json_t *f = make_flag(key, changes, version);
+            ld_future_unref(ld_store_upsert(x.store, ld_kind_features(), f));
+            lds_server_changed(x.srv, ld_kind_features(), key, version++, f);
+            json_decref(f);
+        }
+        changes++;
+        event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (evbuffer_search(got, "\n\n", 2, NULL).pos >= 0)
+            after++; /* the put came */
+    }
+    /* the rest of the put, and the last events */
+    for (int i = 0; i < 1000000 && evbuffer_search(got, "\n\n", 2, NULL).pos < 0; i++)
+        event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    for (int i = 0; i < 200; i++)
+        event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    evbuffer_add(got, "", 1);
+    ck_assert_msg(apply_stream((const char *)evbuffer_pullup(got, -1), flags),
+                  "no put after %d changes: %.200s\n%s", changes,
+                  (const char *)evbuffer_pullup(got, -1), x.log);
+    ld_future *ff = ld_store_all(x.store, ld_kind_features());
+    ld_test_await_ok(ld_future_ref(ff));
+    /* the store lists no deleted flag: neither may the stream */
+    const char *k;
+    json_t *v, *tmp;
+    json_object_foreach_safe(flags, tmp, k, v) if (json_is_true(json_object_get(v, "deleted")))
+        json_object_del(flags, k);
+    ck_assert_msg(json_equal(flags, ld_future_json(ff)),
+                  "after %d changes, the stream's flags (%zu) are not the store's (%zu)", changes,
+                  json_object_size(flags), json_object_size(ld_future_json(ff)));
+    ld_future_unref(ff);
+    json_decref(flags);
+    evhttp_connection_free(c1);
+    evbuffer_free(got);
+    stop(&x);
+}
+END_TEST
+
 /* At 10,000 flags an evalx answer takes more than a slice to evaluate and
  * to write: /status is answered meanwhile, and the body is whole. */
 START_TEST(test_evalx_is_made_while_others_are_answered)
@@ -561,20 +665,32 @@ END_TEST
  * others are answered, and nothing waits any more. */
 START_TEST(test_evalx_client_gone_while_its_body_is_written)
 {
-    for (uint64_t writing = 0; writing < 2; writing++) {
+    for (uint64_t writing = 0; writing < 4; writing++) {
         struct fix x;
         start_sliced(&x);
         struct evhttp_connection *c1, *c2;
         struct resp r1, r2;
         send_get(&x, &c1, EVALX_CTX, &r1);
         send_get(&x, &c2, EVALX_CTX, &r2);
-        /* gone while its state is evaluated, or while its body is written */
-        until_pending(&x, 2 - writing, writing);
+        /* gone while its state is evaluated, or while its body is written;
+         * 2, 3: right after the last slice of the bodies (its answer sent
+         * or not yet), with no pass of the loop in between or one */
+        until_pending(&x, 2 - (writing > 0), writing > 0);
+        if (writing >= 2) {
+            struct lds_server_stats st;
+            do {
+                event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+                lds_server_stats(x.srv, &st);
+            } while (st.evalx_writing > 0);
+            if (writing == 3)
+                event_base_loop(ld_test_base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        }
         evhttp_connection_free(c1);
         wait_for(&r2);
         expect_evalx(&x, &r2);
         evhttp_connection_free(c2);
         free(r2.body);
+        free(r1.body); /* answered before it went away (2, 3), or NULL */
         struct lds_server_stats st;
         for (int i = 0; i < 1000; i++) {
             lds_server_stats(x.srv, &st);
@@ -628,8 +744,15 @@ START_TEST(test_close_and_free_while_evalx_bodies_are_written)
 }
 END_TEST
 
+static void nothing_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
 /* server.h: with loop_probe_ms, the probe counts (lds_server_probe(),
- * /status "loop"); without, there is none. */
+ * /status "loop"); without, there is none. Closing the server stops it. */
 START_TEST(test_loop_probe)
 {
     struct fix x;
@@ -661,6 +784,17 @@ START_TEST(test_loop_probe)
     ck_assert_uint_eq(json_array_size(json_object_get(loop, "boundsMs")), LDS_PROBE_BUCKETS - 1);
     json_decref(j);
     free(r.body);
+    /* closed, the server's probe stops: no timer runs on for it */
+    ld_test_await_ok(lds_server_close(x.srv));
+    uint64_t ticks = ps->ticks;
+    struct event *later = evtimer_new(ld_test_base, nothing_cb, NULL);
+    ck_assert_ptr_nonnull(later);
+    struct timeval ms20 = {0, 20000};
+    ck_assert_int_eq(evtimer_add(later, &ms20), 0);
+    while (evtimer_pending(later, NULL))
+        event_base_loop(ld_test_base, EVLOOP_ONCE);
+    event_free(later);
+    ck_assert_uint_eq(ps->ticks, ticks);
     stop(&x);
 }
 END_TEST
@@ -685,6 +819,7 @@ Suite *ld_suite_serve_loop(void)
     tcase_add_test(tc, test_a_waiting_request_that_goes_away_leaves_the_others);
     tcase_add_test(tc, test_evalx_is_made_while_others_are_answered);
     tcase_add_test(tc, test_a_stream_s_put_is_assembled_while_others_are_answered);
+    tcase_add_test(tc, test_a_stream_opened_while_changes_come_ends_like_the_store);
     tcase_add_test(tc, test_warm_makes_the_first_answers_ahead);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");
