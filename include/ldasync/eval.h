@@ -30,7 +30,9 @@
  *    while it is made), however many passes it takes;
  *  - completes after its last slice, so evaluations of single flags issued
  *    after it may complete before it; states are made one after the other,
- *    and complete in the order asked;
+ *    and complete in the order asked (one that waits meanwhile, for big
+ *    segment memberships or for an item compiled off the loop, holds back
+ *    those asked after it);
  *  - stops if its future is cancelled (ld_future_cancel()): no more slices
  *    run; freeing the evaluator rejects it with LD_ECANCELED.
  * A state of 10,000 flags is about a dozen slices.
