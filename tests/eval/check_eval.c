@@ -666,6 +666,29 @@ static const struct ecase wrong_typed_cases[] = {
     {"segment rule clause negate: 'no'", IN_SEG_S,
      "{'s':{'rules':[{'clauses':[{'attribute':'key','op':'in','values':['u'],'negate':'no'}]}]}}",
      USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* keys of targets and segments are strings: a number or a null among
+     * them is a wrong-typed field */
+    {"target values: [1]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':['x',1]}]"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"target values: [null]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':[null,'u']}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets values: [true]",
+     ON_FLAG(",'fallthrough':{'variation':0},'contextTargets':[{'contextKind':'org','variation':1,"
+             "'values':['o',true]}]"),
+     NULL, KIND("org", "o"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets user entry standing for targets values: [2]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':[2]}],"
+             "'contextTargets':[{'contextKind':'user','variation':1,'values':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment included: [1]", IN_SEG_S, "{'s':{'included':['u',1]}}", USER("u"), LD_VALUE_STRING,
+     "'fb'", MALFORMED},
+    {"segment excluded: [null]", IN_SEG_S, "{'s':{'included':['u'],'excluded':[null]}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment includedContexts values: [{}]", IN_SEG_S,
+     "{'s':{'includedContexts':[{'contextKind':'user','values':['u',{}]}]}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
     /* null is absent: false, or no value */
     {"null booleans and strings are absent",
      "{'f':{'on':true,'variations':['a','b'],'offVariation':0,'fallthrough':{'variation':1},"
