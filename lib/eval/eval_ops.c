@@ -963,13 +963,13 @@ static size_t start_positions(const struct cv_re *re, PCRE2_SPTR s, size_t len, 
 static uint32_t position_limit(const struct cv_re *re, PCRE2_SPTR s, size_t len)
 {
     size_t budget = re->jit ? REGEX_BUDGET_JIT : REGEX_BUDGET_INTERP;
-    size_t floor = re->jit ? REGEX_FLOOR_JIT : REGEX_FLOOR_INTERP;
+    size_t least = re->jit ? REGEX_FLOOR_JIT : REGEX_FLOOR_INTERP;
     if (re->starts == RE_STARTS_ONCE)
         return MATCH_LIMIT;
     if (len < budget / REGEX_COUNT_BELOW)
         return len < budget / MATCH_LIMIT ? MATCH_LIMIT : (uint32_t)(budget / (len + 1));
-    size_t limit = budget / start_positions(re, s, len, budget / floor);
-    return limit >= MATCH_LIMIT ? MATCH_LIMIT : limit < floor ? (uint32_t)floor : (uint32_t)limit;
+    size_t limit = budget / start_positions(re, s, len, budget / least);
+    return limit >= MATCH_LIMIT ? MATCH_LIMIT : limit < least ? (uint32_t)least : (uint32_t)limit;
 }
 
 /* The subject is checked once here (a subject that is not UTF-8 never
