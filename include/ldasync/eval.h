@@ -49,8 +49,8 @@
  * by their number, at most 100,000 and at least 2 (4 without the JIT). So a
  * pattern that backtracks a little at every position of a long subject
  * stops instead of running for seconds, while a search stays linear: on
- * subjects of up to 20 characters (5) and for anchored patterns (`^`) every
- * position keeps the whole 100,000; a pattern that needs more steps at one
+ * subjects shorter than 20 bytes (5 without the JIT) and for anchored
+ * patterns (`^`) every position keeps the whole 100,000; a pattern that needs more steps at one
  * position than its share stops even if it would have matched.
  * A stopped match answers "no match": the clause is false (then `negate`
  * applies), the evaluation goes on and is not an error. The library has no
