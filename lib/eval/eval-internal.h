@@ -179,6 +179,18 @@ int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__c
  */
 bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u);
 
+/* Where PCRE2 may start a search of a `matches` pattern: anywhere, only at
+ * the start (anchored), at line starts, at each code unit `first` (either
+ * case of a letter), at each byte of its first bytes' `bits`; and an upper
+ * bound of those positions in `s`, counted up to `enough` (eval_parse.c). */
+enum ld__re_starts { LD__RE_ANY, LD__RE_ONCE, LD__RE_LINES, LD__RE_FIRST, LD__RE_BITS };
+size_t ld__re_start_positions(int starts, unsigned char first, uint32_t newline,
+                              const uint8_t *bits, const unsigned char *s, size_t len,
+                              size_t enough);
+
+/* Strict UTF-8 as PCRE2 checks it (eval_parse.c). */
+bool ld__re_utf8_valid(const unsigned char *s, size_t len);
+
 /* True once a limit (or lack of memory) stopped a match of this `matches`
  * form: that match answered "no match". Never set for other operators. */
 bool ld__clause_values_stopped(const struct ld__clause_values *cv);

@@ -34,17 +34,8 @@ struct cv_str {
     size_t len;
 };
 
-/* Where PCRE2 may start a search of a pattern (position_limit()). */
-enum re_starts {
-    RE_STARTS_ANY,   /* at every character */
-    RE_STARTS_ONCE,  /* anchored: at the start only */
-    RE_STARTS_LINES, /* at the start and after each newline ("^" multiline, ".*") */
-    RE_STARTS_FIRST, /* at each code unit `first` (either case if a letter) */
-    RE_STARTS_BITS,  /* at each byte in the bitmap `bits` */
-};
-
 /* A compiled pattern of `matches`; `jit`: JIT-compiled (pcre2_jit_match);
- * `starts`: enum re_starts; `newline`: its newline (PCRE2_NEWLINE_*);
+ * `starts`: enum ld__re_starts; `newline`: its newline (PCRE2_NEWLINE_*);
  * `bits`: PCRE2's bitmap of first bytes, in `code`. */
 struct cv_re {
     pcre2_code *code;
@@ -683,11 +674,11 @@ static int compile_regexes(const json_t *values, struct ld__clause_values **out)
         pcre2_pattern_info(code, PCRE2_INFO_NEWLINE, &nl);
         /* (PCRE2 reports these only where it skips to them: not with
          * (*NO_START_OPT)) */
-        re->starts = (opts & PCRE2_ANCHORED) ? RE_STARTS_ONCE
-                     : type == 2             ? RE_STARTS_LINES
-                     : type == 1             ? RE_STARTS_FIRST
-                     : re->bits              ? RE_STARTS_BITS
-                                             : RE_STARTS_ANY;
+        re->starts = (opts & PCRE2_ANCHORED) ? LD__RE_ONCE
+                     : type == 2             ? LD__RE_LINES
+                     : type == 1             ? LD__RE_FIRST
+                     : re->bits              ? LD__RE_BITS
+                                             : LD__RE_ANY;
         re->newline = (uint8_t)nl;
         re->first = (uint8_t)unit;
         re->jit = jit_wanted() && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
@@ -869,94 +860,6 @@ static bool match_strings(const struct ld__clause_values *cv, const json_t *u)
     return false;
 }
 
-/* Strict UTF-8, as PCRE2 checks it: no overlong forms, no surrogates,
- * nothing above U+10FFFF, no truncated sequence. ASCII 8 bytes at a time. */
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint64_t w;
-        if (len - i >= 8 && (memcpy(&w, s + i, 8), !(w & UINT64_C(0x8080808080808080)))) {
-            i += 8;
-            continue;
-        }
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong */
-            hi = c == 0xed ? 0x9f : 0xbf; /* surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            lo = c == 0xf0 ? 0x90 : 0x80; /* overlong */
-            hi = c == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
-        } else {
-            return false;
-        }
-        if (len - i <= n || s[i + 1] < lo || s[i + 1] > hi)
-            return false;
-        for (size_t k = 2; k <= n; k++)
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-        i += n + 1;
-    }
-    return true;
-}
-
-/* An upper bound of the positions in `s` at which PCRE2 may start a search
- * of `re` (counted up to `enough`): for a pattern that may start anywhere,
- * every byte and the end; else those its start is looked for at (PCRE2
- * skips the others): each line start (PCRE2_NEWLINE_ANY also counts bytes
- * that may end NEL, LS or PS), each first code unit in either case, each
- * byte of the first bytes' bitmap. */
-static size_t start_positions(const struct cv_re *re, PCRE2_SPTR s, size_t len, size_t enough)
-{
-    if (re->starts == RE_STARTS_ONCE)
-        return 1;
-    if (re->starts == RE_STARTS_ANY)
-        return len + 1;
-    unsigned char a = re->first, b = a;
-    if (re->starts == RE_STARTS_FIRST && (a | 0x20) >= 'a' && (a | 0x20) <= 'z')
-        b = a ^ 0x20; /* the other case of a letter: the pattern may be caseless */
-    if (re->starts == RE_STARTS_LINES) {
-        a = b = re->newline == PCRE2_NEWLINE_CR    ? '\r'
-                : re->newline == PCRE2_NEWLINE_NUL ? 0
-                                                   : '\n';
-        if (re->newline == PCRE2_NEWLINE_ANYCRLF || re->newline == PCRE2_NEWLINE_ANY)
-            b = '\r';
-    }
-    size_t n = 1, i = 0;
-    bool bits = re->starts == RE_STARTS_BITS;
-    if (bits || (re->starts == RE_STARTS_LINES && re->newline == PCRE2_NEWLINE_ANY)) {
-        for (; i < len && n < enough; i++) {
-            unsigned char c = s[i];
-            n += bits ? (re->bits[c >> 3] >> (c & 7)) & 1
-                      : c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == 0x85 ||
-                            c == 0xa8 || c == 0xa9;
-        }
-        return n;
-    }
-    /* blocks of 128 bytes counted into a byte: a loop the compiler
-     * vectorizes (some 0.1 ms a megabyte) */
-    while (i + 128 <= len && n < enough) {
-        unsigned char k = 0;
-        for (int j = 0; j < 128; j++)
-            k += (s[i + j] == a) | (s[i + j] == b);
-        n += k;
-        i += 128;
-    }
-    for (; i < len && n < enough; i++)
-        n += s[i] == a || s[i] == b;
-    return n;
-}
-
 /* The match limit of each start position of `re` in a subject of `len`
  * bytes: its budget over the positions the search may start at. The
  * positions are counted only for subjects long enough to need it. */
@@ -964,11 +867,12 @@ static uint32_t position_limit(const struct cv_re *re, PCRE2_SPTR s, size_t len)
 {
     size_t budget = re->jit ? REGEX_BUDGET_JIT : REGEX_BUDGET_INTERP;
     size_t least = re->jit ? REGEX_FLOOR_JIT : REGEX_FLOOR_INTERP;
-    if (re->starts == RE_STARTS_ONCE)
+    if (re->starts == LD__RE_ONCE)
         return MATCH_LIMIT;
     if (len < budget / REGEX_COUNT_BELOW)
         return len < budget / MATCH_LIMIT ? MATCH_LIMIT : (uint32_t)(budget / (len + 1));
-    size_t limit = budget / start_positions(re, s, len, budget / least);
+    size_t limit = budget / ld__re_start_positions(re->starts, re->first, re->newline, re->bits, s,
+                                                   len, budget / least);
     return limit >= MATCH_LIMIT ? MATCH_LIMIT : limit < least ? (uint32_t)least : (uint32_t)limit;
 }
 
@@ -984,7 +888,7 @@ static bool match_regexes(struct ld__clause_values *cv, const json_t *u)
         return false;
     PCRE2_SPTR s = (PCRE2_SPTR)json_string_value(u);
     size_t len = json_string_length(u);
-    if (!utf8_valid(s, len))
+    if (!ld__re_utf8_valid(s, len))
         return false;
     for (uint32_t i = 0; i < cv->n; i++) {
         const struct cv_re *re = &cv->u.re.v[i];

@@ -938,7 +938,12 @@ START_TEST(test_regex_with_groups_matches_long_strings)
         ld_store *s = memory_with(data);
         ld_evaluator *ev = evaluator_of(s);
         json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
-        ck_assert_msg(json_integer_value(json_object_get(got, "variationIndex")) == 1,
+        /* without the JIT (LDASYNC_NO_JIT, valgrind) the unanchored one
+         * needs more interpreter steps at its first position than its
+         * share of the budget of 10,001 positions: it is stopped */
+        const char *nj = getenv("LDASYNC_NO_JIT");
+        bool interp = nj && *nj && strcmp(nj, "0") != 0 && patterns[i][0] != '^';
+        ck_assert_msg(json_integer_value(json_object_get(got, "variationIndex")) == !interp,
                       "%s does not match %zu 'a's", patterns[i], len);
         json_decref(got);
         /* a million: bounded time and memory, kept by nobody afterwards
