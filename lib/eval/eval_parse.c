@@ -1,8 +1,9 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * ldasync: the strict parsers of the clause operators (eval-internal.h):
- * semantic versions and their precedence, and RFC 3339 dates. They keep no
- * state and never allocate.
+ * semantic versions and their precedence, and RFC 3339 dates; and for
+ * `matches`, the UTF-8 check of a subject and the count of the positions
+ * PCRE2 may start a search at. They keep no state and never allocate.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 
