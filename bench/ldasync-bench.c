@@ -1264,6 +1264,75 @@ static double bench_eval_segment(struct event_base *base, long ops)
     return eval_sequential(base, ops, "seg", "member-500", json_true());
 }
 
+/* `matches` on the attribute "name": one flag "re" whose rule serves true
+ * when `pattern` matches; each op evaluates it for a user whose name is
+ * `len` characters (blocks of `block` x's closed by a 'z'; "zxy" last) and
+ * checks that the rule answered `want`. */
+static double eval_matches(struct event_base *base, long ops, const char *pattern, size_t len,
+                           size_t block, bool want)
+{
+    json_t *data =
+        json_pack("{s:{s:{s:s,s:i,s:b,s:[b,b],s:{s:i},s:[{s:s,s:[{s:s,s:s,s:[s]}],"
+                  "s:i}]}},s:{}}",
+                  "features", "re", "key", "re", "version", 1, "on", 1, "variations", 0, 1,
+                  "fallthrough", "variation", 0, "rules", "id", "r", "clauses", "attribute", "name",
+                  "op", "matches", "values", pattern, "variation", 1, "segments");
+    ld_store *st = ld_memory_store_new(base);
+    if (!data || !st)
+        exit(1);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    char *name = malloc(len + 1);
+    if (!name)
+        exit(1);
+    for (size_t i = 0; i < len; i++)
+        name[i] = i % (block + 1) == block ? 'z' : 'x';
+    memcpy(name + len - 3, "zxy", 3);
+    name[len] = '\0';
+    ld_context_builder *b = ld_context_builder_new("user", "u");
+    ld_context_builder_set(b, "name", json_string(name));
+    ld_context *ctx = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    free(name);
+    ld_evaluator *ev = ld_evaluator_new(st);
+    if (!ctx || !ev)
+        exit(1);
+    double t0 = 0;
+    for (long i = -1; i < ops; i++) { /* the first, which compiles, off the clock */
+        if (i == 0)
+            t0 = now_ns();
+        ld_future *f = ld_evaluator_detail(ev, "re", ctx, LD_VALUE_BOOL, json_false());
+        ld_future_wait(f);
+        if (!ld_future_is_fulfilled(f) ||
+            ld_detail_variation_index(ld_future_ptr(f)) != (want ? 1 : 0)) {
+            fprintf(stderr, "eval.matches: wrong answer\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
+/* A subject of 40 characters, as user attributes are: the cost of an
+ * ordinary unanchored match. */
+static double bench_eval_matches(struct event_base *base, long ops)
+{
+    return eval_matches(base, ops, "x{3}z(?:xy|xz)", 40, 3, true);
+}
+
+/* "(x+x+)+y" tried at each of 100,000 start positions, backtracking at
+ * each (blocks of 14 x's): stopped by the budget of the positions (1.3 s
+ * a match when each position had the whole match limit). */
+static double bench_eval_matches_runaway(struct event_base *base, long ops)
+{
+    return eval_matches(base, ops, "(x+x+)+y", 100000, 14, false);
+}
+
 /* One all-flags state of the FLAGS + 2 flags for `ctx`: made, awaited,
  * checked and released. */
 static void all_flags_once(ld_evaluator *ev, ld_context *ctx)
@@ -1973,6 +2042,8 @@ static const struct workload workloads[] = {
     {"eval.bool.random", 1000000, bench_eval_bool_random, 0},
     {"eval.rich", 1000000, bench_eval_rich, 0},
     {"eval.segment", 1000000, bench_eval_segment, 0},
+    {"eval.matches.short", 1000000, bench_eval_matches, 0},
+    {"eval.matches.runaway", 1000, bench_eval_matches_runaway, 0},
     {"eval.all_flags", 20, bench_eval_all_flags, 0},
     {"eval.all_flags.first", 5, bench_eval_all_flags_first, 0},
     {"eval.all_flags.kinds_1", 3, bench_eval_all_flags_kinds_1, 0},

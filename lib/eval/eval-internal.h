@@ -90,15 +90,19 @@ void ld__big_segment_hash(const char *key, size_t len, char out[LD__BIG_SEGMENT_
  * doubles: 1 == 1.0, and two integers above 2^53 that round to the same double
  * are equal.
  *
- * Threads: a compiled form is immutable except for the PCRE2 match data of
- * `matches` and its "stopped" mark, which ld__clause_values_match writes: a
+ * Threads: a compiled form is immutable except for the PCRE2 match data and
+ * match context (its limit) of `matches` and its "stopped" mark, which
+ * ld__clause_values_match writes: a
  * compiled form is used by one thread at a time (the evaluator runs on its
  * loop thread). Forms of different clauses are independent. JIT-compiled
  * patterns run on a stack of the calling thread's own (made at its first
  * JIT match, up to 8 MiB mapped as needed, freed when the thread exits).
  *
  * Limits of `matches`: one match stops after 100,000 backtracking steps
- * (PCRE2's match limit), 4 MiB of the interpreter's frames or the JIT's
+ * from one start position (PCRE2's match limit; fewer when the pattern may
+ * start at more than 20 positions: a budget of 2,000,000 steps, 500,000
+ * without the JIT, is shared between them, at least 8 each; eval_ops.c),
+ * 4 MiB of the interpreter's frames or the JIT's
  * 8 MiB stack; a stopped match is no match, and marks the compiled form
  * (ld__clause_values_stopped), once per flag or segment version.
  *
@@ -176,6 +180,18 @@ int ld__clause_values_compile(enum ld__op op, const json_t *values, struct ld__c
  * allocates, and past that limit (or without memory) there is no match.
  */
 bool ld__clause_values_match(const struct ld__clause_values *cv, const json_t *u);
+
+/* Where PCRE2 may start a search of a `matches` pattern: anywhere, only at
+ * the start (anchored), at line starts, at each code unit `first` (either
+ * case of a letter), at each byte of its first bytes' `bits`; and an upper
+ * bound of those positions in `s`, counted up to `enough` (eval_parse.c). */
+enum ld__re_starts { LD__RE_ANY, LD__RE_ONCE, LD__RE_LINES, LD__RE_FIRST, LD__RE_BITS };
+size_t ld__re_start_positions(int starts, unsigned char first, uint32_t newline,
+                              const uint8_t *bits, const unsigned char *s, size_t len,
+                              size_t enough);
+
+/* Strict UTF-8 as PCRE2 checks it (eval_parse.c). */
+bool ld__re_utf8_valid(const unsigned char *s, size_t len);
 
 /* True once a limit (or lack of memory) stopped a match of this `matches`
  * form: that match answered "no match". Never set for other operators. */

@@ -105,6 +105,18 @@ static const json_t *get_array(const json_t *o, const char *name, bool *bad)
     return json_is_array(v) ? v : NULL;
 }
 
+/* Marks the part bad if the array `a` (or NULL) holds a non-string (null
+ * too): target and segment keys are strings. Returns `a`. */
+static const json_t *check_strings(const json_t *a, bool *bad)
+{
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!json_is_string(json_array_get(a, i))) {
+            *bad = true;
+            break;
+        }
+    return a;
+}
+
 /* ---- Attribute references ------------------------------------------------ */
 
 /* `a` from the attribute string `attr` and the kind field `kind` (both may
@@ -338,6 +350,7 @@ static void compile_target(struct cc *cc, struct ld__target *t, const json_t *j,
         t->variation = (int)v;
     if (!values)
         values = get_array(j, "values", bad);
+    check_strings(values, bad);
     if (ld__clause_values_compile(LD__OP_IN, values, &t->keys) != 0)
         cc->nomem = true;
     else
@@ -501,7 +514,7 @@ static void free_flag(struct ld__flag *f)
 static struct ld__clause_values *compile_keys(struct cc *cc, const json_t *j, const char *name,
                                               bool *bad)
 {
-    const json_t *a = get_array(j, name, bad);
+    const json_t *a = check_strings(get_array(j, name, bad), bad);
     if (!json_array_size(a))
         return NULL;
     struct ld__clause_values *cv = NULL;

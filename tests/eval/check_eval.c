@@ -666,6 +666,29 @@ static const struct ecase wrong_typed_cases[] = {
     {"segment rule clause negate: 'no'", IN_SEG_S,
      "{'s':{'rules':[{'clauses':[{'attribute':'key','op':'in','values':['u'],'negate':'no'}]}]}}",
      USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    /* keys of targets and segments are strings: a number or a null among
+     * them is a wrong-typed field */
+    {"target values: [1]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':['x',1]}]"), NULL,
+     USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"target values: [null]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':[null,'u']}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets values: [true]",
+     ON_FLAG(",'fallthrough':{'variation':0},'contextTargets':[{'contextKind':'org','variation':1,"
+             "'values':['o',true]}]"),
+     NULL, KIND("org", "o"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"contextTargets user entry standing for targets values: [2]",
+     ON_FLAG(",'fallthrough':{'variation':0},'targets':[{'variation':1,'values':[2]}],"
+             "'contextTargets':[{'contextKind':'user','variation':1,'values':[]}]"),
+     NULL, USER("u"), LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment included: [1]", IN_SEG_S, "{'s':{'included':['u',1]}}", USER("u"), LD_VALUE_STRING,
+     "'fb'", MALFORMED},
+    {"segment excluded: [null]", IN_SEG_S, "{'s':{'included':['u'],'excluded':[null]}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
+    {"segment includedContexts values: [{}]", IN_SEG_S,
+     "{'s':{'includedContexts':[{'contextKind':'user','values':['u',{}]}]}}", USER("u"),
+     LD_VALUE_STRING, "'fb'", MALFORMED},
     /* null is absent: false, or no value */
     {"null booleans and strings are absent",
      "{'f':{'on':true,'variations':['a','b'],'offVariation':0,'fallthrough':{'variation':1},"
@@ -1676,6 +1699,56 @@ START_TEST(test_limit_fn_told_once_per_version_of_a_stopped_regex)
     runaway_flag_version(s, 3);
     ld_future_unref(detail_f(ev, "f", ctx, LD_VALUE_BOOL, json_false()));
     ck_assert_int_eq(st.n, 3);
+    ld_context_unref(ctx);
+    done_with(ev, s);
+}
+END_TEST
+
+/* A user whose name is `len` characters: blocks of 14 x's closed by a 'z',
+ * then `end` (at most 8 characters) as its last characters. */
+static ld_context *x_blocks_user(size_t len, const char *end)
+{
+    char *text = malloc(len + 64);
+    ck_assert_ptr_nonnull(text);
+    int at = snprintf(text, 64, "{'key':'u','name':'");
+    for (size_t i = 0; i < len; i++)
+        text[at + i] = i % 15 == 14 ? 'z' : 'x';
+    memcpy(text + at + len - strlen(end), end, strlen(end));
+    snprintf(text + at + len, 64, "'}");
+    ld_context *ctx = ctx_of(text);
+    free(text);
+    return ctx;
+}
+
+/* An unanchored runaway pattern, tried at each of 100,000 start positions
+ * (each under PCRE2's match limit), is stopped by the budget the positions
+ * share: the rule does not match and the limit function is told. A
+ * pattern that matches at the end of as long a name matches, and is not
+ * reported. */
+START_TEST(test_limit_fn_told_of_an_unanchored_runaway_regex)
+{
+    ld_store *s = store_with("{'f':{'on':true,'variations':[false,true],'fallthrough':"
+                             "{'variation':0},'rules':[{'id':'r','clauses':[{'attribute':'name',"
+                             "'op':'matches','values':['(x+x+)+y']}],'variation':1}]},"
+                             "'g':{'on':true,'variations':[false,true],'fallthrough':"
+                             "{'variation':0},'rules':[{'id':'r','clauses':[{'attribute':'name',"
+                             "'op':'matches','values':['zxy$']}],'variation':1}]}}",
+                             NULL);
+    ld_evaluator *ev = evaluator_of(s);
+    ld_context *ctx = x_blocks_user(100000, "zxy");
+    struct stops st = {0};
+    ck_assert_int_eq(ld_evaluator_set_limit_fn(ev, on_limit, &st), 0);
+    for (int i = 0; i < 2; i++) {
+        ld_future *f = detail_f(ev, "f", ctx, LD_VALUE_BOOL, json_false());
+        ck_assert_int_eq(ld_detail_variation_index(D(f)), 0); /* stopped: no match */
+        ld_future_unref(f);
+    }
+    ck_assert_int_eq(st.n, 1);
+    ck_assert_str_eq(st.key, "f");
+    ld_future *f = detail_f(ev, "g", ctx, LD_VALUE_BOOL, json_true());
+    ck_assert_int_eq(ld_detail_variation_index(D(f)), 1);
+    ld_future_unref(f);
+    ck_assert_int_eq(st.n, 1);
     ld_context_unref(ctx);
     done_with(ev, s);
 }
@@ -3039,6 +3112,7 @@ Suite *ld_suite_eval(void)
     tcase_add_loop_test(tc, test_wrong_typed_fields, 0, (int)N_OF(wrong_typed_cases));
     tcase_add_test(tc, test_many_kinds_are_read_by_kind);
     tcase_add_test(tc, test_limit_fn_told_once_per_version_of_a_stopped_regex);
+    tcase_add_test(tc, test_limit_fn_told_of_an_unanchored_runaway_regex);
     tcase_add_test(tc, test_wrong_type);
     tcase_add_loop_test(tc, test_types, 0, (int)N_OF(type_cases));
     tcase_add_test(tc, test_store_failure_is_exception);

@@ -347,9 +347,9 @@ static const struct mcase malformed_cases[] = {
     {"target a number", FLAG("'targets':[5]"), NULL, NULL, MALFORMED},
     {"target values a string", FLAG("'targets':[{'values':'u','variation':2}]"), NULL, NULL,
      MALFORMED},
+    /* keys are strings: any other element is a wrong-typed field */
     {"target values not strings",
-     FLAG("'targets':[{'values':[5,null,{},['u'],'u'],'variation':2}]"), NULL, NULL,
-     "{'value':'c','variationIndex':2,'reason':{'kind':'TARGET_MATCH'}}"},
+     FLAG("'targets':[{'values':[5,null,{},['u'],'u'],'variation':2}]"), NULL, NULL, MALFORMED},
     {"target variation a string", FLAG("'targets':[{'values':['u'],'variation':'2'}]"), NULL, NULL,
      MALFORMED},
     {"target variation absent", FLAG("'targets':[{'values':['u']}]"), NULL, NULL, MALFORMED},
@@ -392,7 +392,7 @@ static const struct mcase malformed_cases[] = {
     {"segment included a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'included':'u'}}", NULL, MALFORMED},
     {"segment included not strings", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
-     "{'s':{'included':[5,null,['u'],'u']}}", NULL, RM("c", 2, 0)},
+     "{'s':{'included':[5,null,['u'],'u']}}", NULL, MALFORMED},
     {"segment excluded a number", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
      "{'s':{'excluded':5}}", NULL, MALFORMED},
     {"segment includedContexts values a string", FLAG(RULE("{'op':'segmentMatch','values':['s']}")),
@@ -938,7 +938,12 @@ START_TEST(test_regex_with_groups_matches_long_strings)
         ld_store *s = memory_with(data);
         ld_evaluator *ev = evaluator_of(s);
         json_t *got = detail_json(ev, "f", ctx, LD_VALUE_ANY, NULL);
-        ck_assert_msg(json_integer_value(json_object_get(got, "variationIndex")) == 1,
+        /* without the JIT (LDASYNC_NO_JIT, valgrind) the unanchored one
+         * needs more interpreter steps at its first position than its
+         * share of the budget of 10,001 positions: it is stopped */
+        const char *nj = getenv("LDASYNC_NO_JIT");
+        bool interp = nj && *nj && strcmp(nj, "0") != 0 && patterns[i][0] != '^';
+        ck_assert_msg(json_integer_value(json_object_get(got, "variationIndex")) == !interp,
                       "%s does not match %zu 'a's", patterns[i], len);
         json_decref(got);
         /* a million: bounded time and memory, kept by nobody afterwards

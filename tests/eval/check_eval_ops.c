@@ -382,6 +382,101 @@ START_TEST(test_matches_runaway_pattern_is_stopped_and_marked_once)
 }
 END_TEST
 
+/* `len` characters: blocks of `block` x's, each closed by a 'z', then
+ * `end` (so that the 'y' PCRE2 looks for first may be there). */
+static json_t *x_blocks(size_t len, size_t block, const char *end)
+{
+    char *s = malloc(len + 1);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < len; i++)
+        s[i] = i % (block + 1) == block ? 'z' : 'x';
+    memcpy(s + len - strlen(end), end, strlen(end));
+    s[len] = '\0';
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* An unanchored runaway pattern is tried at every start position, each
+ * under the match limit: "(x+x+)+y" on blocks of 14 x's backtracks some
+ * 24,000 steps at each. A budget shared by the positions stops it: no
+ * match, and the form is marked stopped. The pattern still matches where
+ * it should, short and long. */
+START_TEST(test_matches_unanchored_runaway_is_stopped_across_positions)
+{
+    json_t *values = parse("[\"(x+x+)+y\"]");
+    struct ld__clause_values *cv = compile_ok("matches", values);
+    json_t *small = json_string("zzxxxy");
+    ck_assert(ld__clause_values_match(cv, small));
+    ck_assert(!ld__clause_values_stopped(cv));
+    json_t *u = x_blocks(100000, 14, "zxy");
+    ck_assert(!ld__clause_values_match(cv, u));
+    ck_assert(ld__clause_values_stopped(cv));
+    ck_assert(ld__clause_values_match(cv, small));
+    json_decref(u);
+    ld__clause_values_free(cv);
+    /* short blocks: a few steps a position, within the budget: the search
+     * runs to the end, and finds the match there */
+    cv = compile_ok("matches", values);
+    u = x_blocks(100000, 2, "zxxy");
+    ck_assert(ld__clause_values_match(cv, u));
+    ck_assert(!ld__clause_values_stopped(cv));
+    json_decref(u);
+    ld__clause_values_free(cv);
+    json_decref(values);
+    json_decref(small);
+}
+END_TEST
+
+/* `n` x's with `tail` written at `at`. */
+static json_t *xs_with(size_t n, size_t at, const char *tail)
+{
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, 'x', n);
+    memcpy(s + at, tail, strlen(tail));
+    s[n] = '\0';
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* The budget bounds backtracking, not searching: patterns that match far
+ * into a subject of 1,000,000 characters still match, and those that do
+ * not match answer "no match" without a stop. Anchored patterns (one start
+ * position) keep the whole limit. */
+START_TEST(test_matches_searches_far_into_a_long_subject)
+{
+    static const struct {
+        const char *pattern;
+        size_t at;
+        const char *tail;
+        bool match;
+    } cases[] = {
+        {"[\"y$\"]", 999999, "y", true},
+        {"[\"abc\"]", 900000, "abc", true},
+        {"[\"abc\", \"y$\"]", 900000, "abd", false},
+        {"[\"[a-c]{3}\\\\d\"]", 900000, "abc1", true},
+        {"[\"(?:ab|cd)+e\"]", 900000, "ababcde", true},
+        {"[\"x(?=y)\"]", 999999, "y", true},
+        {"[\"x(?=y)\"]", 999999, "z", false},
+        {"[\"(?m)^abc\"]", 900000, "\nabc", true},
+        {"[\"^x+y\"]", 999999, "y", true},
+        {"[\"^x+z\"]", 999999, "y", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *values = parse(cases[i].pattern);
+        struct ld__clause_values *cv = compile_ok("matches", values);
+        json_t *u = xs_with(1000000, cases[i].at, cases[i].tail);
+        ck_assert_msg(ld__clause_values_match(cv, u) == cases[i].match, "%s", cases[i].pattern);
+        ck_assert_msg(!ld__clause_values_stopped(cv), "%s", cases[i].pattern);
+        json_decref(u);
+        json_decref(values);
+        ld__clause_values_free(cv);
+    }
+}
+END_TEST
+
 /* The operator checks subjects itself (then skips PCRE2's check): it must
  * refuse exactly what PCRE2 refuses. Every string of 1 or 2 bytes, of 3
  * bytes from bytes around every boundary, and of 4 such bytes starting with
@@ -1262,6 +1357,8 @@ Suite *ld_suite_eval_ops(void)
     tcase_add_test(tc, test_matches_on_several_threads_at_once);
     tcase_add_test(tc, test_matches_runaway_pattern_is_stopped_and_marked_once);
     tcase_add_test(tc, test_matches_checks_utf8_as_pcre2_does);
+    tcase_add_test(tc, test_matches_unanchored_runaway_is_stopped_across_positions);
+    tcase_add_test(tc, test_matches_searches_far_into_a_long_subject);
     tcase_add_test(tc, test_string_operators_follow_harness_vectors);
     tcase_add_test(tc, test_string_operators_compare_bytes_with_embedded_nul);
     tcase_add_test(tc, test_date_operators_follow_go_vectors);
