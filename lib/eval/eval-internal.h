@@ -525,7 +525,7 @@ struct ld__cache {
 };
 
 /* Slots of the cache looked at for stale entries at each compile. */
-#define LD__CACHE_SWEEP 16
+#define LD__CACHE_SWEEP 4
 
 static inline size_t ld__hash_ptr(const void *p)
 {
