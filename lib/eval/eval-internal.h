@@ -524,8 +524,12 @@ struct ld__cache {
     size_t ncompiling, ncompiled;
 };
 
-/* Slots of the cache looked at for stale entries at each compile. */
-#define LD__CACHE_SWEEP 4
+/* Slots of the cache looked at for stale entries at each compile: enough
+ * that a sweep goes round the table before it must grow again (a grow
+ * leaves it a quarter full, and the next comes at half), so that a store
+ * replacing items keeps the cache bounded (with 4 it grew without bound
+ * when each compile replaced an item). */
+#define LD__CACHE_SWEEP 16
 
 static inline size_t ld__hash_ptr(const void *p)
 {
