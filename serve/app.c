@@ -88,8 +88,7 @@ static void on_ready(ld_future *f, void *arg)
     if (ld_future_is_fulfilled(f)) {
         app_log(app, LDS_LOG_INFO, "flag data loaded");
         lds_server_warm(app->srv);
-    }
-    else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
+    } else if (ld_future_error(f) != LD_ECLOSED && ld_future_error(f) != LD_ECANCELED)
         app_log(app, LDS_LOG_ERROR, "no flag data: %s (serving an empty store)",
                 ld_future_error_message(f));
 }

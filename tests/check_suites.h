@@ -19,28 +19,28 @@ Suite *ld_suite_memory_load(void);   /* check_memory_load.c */
 Suite *ld_suite_store_now(void);     /* check_store_now.c */
 /* The hybrid store of check_store_now.c, for the contract. */
 ld_store *ld_test_hybrid_store_new(struct event_base *base);
-Suite *ld_suite_status(void);       /* check_status.c */
-Suite *ld_suite_sink(void);         /* check_sink.c */
-Suite *ld_suite_big_segments(void); /* check_big_segments.c */
-Suite *ld_suite_bucket(void);       /* check_bucket.c */
-Suite *ld_suite_fdv2(void);         /* check_fdv2.c */
-Suite *ld_suite_file_source(void);  /* check_file_source.c */
-Suite *ld_suite_processor(void);    /* check_processor.c */
-Suite *ld_suite_fronts(void);       /* check_fronts.c */
-Suite *ld_suite_contract(void);     /* check_contract.c */
-Suite *ld_suite_mock_store(void);   /* check_mock_store.c */
-Suite *ld_suite_mock_ifaces(void);  /* check_mock_interfaces.c */
-Suite *ld_suite_eval_ops(void);     /* check_eval_ops.c */
-Suite *ld_suite_eval(void);         /* check_eval.c */
-Suite *ld_suite_eval_attack(void);  /* check_eval_attack.c */
-Suite *ld_suite_eval_slices(void);  /* check_eval_slices.c */
-Suite *ld_suite_eval_big(void);     /* check_eval_big.c */
+Suite *ld_suite_status(void);             /* check_status.c */
+Suite *ld_suite_sink(void);               /* check_sink.c */
+Suite *ld_suite_big_segments(void);       /* check_big_segments.c */
+Suite *ld_suite_bucket(void);             /* check_bucket.c */
+Suite *ld_suite_fdv2(void);               /* check_fdv2.c */
+Suite *ld_suite_file_source(void);        /* check_file_source.c */
+Suite *ld_suite_processor(void);          /* check_processor.c */
+Suite *ld_suite_fronts(void);             /* check_fronts.c */
+Suite *ld_suite_contract(void);           /* check_contract.c */
+Suite *ld_suite_mock_store(void);         /* check_mock_store.c */
+Suite *ld_suite_mock_ifaces(void);        /* check_mock_interfaces.c */
+Suite *ld_suite_eval_ops(void);           /* check_eval_ops.c */
+Suite *ld_suite_eval(void);               /* check_eval.c */
+Suite *ld_suite_eval_attack(void);        /* check_eval_attack.c */
+Suite *ld_suite_eval_slices(void);        /* check_eval_slices.c */
+Suite *ld_suite_eval_big(void);           /* check_eval_big.c */
 Suite *ld_suite_eval_slices_attack(void); /* check_eval_slices_attack.c */
-Suite *ld_suite_serve(void);        /* check_serve.c */
-Suite *ld_suite_serve_e2e(void);    /* check_serve_e2e.c */
-Suite *ld_suite_serve_chaos(void);  /* check_serve_chaos.c */
-Suite *ld_suite_serve_loop(void);   /* check_serve_loop.c */
-Suite *ld_suite_data_system(void);  /* check_data_system.c */
-Suite *ld_suite_client(void);       /* check_client.c */
+Suite *ld_suite_serve(void);              /* check_serve.c */
+Suite *ld_suite_serve_e2e(void);          /* check_serve_e2e.c */
+Suite *ld_suite_serve_chaos(void);        /* check_serve_chaos.c */
+Suite *ld_suite_serve_loop(void);         /* check_serve_loop.c */
+Suite *ld_suite_data_system(void);        /* check_data_system.c */
+Suite *ld_suite_client(void);             /* check_client.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -334,9 +334,9 @@ LD_EXPORT const char *ld_flags_state_prerequisite(const ld_flags_state *s, size_
  *  bytes of their compiled forms (not counting the store's JSON, which the
  *  evaluator shares). @since 0.1.0 */
 struct ld_evaluator_stats {
-    size_t flags;    /* compiled flags held */
-    size_t segments; /* compiled segments held */
-    size_t bytes;    /* their heap bytes, plus the evaluator's tables */
+    size_t flags;             /* compiled flags held */
+    size_t segments;          /* compiled segments held */
+    size_t bytes;             /* their heap bytes, plus the evaluator's tables */
     size_t compiling;         /* large items being compiled off the loop now */
     size_t compiled_off_loop; /* large items compiled off the loop so far */
 };

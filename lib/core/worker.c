@@ -51,9 +51,9 @@ struct ld__worker {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t thread;
-    bool started;                /* loop thread */
+    bool started;                 /* loop thread */
     struct ld__work *head, *tail; /* under mu */
-    int closing[CLOSING_MAX];    /* under mu: descriptors the thread closes */
+    int closing[CLOSING_MAX];     /* under mu: descriptors the thread closes */
     size_t nclosing;
     /* jobs run on the loop (threading off) */
     struct event *run_ev;
