@@ -540,6 +540,47 @@ static inline size_t ld__hash_ptr(const void *p)
     return (size_t)x;
 }
 
+/* Hashes of `in` values (eval_ops.c's sets; eval_hash.c): strings by
+ * their bytes, numbers by value, any JSON deeply. */
+static inline uint64_t ld__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t ld__hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ len, w;
+    for (; len >= 8; s += 8, len -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
+        h ^= h >> 31;
+    }
+    w = 0;
+    memcpy(&w, s, len);
+    return ld__mix64(h ^ w);
+}
+
+/* Numbers hash by value: -0.0 as 0.0 (they are equal). */
+static inline uint64_t ld__hash_number(double x)
+{
+    uint64_t bits;
+    if (x == 0)
+        x = 0;
+    memcpy(&bits, &x, sizeof(bits));
+    return ld__mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
+}
+
+/* A hash of `v` that equal values (ld__json_same()) share. */
+uint64_t ld__hash_json(const json_t *v);
+
+/* Deep equality, numbers by value (1 == 1.0 at any depth). */
+bool ld__json_same(const json_t *a, const json_t *b);
+
 /* The entry of `json` compiled as `type`: the store may hold the same JSON
  * as a flag and as a segment (it shares what it is given), so both key it. */
 static inline struct ld__item *ld__cache_find(const struct ld__cache *c, enum ld__item_type type,

@@ -17,7 +17,8 @@
  * The evaluator's parts: eval_cache.c (compiled items by their JSON),
  * eval_walk.c (one evaluation), eval_job.c (evaluations that wait for the
  * store), eval_detail.c (details and their JSON), eval_all.c (all flags);
- * eval_compile.c compiles, eval_ops.c matches clause operators.
+ * eval_compile.c compiles, eval_ops.c matches clause operators (eval_hash.c
+ * hashes the values of their `in` sets).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -112,134 +112,6 @@ enum ld__op ld__op_parse(const char *name, size_t len)
     return LD__OP_UNKNOWN;
 }
 
-/* ---- hashing and deep equality (for `in`) -------------------------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ len, w;
-    for (; len >= 8; s += 8, len -= 8) {
-        memcpy(&w, s, 8);
-        h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
-        h ^= h >> 31;
-    }
-    w = 0;
-    memcpy(&w, s, len);
-    return mix64(h ^ w);
-}
-
-/* Numbers hash by value: -0.0 as 0.0 (they are equal). */
-static uint64_t hash_number(double x)
-{
-    uint64_t bits;
-    if (x == 0)
-        x = 0;
-    memcpy(&bits, &x, sizeof(bits));
-    return mix64(bits ^ UINT64_C(0x5bd1e9955bd1e995));
-}
-
-/* How deep hash_json() looks into arrays and objects: below, a value
- * hashes by its type and size only (still a function of the value, so
- * equal values hash equal). A context attribute may be nested a million
- * levels deep (a C caller can build one): the hash must not recurse that
- * far on the loop's stack. */
-#define HASH_DEPTH 32
-
-static uint64_t hash_json_at(const json_t *v, int depth);
-
-static uint64_t hash_json(const json_t *v)
-{
-    return hash_json_at(v, 0);
-}
-
-static uint64_t hash_json_at(const json_t *v, int depth)
-{
-    if (depth >= HASH_DEPTH && (json_is_array(v) || json_is_object(v)))
-        return mix64((json_is_array(v) ? json_array_size(v) : json_object_size(v)) ^
-                     (json_is_array(v) ? UINT64_C(0x2000) : UINT64_C(0x1000)));
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        /* a sum: independent of the order of the members */
-        uint64_t h = json_object_size(v);
-        json_t *o = (json_t *)v;
-        for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
-            uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it));
-            h += mix64(k ^ (hash_json_at(json_object_iter_value(it), depth + 1) *
-                            UINT64_C(0x9e3779b97f4a7c15)));
-        }
-        return mix64(h ^ UINT64_C(0x1000));
-    }
-    case JSON_ARRAY: {
-        uint64_t h = json_array_size(v) ^ UINT64_C(0x2000);
-        for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix64(h ^ hash_json_at(json_array_get(v, i), depth + 1)) + i;
-        return h;
-    }
-    case JSON_STRING:
-        return hash_bytes(json_string_value(v), json_string_length(v));
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return hash_number(json_number_value(v));
-    case JSON_TRUE:
-        return 1;
-    case JSON_FALSE:
-        return 2;
-    default:
-        return 3;
-    }
-}
-
-/* Deep equality, numbers by value (1 == 1.0 at any depth). */
-static bool json_same(const json_t *a, const json_t *b)
-{
-    if (a == b)
-        return true;
-    bool an = json_is_number(a), bn = json_is_number(b);
-    if (an || bn)
-        return an && bn && json_number_value(a) == json_number_value(b);
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    switch (json_typeof(a)) {
-    case JSON_STRING: {
-        size_t n = json_string_length(a);
-        return n == json_string_length(b) &&
-               memcmp(json_string_value(a), json_string_value(b), n) == 0;
-    }
-    case JSON_ARRAY: {
-        size_t n = json_array_size(a);
-        if (n != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < n; i++)
-            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    }
-    case JSON_OBJECT: {
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        json_t *o = (json_t *)a;
-        for (void *it = json_object_iter(o); it; it = json_object_iter_next(o, it)) {
-            const json_t *bv =
-                json_object_getn(b, json_object_iter_key(it), json_object_iter_key_len(it));
-            if (!bv || !json_same(json_object_iter_value(it), bv))
-                return false;
-        }
-        return true;
-    }
-    default:
-        return true; /* true, false, null: the type is the value */
-    }
-}
-
 /* ---- the block ------------------------------------------------------------ */
 
 /* Reserves `n` elements of `size` bytes aligned to `align` at the end of a
@@ -303,14 +175,14 @@ static void put_strings(uint64_t *tab, uint32_t mask, const struct cv_str *strs,
 {
     uint64_t ring[PUT_AHEAD];
     for (uint32_t k = 0; k < n && k < PUT_AHEAD; k++) {
-        ring[k] = hash_bytes(strs[k].s, strs[k].len);
+        ring[k] = ld__hash_bytes(strs[k].s, strs[k].len);
         __builtin_prefetch(&tab[(uint32_t)ring[k] & mask], 1);
     }
     for (uint32_t k = 0; k < n; k++) {
         uint64_t h = ring[k % PUT_AHEAD];
         if (k + PUT_AHEAD < n) {
             const struct cv_str *a = &strs[k + PUT_AHEAD];
-            uint64_t next = hash_bytes(a->s, a->len);
+            uint64_t next = ld__hash_bytes(a->s, a->len);
             ring[k % PUT_AHEAD] = next;
             __builtin_prefetch(&tab[(uint32_t)next & mask], 1);
         }
@@ -388,12 +260,12 @@ static int compile_in(const json_t *values, struct ld__clause_values **out)
         } else if (json_is_number(v)) {
             nums[in] = json_number_value(v);
             if (tab_n)
-                table_put(tab_n, (uint32_t)(tn - 1), hash_number(nums[in]), in);
+                table_put(tab_n, (uint32_t)(tn - 1), ld__hash_number(nums[in]), in);
             in++;
         } else if (json_is_array(v) || json_is_object(v)) {
             jsons[ij] = ld__json_incref(v); /* atomic: also off the loop (eval_big.c) */
             if (tab_j)
-                table_put(tab_j, (uint32_t)(tj - 1), hash_json(v), ij);
+                table_put(tab_j, (uint32_t)(tj - 1), ld__hash_json(v), ij);
             ij++;
         }
     }
@@ -792,7 +664,7 @@ static bool in_strings(const struct cv_set *set, const json_t *u)
                 return true;
         return false;
     }
-    uint64_t h = hash_bytes(s, len), tag = h >> 32;
+    uint64_t h = ld__hash_bytes(s, len), tag = h >> 32;
     for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
         uint64_t slot = set->tab[i];
         if (!slot)
@@ -812,7 +684,7 @@ static bool in_numbers(const struct cv_set *set, double x)
                 return true;
         return false;
     }
-    uint64_t h = hash_number(x), tag = h >> 32;
+    uint64_t h = ld__hash_number(x), tag = h >> 32;
     for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
         uint64_t slot = set->tab[i];
         if (!slot)
@@ -827,16 +699,16 @@ static bool in_json(const struct cv_set *set, const json_t *u)
     json_t *const *v = set->v;
     if (!set->tab) {
         for (uint32_t i = 0; i < set->n; i++)
-            if (json_same(v[i], u))
+            if (ld__json_same(v[i], u))
                 return true;
         return false;
     }
-    uint64_t h = hash_json(u), tag = h >> 32;
+    uint64_t h = ld__hash_json(u), tag = h >> 32;
     for (uint32_t i = (uint32_t)h & set->mask;; i = (i + 1) & set->mask) {
         uint64_t slot = set->tab[i];
         if (!slot)
             return false;
-        if (slot >> 32 == tag && json_same(v[(uint32_t)slot - 1], u))
+        if (slot >> 32 == tag && ld__json_same(v[(uint32_t)slot - 1], u))
             return true;
     }
 }
