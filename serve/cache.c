@@ -45,13 +45,6 @@ static void make_etag(char out[24], const char *p, size_t n)
     etag_of_hash(out, fnv1a(p, n, FNV_INIT));
 }
 
-int64_t lds_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------- */
 /* The texts of items, by kind and key                                        */
 

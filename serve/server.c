@@ -73,11 +73,16 @@ static char *sdup(const char *s)
     return p;
 }
 
-double lds_mono_s(void)
+int64_t lds_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+double lds_mono_s(void)
+{
+    return (double)lds_now_ns() / 1e9;
 }
 
 /* ------------------------------------------------------------------------- */

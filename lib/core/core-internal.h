@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <ldasync/alloc.h>
 #include <ldasync/future.h>
@@ -27,6 +28,16 @@
  * allocates one byte (never NULL for 0). ld__calloc checks n * size for
  * overflow. ld__realloc(NULL, n) is ld__malloc(n). ld__free(NULL) is a
  * no-op. */
+/* The monotonic clock in nanoseconds: what bounds the work of a slice of
+ * the loop (the data system, the memory store's large init, the
+ * evaluator's all-flags states). */
+static inline int64_t ld__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void *ld__malloc(size_t size);
 void *ld__calloc(size_t n, size_t size);
 void *ld__realloc(void *ptr, size_t size);

@@ -801,9 +801,6 @@ int ld__job_queue(struct ld__job *j, bool front);
 /* Runs job `j` (started, with nothing outstanding) one step. */
 void ld__job_step(struct ld__job *j);
 
-/* Monotonic nanoseconds. */
-int64_t ld__eval_now_ns(void);
-
 /* A job of `ev` for `ctx` (referenced), linked into ev->jobs. @return it,
  * or NULL when memory ran out. */
 struct ld__job *ld__job_new(ld_evaluator *ev, ld_context *ctx);

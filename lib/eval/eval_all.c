@@ -306,7 +306,7 @@ static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__
     unsigned cost = 0;
     for (size_t done = 0; j->at < p->n; j->at++, done++) {
         if (done > 0 && (done >= ev->slice_flags ||
-                         (cost >= 32 && (cost = 0, ld__eval_now_ns() >= ev->slice_end))))
+                         (cost >= 32 && (cost = 0, ld__now_ns() >= ev->slice_end))))
             return LD__E_YIELD;
         /* The flags are cold at 10,000: ask for the ones ahead. */
         if (j->at + 8 < p->n)
@@ -438,7 +438,7 @@ static ld_future *all_flags(ld_evaluator *ev, ld_context *ctx, unsigned options,
         struct ld_flags_state *st = NULL;
         json_t *json = NULL;
         if (!ev->qhead) {
-            ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+            ev->slice_end = ld__now_ns() + LD__EVAL_SLICE_NS;
             if (state)
                 st = ld__all_flags_results(j, &rc);
             else

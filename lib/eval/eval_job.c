@@ -595,7 +595,7 @@ void ld__job_step(struct ld__job *j)
                     job_end(j, NULL, NULL, NULL, LD_ENOMEM);
                 return;
             }
-            ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+            ev->slice_end = ld__now_ns() + LD__EVAL_SLICE_NS;
         }
         if (j->state)
             st = ld__all_flags_results(j, &rc);
@@ -649,13 +649,6 @@ void ld__job_step(struct ld__job *j)
     job_end(j, d, ld__detail_free, NULL, 0);
 }
 
-int64_t ld__eval_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The evaluator's queue of all-flags jobs made in slices: the first runs
  * a slice in each pass of the loop (when it ends early, the next ones go
  * on within the same slice), until it is done; then the next. */
@@ -666,7 +659,7 @@ static void resume_run(evutil_socket_t fd, short what, void *arg)
     ld_evaluator *ev = arg;
     if (!ev->qhead || ev->qhead->waiting)
         return; /* its head goes on when its memberships come */
-    ev->slice_end = ld__eval_now_ns() + LD__EVAL_SLICE_NS;
+    ev->slice_end = ld__now_ns() + LD__EVAL_SLICE_NS;
     ev->resuming = true;
     do {
         struct ld__job *j = ev->qhead;
@@ -680,7 +673,7 @@ static void resume_run(evutil_socket_t fd, short what, void *arg)
             job_end(j, NULL, NULL, NULL, LD_ECANCELED); /* cancelled: no more slices */
         else
             ld__job_step(j);
-    } while (ev->qhead && !ev->qhead->waiting && !ev->yielded && ld__eval_now_ns() < ev->slice_end);
+    } while (ev->qhead && !ev->qhead->waiting && !ev->yielded && ld__now_ns() < ev->slice_end);
     ev->resuming = false;
     queue_kick(ev);
 }

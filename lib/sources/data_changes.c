@@ -28,13 +28,6 @@ void ld__ds_note_free(struct ld__ds_note *n)
 /* ------------------------------------------------------------------------- */
 /* Change listeners and the delivery of notes                                */
 
-int64_t ld__ds_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The change function of listener `l` (stored as an ld__listener_fn). */
 static ld_data_system_change_fn change_fn(const struct ld__listener *l)
 {
@@ -136,7 +129,7 @@ void ld__ds_slice(evutil_socket_t fd, short what, void *arg)
     (void)what;
     ds->slicing = false;
     ds->delivering++;
-    int64_t deadline = ld__ds_now_ns() + LD__DS_SLICE_NS;
+    int64_t deadline = ld__now_ns() + LD__DS_SLICE_NS;
     unsigned steps = 0;
     while (ds->notes && !ds->freed) {
         struct ld__ds_note *n = ds->notes;
@@ -149,7 +142,7 @@ void ld__ds_slice(evutil_socket_t fd, short what, void *arg)
                 ds->notes_tail = NULL;
             ld__ds_note_free(n);
         }
-        if (++steps % LD__DS_CLOCK_EVERY == 0 && ld__ds_now_ns() >= deadline)
+        if (++steps % LD__DS_CLOCK_EVERY == 0 && ld__now_ns() >= deadline)
             break;
     }
     if (--ds->delivering == 0 && !ds->freed)

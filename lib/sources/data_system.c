@@ -339,7 +339,7 @@ static void build(struct ld__ds_job *j)
 {
     ld_data_system *ds = j->ds;
     size_t count = ld_fdv2_change_set_count(j->cs);
-    int64_t deadline = ld__ds_now_ns() + LD__DS_SLICE_NS;
+    int64_t deadline = ld__now_ns() + LD__DS_SLICE_NS;
     while (j->data && j->built < count) {
         if (add_to_data(j->by, ld_fdv2_change_set_get(j->cs, j->built++)) != 0) {
             json_decref(j->data);
@@ -347,7 +347,7 @@ static void build(struct ld__ds_job *j)
             break;
         }
         static const struct timeval zero = {0, 0};
-        if (j->built % LD__DS_CLOCK_EVERY == 0 && j->built < count && ld__ds_now_ns() >= deadline &&
+        if (j->built % LD__DS_CLOCK_EVERY == 0 && j->built < count && ld__now_ns() >= deadline &&
             event_add(ds->builder, &zero) == 0) {
             ds->building = j; /* goes on from the loop */
             return;

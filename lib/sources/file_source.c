@@ -309,9 +309,7 @@ static bool sigs_eq(const struct fsync *y, const struct ld__fs_sig *a, const str
 
 static int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return ld__now_ns() / 1000000;
 }
 
 /* A change was seen: read once the files have been quiet for a while. */

@@ -174,8 +174,6 @@ struct ld_data_system {
 /* Drops a reference of the data system; the last one frees it. */
 void ld__ds_release(ld_data_system *ds);
 
-/* The monotonic clock, in ns. */
-int64_t ld__ds_now_ns(void);
 
 /* The kind of LD__DS_SEGMENTS or LD__DS_FEATURES. */
 const ld_kind *ld__ds_kind_of(int k);

@@ -143,7 +143,7 @@ static void drop_step(evutil_socket_t fd, short what, void *arg)
     struct memory *mem = arg;
     (void)fd;
     (void)what;
-    int64_t end = ld__mem_now_ns() + PASS_NS;
+    int64_t end = ld__now_ns() + PASS_NS;
     size_t n = 0;
     bool more = false; /* stopped before the end */
     const char *ns;
@@ -153,7 +153,7 @@ static void drop_step(evutil_socket_t fd, short what, void *arg)
         for (void *it; !more && sole(coll) && (it = json_object_iter(coll));) {
             json_object_deln(coll, json_object_iter_key(it), json_object_iter_key_len(it));
             n++;
-            more = n >= mem->slice || (n % CHECK_EVERY == 0 && ld__mem_now_ns() >= end);
+            more = n >= mem->slice || (n % CHECK_EVERY == 0 && ld__now_ns() >= end);
         }
     }
     if (!more || event_add(mem->drop_ev, &(struct timeval){0, 0}) != 0) {
@@ -204,7 +204,7 @@ static bool load_clear(struct load *l, int64_t end)
             size_t done = l->cleared[i], k = cap - done < CLEAR_CHUNK ? cap - done : CLEAR_CHUNK;
             memset(&l->fresh[i].slots[done], 0, k * sizeof(struct slot));
             l->cleared[i] += k;
-            if (ld__mem_now_ns() >= end)
+            if (ld__now_ns() >= end)
                 return i == NKINDS - 1 && l->cleared[i] == cap;
         }
     }
@@ -219,12 +219,12 @@ static void load_step(evutil_socket_t fd, short what, void *arg)
     (void)what;
     const char *why = NULL;
     int rc = 0;
-    int64_t end = ld__mem_now_ns() + PASS_NS;
+    int64_t end = ld__now_ns() + PASS_NS;
     bool clear = load_clear(l, end); /* then items, in the same pass if time is left */
     for (size_t n = 0; clear && rc == 0 && l->at && n < mem->slice;) {
         rc = load_item(l, &why);
         load_settle(l);
-        if (++n % CHECK_EVERY == 0 && ld__mem_now_ns() >= end)
+        if (++n % CHECK_EVERY == 0 && ld__now_ns() >= end)
             break;
     }
     if (rc == 0 && (!clear || l->at) && event_add(l->ev, &(struct timeval){0, 0}) != 0)

@@ -326,15 +326,6 @@ void ld__mem_retire(struct reclaim *r, struct garbage what, size_t w);
  * else a new one. NULL without memory. */
 struct gen *ld__mem_gen_turn(struct reclaim *r);
 
-/* The monotonic clock in ns: what bounds a large init's work per pass of
- * the loop (memory_load.c). */
-static inline int64_t ld__mem_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Frees a table's slots and the items and keys they hold (memory_store.c). */
 void ld__mem_slots_free(struct slot *slots, size_t mask);
 
