@@ -270,11 +270,14 @@ static const char *frame(int which, int at)
     return which == LDS_COLL_ALL ? all[at] : one[at];
 }
 
-static int gather(struct lds_cache_state *cs, int which, struct build *b, int64_t until)
+/* The parts of the items of snapshot b->k, until `until` (ns) or until
+ * `*left` items are taken (a test's knob: otherwise SIZE_MAX). */
+static int gather(struct lds_cache_state *cs, int which, struct build *b, int64_t until,
+                  size_t *left)
 {
     struct texts *ts = &cs->texts[which == LDS_COLL_SEGMENTS || b->k == 1];
-    for (unsigned looks = 0; b->iter; looks++) {
-        if (looks % ITEMS_PER_LOOK == 0 && looks && lds_now_ns() > until)
+    for (unsigned looks = 0; b->iter; looks++, --*left) {
+        if ((looks % ITEMS_PER_LOOK == 0 && looks && lds_now_ns() > until) || *left == 0)
             return 0;
         size_t len;
         const char *key = json_object_iter_key(b->iter);
@@ -314,8 +317,9 @@ static void put_frame(struct build *b, int which, int at)
     put_bytes(b, f, strlen(f));
 }
 
-/* Copies the parts into the body, with their commas and frame. */
-static int copy(int which, struct build *b, int64_t until)
+/* Copies the parts into the body, with their commas and frame, until
+ * `until` (ns) or until `*left` parts are copied. */
+static int copy(int which, struct build *b, int64_t until, size_t *left)
 {
     if (!b->body) {
         size_t commas = (b->split ? b->split - 1 : 0) + (b->n - b->split ? b->n - b->split - 1 : 0);
@@ -328,12 +332,14 @@ static int copy(int which, struct build *b, int64_t until)
         put_frame(b, which, 0);
     }
     size_t bytes = 0;
-    for (; b->at_part < b->n; b->at_part++) {
+    for (; b->at_part < b->n; b->at_part++, --*left) {
         if (bytes > BYTES_PER_LOOK) {
             if (lds_now_ns() > until)
                 return 0;
             bytes = 0;
         }
+        if (*left == 0)
+            return 0;
         size_t i = b->at_part;
         if (i == b->split && which == LDS_COLL_ALL)
             put_frame(b, which, 1);
@@ -392,16 +398,17 @@ static int build_step(lds_server *srv, int which, int64_t until)
 {
     struct lds_cache_state *cs = srv->cache;
     struct build *b = &cs->b[which];
+    size_t left = srv->slice_items;
     int rc = 1;
     while (rc == 1 && b->k < 2) {
-        rc = gather(cs, which, b, until);
+        rc = gather(cs, which, b, until, &left);
         if (rc == 1 && ++b->k == 1) {
             b->split = b->n;
             b->iter = b->snap[1] ? json_object_iter(b->snap[1]) : NULL;
         }
     }
     if (rc == 1)
-        rc = copy(which, b, until);
+        rc = copy(which, b, until, &left);
     if (rc == 1) {
         srv->st.serializations++;
         build_finish(srv, which, b);

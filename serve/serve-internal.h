@@ -151,6 +151,7 @@ struct lds_server {
     struct lds_evalx_writer *wq_head, *wq_tail;
     struct event *wq_ev;
     size_t slice_flags;      /* flags an evalx slice writes at most (a test's knob) */
+    size_t slice_items;      /* items a collection slice takes at most (a test's knob) */
     struct lds_probe *probe; /* probe.c: the loop probe, or NULL */
     struct lds_warm *warm;   /* warm.c: lds_server_warm()'s work, or NULL */
     double started;

@@ -356,12 +356,14 @@ static bool copy_ids(lds_server *srv)
     return ok;
 }
 
-/* The most flags a slice of an evalx body writes: no bound but its time,
- * unless LDASYNC_EVAL_SLICE_FLAGS (a test's knob, which the evaluator
- * reads too) says a number. */
-static size_t slice_flags(void)
+/* A slice's bound in items, besides its time: none (SIZE_MAX) unless the
+ * environment variable `name` (a test's knob) says a number. Two knobs:
+ * LDASYNC_EVAL_SLICE_FLAGS, the flags a slice of an evalx body writes at
+ * most (the evaluator reads it too), and LDASYNC_SERVE_SLICE_ITEMS, the
+ * items a slice of a collection body (latest-all, a stream's put) takes. */
+static size_t slice_knob(const char *name)
 {
-    const char *env = getenv("LDASYNC_EVAL_SLICE_FLAGS");
+    const char *env = getenv(name);
     char *end;
     unsigned long long n = env ? strtoull(env, &end, 10) : 0;
     return env && *env && !*end && n > 0 && n <= SIZE_MAX ? (size_t)n : SIZE_MAX;
@@ -421,7 +423,8 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
         }
     bool ids_ok = copy_ids(srv);
     srv->started = lds_mono_s();
-    srv->slice_flags = slice_flags();
+    srv->slice_flags = slice_knob("LDASYNC_EVAL_SLICE_FLAGS");
+    srv->slice_items = slice_knob("LDASYNC_SERVE_SLICE_ITEMS");
     srv->http = evhttp_new(base);
     srv->scratch = evbuffer_new();
     srv->heartbeat = event_new(base, -1, EV_PERSIST, lds_stream_heartbeat, srv);
