@@ -11,6 +11,22 @@ static bool is_item(const struct lds_route *rt)
     return rt->arg == LDS_P_FLAG || rt->arg == LDS_P_SEGMENT;
 }
 
+static void answer_item(lds_server *srv, struct evhttp_request *req, bool flag, json_t *item);
+
+/* An item's route: answered within the request's callback when the store
+ * answers at once (the memory store does), else once its get completes. */
+static void answer_item_now(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
+                            const ld_kind *kind, const char *key)
+{
+    json_t *item;
+    if (ld_store_get_now(srv->store, kind, key, &item) == 0) {
+        answer_item(srv, req, rt->arg == LDS_P_FLAG, item);
+        json_decref(item);
+    } else {
+        lds_wait_for(srv, req, ld_store_get(srv->store, kind, key), rt, 0);
+    }
+}
+
 void lds_polling_begin(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                        char *const *seg, const char *query)
 {
@@ -25,10 +41,7 @@ void lds_polling_begin(lds_server *srv, struct evhttp_request *req, const struct
     else if (seg[2][0] == '\0')
         lds_send_error(srv, req, 404, "not found", 0);
     else
-        lds_wait_for(
-            srv, req,
-            ld_store_get(srv->store, flags ? ld_kind_features() : ld_kind_segments(), seg[2]), rt,
-            0);
+        answer_item_now(srv, req, rt, flags ? ld_kind_features() : ld_kind_segments(), seg[2]);
 }
 
 /* A collection assembled in several passes of the loop is ready (or
@@ -68,9 +81,8 @@ static void answer_collection(lds_server *srv, struct evhttp_request *req, int w
         lds_send_error(srv, req, 500, "out of memory", 0);
 }
 
-static void answer_item(lds_server *srv, struct evhttp_request *req, bool flag, ld_future *f)
+static void answer_item(lds_server *srv, struct evhttp_request *req, bool flag, json_t *item)
 {
-    json_t *item = ld_future_json(f);
     if (!item) {
         lds_send_error(srv, req, 404, flag ? "no such flag" : "no such segment", 0);
         return;
@@ -92,7 +104,7 @@ void lds_polling_finish(lds_server *srv, struct evhttp_request *req, const struc
         bool bad_key = ld_future_error(f) == LD_EINVAL && is_item(rt);
         lds_send_error(srv, req, bad_key ? 400 : 500, ld_future_error_message(f), flags);
     } else if (is_item(rt)) {
-        answer_item(srv, req, rt->arg == LDS_P_FLAG, f);
+        answer_item(srv, req, rt->arg == LDS_P_FLAG, ld_future_json(f));
     } else {
         answer_collection(srv, req, rt->arg, f);
     }

@@ -122,6 +122,15 @@ ld_future *lds_fetch_all(lds_server *srv);
 /* ------------------------------------------------------------------------- */
 /* The server                                                                */
 
+/* A presented SDK key of up to this many bytes is compared with the key
+ * byte by byte (in a time that depends on its own length only); a longer
+ * one through SHA-256 digests. */
+#define LDS_KEY_PAD 256
+/* An answer up to this size is written with the connection's timeouts as
+ * they are (the socket takes it at once); a larger one with only the write
+ * timeout, so that a slow reader's progress keeps the connection. */
+#define LDS_SMALL_ANSWER 16384
+
 struct lds_server {
     struct event_base *base;
     ld_store *store;
@@ -129,7 +138,9 @@ struct lds_server {
     struct lds_server_options o;
     char *bind_address, *sdk_key;
     char **client_ids; /* the copies of o.client_side_ids */
-    unsigned char key_hash[SHA256_DIGEST_LENGTH];
+    unsigned char key_hash[SHA256_DIGEST_LENGTH]; /* for a presented key over LDS_KEY_PAD */
+    size_t key_len;
+    char key_pad[LDS_KEY_PAD]; /* the key's first bytes, then zeros */
     bool need_key;
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
@@ -216,6 +227,7 @@ struct lds_conn {
     bool setup;
     bool once;       /* conn_setup_later() is still to run: it frees `c` */
     bool body_taken; /* the request's body was read whole (body.c): it may stay open */
+    bool write_only; /* an answer is written with the write timeout alone */
 };
 
 /* evhttp's bufferevent callback (evhttp_set_bevcb), `arg` the server: makes

@@ -427,6 +427,22 @@ static void act_get(void)
     ld_future_unref(f);
 }
 
+static void act_get_now(void)
+{
+    json_t *item = json_true();
+    int rc = ld_store_get_now(S, ld_kind_features(), "foo", &item);
+    ck_assert_msg(rc == 0 || rc == LD_EBUSY || rc == LD_ENOMEM, "%s (%s, N=%ld)", ld_err_name(rc),
+                  g_path, g_fail_at);
+    if (rc == 0)
+        ck_assert_int_eq(json_integer_value(json_object_get(item, "version")), 10);
+    else
+        ck_assert_ptr_null(item);
+    json_decref(item);
+    rc = ld_store_get_now(S, ld_kind_features(), "nobody", &item);
+    ck_assert(rc == 0 || rc == LD_EBUSY || rc == LD_ENOMEM);
+    ck_assert_ptr_null(item);
+}
+
 static void act_all_items(void)
 {
     ld_future *f = ld_store_all(S, ld_kind_features());
@@ -577,7 +593,8 @@ static void act_store_new(void)
 }
 
 #define STORE_PATHS                                                                               \
-    PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_all_items, store_teardown), \
+    PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_get_now, store_teardown), \
+        PATH(store_setup, act_all_items, store_teardown),                                         \
         PATH(store_setup, act_init, store_teardown),                                              \
         PATH(store_setup, act_init_large, store_teardown),                                        \
         PATH(store_setup, act_upsert, store_teardown),                                            \

@@ -82,6 +82,24 @@ typedef struct ld_store ld_store;
  * is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_get(ld_store *store, const ld_kind *kind, const char *key);
 
+/** ld_store_get() answered within the call, without a future, when the
+ *  store can: nothing it was asked before still waits for an answer (the
+ *  answer must not overtake them), and its implementation answers at once
+ *  (the memory store always does, except while a large init loads: see
+ *  `get_now` in struct ld_store_ops). For a caller that answers a request
+ *  from the item at once, as a server does, and asks ld_store_get() only
+ *  when this says LD_EBUSY. Loop thread of the store's base, as every
+ *  operation.
+ *  @param item set to a new reference to the item (the caller decrefs it),
+ *         or to NULL for a missing or deleted item and on every error.
+ *  @return 0 with *item set; LD_EBUSY when the store cannot answer within
+ *  the call (ask ld_store_get() instead); LD_EINVAL for a NULL store, kind
+ *  or item, or a key NULL, empty or not valid UTF-8; LD_ECLOSED once the
+ *  store is closed; another negative code: the implementation's error
+ *  (LD_ENOMEM, LD_ESTORE, ...). @since 0.1.0 */
+LD_EXPORT int ld_store_get_now(ld_store *store, const ld_kind *kind, const char *key,
+                               json_t **item);
+
 /** All items of a kind, without tombstones. @return a new reference,
  *  fulfilled with a JSON object (borrowed, immutable); errors as for get.
  *  @since 0.1.0 */

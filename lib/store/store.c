@@ -200,6 +200,25 @@ ld_future *ld_store_get(ld_store *s, const ld_kind *kind, const char *key)
     return get_queued(s, kind, key, len, bad, asked);
 }
 
+int ld_store_get_now(ld_store *s, const ld_kind *kind, const char *key, json_t **item)
+{
+    if (item)
+        *item = NULL;
+    size_t len = 0;
+    if (!s || !item || check_key(kind, key, &len))
+        return LD_EINVAL;
+    if (ld__front_closed(&s->c.front))
+        return LD_ECLOSED;
+    if (!now(s, s->ops.get_now, NULL))
+        return LD_EBUSY;
+    json_t *v;
+    struct ld_lease *lease;
+    int rc = s->ops.get_now(s->c.impl, kind, key, len, &v, &lease);
+    if (rc == 0)
+        *item = owned(v, lease);
+    return rc;
+}
+
 ld_future *ld_store_all(ld_store *s, const ld_kind *kind)
 {
     struct ld__front_op op;

@@ -529,6 +529,53 @@ START_TEST(test_if_none_match_in_two_lines_is_one_list)
 }
 END_TEST
 
+/* Keys are compared without a digest up to 256 bytes and through SHA-256
+ * beyond: each way takes the key and refuses its prefixes, extensions and
+ * a change of its last byte, whichever side is the longer. */
+START_TEST(test_keys_long_and_short_are_compared_exactly)
+{
+    static const size_t lens[] = {1, 40, 255, 256, 257, 600};
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+        size_t n = lens[k];
+        char *key = malloc(n + 2), *other = malloc(n + 2);
+        ck_assert_ptr_nonnull(key);
+        ck_assert_ptr_nonnull(other);
+        for (size_t i = 0; i < n; i++)
+            key[i] = (char)('a' + (i * 7 + k) % 26);
+        key[n] = '\0';
+        struct lds_server_options o = {0};
+        o.sdk_key = key;
+        struct fix x;
+        start_with(&x, &o, false);
+        struct resp r;
+        http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", key, NULL, &r);
+        ck_assert_msg(r.code == 200, "a key of %zu bytes: %d", n, r.code);
+        resp_free(&r);
+        for (int v = 0; v < 4; v++) {
+            memcpy(other, key, n + 1);
+            if (v == 0 && n > 1) /* one byte short */
+                other[n - 1] = '\0';
+            else if (v == 1) /* one byte more */
+                memcpy(other + n, "z", 2);
+            else if (v == 2) /* the last byte changed */
+                other[n - 1] = other[n - 1] == 'z' ? 'y' : 'z';
+            else if (n > 256) /* its first 256 bytes */
+                other[256] = '\0';
+            else
+                continue;
+            if (strcmp(other, key) == 0)
+                continue;
+            http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", other, NULL, &r);
+            ck_assert_msg(r.code == 401, "key %zu bytes, variant %d: %d", n, v, r.code);
+            resp_free(&r);
+        }
+        stop(&x);
+        free(key);
+        free(other);
+    }
+}
+END_TEST
+
 START_TEST(test_server_side_endpoints_need_the_sdk_key)
 {
     struct fix x;
@@ -2624,6 +2671,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_etag_answers_304_until_the_data_changes);
     tcase_add_test(tc, test_if_none_match_in_two_lines_is_one_list);
     tcase_add_test(tc, test_server_side_endpoints_need_the_sdk_key);
+    tcase_add_test(tc, test_keys_long_and_short_are_compared_exactly);
     tcase_add_test(tc, test_status_reports_source_store_and_counts);
     suite_add_tcase(s, tc);
     tc = tcase_create("hostile");

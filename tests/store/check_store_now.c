@@ -5,6 +5,7 @@
  * once and the others later (from the loop); check_contract.c runs the store
  * contract on it. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -661,6 +662,151 @@ START_TEST(test_initialized_now_without_the_member_asks_initialized)
 }
 END_TEST
 
+/* ---- ld_store_get_now --------------------------------------------------- */
+
+START_TEST(test_get_now_answers_within_the_call)
+{
+    ld_store *s = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(s);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), 0);
+    ck_assert_ptr_null(item); /* missing */
+    ld_future *u = upsert_flag(s, "a", 3);
+    /* the upsert took effect within its call; only its answer waits */
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), 0);
+    ck_assert_ptr_nonnull(item);
+    ck_assert_int_eq(json_integer_value(json_object_get(item, "version")), 3);
+    ld_test_await_ok(u);
+    /* a new reference: it outlives the item's replacement and deletion */
+    ld_test_await_ok(upsert_flag(s, "a", 4));
+    ld_test_await_ok(ld_store_delete(s, ld_kind_features(), "a", 5));
+    ck_assert_int_eq(json_integer_value(json_object_get(item, "version")), 3);
+    ck_assert_int_eq(json_object_get(item, "key") != NULL, 1);
+    json_decref(item);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), 0);
+    ck_assert_ptr_null(item); /* a tombstone */
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_segments(), "a", &item), 0);
+    ck_assert_ptr_null(item);
+    ld_store_free(s);
+}
+END_TEST
+
+START_TEST(test_get_now_bad_input_and_closed)
+{
+    ld_store *s = ld_memory_store_new(B);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(NULL, ld_kind_features(), "a", &item), LD_EINVAL);
+    ck_assert_ptr_null(item);
+    ck_assert_int_eq(ld_store_get_now(s, NULL, "a", &item), LD_EINVAL);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), NULL, &item), LD_EINVAL);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "", &item), LD_EINVAL);
+    item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "\xff", &item), LD_EINVAL);
+    ck_assert_ptr_null(item);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", NULL), LD_EINVAL);
+    ld_test_await_ok(ld_store_close(s));
+    item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), LD_ECLOSED);
+    ck_assert_ptr_null(item);
+    ld_store_free(s);
+}
+END_TEST
+
+START_TEST(test_get_now_is_ebusy_while_an_operation_waits)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    ld_test_await_ok(upsert_flag(s, "a", 1));
+    h->busy_always = true; /* the get goes to the asynchronous twin */
+    ld_future *g = ld_store_get(s, ld_kind_features(), "a");
+    h->busy_always = false;
+    ck_assert(ld_future_is_pending(g));
+    json_t *item = json_true();
+    int calls = h->now_calls[H_GET];
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), LD_EBUSY);
+    ck_assert_ptr_null(item);
+    ck_assert_int_eq(h->now_calls[H_GET], calls); /* not asked: it must not overtake */
+    ld_future_unref(ld_test_fulfilled(g));
+    int rc;
+    do /* the hybrid answers every other call at once */
+        rc = ld_store_get_now(s, ld_kind_features(), "a", &item);
+    while (rc == LD_EBUSY);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(item);
+    json_decref(item);
+    ld_store_free(s);
+}
+END_TEST
+
+/* The memory store loads an init of more than 2048 items in slices; until
+ * the init is in, a get would overtake it. */
+START_TEST(test_get_now_is_ebusy_while_a_large_init_loads)
+{
+    ld_store *s = ld_memory_store_new(B);
+    json_t *flags = json_object();
+    for (int i = 0; i < 3000; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "f%d", i);
+        json_object_set_new(flags, key, json_pack("{s:s, s:i}", "key", key, "version", 1));
+    }
+    json_t *data = json_pack("{s:o, s:{}}", "features", flags, "segments");
+    ld_future *init = ld_store_init(s, data);
+    json_decref(data);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "f7", &item), LD_EBUSY);
+    ck_assert_ptr_null(item);
+    ld_test_await_ok(init);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "f7", &item), 0);
+    ck_assert_ptr_nonnull(item);
+    json_decref(item);
+    ld_store_free(s);
+}
+END_TEST
+
+/* The implementation's answer: LD_EBUSY and errors as they come; an item
+ * under a lease comes as a new reference, the lease released at once. */
+START_TEST(test_get_now_gives_the_implementation_s_answer)
+{
+    struct hybrid *h;
+    ld_store *s = hybrid_new(B, &hybrid_ops, &h);
+    ld_test_await_ok(upsert_flag(s, "a", 7));
+    h->busy_always = true;
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), LD_EBUSY);
+    ck_assert_ptr_null(item);
+    h->busy_always = false;
+    h->fail_now = LD_ESTORE;
+    item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), LD_ESTORE);
+    ck_assert_ptr_null(item);
+    int rc;
+    do { /* the hybrid answers every other call at once */
+        rc = ld_store_get_now(s, ld_kind_features(), "a", &item);
+    } while (rc == LD_EBUSY);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(h->leases, 0); /* the lease was released within the call */
+    ck_assert_int_eq(json_integer_value(json_object_get(item, "version")), 7);
+    json_decref(item);
+    ld_store_free(s);
+}
+END_TEST
+
+/* A store without get_now (version 1 of struct ld_store_ops) never answers
+ * within the call. */
+START_TEST(test_get_now_without_the_member_is_ebusy)
+{
+    struct hybrid *h;
+    struct ld_store_ops ops = hybrid_ops;
+    ops.version = 1;
+    ld_store *s = hybrid_new(B, &ops, &h);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "a", &item), LD_EBUSY);
+    ck_assert_ptr_null(item);
+    ck_assert_int_eq(h->now_calls[H_GET], 0);
+    ld_store_free(s);
+}
+END_TEST
+
 Suite *ld_suite_store_now(void)
 {
     Suite *s = suite_create("store_now");
@@ -680,6 +826,12 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_initialized_now_is_ebusy_while_an_operation_waits);
     tcase_add_test(tc, test_initialized_now_gives_the_implementation_s_answer);
     tcase_add_test(tc, test_initialized_now_without_the_member_asks_initialized);
+    tcase_add_test(tc, test_get_now_answers_within_the_call);
+    tcase_add_test(tc, test_get_now_bad_input_and_closed);
+    tcase_add_test(tc, test_get_now_is_ebusy_while_an_operation_waits);
+    tcase_add_test(tc, test_get_now_is_ebusy_while_a_large_init_loads);
+    tcase_add_test(tc, test_get_now_gives_the_implementation_s_answer);
+    tcase_add_test(tc, test_get_now_without_the_member_is_ebusy);
     suite_add_tcase(s, tc);
     return s;
 }
