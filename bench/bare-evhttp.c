@@ -3,11 +3,15 @@
  * bench/bare-evhttp.c: the HTTP layer's limit for bench/serve-bench.sh: a
  * bare evhttp server answering every request with one constant JSON body
  * (the text of the file given: say one flag), by reference, with keep-alive.
+ * Its loop is configured as ldasync-serve's is (epoll's change list), so
+ * that the two differ only in what they do per request; `--default` gives
+ * libevent's default configuration instead.
  *
- * usage: bare-evhttp PORT BODY_FILE
+ * usage: bare-evhttp PORT BODY_FILE [--default]
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -27,8 +31,8 @@ static void answer(struct evhttp_request *req, void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: bare-evhttp PORT BODY_FILE\n");
+    if (argc != 3 && (argc != 4 || strcmp(argv[3], "--default") != 0)) {
+        fprintf(stderr, "usage: bare-evhttp PORT BODY_FILE [--default]\n");
         return 2;
     }
     FILE *f = fopen(argv[2], "rb");
@@ -45,7 +49,12 @@ int main(int argc, char **argv)
     }
     fclose(f);
     body_len = (size_t)n;
-    struct event_base *base = event_base_new();
+    struct event_config *cfg = event_config_new();
+    if (cfg && argc == 3)
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    struct event_base *base = cfg ? event_base_new_with_config(cfg) : NULL;
+    if (cfg)
+        event_config_free(cfg);
     struct evhttp *http = base ? evhttp_new(base) : NULL;
     struct evbuffer *out = evbuffer_new();
     if (!http || !out || evhttp_bind_socket(http, "127.0.0.1", (ev_uint16_t)atoi(argv[1])) != 0) {

@@ -295,6 +295,14 @@ int main(int argc, char **argv)
     struct event_config *cfg = event_config_new();
     if (cfg && probe_ms > 0)
         event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    /* epoll: the changes of a pass in one epoll_ctl per descriptor. evhttp
+     * turns reading off and writing on for each answer, and the reverse
+     * once it is written: four epoll_ctl calls a request, two with this
+     * (latest-flags/{key}: +20-25% requests per second). Safe here: the
+     * server never dup()s a descriptor it watches, the one case in which
+     * libevent's change list misbehaves. */
+    if (cfg)
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     app.base = cfg ? event_base_new_with_config(cfg) : NULL;
     if (cfg)
         event_config_free(cfg);

@@ -223,6 +223,9 @@ struct lds_conn {
     lds_conn_close_fn on_close;
     void *carried;
     struct event *deadline; /* for the request being read */
+    int64_t expect_at;      /* since when a request is expected (lds_now_ns) */
+    bool expecting;         /* a request is expected: the deadline applies */
+    bool armed;             /* the deadline's timer is pending */
     bool over;              /* beyond max_connections */
     bool setup;
     bool once;       /* conn_setup_later() is still to run: it frees `c` */

@@ -151,7 +151,10 @@ static void settle_now(ld_future *out, int rc, enum result res, json_t *v, const
 static json_t *owned(json_t *item, struct ld_lease *lease)
 {
     if (lease) {
-        json_incref(item);
+        /* atomically: the leased item may be referenced on other threads
+         * (jansson's json_incref reads the count plainly first) */
+        if (item && !ld__json_immortal(item))
+            ld__json_incref(item);
         lease->release(lease);
     }
     return item;

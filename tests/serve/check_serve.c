@@ -1019,6 +1019,46 @@ START_TEST(test_a_request_sent_slowly_is_cut_at_the_timeout)
 }
 END_TEST
 
+static long ms_since(const struct timeval *t0)
+{
+    struct timeval t;
+    gettimeofday(&t, NULL);
+    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_usec - t0->tv_usec) / 1000;
+}
+
+/* The time a request has to come runs from the previous answer: a
+ * connection answered 0.6 s after it opened stays open past the first
+ * second (the timer armed at the start is moved on when it fires), and is
+ * closed a timeout after that answer. */
+START_TEST(test_the_deadline_runs_from_the_last_answer)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    evbuffer_drain(r.got, evbuffer_get_length(r.got));
+    struct timeval idle = {0, 600000};
+    event_base_loopexit(ld_test_base, &idle);
+    event_base_dispatch(ld_test_base);
+    ck_assert(!r.eof);
+    raw_sends(&r, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_wait_for(&r, "\"uptimeMs\"");
+    struct timeval answered;
+    gettimeofday(&answered, NULL);
+    while (!r.eof && ms_since(&answered) < 10000)
+        loop_once();
+    long ms = ms_since(&answered);
+    ck_assert_msg(r.eof, "still open %ld ms after the last answer", ms);
+    ck_assert_msg(ms >= 900, "closed %ld ms after the last answer (timeout 1 s)", ms);
+    raw_close(&r);
+    stop(&x);
+}
+END_TEST
+
 /* A socket with a small receive buffer that asked for the huge flag. */
 static int slow_reader_of_huge(struct fix *x, size_t n)
 {
@@ -2685,6 +2725,7 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_garbage_closes_the_connection);
     tcase_add_test(tc, test_connections_beyond_the_limit_get_503);
     tcase_add_test(tc, test_a_request_sent_slowly_is_cut_at_the_timeout);
+    tcase_add_test(tc, test_the_deadline_runs_from_the_last_answer);
     tcase_add_test(tc, test_a_large_answer_read_slowly_is_not_cut_at_the_timeout);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
