@@ -24,7 +24,9 @@
 #     other processes count in that one). Side by side, in the same run:
 #     latest-flags/{key} from a minimal Node http server serving the same
 #     flags from memory (bench/node-serve.js) and from a bare evhttp server
-#     answering that flag's text as a constant body (bench/bare-evhttp).
+#     answering that flag's text as a constant body (bench/bare-evhttp),
+#     with its loop configured as ldasync-serve's, and with libevent's
+#     defaults.
 #
 # usage: bench/serve-bench.sh [BUILD_DIR] (default: build), from the top of
 # the tree. Environment: RUNS (3), SECONDS_PER_RUN (10), STREAMS (10000; 0:
@@ -142,8 +144,11 @@ big_part() {
     others="$others $!"
     "$build/bench/bare-evhttp" $((port + 2)) "$tmp/one.json" &
     others="$others $!"
+    "$build/bench/bare-evhttp" $((port + 3)) "$tmp/one.json" --default &
+    others="$others $!"
     wait_http "http://127.0.0.1:$((port + 1))/sdk/latest-flags/$one"
     wait_http "http://127.0.0.1:$((port + 2))/"
+    wait_http "http://127.0.0.1:$((port + 3))/"
     bigctx=$(printf '{"kind":"user","key":"bench-user","email":"u@beta-7.example.com","country":"fr"}' |
         base64 -w0 | tr '+/' '-_' | tr -d '=')
     evalx="$base/sdk/evalx/bench-env/contexts/$bigctx"
@@ -172,6 +177,7 @@ big_part() {
         loaded "evalx ?withReasons=true" "$evalx?withReasons=true"
         wrk_line "node latest-flags/{key}" "http://127.0.0.1:$((port + 1))/sdk/latest-flags/$one"
         wrk_line "bare evhttp" "http://127.0.0.1:$((port + 2))/sdk/latest-flags/$one"
+        wrk_line "bare evhttp, defaults" "http://127.0.0.1:$((port + 3))/sdk/latest-flags/$one"
     done
 }
 

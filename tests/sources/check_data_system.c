@@ -600,6 +600,33 @@ START_TEST(test_invalid_item_reports_invalid_data)
 }
 END_TEST
 
+/* A change to a key no item may have ("$valid", "$flagsState": kind.h),
+ * in a set of changes and in a full set, is invalid data (the store's
+ * refusal), never a lack of memory, and the data stays as it was. */
+START_TEST(test_a_reserved_key_reports_invalid_data)
+{
+    for (int full = 0; full < 2; full++)
+        for (int del = 0; del < 2; del++) {
+            ld_synchronizer *sync = sync_new();
+            ld_data_system *ds = ds_with(init_with(FULL("+f:foo:1")), sync);
+            await_ready(ds);
+            const char *spec = del ? "-f:$valid:3" : "+f:$flagsState:3";
+            ld_fdv2_change_set *cs = full ? FULL("+f:foo:2", spec) : CHANGES(spec);
+            ld_mock_synchronizer_push_update(sync, update(LD_DATA_SOURCE_STATE_VALID, cs));
+            RUN_UNTIL(ld_mock_synchronizer_next_count(sync) == 2);
+            ld_data_source_status st;
+            ld_data_system_status(ds, &st);
+            ck_assert_msg(st.state == LD_DATA_SOURCE_STATE_INTERRUPTED && st.error &&
+                              st.error->kind == LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA,
+                          "full %d, delete %d: state %d, error kind %d (%s)", full, del,
+                          (int)st.state, st.error ? (int)st.error->kind : -1,
+                          st.error && st.error->message ? st.error->message : "");
+            ck_assert_int_eq(FLAG("foo"), 1);
+            ld_data_system_free(ds);
+        }
+}
+END_TEST
+
 START_TEST(test_put_whose_object_disagrees_takes_the_change_key_and_version)
 {
     ld_synchronizer *sync = sync_new();
@@ -1403,6 +1430,7 @@ Suite *ld_suite_data_system(void)
     tcase_add_test(tc, test_synchronizer_ending_before_data_rejects_ready);
     tcase_add_test(tc, test_store_failure_reports_store_error_not_the_update_state);
     tcase_add_test(tc, test_invalid_item_reports_invalid_data);
+    tcase_add_test(tc, test_a_reserved_key_reports_invalid_data);
     tcase_add_test(tc, test_put_whose_object_disagrees_takes_the_change_key_and_version);
     tcase_add_test(tc, test_file_synchronizer_sends_changes_and_a_full_set_after_a_lost_update);
     suite_add_tcase(s, tc);
