@@ -171,13 +171,19 @@ big_part() {
     done
     for r in $(seq "$runs"); do
         echo "## run $r ($big flags), load $(cut -d' ' -f1-3 /proc/loadavg)"
+        # latest-flags/{key} from each server, one after the other, alone,
+        # once the server is done with what the previous run left (64
+        # evalx clients gone at once: 0.2 s of its loop)
+        sleep 2
+        wrk_line "ldasync latest-flags/{key}" "$base/sdk/latest-flags/$one"
+        wrk_line "node latest-flags/{key}" "http://127.0.0.1:$((port + 1))/sdk/latest-flags/$one"
+        wrk_line "bare evhttp" "http://127.0.0.1:$((port + 2))/sdk/latest-flags/$one"
+        wrk_line "bare evhttp, defaults" "http://127.0.0.1:$((port + 3))/sdk/latest-flags/$one"
+        # each endpoint while /status is asked meanwhile
         loaded "latest-all" "$base/sdk/latest-all"
         loaded "latest-flags/{key}" "$base/sdk/latest-flags/$one"
         loaded "evalx" "$evalx"
         loaded "evalx ?withReasons=true" "$evalx?withReasons=true"
-        wrk_line "node latest-flags/{key}" "http://127.0.0.1:$((port + 1))/sdk/latest-flags/$one"
-        wrk_line "bare evhttp" "http://127.0.0.1:$((port + 2))/sdk/latest-flags/$one"
-        wrk_line "bare evhttp, defaults" "http://127.0.0.1:$((port + 3))/sdk/latest-flags/$one"
     done
 }
 
