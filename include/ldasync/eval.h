@@ -34,7 +34,9 @@
  *    segment memberships or for an item compiled off the loop, holds back
  *    those asked after it);
  *  - stops if its future is cancelled (ld_future_cancel()): no more slices
- *    run; freeing the evaluator rejects it with LD_ECANCELED.
+ *    run; one cancelled while it waits stops holding back the others when
+ *    the next state is asked or its reads come back, whichever is first;
+ *    freeing the evaluator rejects it with LD_ECANCELED.
  * A state of 10,000 flags is about a dozen slices.
  *
  * Each flag and segment is compiled once per stored version into a compact

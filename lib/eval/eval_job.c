@@ -543,10 +543,27 @@ static void queue_hold(struct ld__job *j)
         ev->qtail = j;
 }
 
+/* A head of the queue that waits for memberships but was cancelled lets
+ * the others go on (it ends when its reads come back). @return whether it
+ * did. */
+static bool head_let_go(ld_evaluator *ev)
+{
+    struct ld__job *h = ev->qhead;
+    if (!h || !h->waiting || ld_future_is_pending(h->out))
+        return false;
+    ev->qhead = h->qnext;
+    if (!ev->qhead)
+        ev->qtail = NULL;
+    h->qnext = NULL;
+    h->queued = h->waiting = false;
+    return true;
+}
+
 /* Makes sure the queue of `ev` runs its next slice in a later pass of the
  * loop, unless its head waits for memberships (or nothing is queued). */
 static void queue_kick(ld_evaluator *ev)
 {
+    head_let_go(ev);
     if (ev->resuming || !ev->qhead || ev->qhead->waiting || !ev->resume ||
         evtimer_pending(ev->resume, NULL))
         return;
@@ -590,6 +607,10 @@ void ld__job_step(struct ld__job *j)
                     queue_kick(ev);
                     return;
                 }
+            } else if (!ld_future_is_pending(j->out)) {
+                /* cancelled while it waited (queue_kick let go of its place) */
+                job_end(j, NULL, NULL, NULL, LD_ECANCELED);
+                return;
             } else if (ev->qhead) {
                 if (ld__job_queue(j, false) != 0)
                     job_end(j, NULL, NULL, NULL, LD_ENOMEM);
@@ -683,7 +704,9 @@ int ld__job_queue(struct ld__job *j, bool front)
     ld_evaluator *ev = j->ev;
     if (!ev->resume && !(ev->resume = evtimer_new(ev->base, resume_run, ev)))
         return LD_ENOMEM;
-    if (!ev->qhead && event_add(ev->resume, &(struct timeval){0, 0}) != 0)
+    /* a head that waits but was cancelled lets the queue go on */
+    bool let_go = head_let_go(ev);
+    if ((!ev->qhead || let_go) && event_add(ev->resume, &(struct timeval){0, 0}) != 0)
         return LD_ENOMEM;
     j->queued = true;
     ev->yielded |= front;

@@ -155,6 +155,85 @@ START_TEST(test_cancel_or_free_while_waiting_for_memberships)
 }
 END_TEST
 
+/* A big segment store that answers only when told: membership reads wait
+ * in `held` (up to 8). */
+struct held_bss {
+    ld_future *held[8];
+    int n;
+};
+
+static void held_metadata(void *impl, ld_future *out)
+{
+    (void)impl;
+    ld_future_fulfill_int(out, LD_BIG_SEGMENT_TIME_UNKNOWN);
+    ld_future_unref(out);
+}
+
+static void held_membership(void *impl, const char *hash, ld_future *out)
+{
+    (void)hash;
+    struct held_bss *h = impl;
+    ck_assert_int_lt(h->n, 8);
+    h->held[h->n++] = out;
+}
+
+static void held_release(struct held_bss *h)
+{
+    for (int i = 0; i < h->n; i++) {
+        ld_future_fulfill_json(h->held[i], NULL);
+        ld_future_unref(h->held[i]);
+    }
+    h->n = 0;
+}
+
+static const struct ld_big_segment_store_ops held_ops = {
+    .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
+    .get_metadata = held_metadata,
+    .get_membership = held_membership,
+};
+
+/* eval.h: a state that waits for memberships holds back the states asked
+ * after it; once it is cancelled, a state asked afterwards is made without
+ * waiting for the memberships the cancelled one asked for. */
+START_TEST(test_a_cancelled_state_that_waits_holds_back_no_later_state)
+{
+    json_t *data = big_data();
+    ld_store *s = ld_test_memory_with(data);
+    struct held_bss h = {0};
+    ld_big_segment_store *bss = ld_big_segment_store_new(B, &held_ops, &h);
+    ck_assert_ptr_nonnull(bss);
+    ld_context *u = ld_test_ctx_of("{'key':'u'}"), *o = ld_test_ctx_of("{'kind':'org','key':'o'}");
+    ld_evaluator *ev = sliced(s, 2);
+    ck_assert_int_eq(ld_evaluator_set_big_segment_store(ev, bss, 0), 0);
+    ld_future *a = ld_evaluator_flags_state(ev, u, 0);
+    while (h.n == 0) /* until a waits for its membership */
+        event_base_loop(B, EVLOOP_ONCE);
+    ld_future *b = ld_evaluator_all_flags(ev, o, 0);
+    for (int i = 0; i < 20; i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert(ld_future_is_pending(b)); /* held back by a */
+    ck_assert_int_eq(ld_future_cancel(a), 0);
+    ld_future *c = ld_evaluator_flags_state(ev, o, 0);
+    for (int i = 0; i < 200 && (ld_future_is_pending(b) || ld_future_is_pending(c)); i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert_msg(ld_future_is_fulfilled(b) && ld_future_is_fulfilled(c),
+                  "the states asked after a cancelled one still wait for its memberships");
+    ck_assert_int_eq(h.n, 1); /* a's read is still out */
+    held_release(&h);
+    ld_test_flush();
+    ck_assert_int_eq(ld_future_error(a), LD_ECANCELED);
+    ld_future_unref(a);
+    ld_future_unref(b);
+    ld_future_unref(c);
+    ld_test_done_with(ev, s);
+    ld_big_segment_store_free(bss);
+    ld_test_flush();
+    ld_context_unref(u);
+    ld_context_unref(o);
+    json_decref(data);
+}
+END_TEST
+
 /* Random data: NF flags of rules on "a", segments, targets and
  * prerequisites on flags before them; `gen` changes the values. */
 #define NF 150
@@ -381,6 +460,7 @@ Suite *ld_suite_eval_slices_attack(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_order_with_big_segments_in_the_middle);
     tcase_add_test(tc, test_cancel_or_free_while_waiting_for_memberships);
+    tcase_add_test(tc, test_a_cancelled_state_that_waits_holds_back_no_later_state);
     tcase_add_test(tc, test_random_data_changing_between_slices);
     tcase_add_test(tc, test_a_thousand_states_queued);
     suite_add_tcase(s, tc);
