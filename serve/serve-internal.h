@@ -137,7 +137,7 @@ struct lds_server {
     ld_evaluator *ev;
     struct lds_server_options o;
     char *bind_address, *sdk_key;
-    char **client_ids; /* the copies of o.client_side_ids */
+    char **client_ids;                            /* the copies of o.client_side_ids */
     unsigned char key_hash[SHA256_DIGEST_LENGTH]; /* for a presented key over LDS_KEY_PAD */
     size_t key_len;
     char key_pad[LDS_KEY_PAD]; /* the key's first bytes, then zeros */

@@ -592,19 +592,19 @@ static void act_store_new(void)
     ld_store_free(s);
 }
 
-#define STORE_PATHS                                                                               \
+#define STORE_PATHS                                                                             \
     PATH(store_setup, act_get, store_teardown), PATH(store_setup, act_get_now, store_teardown), \
-        PATH(store_setup, act_all_items, store_teardown),                                         \
-        PATH(store_setup, act_init, store_teardown),                                              \
-        PATH(store_setup, act_init_large, store_teardown),                                        \
-        PATH(store_setup, act_upsert, store_teardown),                                            \
-        PATH(store_setup, act_upsert_new, store_teardown),                                        \
-        PATH(store_setup, act_delete, store_teardown),                                            \
-        PATH(store_setup, act_delete_unknown, store_teardown),                                    \
-        PATH(store_setup, act_initialized, store_teardown),                                       \
-        PATH(store_setup, act_bad_input, store_teardown),                                         \
-        PATH(store_setup, act_close, store_teardown),                                             \
-        PATH(store_setup, act_free_pending, store_teardown),                                      \
+        PATH(store_setup, act_all_items, store_teardown),                                       \
+        PATH(store_setup, act_init, store_teardown),                                            \
+        PATH(store_setup, act_init_large, store_teardown),                                      \
+        PATH(store_setup, act_upsert, store_teardown),                                          \
+        PATH(store_setup, act_upsert_new, store_teardown),                                      \
+        PATH(store_setup, act_delete, store_teardown),                                          \
+        PATH(store_setup, act_delete_unknown, store_teardown),                                  \
+        PATH(store_setup, act_initialized, store_teardown),                                     \
+        PATH(store_setup, act_bad_input, store_teardown),                                       \
+        PATH(store_setup, act_close, store_teardown),                                           \
+        PATH(store_setup, act_free_pending, store_teardown),                                    \
         PATH(store_setup, act_store_new, store_teardown)
 
 static void memory_store_fixture(void)

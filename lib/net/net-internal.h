@@ -1,0 +1,81 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * lib/net/net-internal.h: the library's outbound network parts, private to
+ * it. For now the parser of server-sent events (sse.c) that LaunchDarkly's
+ * streams speak.
+ */
+#ifndef LD_NET_INTERNAL_H
+#define LD_NET_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Server-sent events (sse.c) -------------------------------------------
+ *
+ * A parser of the event stream format of the WHATWG HTML standard
+ * ("Server-sent events", the event stream interpretation), fed the bytes
+ * of a response body as they come, split anywhere:
+ *   - a line ends at CR LF, LF or CR (a CR LF split between two feeds is
+ *     one line end); one U+FEFF byte order mark at the start is dropped;
+ *   - a line starting with ':' is a comment; otherwise the text before the
+ *     first ':' is the field name and the rest its value, without one
+ *     leading space; a line without ':' is a field of that name with an
+ *     empty value;
+ *   - "data" appends its value and a LF to the event's data; "event" sets
+ *     its type; "id" sets the last event ID (kept across events; ignored
+ *     when the value holds a NUL); "retry" of ASCII digits only gives the
+ *     reconnection time in ms; other fields are ignored;
+ *   - an empty line dispatches the event: none when its data is empty;
+ *     otherwise the data without its last LF, the type ("message" when none
+ *     was given) and the last event ID; then data and type start over.
+ *     An event not ended by an empty line when the body ends is dropped.
+ * Bytes are not decoded: the values are the stream's bytes (UTF-8 as the
+ * format says; JSON parsing validates them later). Not thread-safe: one
+ * parser per stream, used from one thread.
+ */
+
+struct ld__sse;
+
+/* One event, valid during the call that receives it. `data` is
+ * NUL-terminated (a NUL inside the stream stays: data_len counts it). */
+struct ld__sse_event {
+    const char *type;
+    size_t type_len;
+    const char *data;
+    size_t data_len;
+    const char *id; /* the last event ID, "" when none */
+    size_t id_len;
+};
+
+/* An event came. @return 0 to go on; anything else stops the feed, which
+ * returns it (the parser must then be reset or freed before it is fed
+ * again). It must not free the parser. */
+typedef int (*ld__sse_event_fn)(void *arg, const struct ld__sse_event *ev);
+/* A valid "retry" field: the reconnection time the server asks for, in ms
+ * (at most UINT32_MAX: longer values are that). */
+typedef void (*ld__sse_retry_fn)(void *arg, uint32_t ms);
+
+/* A parser whose events (data, type and ID together) may hold at most
+ * `max_event` bytes (more: ld__sse_feed() says LD_EPARSE). `on_retry` may be
+ * NULL. @return NULL without memory or without `on_event`. */
+struct ld__sse *ld__sse_new(size_t max_event, ld__sse_event_fn on_event, ld__sse_retry_fn on_retry,
+                            void *arg);
+/* NULL-safe. Not from inside its callbacks. */
+void ld__sse_free(struct ld__sse *p);
+/* Parses `n` bytes of the body. @return 0; the callback's value that
+ * stopped it; LD_ENOMEM; LD_EPARSE when an event exceeds max_event. After
+ * anything but 0, reset the parser before feeding it again. */
+int ld__sse_feed(struct ld__sse *p, const char *bytes, size_t n);
+/* A new body (a new connection): the event being read and the line are
+ * dropped, a byte order mark is looked for again; the last event ID stays
+ * (a client sends it back as Last-Event-ID). */
+void ld__sse_reset(struct ld__sse *p);
+/* Inside on_event only: the event's data (NUL-terminated, `*len` bytes)
+ * becomes the caller's, to free with ld__free(); the parser makes a new
+ * buffer for the next event. NULL when memory ran out (the data stays the
+ * parser's then). */
+char *ld__sse_take_data(struct ld__sse *p, size_t *len);
+/* The last event ID (NUL-terminated), "" when none was given. */
+const char *ld__sse_last_id(const struct ld__sse *p, size_t *len);
+
+#endif
