@@ -1421,7 +1421,7 @@ START_TEST(test_deadlines_of_many_connections_then_free_with_timers_pending)
 END_TEST
 
 /* A REPORT's body has a timeout of its own from when its headers came: a
- * request whose headers took 0.8 s and whose body took 0.8 s more (over
+ * request whose headers took 0.6 s and whose body took 0.6 s more (over
  * the 1 s timeout in all) is answered, although the deadline's timer,
  * armed when the connection opened, fires in between (it is moved on). */
 START_TEST(test_a_report_body_has_its_own_time_after_slow_headers)
@@ -1434,14 +1434,14 @@ START_TEST(test_a_report_body_has_its_own_time_after_slow_headers)
     raw_open(&r, x.port);
     raw_sends(&r, "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n");
     static const char *const lines[] = {"Content-Type: application/json\r\n", "X-A: b\r\n",
-                                        "X-B: c\r\n", "Content-Length: 12\r\n\r\n"};
-    static const char *const body[] = {"{\"ke", "y\":", "\"u1", "\"}"};
-    for (int i = 0; i < 4; i++) {
+                                        "Content-Length: 12\r\n\r\n"};
+    static const char *const body[] = {"{\"key\":", "\"u1", "\"}"};
+    for (int i = 0; i < 3; i++) {
         run_for_ms(200);
         ck_assert_msg(!r.eof, "cut while its headers came; log: %s", x.log);
         raw_sends(&r, lines[i]);
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
         run_for_ms(200);
         ck_assert_msg(!r.eof, "cut while its body came (part %d); log: %s", i, x.log);
         raw_sends(&r, body[i]);
