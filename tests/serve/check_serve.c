@@ -457,6 +457,75 @@ START_TEST(test_percent_encoded_keys_are_decoded)
 }
 END_TEST
 
+/* An item answered within the request's callback (get_now) follows the
+ * store from one request to the next: replaced (a new ETag; the old one
+ * gets the new item), deleted (404, also with its old ETag, and for a
+ * HEAD), back, replaced again (its ETag then gets 200). "$valid" and a
+ * key of 7,000 bytes are no items (404). */
+START_TEST(test_an_item_answered_at_once_follows_the_store)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    get(&x, "/sdk/latest-flags/f3", &r);
+    ck_assert_int_eq(r.code, 200);
+    char first[64];
+    snprintf(first, sizeof first, "%s", r.etag);
+    json_t *original = body_json(&r);
+    resp_free(&r);
+    json_t *v9 = ld_test_feature("f3", 9);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), v9)));
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f3", KEY, first, &r);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_str_ne(r.etag, first);
+    json_t *j = body_json(&r);
+    ck_assert(json_equal(j, v9));
+    json_decref(j);
+    resp_free(&r);
+    ck_assert(ld_test_await_bool(ld_store_delete(x.store, ld_kind_features(), "f3", 10)));
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f3", KEY, first, &r);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    http(&x, EVHTTP_REQ_HEAD, "/sdk/latest-flags/f3", KEY, NULL, &r);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    /* the store keeps what it is given: each version its own object */
+    json_t *v11 = json_deep_copy(original), *v12 = json_deep_copy(original);
+    json_object_set_new(v11, "version", json_integer(11));
+    json_object_set_new(v12, "version", json_integer(12));
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), v11)));
+    get(&x, "/sdk/latest-flags/f3", &r);
+    ck_assert_int_eq(r.code, 200);
+    char back[64];
+    snprintf(back, sizeof back, "%s", r.etag);
+    resp_free(&r);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x.store, ld_kind_features(), v12)));
+    json_decref(v11);
+    json_decref(v12);
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f3", KEY, back, &r);
+    ck_assert_int_eq(r.code, 200); /* version 12: another content */
+    resp_free(&r);
+    get(&x, "/sdk/latest-flags/%24valid", &r);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    get(&x, "/sdk/latest-segments/%24valid", &r);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    char *path = malloc(7100);
+    ck_assert_ptr_nonnull(path);
+    strcpy(path, "/sdk/latest-flags/");
+    memset(path + strlen(path), 'k', 7000);
+    path[18 + 7000] = '\0';
+    get(&x, path, &r);
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    free(path);
+    json_decref(original);
+    json_decref(v9);
+    stop(&x);
+}
+END_TEST
+
 START_TEST(test_etag_answers_304_until_the_data_changes)
 {
     struct fix x;
@@ -1122,6 +1191,264 @@ START_TEST(test_a_large_answer_read_slowly_is_not_cut_at_the_timeout)
     close(fd);
     ck_assert_msg(got > n, "%zu bytes of over %zu in %ld ms; log: %s", got, n, ms, x.log);
     ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
+    stop(&x);
+}
+END_TEST
+
+/* A flag "mid" whose answer is `n` bytes of filler and a little more. */
+static void upsert_filler_flag(struct fix *x, const char *key, size_t n)
+{
+    char *filler = big(n, 'y');
+    json_t *item = json_pack("{s:s,s:i,s:b,s:[bb],s:i,s:s}", "key", key, "version", 1, "on", 0,
+                             "variations", 1, 0, "offVariation", 0, "filler", filler);
+    free(filler);
+    ck_assert(ld_test_await_bool(ld_store_upsert(x->store, ld_kind_features(), item)));
+    json_decref(item);
+}
+
+/* `n` pipelined requests for latest-flags/{key}, in one string. */
+static char *pipelined(const char *key, int n)
+{
+    char one[256];
+    int len = snprintf(
+        one, sizeof one,
+        "GET /sdk/latest-flags/%s HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n", key);
+    char *all = malloc((size_t)len * (size_t)n + 1);
+    ck_assert_ptr_nonnull(all);
+    for (int i = 0; i < n; i++)
+        memcpy(all + (size_t)i * (size_t)len, one, (size_t)len);
+    all[(size_t)len * (size_t)n] = '\0';
+    return all;
+}
+
+/* Small answers (under LDS_SMALL_ANSWER) keep the connection's read and
+ * write timeouts: a client that pipelines many and reads none of them is
+ * still dropped, about a timeout after the socket stopped taking them. */
+START_TEST(test_a_client_that_reads_no_small_answers_is_dropped)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    upsert_filler_flag(&x, "mid", 12 * 1024);
+    char *reqs = pipelined("mid", 1000); /* over 12 MB of answers */
+    int fd = small_buffer_client(x.port, 4096, reqs);
+    free(reqs);
+    struct lds_server_stats st;
+    struct timeval t0;
+    gettimeofday(&t0, NULL);
+    do {
+        run_for_ms(50);
+        lds_server_stats(x.srv, &st);
+    } while (st.connections > 0 && ms_since(&t0) < 15000);
+    ck_assert_msg(st.connections == 0, "still open after %ld ms (%llu answered); log: %s",
+                  ms_since(&t0), (unsigned long long)st.requests, x.log);
+    ck_assert_msg(st.requests < 1000, "all %llu answered: nothing was held up",
+                  (unsigned long long)st.requests);
+    close(fd);
+    stop(&x);
+}
+END_TEST
+
+/* One keep-alive connection, read slowly: a large answer (written with the
+ * write timeout alone), small ones, a large one again, all pipelined; the
+ * reader takes longer than the timeout but reads, and gets every answer. */
+START_TEST(test_large_and_small_answers_on_one_connection_read_slowly)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    upsert_filler_flag(&x, "large", 3u << 20);
+    upsert_filler_flag(&x, "small", 1000);
+    const char *order[] = {"large", "small", "small", "large", "small"};
+    char reqs[2048] = "";
+    for (size_t i = 0; i < 5; i++)
+        snprintf(reqs + strlen(reqs), sizeof reqs - strlen(reqs),
+                 "GET /sdk/latest-flags/%s HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "%s\r\n\r\n",
+                 order[i], i == 4 ? "\r\nConnection: close" : "");
+    int fd = small_buffer_client(x.port, 64 * 1024, reqs);
+    evutil_make_socket_nonblocking(fd);
+    size_t got = 0;
+    /* at most 64 KiB every 20 ms: over 3 MB/s, 2 s for the two large ones */
+    long ms = read_to_end(fd, 20, 60, &got);
+    close(fd);
+    ck_assert_msg(got > 2 * (3u << 20) + 3 * 1000, "%zu bytes in %ld ms; log: %s", got, ms, x.log);
+    ck_assert_msg(ms > 1500, "read in %ld ms: not slowly enough to test", ms);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.requests, 5);
+    stop(&x);
+}
+END_TEST
+
+/* An item asked for while a large init loads (the memory store answers it
+ * after the init, in issue order: get_now says LD_EBUSY) is the init's:
+ * the request waits for it, and the answer is the new item, with the new
+ * ETag; the old one is gone. A HEAD and a 304 answer wait the same way. */
+START_TEST(test_an_item_asked_for_during_a_large_init_is_the_init_s)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    get(&x, "/sdk/latest-flags/f1", &r);
+    ck_assert_int_eq(r.code, 200);
+    char old_etag[64];
+    snprintf(old_etag, sizeof old_etag, "%s", r.etag);
+    resp_free(&r);
+    json_t *flags = json_object();
+    for (int i = 0; i < 3000; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "f%d", i);
+        json_object_set_new(flags, key, json_pack("{s:s, s:i}", "key", key, "version", 42));
+    }
+    json_t *data = json_pack("{s:o, s:{}}", "features", flags, "segments");
+    ld_future *init = ld_store_init(x.store, data);
+    json_decref(data);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(x.store, ld_kind_features(), "f1", &item), LD_EBUSY);
+    http(&x, EVHTTP_REQ_GET, "/sdk/latest-flags/f1", KEY, old_etag, &r);
+    ck_assert(ld_future_is_fulfilled(init)); /* the answer came after the init */
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_str_ne(r.etag, old_etag);
+    json_t *j = body_json(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "version")), 42);
+    json_decref(j);
+    resp_free(&r);
+    get(&x, "/sdk/latest-flags/f2999", &r);
+    ck_assert_int_eq(r.code, 200);
+    resp_free(&r);
+    get(&x, "/sdk/latest-segments/s1", &r); /* gone with the init */
+    ck_assert_int_eq(r.code, 404);
+    resp_free(&r);
+    ld_future_unref(init);
+    stop(&x);
+}
+END_TEST
+
+/* With a store that answers later (no get_now), item requests pipelined on
+ * one connection are answered in order, each with its own answer: 200,
+ * 404, 400 (a key not valid UTF-8), 304, HEAD. */
+START_TEST(test_pipelined_items_from_a_store_that_answers_later)
+{
+    struct fix x;
+    start_with(&x, NULL, true);
+    struct resp r;
+    get(&x, "/sdk/latest-flags/f2", &r);
+    ck_assert_int_eq(r.code, 200);
+    char etag[64], reqs[2048];
+    snprintf(etag, sizeof etag, "%s", r.etag);
+    resp_free(&r);
+    snprintf(reqs, sizeof reqs,
+             "GET /sdk/latest-flags/f2 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n"
+             "GET /sdk/latest-flags/none HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n"
+             "GET /sdk/latest-segments/%%ff HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY "\r\n\r\n"
+             "GET /sdk/latest-flags/f2 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
+             "\r\nIf-None-Match: %s\r\n\r\n"
+             "HEAD /sdk/latest-segments/s1 HTTP/1.1\r\nHost: x\r\nAuthorization: " KEY
+             "\r\nConnection: close\r\n\r\n",
+             etag);
+    struct raw w;
+    raw_open(&w, x.port);
+    raw_sends(&w, reqs);
+    raw_wait_eof(&w);
+    const char *t = raw_text(&w);
+    static const char *const want[] = {"HTTP/1.1 200", "HTTP/1.1 404", "HTTP/1.1 400",
+                                       "HTTP/1.1 304", "HTTP/1.1 200"};
+    const char *at = t;
+    for (int i = 0; i < 5; i++) {
+        at = strstr(at, want[i]);
+        ck_assert_msg(at != NULL, "answer %d (%s) missing or out of order: %s", i, want[i], t);
+        at++;
+    }
+    ck_assert_ptr_null(strstr(at, "HTTP/1.1 "));
+    ck_assert_ptr_nonnull(strstr(t, "\"key\":\"f2\""));
+    ck_assert_ptr_nonnull(strstr(t, "no such flag"));
+    ck_assert_ptr_nonnull(strstr(t, "valid UTF-8"));
+    ck_assert_ptr_null(strstr(t, "\"included\"")); /* the HEAD's body is not sent */
+    raw_close(&w);
+    stop(&x);
+}
+END_TEST
+
+/* Many keep-alive connections, each answered several times 0.3 s apart
+ * (their deadline timers armed once, moved on as they fire), one
+ * dribbling a request: the answered ones stay open past the first
+ * timeout, the dribbler is cut; then the server is freed with the timers
+ * pending, and the loop runs past when they were due (ASan). */
+START_TEST(test_deadlines_of_many_connections_then_free_with_timers_pending)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    enum { N = 40 };
+    static struct raw r[N];
+    struct raw slow;
+    raw_open(&slow, x.port);
+    raw_sends(&slow, "GET /sdk/latest-flags/f1 HTTP/1.1\r\n");
+    for (int i = 0; i < N; i++)
+        raw_open(&r[i], x.port);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < N; i++) {
+            evbuffer_drain(r[i].got, evbuffer_get_length(r[i].got));
+            raw_sends(&r[i], "GET /sdk/latest-flags/f1 HTTP/1.1\r\nHost: x\r\n"
+                             "Authorization: " KEY "\r\n\r\n");
+        }
+        for (int i = 0; i < N; i++)
+            raw_wait_for(&r[i], "\"key\":\"f1\"");
+        if (!slow.eof)
+            raw_sends(&slow, "X: y\r\n");
+        run_for_ms(300);
+    }
+    /* 1.5 s and more after they opened */
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(!r[i].eof, "connection %d cut while answered every 0.3 s", i);
+    ck_assert_msg(slow.eof, "the dribbled request was not cut; log: %s", x.log);
+    struct lds_server_stats st;
+    lds_server_stats(x.srv, &st);
+    ck_assert_uint_eq(st.connections, N);
+    lds_server_free(x.srv);
+    x.srv = NULL;
+    run_for_ms(1200);
+    for (int i = 0; i < N; i++) {
+        raw_wait_eof(&r[i]);
+        raw_close(&r[i]);
+    }
+    raw_close(&slow);
+    stop(&x);
+}
+END_TEST
+
+/* A REPORT's body has a timeout of its own from when its headers came: a
+ * request whose headers took 0.6 s and whose body took 0.6 s more (over
+ * the 1 s timeout in all) is answered, although the deadline's timer,
+ * armed when the connection opened, fires in between (it is moved on). */
+START_TEST(test_a_report_body_has_its_own_time_after_slow_headers)
+{
+    struct fix x;
+    struct lds_server_options o = {0};
+    o.timeout_s = 1;
+    start_with(&x, &o, false);
+    struct raw r;
+    raw_open(&r, x.port);
+    raw_sends(&r, "REPORT /sdk/evalx/env/context HTTP/1.1\r\nHost: x\r\n");
+    static const char *const lines[] = {"Content-Type: application/json\r\n", "X-A: b\r\n",
+                                        "Content-Length: 12\r\n\r\n"};
+    static const char *const body[] = {"{\"key\":", "\"u1", "\"}"};
+    for (int i = 0; i < 3; i++) {
+        run_for_ms(200);
+        ck_assert_msg(!r.eof, "cut while its headers came; log: %s", x.log);
+        raw_sends(&r, lines[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        run_for_ms(200);
+        ck_assert_msg(!r.eof, "cut while its body came (part %d); log: %s", i, x.log);
+        raw_sends(&r, body[i]);
+    }
+    raw_wait_for(&r, "}}");
+    ck_assert_int_eq(raw_status(&r), 200);
+    raw_close(&r);
     stop(&x);
 }
 END_TEST
@@ -2708,6 +3035,7 @@ Suite *ld_suite_serve(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_polling_endpoints_serve_the_store);
     tcase_add_test(tc, test_percent_encoded_keys_are_decoded);
+    tcase_add_test(tc, test_an_item_answered_at_once_follows_the_store);
     tcase_add_test(tc, test_etag_answers_304_until_the_data_changes);
     tcase_add_test(tc, test_if_none_match_in_two_lines_is_one_list);
     tcase_add_test(tc, test_server_side_endpoints_need_the_sdk_key);
@@ -2727,6 +3055,12 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_a_request_sent_slowly_is_cut_at_the_timeout);
     tcase_add_test(tc, test_the_deadline_runs_from_the_last_answer);
     tcase_add_test(tc, test_a_large_answer_read_slowly_is_not_cut_at_the_timeout);
+    tcase_add_test(tc, test_a_client_that_reads_no_small_answers_is_dropped);
+    tcase_add_test(tc, test_large_and_small_answers_on_one_connection_read_slowly);
+    tcase_add_test(tc, test_an_item_asked_for_during_a_large_init_is_the_init_s);
+    tcase_add_test(tc, test_pipelined_items_from_a_store_that_answers_later);
+    tcase_add_test(tc, test_deadlines_of_many_connections_then_free_with_timers_pending);
+    tcase_add_test(tc, test_a_report_body_has_its_own_time_after_slow_headers);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     tc = tcase_create("streaming");

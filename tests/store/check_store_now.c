@@ -807,6 +807,103 @@ START_TEST(test_get_now_without_the_member_is_ebusy)
 }
 END_TEST
 
+/* {"features": {f0..f(n-1) at `version`}, "segments": {}} */
+static json_t *many_flags(int n, int version)
+{
+    json_t *flags = json_object();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "f%d", i);
+        json_object_set_new(flags, key, json_pack("{s:s, s:i}", "key", key, "version", version));
+    }
+    return json_pack("{s:o, s:{}}", "features", flags, "segments");
+}
+
+/* Items taken with get_now are the caller's: a large init that replaces
+ * every item (its old table let go of slot by slot, over passes of the
+ * loop), a delete and freeing the store leave them whole (ASan). A get
+ * issued during the init waits for it, and get_now answers again once it
+ * is in, with the new data. */
+START_TEST(test_get_now_items_outlive_a_large_init_and_the_store)
+{
+    ld_store *s = ld_memory_store_new(B);
+    json_t *data = many_flags(3000, 1);
+    ld_test_await_ok(ld_store_init(s, data));
+    json_decref(data);
+    json_t *held[3] = {NULL, NULL, NULL};
+    const char *keys[3] = {"f0", "f1500", "f2999"};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), keys[i], &held[i]), 0);
+        ck_assert_ptr_nonnull(held[i]);
+    }
+    data = many_flags(5000, 2);
+    ld_future *init = ld_store_init(s, data);
+    json_decref(data);
+    ld_future *g = ld_store_get(s, ld_kind_features(), "f0");
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "f0", &item), LD_EBUSY);
+    ck_assert_ptr_null(item);
+    ld_test_await_ok(init);
+    ld_test_await_ok(ld_store_delete(s, ld_kind_features(), "f1500", 9));
+    ld_future *done = ld_test_fulfilled(g);
+    ck_assert_int_eq(json_integer_value(json_object_get(ld_future_json(done), "version")), 2);
+    ld_future_unref(done);
+    ck_assert_int_eq(ld_store_get_now(s, ld_kind_features(), "f4999", &item), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(item, "version")), 2);
+    json_decref(item);
+    for (int k = 0; k < 20; k++) /* the old table's slots are let go of */
+        event_base_loop(B, EVLOOP_NONBLOCK);
+    ld_store_free(s);
+    event_base_loop(B, EVLOOP_NONBLOCK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_str_eq(json_string_value(json_object_get(held[i], "key")), keys[i]);
+        ck_assert_int_eq(json_integer_value(json_object_get(held[i], "version")), 1);
+        json_decref(held[i]);
+    }
+}
+END_TEST
+
+struct in_cb {
+    ld_store *s;
+    int rc;
+    json_t *item;
+    int calls;
+};
+
+static void get_now_in_cb(ld_future *f, void *arg)
+{
+    struct in_cb *c = arg;
+    (void)f;
+    c->calls++;
+    c->rc = ld_store_get_now(c->s, ld_kind_features(), "a", &c->item);
+}
+
+/* From the callback of an operation's future: the write answered before
+ * is seen; after close (even from a callback) LD_ECLOSED. */
+START_TEST(test_get_now_from_a_callback_and_after_close)
+{
+    ld_store *s = ld_memory_store_new(B);
+    struct in_cb c = {s, 99, NULL, 0};
+    ld_future *u = upsert_flag(s, "a", 3);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(u), get_now_in_cb, &c), 0);
+    ld_test_await_ok(u);
+    ck_assert_int_eq(c.calls, 1);
+    ck_assert_int_eq(c.rc, 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(c.item, "version")), 3);
+    json_decref(c.item);
+    c.item = NULL;
+    u = upsert_flag(s, "a", 4);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(u), get_now_in_cb, &c), 0);
+    ld_future *closed = ld_store_close(s);
+    ld_test_await_ok(u);
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert_int_eq(c.rc, LD_ECLOSED);
+    ck_assert_ptr_null(c.item);
+    ld_test_await_ok(closed);
+    ld_store_free(s);
+}
+END_TEST
+
 Suite *ld_suite_store_now(void)
 {
     Suite *s = suite_create("store_now");
@@ -832,6 +929,8 @@ Suite *ld_suite_store_now(void)
     tcase_add_test(tc, test_get_now_is_ebusy_while_a_large_init_loads);
     tcase_add_test(tc, test_get_now_gives_the_implementation_s_answer);
     tcase_add_test(tc, test_get_now_without_the_member_is_ebusy);
+    tcase_add_test(tc, test_get_now_items_outlive_a_large_init_and_the_store);
+    tcase_add_test(tc, test_get_now_from_a_callback_and_after_close);
     suite_add_tcase(s, tc);
     return s;
 }
