@@ -1,14 +1,18 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * lib/net/net-internal.h: the library's outbound network parts, private to
- * it. For now the parser of server-sent events (sse.c) that LaunchDarkly's
- * streams speak.
+ * it: HTTP requests on the loop (http.c, libcurl's multi interface driven
+ * by libevent) and the parser of server-sent events (sse.c) that
+ * LaunchDarkly's streams speak.
  */
 #ifndef LD_NET_INTERNAL_H
 #define LD_NET_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct event_base;
 
 /* ---- Server-sent events (sse.c) -------------------------------------------
  *
@@ -77,5 +81,74 @@ void ld__sse_reset(struct ld__sse *p);
 char *ld__sse_take_data(struct ld__sse *p, size_t *len);
 /* The last event ID (NUL-terminated), "" when none was given. */
 const char *ld__sse_last_id(const struct ld__sse *p, size_t *len);
+
+/* ---- HTTP on the loop (http.c) --------------------------------------------
+ *
+ * One struct ld__http per event_base: a libcurl multi handle whose sockets
+ * and timer are libevent events of that base (curl_multi_socket_action), so
+ * requests run on the loop's thread, between its other events. libcurl's
+ * allocations go through the library's allocator hook
+ * (curl_global_init_mem(), made by the first ld__http_new() of the process;
+ * a program that initialised libcurl before keeps its own functions). Name
+ * resolution is libcurl's: Debian builds it with its threaded resolver, a
+ * short-lived thread per host name looked up (none for an IP address).
+ * Loop thread only. A request's callbacks come from the loop; none comes
+ * after ld__http_cancel() of it or ld__http_free().
+ */
+
+struct ld__http;
+struct ld__http_req;
+
+struct ld__http_options {
+    const char *ca_file;     /* PEM file of the CAs to trust; NULL: the system's */
+    bool insecure;           /* no verification of the peer's certificate or name */
+    const char *proxy;       /* "http://host:port"; NULL: libcurl's environment
+                                (http_proxy, https_proxy, no_proxy); "": none */
+    long connect_timeout_ms; /* <= 0: 10 s */
+    long read_timeout_ms;    /* no byte for this long ends a request; <= 0: never */
+    const char *user_agent;  /* NULL: none of libcurl's */
+};
+
+struct ld__http_header {
+    const char *name, *value; /* NUL-terminated, without the line end */
+};
+
+struct ld__http_callbacks {
+    /* The response's status and headers (those of the final response: a
+     * proxy's answer to CONNECT and 1xx are not passed on), before its
+     * first body byte. @return 0 to go on, anything else to stop (then
+     * on_done does not come). May be NULL. */
+    int (*on_response)(void *arg, long status, const struct ld__http_header *headers, size_t n);
+    /* Body bytes as they come (decompressed when the server used gzip).
+     * @return 0 to go on, anything else to stop (then on_done does not
+     * come). May be NULL. */
+    int (*on_body)(void *arg, const char *bytes, size_t n);
+    /* The request is over: `code` 0 when the whole body came; LD_ETIMEDOUT
+     * (connect or read timeout); LD_EIO (connection, TLS or protocol
+     * failure; `message` says which); LD_ENOMEM. The request is freed after
+     * the call. Required. */
+    void (*on_done)(void *arg, int code, const char *message);
+};
+
+/* @return NULL without memory, without `base`, or when libcurl could not
+ * be initialised. `options` is copied (NULL: the defaults). */
+struct ld__http *ld__http_new(struct event_base *base, const struct ld__http_options *options);
+/* Cancels every request (no callback comes) and frees the client. From
+ * anywhere on the loop's thread, also inside a request's callback (the
+ * rest of that dispatch is then cut short). NULL-safe. */
+void ld__http_free(struct ld__http *h);
+/* Starts `method` ("GET", "POST", ...) of `url` with the header lines
+ * `headers` ("Name: value", NULL-terminated array; copied) and `body`
+ * (`body_len` bytes, copied; NULL: none). Accepts gzip and deflate
+ * responses. @return the request, NULL without memory or for a NULL
+ * argument (no callback then). */
+struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, const char *url,
+                                      const char *const *headers, const char *body, size_t body_len,
+                                      const struct ld__http_callbacks *cb, void *arg);
+/* Stops a request: no callback of it comes after this. From anywhere on
+ * the loop's thread, its own callbacks included. NULL-safe. */
+void ld__http_cancel(struct ld__http_req *r);
+/* Requests started and not over yet (for tests). */
+size_t ld__http_active(const struct ld__http *h);
 
 #endif
