@@ -22,9 +22,14 @@ static long g_calls;
 static bool g_json; /* jansson's allocations count (and fail) too */
 static bool g_counting;
 
+/* Atomic: libcurl allocates through the hooks on its resolver's thread too
+ * (lib/net/http.c). */
 static inline bool fail_now(void)
 {
-    return g_counting && g_fail_at && ++g_calls == g_fail_at;
+    return __atomic_load_n(&g_counting, __ATOMIC_RELAXED) &&
+           __atomic_load_n(&g_fail_at, __ATOMIC_RELAXED) &&
+           __atomic_add_fetch(&g_calls, 1, __ATOMIC_RELAXED) ==
+               __atomic_load_n(&g_fail_at, __ATOMIC_RELAXED);
 }
 
 static inline void *chaos_malloc(size_t n)

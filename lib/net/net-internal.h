@@ -90,8 +90,9 @@ const char *ld__sse_last_id(const struct ld__sse *p, size_t *len);
  * allocations go through the library's allocator hook
  * (curl_global_init_mem(), made by the first ld__http_new() of the process;
  * a program that initialised libcurl before keeps its own functions). Name
- * resolution is libcurl's: Debian builds it with its threaded resolver, a
- * short-lived thread per host name looked up (none for an IP address).
+ * resolution is libcurl's: Debian builds it with its threaded resolver, so
+ * each connection's lookup runs on a short-lived thread of libcurl's (seen
+ * for an IP address too), which allocates through the hook as well.
  * Loop thread only. A request's callbacks come from the loop; none comes
  * after ld__http_cancel() of it or ld__http_free().
  */

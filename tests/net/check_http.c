@@ -560,18 +560,20 @@ END_TEST
  * error, or the answer; never a crash or a leak (ASan). */
 START_TEST(test_allocation_failures)
 {
-    for (g_fail_at = 1;; g_fail_at++) {
+    /* the counters are read on libcurl's resolver thread too: atomically */
+    for (long n = 1;; n++) {
+        __atomic_store_n(&g_fail_at, n, __ATOMIC_RELAXED);
         struct got g = {0};
         ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
-        g_calls = 0;
-        g_counting = true;
+        __atomic_store_n(&g_calls, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_counting, true, __ATOMIC_RELAXED);
         struct ld__http *h = ld__http_new(B, NULL);
         struct ld__http_req *r = h ? get_or_null(h, &g) : NULL;
         if (r)
             run_until(&g.dones, 1);
-        g_counting = false;
+        __atomic_store_n(&g_counting, false, __ATOMIC_RELAXED);
         ld_set_alloc_funcs(NULL, NULL, NULL);
-        bool failed = g_calls >= g_fail_at;
+        bool failed = __atomic_load_n(&g_calls, __ATOMIC_RELAXED) >= n;
         if (!failed) {
             ck_assert_int_eq(g.code, 0);
             ck_assert_str_eq(g.body, "{\"path\":\"/chaos\"}");
@@ -579,14 +581,14 @@ START_TEST(test_allocation_failures)
             break;
         }
         if (r && g.code == 0)
-            ck_assert_msg(g.status == 200, "N=%ld: %ld", g_fail_at, g.status);
+            ck_assert_msg(g.status == 200, "N=%ld: %ld", n, g.status);
         else if (r)
-            ck_assert_msg(g.code == LD_ENOMEM || g.code == LD_EIO, "N=%ld: %d %s", g_fail_at,
-                          g.code, g.message);
+            ck_assert_msg(g.code == LD_ENOMEM || g.code == LD_EIO, "N=%ld: %d %s", n, g.code,
+                          g.message);
         ld__http_free(h);
         run_ms(1);
     }
-    g_fail_at = 0;
+    __atomic_store_n(&g_fail_at, 0, __ATOMIC_RELAXED);
 }
 END_TEST
 
