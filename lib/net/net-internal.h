@@ -152,4 +152,32 @@ void ld__http_cancel(struct ld__http_req *r);
 /* Requests started and not over yet (for tests). */
 size_t ld__http_active(const struct ld__http *h);
 
+/* ---- Reconnection delays (backoff.c) ---------------------------------------
+ *
+ * The delays between attempts to reconnect a stream, as LaunchDarkly's SDKs
+ * compute them: attempt n (from 0 since the last reset) waits
+ * base_n = min(initial * 2^n, max), less a random part of up to half of it
+ * (so between base_n / 2 and base_n); a connection that stayed good for
+ * `reset_ms` makes the next attempt the first again. However many attempts
+ * there are, nothing overflows: the doubling stops at `max`. Times are in
+ * milliseconds on the caller's clock (the tests give their own).
+ */
+struct ld__backoff {
+    int64_t initial_ms, max_ms, reset_ms;
+    int64_t good_since_ms; /* -1: not connected */
+    uint32_t attempts;     /* since the last reset (stops growing at max) */
+    uint64_t rng;          /* xorshift state, never 0 */
+};
+
+/* `initial_ms` <= 0: 1000; `max_ms` < initial: initial; `reset_ms` <= 0:
+ * 60000. `seed`: the random part's (any value). */
+void ld__backoff_init(struct ld__backoff *b, int64_t initial_ms, int64_t max_ms, int64_t reset_ms,
+                      uint64_t seed);
+/* The connection is good from `now_ms` on (its response came); later calls
+ * before the next failure keep the first time. */
+void ld__backoff_good(struct ld__backoff *b, int64_t now_ms);
+/* The connection failed at `now_ms`: @return how long to wait before the
+ * next attempt, which it counts. */
+int64_t ld__backoff_next(struct ld__backoff *b, int64_t now_ms);
+
 #endif
