@@ -94,7 +94,9 @@ const char *ld__sse_last_id(const struct ld__sse *p, size_t *len);
  * each connection's lookup runs on a short-lived thread of libcurl's (seen
  * for an IP address too), which allocates through the hook as well.
  * Loop thread only. A request's callbacks come from the loop; none comes
- * after ld__http_cancel() of it or ld__http_free().
+ * after ld__http_cancel() of it or ld__http_free(). libcurl runs with
+ * CURLOPT_NOSIGNAL: the program must ignore SIGPIPE (as servers do), since
+ * OpenSSL writes to a socket the peer closed with write(2).
  */
 
 struct ld__http;
