@@ -57,11 +57,10 @@ struct ld__http {
     char *ca_file, *proxy, *user_agent;
     struct ld__http_req *reqs;
     struct sock *socks; /* the events of curl's sockets */
-    size_t active;
-    bool in_curl;  /* inside curl_multi_socket_action() */
-    int frames;    /* our functions on the stack that use `h` */
-    bool dying;    /* ld__http_free() came while frames > 0 */
-    bool deferred; /* a request to add or remove waits for settle() */
+    bool in_curl;       /* inside curl_multi_socket_action() */
+    int frames;         /* our functions on the stack that use `h` */
+    bool dying;         /* ld__http_free() came while frames > 0 */
+    bool deferred;      /* a request to add or remove waits for settle() */
 };
 
 /* ---- libcurl's global state, through the allocator hook ----------------- */
@@ -135,7 +134,6 @@ static void req_end(struct ld__http_req *r)
     if (r->added) {
         curl_multi_remove_handle(r->h->multi, r->easy);
         r->added = false;
-        r->h->active--;
     }
     req_free(r);
 }
@@ -256,12 +254,8 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
     struct ld__http *h = r->h;
     h->frames++;
     req_done(r, LD_ETIMEDOUT, "no data within the read timeout");
-    if (!h->dying) {
-        if (h->in_curl) /* (a timer never runs inside curl; kept simple) */
-            arm_later(h);
-        else
-            req_end(r);
-    }
+    if (!h->dying) /* (a timer never runs inside curl) */
+        req_end(r);
     h->frames--;
     settle(h);
 }
@@ -281,7 +275,6 @@ static void check_done(struct ld__http *h)
             continue;
         curl_multi_remove_handle(h->multi, r->easy);
         r->added = false;
-        h->active--;
         if (r->idle)
             event_del(r->idle);
         if (res == CURLE_OK) {
@@ -445,14 +438,11 @@ static void settle(struct ld__http *h)
         next = r->next;
         if (r->nomem && !r->dead && r->added)
             req_done(r, LD_ENOMEM, "out of memory"); /* (sock_failed) */
-        if (r->dead && r->added) {
+        if (r->dead) {
             req_end(r);
-        } else if (r->dead && !r->added) {
-            req_free(r);
         } else if (!r->added) {
             if (curl_multi_add_handle(h->multi, r->easy) == CURLM_OK) {
                 r->added = true;
-                h->active++;
                 idle_restart(r);
             } else {
                 req_done(r, LD_ENOMEM, "out of memory");
@@ -611,7 +601,6 @@ struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, co
         return NULL;
     }
     r->added = true;
-    h->active++;
     idle_restart(r);
     return r;
 }

@@ -212,11 +212,9 @@ int ld_store_get_now(ld_store *s, const ld_kind *kind, const char *key, json_t *
         return LD_EINVAL;
     if (ld__front_closed(&s->c.front))
         return LD_ECLOSED;
-    if (!now(s, s->ops.get_now, NULL))
-        return LD_EBUSY;
     json_t *v;
     struct ld_lease *lease;
-    int rc = s->ops.get_now(s->c.impl, kind, key, len, &v, &lease);
+    int rc = ld__store_get_now(s, kind, key, len, &v, &lease);
     if (rc == 0)
         *item = owned(v, lease);
     return rc;

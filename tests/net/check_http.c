@@ -7,9 +7,9 @@
  * and memory across a thousand, and allocation failures.
  */
 #include <check.h>
-#include <signal.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +139,18 @@ static void serve(struct evhttp_request *req, void *arg)
     evbuffer_free(out);
 }
 
+/* Binds `http` to a free port of 127.0.0.1: @return the port. */
+static int listen_on(struct evhttp *http)
+{
+    ck_assert_ptr_nonnull(http);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    return ntohs(sin.sin_port);
+}
+
 static void server_up(void)
 {
     ld_test_setup();
@@ -149,12 +161,7 @@ static void server_up(void)
     S.http = evhttp_new(B);
     ck_assert_ptr_nonnull(S.http);
     evhttp_set_allowed_methods(S.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(S.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    S.port = ntohs(sin.sin_port);
+    S.port = listen_on(S.http);
     snprintf(S.url, sizeof S.url, "http://127.0.0.1:%d", S.port);
     evhttp_set_gencb(S.http, serve, NULL);
     S.drip = evtimer_new(B, drip, NULL);
@@ -693,12 +700,7 @@ static void tls_up(void)
     ck_assert_int_eq(SSL_CTX_use_certificate(T.ctx, T.cert), 1);
     ck_assert_int_eq(SSL_CTX_use_PrivateKey(T.ctx, T.key), 1);
     T.http = evhttp_new(B);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(T.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len);
-    T.port = ntohs(sin.sin_port);
+    T.port = listen_on(T.http);
     evhttp_set_bevcb(T.http, tls_bev, T.ctx);
     evhttp_set_gencb(T.http, serve, NULL);
 }
