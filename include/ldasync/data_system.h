@@ -101,7 +101,9 @@ LD_EXPORT ld_data_system *ld_data_system_new(struct event_base *base, ld_store *
 
 /** A future fulfilled (no value) once the store holds data from a data
  *  source (a basis or a full change set was applied); rejected with the
- *  last error's code (LD_EIO, LD_EPARSE, ...) and message when every
+ *  last error's code and message (an update's error without data counts:
+ *  LD_EPARSE for `invalid_data`, LD_ESTORE for `store_error`, else LD_EIO)
+ *  when every
  *  source failed (every initializer failed and there is no synchronizer,
  *  or the synchronizer ended before bringing data: LD_ECLOSED when nothing
  *  failed before it ended; LD_ECLOSED too for a data system without any

@@ -20,6 +20,7 @@
 #include <ldasync/future.h>
 #include <ldasync/json.h>
 #include <ldasync/kind.h>
+#include <ldasync/network.h>
 #include <ldasync/processor.h>
 #include <ldasync/sink.h>
 #include <ldasync/status.h>

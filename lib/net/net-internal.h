@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ldasync/fdv2.h>
+#include <ldasync/network.h>
+
 struct event_base;
 
 /* ---- Server-sent events (sse.c) -------------------------------------------
@@ -151,6 +154,12 @@ struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, co
 /* Stops a request: no callback of it comes after this. From anywhere on
  * the loop's thread, its own callbacks included. NULL-safe. */
 void ld__http_cancel(struct ld__http_req *r);
+/* For tests whose allocator fails in turn but frees with free(3): while
+ * set (atomically), libcurl allocates with malloc(3) & co. and never fails
+ * (libcurl 7.88 itself crashes, dividing by zero in a hash, when one
+ * allocation of a connection fails; check_http.c fails libcurl's
+ * allocations on the paths where it copes). */
+extern bool ld__http_spare_curl;
 /* Requests started and not over yet (for tests). */
 size_t ld__http_active(const struct ld__http *h);
 
@@ -181,5 +190,67 @@ void ld__backoff_good(struct ld__backoff *b, int64_t now_ms);
 /* The connection failed at `now_ms`: @return how long to wait before the
  * next attempt, which it counts. */
 int64_t ld__backoff_next(struct ld__backoff *b, int64_t now_ms);
+
+/* ---- The data sources' configuration (net_config.c) ------------------------
+ * ld_net_config of network.h, read by the sources made from it.
+ */
+struct ld_net_config {
+    char *sdk_key, *stream_uri, *base_uri, *events_uri, *filter;
+    char *app_id, *app_version, *wrapper_name, *wrapper_version;
+    char *ca_file, *proxy;
+    bool proxy_set; /* proxy given (NULL: the environment's) */
+    bool verify;
+    int64_t connect_ms, read_ms, stream_read_ms, reconnect_ms, poll_ms;
+    int64_t reconnect_max_ms; /* 30000; tests make it shorter */
+    char instance_id[37];
+};
+
+/* For tests: a poll interval below the 30 s minimum. */
+void ld__net_config_poll_interval_unclamped(ld_net_config *cfg, int64_t ms);
+/* `root` + `path` + "?filter=KEY" when a filter is set; NULL without
+ * memory. Free with ld__free(). */
+char *ld__net_url(const ld_net_config *c, const char *root, const char *path);
+/* The header lines every request to LaunchDarkly carries, then `extra`
+ * (NULL-terminated; may be NULL), as one NULL-terminated array in one
+ * allocation (free with ld__free()); NULL without memory. */
+char **ld__net_headers(const ld_net_config *c, const char *const *extra);
+/* The HTTP options of `c` (borrowing its strings): a stream's read timeout
+ * when `stream`, else a poll's. */
+void ld__net_http_options(const ld_net_config *c, bool stream, struct ld__http_options *o);
+
+/* ---- FDv1 data (fdv1.c) -----------------------------------------------------
+ * The JSON of LaunchDarkly's first protocol, as change sets.
+ */
+enum ld__fdv1_what {
+    LD__FDV1_ALL,    /* a poll's body: {"flags": {...}, "segments": {...}} */
+    LD__FDV1_PUT,    /* a put event's data: {"path": "/", "data": ALL} */
+    LD__FDV1_PATCH,  /* {"path": "/flags/KEY", "data": {...}} */
+    LD__FDV1_DELETE, /* {"path": "/segments/KEY", "version": N} */
+};
+
+/* Bodies this long or longer are parsed off the loop. */
+#define LD__FDV1_BIG (64 * 1024)
+/* The longest event or body taken. */
+#define LD__FDV1_MAX ((size_t)256 * 1024 * 1024)
+
+/* A parse's outcome. */
+struct ld__fdv1_result {
+    int code;               /* 0, LD_EPARSE, LD_ENOMEM */
+    ld_fdv2_change_set *cs; /* code 0: the changes; NULL for a patch or delete
+                               of a path that is not a flag's or a segment's */
+    char msg[200];          /* code != 0: why */
+};
+
+/* Parses `len` bytes of `what` into *r (zeroed first). @return r->code. */
+int ld__fdv1_parse(enum ld__fdv1_what what, const char *data, size_t len,
+                   struct ld__fdv1_result *r);
+/* Frees a result allocated with ld__malloc and its change set; an
+ * ld_free_fn. */
+void ld__fdv1_result_free(void *r);
+
+/* "HTTP error N" and, for 401 and 403, " (invalid SDK key)"; whether
+ * LaunchDarkly's SDKs retry after it. */
+bool ld__fdv1_recoverable(long status);
+void ld__fdv1_status_message(long status, char *out, size_t n);
 
 #endif

@@ -514,8 +514,14 @@ static void got_update(ld_future *f, void *arg)
         if (cs) {
             apply(ds, ld_future_ref(f), cs, u);
         } else {
-            ld_update_sink_update_status(ds->sink, ld_fdv2_update_state(u),
-                                         ld_fdv2_update_error(u));
+            const ld_data_source_error_info *e = ld_fdv2_update_error(u);
+            if (e) /* what ready says if the synchronizer ends before data came */
+                set_last_error(ds,
+                               e->kind == LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA ? LD_EPARSE
+                               : e->kind == LD_DATA_SOURCE_ERROR_KIND_STORE      ? LD_ESTORE
+                                                                                 : LD_EIO,
+                               e->message);
+            ld_update_sink_update_status(ds->sink, ld_fdv2_update_state(u), e);
             request_next(ds);
         }
     } else if (code == LD_ECLOSED) { /* the synchronizer has ended */

@@ -1,0 +1,1038 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The FDv1 streaming synchronizer (network.h) against a fake LaunchDarkly
+ * stream: an evhttp server in the same process and loop that speaks the
+ * protocol (GET /all, server-sent events over a chunked response), with the
+ * headers the SDKs send, every event type and path, events split at every
+ * byte, a big put parsed off the loop, statuses, malformed data, a server
+ * that ends the stream, stalls or never answers, stop and free at every
+ * point, many reconnections, a data system on top, and allocation
+ * failures.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include <ldasync/alloc.h>
+#include <ldasync/data_system.h>
+#include <ldasync/error.h>
+#include <ldasync/network.h>
+#include <ldasync/store.h>
+
+#include "check_fail_alloc.h"
+#include "check_suites.h"
+#include "check_util.h"
+#include "core/core-internal.h"
+#include "net/net-internal.h"
+
+#define B ld_test_base
+#define KEY "sdk-0123456789abcdef"
+
+/* ---- the fake LaunchDarkly stream -------------------------------------- */
+
+struct fake {
+    struct evhttp *http;
+    int port;
+    char url[64];
+    int connects; /* requests to /all */
+    char uri[512], auth[256], agent[128], tags[256], wrapper[128], instance[64], accept[64],
+        cache[64];
+    int status;          /* the answer's status (200) */
+    const char *ctype;   /* its Content-Type ("text/event-stream") */
+    bool hold;           /* take the request and never answer */
+    bool end_at_once;    /* end the response after `initial` */
+    const char *initial; /* sent as the stream starts */
+    struct evhttp_request *live;
+    struct evhttp_request *held;
+    /* the first `bad` connections get these instead (0 / NULL: as above) */
+    int bad, bad_status;
+    const char *bad_initial, *bad_ctype;
+};
+
+static struct fake F;
+
+static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
+    snprintf(out, n, "%s", v ? v : "");
+}
+
+/* The client closed the connection of an unfinished request (`arg`: the
+ * slot that holds it): libevent has detached the request, which is ours to
+ * free then. */
+static void live_closed(struct evhttp_connection *c, void *arg)
+{
+    (void)c;
+    struct evhttp_request **slot = arg;
+    if (*slot && evhttp_request_get_connection(*slot) == NULL)
+        evhttp_request_free(*slot);
+    *slot = NULL;
+}
+
+static void serve(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    snprintf(F.uri, sizeof F.uri, "%s", evhttp_request_get_uri(req));
+    copy_header(req, "Authorization", F.auth, sizeof F.auth);
+    copy_header(req, "User-Agent", F.agent, sizeof F.agent);
+    copy_header(req, "X-LaunchDarkly-Tags", F.tags, sizeof F.tags);
+    copy_header(req, "X-LaunchDarkly-Wrapper", F.wrapper, sizeof F.wrapper);
+    copy_header(req, "X-LaunchDarkly-Instance-Id", F.instance, sizeof F.instance);
+    copy_header(req, "Accept", F.accept, sizeof F.accept);
+    copy_header(req, "Cache-Control", F.cache, sizeof F.cache);
+    if (strncmp(F.uri, "/all", 4) != 0) {
+        evhttp_send_error(req, 404, NULL);
+        return;
+    }
+    F.connects++;
+    if (F.hold) {
+        F.held = req;
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.held);
+        return;
+    }
+    bool bad = F.connects <= F.bad;
+    int status = bad && F.bad_status ? F.bad_status : F.status;
+    const char *initial = bad && F.bad_initial ? F.bad_initial : F.initial;
+    const char *ctype = bad && F.bad_ctype ? F.bad_ctype : F.ctype;
+    if (status != 200) {
+        evhttp_send_reply(req, status, "Nope", NULL);
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-LD-EnvID", "env-1");
+    evhttp_send_reply_start(req, 200, "OK");
+    if (initial) {
+        struct evbuffer *b = evbuffer_new();
+        evbuffer_add(b, initial, strlen(initial));
+        evhttp_send_reply_chunk(req, b);
+        evbuffer_free(b);
+    }
+    if (F.end_at_once) {
+        evhttp_send_reply_end(req);
+        return;
+    }
+    F.live = req;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.live);
+}
+
+/* Sends bytes on the open stream. */
+static void fake_send(const char *bytes, size_t n)
+{
+    ck_assert_ptr_nonnull(F.live);
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, bytes, n);
+    evhttp_send_reply_chunk(F.live, b);
+    evbuffer_free(b);
+}
+
+static void fake_sends(const char *s)
+{
+    fake_send(s, strlen(s));
+}
+
+/* Ends the open stream cleanly. */
+static void fake_end(void)
+{
+    ck_assert_ptr_nonnull(F.live);
+    evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
+    evhttp_send_reply_end(F.live);
+    F.live = NULL;
+}
+
+static void fake_up(void)
+{
+    ld_test_setup();
+    signal(SIGPIPE, SIG_IGN);
+    memset(&F, 0, sizeof F);
+    F.status = 200;
+    F.ctype = "text/event-stream; charset=utf-8";
+    F.http = evhttp_new(B);
+    ck_assert_ptr_nonnull(F.http);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(F.http, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    F.port = ntohs(sin.sin_port);
+    snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", F.port);
+    evhttp_set_gencb(F.http, serve, NULL);
+}
+
+static void fake_down(void)
+{
+    if (F.live) { /* evhttp_free() leaks a reply in progress */
+        evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
+        evhttp_send_reply_end(F.live);
+    }
+    if (F.held)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(F.held), NULL, NULL);
+    evhttp_free(F.http);
+    F.http = NULL;
+    ld_test_teardown();
+}
+
+/* ---- the client's side ------------------------------------------------- */
+
+static ld_net_config *config(void)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, F.url), 0);
+    ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 1), 0);
+    c->reconnect_max_ms = 50; /* quick tests; the rule is backoff.c's, tested there */
+    return c;
+}
+
+static ld_synchronizer *stream_new(ld_net_config *c)
+{
+    ld_synchronizer *s = ld_streaming_synchronizer_new(B, c);
+    ck_assert_ptr_nonnull(s);
+    ld_net_config_free(c);
+    return s;
+}
+
+static void run_until(const int *flag, int want)
+{
+    for (int i = 0; i < 200000 && *flag < want; i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert_int_ge(*flag, want);
+}
+
+static void run_ms(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_base_loopexit(B, &tv);
+    event_base_dispatch(B);
+}
+
+/* Runs what is ready (the fake server keeps events added: no
+ * ld_test_flush()). */
+static void settle(void)
+{
+    for (int i = 0; i < 20; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+}
+
+/* The next update (the future, done; release it). */
+static ld_future *next_done(ld_synchronizer *s)
+{
+    return ld_test_done(ld_synchronizer_next(s));
+}
+
+/* The next update, which must be one; asserts its state. */
+static ld_future *expect_update(ld_synchronizer *s, enum ld_data_source_state state)
+{
+    ld_future *f = next_done(s);
+    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
+    const ld_fdv2_update *u = ld_fdv2_future_update(f);
+    ck_assert_ptr_nonnull(u);
+    ck_assert_int_eq(ld_fdv2_update_state(u), state);
+    return f;
+}
+
+/* An error update: its kind and status, and a piece of its message. */
+static void expect_error(ld_synchronizer *s, enum ld_data_source_state state,
+                         enum ld_data_source_error_kind kind, int status, const char *in_msg)
+{
+    ld_future *f = expect_update(s, state);
+    const ld_fdv2_update *u = ld_fdv2_future_update(f);
+    ck_assert_ptr_null(ld_fdv2_update_change_set(u));
+    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_msg(e->kind == kind, "kind %d, want %d (%s)", e->kind, kind, e->message);
+    ck_assert_int_eq(e->status_code, status);
+    ck_assert_int_gt(e->time_ms, 0);
+    if (in_msg)
+        ck_assert_msg(strstr(e->message, in_msg), "\"%s\" not in \"%s\"", in_msg, e->message);
+    ld_future_unref(f);
+}
+
+/* The change set of a valid update: its intent and count. */
+static ld_future *expect_changes(ld_synchronizer *s, enum ld_fdv2_intent intent, size_t n)
+{
+    ld_future *f = expect_update(s, LD_DATA_SOURCE_STATE_VALID);
+    const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(ld_fdv2_future_update(f));
+    ck_assert_ptr_nonnull(cs);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), intent);
+    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), n);
+    return f;
+}
+
+static const ld_fdv2_change *change_of(ld_future *f, size_t i)
+{
+    return ld_fdv2_change_set_get(ld_fdv2_update_change_set(ld_fdv2_future_update(f)), i);
+}
+
+#define PUT1                                                                                       \
+    "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{\"f1\":{\"key\":\"f1\",\"version\":3," \
+    "\"on\":true}},\"segments\":{\"s1\":{\"key\":\"s1\",\"version\":2}}}}\n\n"
+
+/* ---- tests ----------------------------------------------------------------- */
+
+START_TEST(test_headers_and_url_are_those_of_the_sdks)
+{
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_net_config_set_application(c, "my-app", "1.2.3"), 0);
+    ck_assert_int_eq(ld_net_config_set_wrapper(c, "my-wrapper", "9.0"), 0);
+    ck_assert_int_eq(ld_net_config_set_payload_filter(c, "mobile_only"), 0);
+    char instance[40];
+    snprintf(instance, sizeof instance, "%s", ld_net_config_instance_id(c));
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(c);
+    ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2);
+    ck_assert_str_eq(ld_fdv2_update_environment_id(ld_fdv2_future_update(f)), "env-1");
+    ld_future_unref(f);
+    ck_assert_str_eq(F.uri, "/all?filter=mobile_only");
+    ck_assert_str_eq(F.auth, KEY);
+    ck_assert_msg(strncmp(F.agent, "ldasync/", 8) == 0, "%s", F.agent);
+    ck_assert_str_eq(F.tags, "application-id/my-app application-version/1.2.3");
+    ck_assert_str_eq(F.wrapper, "my-wrapper/9.0");
+    ck_assert_str_eq(F.instance, instance);
+    ck_assert_uint_eq(strlen(instance), 36);
+    ck_assert_int_eq(instance[14], '4'); /* a version 4 UUID */
+    ck_assert_str_eq(F.accept, "text/event-stream");
+    ck_assert_str_eq(F.cache, "no-cache");
+    ck_assert_int_eq(F.connects, 1);
+    ck_assert_str_eq(ld_synchronizer_name(s), "streaming");
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_no_connection_before_the_first_next)
+{
+    ld_synchronizer *s = stream_new(config());
+    run_ms(50);
+    ck_assert_int_eq(F.connects, 0);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_put_patch_delete_of_both_kinds)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2);
+    bool saw_flag = false, saw_seg = false;
+    for (size_t i = 0; i < 2; i++) {
+        const ld_fdv2_change *c = change_of(f, i);
+        if (ld_fdv2_change_kind(c) == ld_kind_features()) {
+            ck_assert_str_eq(ld_fdv2_change_key(c), "f1");
+            ck_assert_int_eq(ld_fdv2_change_version(c), 3);
+            ck_assert(json_is_true(json_object_get(ld_fdv2_change_object(c), "on")));
+            saw_flag = true;
+        } else {
+            ck_assert_str_eq(ld_fdv2_change_key(c), "s1");
+            ck_assert_int_eq(ld_fdv2_change_version(c), 2);
+            saw_seg = true;
+        }
+    }
+    ck_assert(saw_flag && saw_seg);
+    ld_future_unref(f);
+
+    fake_sends(
+        ": a heartbeat\n\n"
+        "event: patch\ndata: {\"path\":\"/flags/f2\",\"data\":{\"key\":\"f2\",\"version\":7}}\n\n"
+        "event: patch\ndata: "
+        "{\"data\":{\"key\":\"s2\",\"version\":1},\"path\":\"/segments/s2\"}\n\n"
+        "event: patch\ndata: {\"path\":\"/other/x\",\"data\":{\"key\":\"x\"}}\n\n"
+        "event: something-new\ndata: {}\n\n"
+        "event: delete\ndata: {\"path\":\"/flags/f1\",\"version\":4}\n\n"
+        "event: delete\ndata: {\"path\":\"/segments/s1\",\"version\":9}\n\n");
+    f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+    ck_assert_int_eq(ld_fdv2_change_action(change_of(f, 0)), LD_FDV2_ACTION_PUT);
+    ck_assert_ptr_eq(ld_fdv2_change_kind(change_of(f, 0)), ld_kind_features());
+    ck_assert_str_eq(ld_fdv2_change_key(change_of(f, 0)), "f2");
+    ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 7);
+    ld_future_unref(f);
+    f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+    ck_assert_ptr_eq(ld_fdv2_change_kind(change_of(f, 0)), ld_kind_segments());
+    ck_assert_str_eq(ld_fdv2_change_key(change_of(f, 0)), "s2");
+    ld_future_unref(f);
+    f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+    ck_assert_int_eq(ld_fdv2_change_action(change_of(f, 0)), LD_FDV2_ACTION_DELETE);
+    ck_assert_ptr_eq(ld_fdv2_change_kind(change_of(f, 0)), ld_kind_features());
+    ck_assert_str_eq(ld_fdv2_change_key(change_of(f, 0)), "f1");
+    ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 4);
+    ld_future_unref(f);
+    f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+    ck_assert_ptr_eq(ld_fdv2_change_kind(change_of(f, 0)), ld_kind_segments());
+    ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 9);
+    ld_future_unref(f);
+    ck_assert_int_eq(F.connects, 1);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+/* A patch event split in two at every byte, CR LF line ends: each arrives
+ * whole, in order, on one connection. */
+START_TEST(test_events_split_at_every_byte)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    char ev[256];
+    int n0 = snprintf(ev, sizeof ev,
+                      "event: patch\r\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\","
+                      "\"version\":%d}}\r\n\r\n",
+                      1000);
+    for (int cut = 1; cut < n0; cut++) {
+        int n = snprintf(ev, sizeof ev,
+                         "event: patch\r\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\","
+                         "\"version\":%d}}\r\n\r\n",
+                         1000 + cut);
+        ck_assert_int_eq(n, n0);
+        fake_send(ev, (size_t)cut);
+        for (int i = 0; i < 4; i++)
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        fake_send(ev + cut, (size_t)(n - cut));
+        ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+        ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 1000 + cut);
+        ld_future_unref(f);
+    }
+    ck_assert_int_eq(F.connects, 1);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+/* A put of 10,000 flags (megabytes: parsed on the worker) with a patch right
+ * behind it in the same chunk: the put comes first, whole, then the patch. */
+START_TEST(test_a_big_put_then_a_patch_keep_their_order)
+{
+    size_t cap = 4 << 20, n = 0;
+    char *put = malloc(cap);
+    n += (size_t)snprintf(put + n, cap - n,
+                          "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{");
+    for (int i = 0; i < 10000; i++)
+        n += (size_t)snprintf(put + n, cap - n,
+                              "%s\"flag-%d\":{\"key\":\"flag-%d\",\"version\":%d,\"on\":true,"
+                              "\"variations\":[true,false],\"fallthrough\":{\"variation\":0}}",
+                              i ? "," : "", i, i, i + 1);
+    n += (size_t)snprintf(put + n, cap - n,
+                          "},\"segments\":{}}}\n\nevent: patch\ndata: {\"path\":\"/flags/flag-5\","
+                          "\"data\":{\"key\":\"flag-5\",\"version\":100}}\n\n");
+    ck_assert_uint_gt(n, LD__FDV1_BIG);
+    F.initial = put;
+    ld_synchronizer *s = stream_new(config());
+    ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 10000);
+    ld_future_unref(f);
+    f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+    ck_assert_str_eq(ld_fdv2_change_key(change_of(f, 0)), "flag-5");
+    ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 100);
+    ld_future_unref(f);
+    ld_synchronizer_free(s);
+    settle();
+    free(put);
+}
+END_TEST
+
+/* A big put that is malformed: invalid data after the worker's parse, the
+ * patch behind it dropped, and a new connection. */
+START_TEST(test_a_big_malformed_put_restarts_the_stream)
+{
+    size_t cap = 200000, n = 0;
+    char *put = malloc(cap);
+    n += (size_t)snprintf(put + n, cap - n,
+                          "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{");
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)snprintf(put + n, cap - n, "\"f%d\":{\"version\":1},", i);
+    n += (size_t)snprintf(put + n, cap - n,
+                          "}}}\n\nevent: patch\ndata: {\"path\":\"/flags/x\",\"data\":{}}\n\n");
+    ck_assert_uint_gt(n, LD__FDV1_BIG);
+    F.bad = 1;
+    F.bad_initial = put;
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
+                 "malformed JSON");
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ck_assert_int_eq(F.connects, 2);
+    ld_synchronizer_free(s);
+    settle();
+    free(put);
+}
+END_TEST
+
+START_TEST(test_recoverable_statuses_retry)
+{
+    static const int codes[] = {400, 408, 429, 500, 503};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        F.bad = 2;
+        F.bad_status = codes[i];
+        F.connects = 0;
+        F.initial = PUT1;
+        ld_synchronizer *s = stream_new(config());
+        expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE,
+                     codes[i], "will retry");
+        expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE,
+                     codes[i], NULL);
+        ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+        ck_assert_int_eq(F.connects, 3);
+        ld_synchronizer_free(s);
+        settle();
+    }
+}
+END_TEST
+
+START_TEST(test_unrecoverable_statuses_turn_it_off)
+{
+    static const int codes[] = {401, 403, 404, 405};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        F.status = codes[i];
+        F.connects = 0;
+        ld_synchronizer *s = stream_new(config());
+        expect_error(s, LD_DATA_SOURCE_STATE_OFF, LD_DATA_SOURCE_ERROR_KIND_RESPONSE, codes[i],
+                     codes[i] <= 403 ? "invalid SDK key" : "giving up");
+        ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
+        ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
+        run_ms(30);
+        ck_assert_int_eq(F.connects, 1);
+        ld_synchronizer_free(s);
+        settle();
+    }
+}
+END_TEST
+
+START_TEST(test_malformed_events_restart_the_stream)
+{
+    static const char *const bad[] = {
+        "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":\n\n",
+        "event: put\ndata: {\"path\":\"/\"}\n\n",
+        "event: put\ndata: {\"data\":{\"flags\":[]}}\n\n",
+        "event: put\ndata: {\"data\":{\"flags\":{\"a\":3}}}\n\n",
+        "event: put\ndata: {\"data\":{\"flags\":{\"a\":{\"version\":\"7\"}}}}\n\n",
+        "event: patch\ndata: {\"path\":\"/flags/a\"}\n\n",
+        "event: patch\ndata: {\"data\":{}}\n\n",
+        "event: patch\ndata: {\"path\":\"/flags/\",\"data\":{}}\n\n",
+        "event: delete\ndata: {\"path\":\"/flags/a\"}\n\n",
+        "event: delete\ndata: {\"path\":\"/flags/a\",\"version\":-1}\n\n",
+        "event: delete\ndata: [1]\n\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        F.connects = 0;
+        F.bad = 1;
+        F.bad_initial = bad[i];
+        F.initial = PUT1;
+        ld_synchronizer *s = stream_new(config());
+        expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
+                     NULL);
+        ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+        ck_assert_int_eq(F.connects, 2);
+        ld_synchronizer_free(s);
+        settle();
+    }
+}
+END_TEST
+
+START_TEST(test_not_an_event_stream_is_invalid_data)
+{
+    F.bad = 1;
+    F.bad_ctype = "application/json";
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
+                 "text/event-stream");
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_stream_the_server_ends_reconnects)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    fake_sends("event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n"
+               "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"ver");
+    fake_end();
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1));
+    /* the event cut by the end is dropped */
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
+                 "ended the stream");
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ck_assert_int_eq(F.connects, 2);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_stalled_stream_times_out_and_reconnects)
+{
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_net_config_set_timeouts(c, 0, 0, 150), 0);
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(c);
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    /* heartbeats keep it alive past the timeout */
+    for (int i = 0; i < 4; i++) {
+        run_ms(60);
+        fake_sends(":\n");
+    }
+    ck_assert_int_eq(F.connects, 1);
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ck_assert_int_eq(F.connects, 2);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_server_that_never_answers_times_out)
+{
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_net_config_set_timeouts(c, 0, 0, 100), 0);
+    F.hold = true;
+    ld_synchronizer *s = stream_new(c);
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_refused_connection_is_a_network_error)
+{
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://127.0.0.1:1"), 0);
+    ld_synchronizer *s = stream_new(c);
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_missing_ca_file_fails_each_connection)
+{
+    ld_net_config *c = config();
+    char url[80];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", F.port);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, url), 0);
+    ck_assert_int_eq(ld_net_config_set_ca_file(c, "/nonexistent/ca.pem"), 0);
+    ld_synchronizer *s = stream_new(c);
+    expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+/* Updates nobody takes are kept, up to a bound; then the stream restarts. */
+START_TEST(test_updates_queue_until_taken)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    for (int i = 0; i < 50; i++) {
+        char ev[128];
+        snprintf(ev, sizeof ev,
+                 "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":%d}}\n\n",
+                 10 + i);
+        fake_sends(ev);
+    }
+    run_ms(50);
+    for (int i = 0; i < 50; i++) {
+        ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
+        ck_assert_int_eq(ld_fdv2_change_version(change_of(f, 0)), 10 + i);
+        ld_future_unref(f);
+    }
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_an_overfull_queue_restarts_the_stream)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(config());
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    static char big[5000 * 80];
+    size_t n = 0;
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n,
+                              "event: delete\ndata: {\"path\":\"/flags/f1\",\"version\":%d}\n\n",
+                              i + 10);
+    fake_send(big, n);
+    F.initial = PUT1;
+    run_until(&F.connects, 2);
+    ld_future *f = next_done(s);
+    /* what was queued went: the new put is all there is */
+    ck_assert(ld_future_is_fulfilled(f));
+    const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(ld_fdv2_future_update(f));
+    ck_assert_ptr_nonnull(cs);
+    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), LD_FDV2_INTENT_XFER_FULL);
+    ld_future_unref(f);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* A server that ends every stream after its put: thousands of reconnections
+ * leave no descriptor and no request behind. */
+START_TEST(test_many_reconnections_leak_nothing)
+{
+    F.initial = PUT1;
+    F.end_at_once = true;
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 0), 0);
+    c->reconnect_max_ms = 2; /* the delays would grow to 30 s otherwise */
+    ld_synchronizer *s = stream_new(c);
+    int fds = -1;
+    for (int i = 0; i < 2000; i++) {
+        ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+        expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
+                     NULL);
+        if (i == 100)
+            fds = count_fds();
+    }
+    int after = count_fds();
+    ck_assert_msg(after <= fds + 4, "descriptors %d -> %d", fds, after);
+    ck_assert_int_ge(F.connects, 2000);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+/* ---- stop and free at every point ------------------------------------------ */
+
+START_TEST(test_stop_while_connecting_and_free)
+{
+    F.hold = true;
+    ld_synchronizer *s = stream_new(config());
+    ld_future *n = ld_synchronizer_next(s);
+    run_until(&F.connects, 1);
+    ld_test_await_ok(ld_synchronizer_stop(s));
+    ck_assert(ld_future_is_rejected(n));
+    ck_assert_int_eq(ld_future_error(n), LD_ECLOSED);
+    ld_future_unref(n);
+    ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
+    ld_test_await_ok(ld_synchronizer_stop(s));
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
+START_TEST(test_free_while_connecting)
+{
+    F.hold = true;
+    ld_synchronizer *s = stream_new(config());
+    ld_future *n = ld_synchronizer_next(s);
+    run_until(&F.connects, 1);
+    ld_synchronizer_free(s);
+    ld_test_wait(n);
+    ck_assert_int_eq(ld_future_error(n), LD_ECANCELED);
+    ld_future_unref(n);
+    settle();
+}
+END_TEST
+
+/* Freed while a big put is parsed on the worker, and stopped then. */
+START_TEST(test_free_and_stop_during_a_big_put_s_parse)
+{
+    size_t cap = 4 << 20, n = 0;
+    char *put = malloc(cap);
+    n += (size_t)snprintf(put + n, cap - n, "event: put\ndata: {\"data\":{\"flags\":{");
+    for (int i = 0; i < 20000; i++)
+        n += (size_t)snprintf(put + n, cap - n, "%s\"f%d\":{\"key\":\"f%d\",\"version\":1}",
+                              i ? "," : "", i, i);
+    n += (size_t)snprintf(put + n, cap - n, "}}}\n\n");
+    F.initial = put;
+    for (int round = 0; round < 6; round++) {
+        F.connects = 0;
+        ld_synchronizer *s = stream_new(config());
+        ld_future *nx = ld_synchronizer_next(s);
+        run_until(&F.connects, 1);
+        for (int i = 0; i < round * 3; i++)
+            event_base_loop(B, EVLOOP_ONCE);
+        if (round % 2) {
+            ld_test_await_ok(ld_synchronizer_stop(s));
+            ck_assert(!ld_future_is_pending(nx));
+        }
+        ld_synchronizer_free(s);
+        ld_test_wait(nx);
+        ld_future_unref(nx);
+        settle();
+    }
+    free(put);
+}
+END_TEST
+
+static void free_in_callback(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_synchronizer_free(arg);
+}
+
+START_TEST(test_free_from_inside_a_next_s_callback)
+{
+    F.initial = PUT1 "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n";
+    ld_synchronizer *s = stream_new(config());
+    ld_future *a = ld_synchronizer_next(s);
+    ld_future *b = ld_synchronizer_next(s);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(a), free_in_callback, s), 0);
+    ld_test_wait(a);
+    ck_assert(ld_future_is_fulfilled(a));
+    ld_test_wait(b);
+    ck_assert(!ld_future_is_pending(b));
+    ld_future_unref(a);
+    ld_future_unref(b);
+    settle();
+}
+END_TEST
+
+/* ---- a data system on top -------------------------------------------------- */
+
+START_TEST(test_a_data_system_is_fed_by_the_stream)
+{
+    F.initial = PUT1;
+    ld_store *st = ld_memory_store_new(B);
+    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(config()));
+    ck_assert_ptr_nonnull(ds);
+    ld_test_await_ok(ld_data_system_ready(ds));
+    ld_future *g = ld_test_fulfilled(ld_store_get(st, ld_kind_features(), "f1"));
+    ck_assert_ptr_nonnull(ld_future_json(g));
+    ld_future_unref(g);
+    fake_sends(
+        "event: patch\ndata: {\"path\":\"/flags/f9\",\"data\":{\"key\":\"f9\",\"version\":1}}\n\n");
+    for (int i = 0; i < 1000; i++) {
+        g = ld_test_fulfilled(ld_store_get(st, ld_kind_features(), "f9"));
+        bool there = ld_future_json(g) != NULL;
+        ld_future_unref(g);
+        if (there)
+            break;
+        event_base_loop(B, EVLOOP_ONCE);
+        ck_assert_int_lt(i, 999);
+    }
+    ld_data_source_status status;
+    ck_assert_int_eq(ld_data_system_status(ds, &status), 0);
+    ck_assert_int_eq(status.state, LD_DATA_SOURCE_STATE_VALID);
+    ld_data_system_free(ds);
+    settle();
+    ld_test_await_ok(ld_store_close(st));
+    ld_store_free(st);
+}
+END_TEST
+
+START_TEST(test_a_refused_key_rejects_ready_with_the_status)
+{
+    F.status = 401;
+    ld_store *st = ld_memory_store_new(B);
+    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(config()));
+    ld_test_expect_error(ld_data_system_ready(ds), LD_EIO, "401");
+    ld_data_source_status status;
+    settle();
+    ck_assert_int_eq(ld_data_system_status(ds, &status), 0);
+    ck_assert_int_eq(status.state, LD_DATA_SOURCE_STATE_OFF);
+    ck_assert_ptr_nonnull(status.error);
+    ck_assert_int_eq(status.error->status_code, 401);
+    ld_data_system_free(ds);
+    settle();
+    ld_test_await_ok(ld_store_close(st));
+    ld_store_free(st);
+}
+END_TEST
+
+/* ---- the configuration ----------------------------------------------------- */
+
+START_TEST(test_config_refuses_bad_values)
+{
+    ck_assert_ptr_null(ld_net_config_new(NULL));
+    ck_assert_ptr_null(ld_net_config_new(""));
+    ck_assert_ptr_null(ld_net_config_new("sdk key"));
+    ck_assert_ptr_null(ld_net_config_new("sdk\nkey"));
+    char *longkey = malloc(8194);
+    memset(longkey, 'a', 8193);
+    longkey[8193] = '\0';
+    ck_assert_ptr_null(ld_net_config_new(longkey));
+    longkey[8192] = '\0';
+    ld_net_config *c = ld_net_config_new(longkey);
+    ck_assert_ptr_nonnull(c);
+    ld_net_config_free(c);
+    free(longkey);
+
+    c = ld_net_config_new(KEY);
+    ck_assert_str_eq(ld_net_config_stream_uri(c), LD_DEFAULT_STREAM_URI);
+    ck_assert_str_eq(ld_net_config_base_uri(c), LD_DEFAULT_BASE_URI);
+    ck_assert_str_eq(ld_net_config_events_uri(c), LD_DEFAULT_EVENTS_URI);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "ftp://x"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "https:///x"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://a b"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_base_uri(c, "http://relay:8030/ld//"), 0);
+    ck_assert_str_eq(ld_net_config_base_uri(c), "http://relay:8030/ld");
+    ck_assert_int_eq(ld_net_config_set_base_uri(c, NULL), 0);
+    ck_assert_str_eq(ld_net_config_base_uri(c), LD_DEFAULT_BASE_URI);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, "https://e.example"), 0);
+    ck_assert_str_eq(ld_net_config_events_uri(c), "https://e.example");
+    ck_assert_int_eq(ld_net_config_set_payload_filter(c, ""), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_payload_filter(c, "a&b"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_payload_filter(c, NULL), 0);
+    ck_assert_int_eq(ld_net_config_set_application(c, "", NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_application(c, "a b", NULL), LD_EINVAL);
+    char v65[66];
+    memset(v65, 'v', 65);
+    v65[65] = '\0';
+    ck_assert_int_eq(ld_net_config_set_application(c, "app", v65), LD_EINVAL);
+    v65[64] = '\0';
+    ck_assert_int_eq(ld_net_config_set_application(c, "app", v65), 0);
+    ck_assert_int_eq(ld_net_config_set_wrapper(c, NULL, "1.0"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_wrapper(c, "a/b", NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_wrapper(c, "w\r\nX: y", NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_wrapper(c, "w", "1\n"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_ca_file(c, ""), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_proxy(c, "http://p :1"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_proxy(c, ""), 0);
+    ck_assert_int_eq(ld_net_config_set_timeouts(c, 86400001, 0, 0), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_timeouts(c, 0, 0, 0), 0);
+    ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, -1), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_poll_interval(c, 0), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_poll_interval(c, 1000), 0);
+    ck_assert_int_eq(c->poll_ms, 30000);
+    ck_assert(ld_net_config_verify_peer(c));
+    ck_assert_int_eq(ld_net_config_set_verify_peer(c, false), 0);
+    ck_assert(!ld_net_config_verify_peer(c));
+
+    ld_net_config *d = ld_net_config_copy(c);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_str_eq(ld_net_config_instance_id(d), ld_net_config_instance_id(c));
+    ck_assert_str_eq(ld_net_config_sdk_key(d), KEY);
+    ck_assert_ptr_ne(ld_net_config_sdk_key(d), ld_net_config_sdk_key(c));
+    ld_net_config_free(d);
+    ld_net_config *e = ld_net_config_new(KEY);
+    ck_assert_str_ne(ld_net_config_instance_id(e), ld_net_config_instance_id(c));
+    ld_net_config_free(e);
+    ld_net_config_free(c);
+
+    /* NULL everywhere */
+    ck_assert_ptr_null(ld_net_config_copy(NULL));
+    ld_net_config_free(NULL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_base_uri(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_events_uri(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_payload_filter(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_application(NULL, NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_wrapper(NULL, NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_ca_file(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_verify_peer(NULL, true), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_proxy(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_timeouts(NULL, 0, 0, 0), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_reconnect_delay(NULL, 0), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_poll_interval(NULL, 30000), LD_EINVAL);
+    ck_assert_ptr_null(ld_net_config_sdk_key(NULL));
+    ck_assert_ptr_null(ld_net_config_stream_uri(NULL));
+    ck_assert_ptr_null(ld_net_config_base_uri(NULL));
+    ck_assert_ptr_null(ld_net_config_events_uri(NULL));
+    ck_assert_ptr_null(ld_net_config_instance_id(NULL));
+    ck_assert(ld_net_config_verify_peer(NULL));
+    ck_assert_ptr_null(ld_streaming_synchronizer_new(NULL, NULL));
+    ck_assert_ptr_null(ld_streaming_synchronizer_new(B, NULL));
+}
+END_TEST
+
+/* ---- allocation failures --------------------------------------------------- */
+
+/* Every allocation of the library's failing in turn (libcurl's are spared:
+ * libcurl 7.88 crashes when one of a transfer's fails, dividing by zero in
+ * a hash, see net-internal.h) while a stream is made, connects, takes a put, a patch and a delete:
+ * NULL, or errors reported as updates, or the data; never a crash or a
+ * leak (ASan). */
+START_TEST(test_allocation_failures)
+{
+    F.initial = PUT1 "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n"
+                     "event: delete\ndata: {\"path\":\"/flags/f1\",\"version\":6}\n\n";
+    ld_net_config *c = config();
+    __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
+    for (long n = 1;; n++) {
+        __atomic_store_n(&g_fail_at, n, __ATOMIC_RELAXED);
+        ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
+        __atomic_store_n(&g_calls, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_counting, true, __ATOMIC_RELAXED);
+        ld_synchronizer *s = ld_streaming_synchronizer_new(B, c);
+        int valid = 0;
+        for (int i = 0; s && i < 6 && valid < 3; i++) {
+            ld_future *f = ld_synchronizer_next(s);
+            for (int k = 0; k < 20000 && ld_future_is_pending(f); k++)
+                event_base_loop(B, EVLOOP_ONCE);
+            ck_assert(!ld_future_is_pending(f));
+            const ld_fdv2_update *u = ld_fdv2_future_update(f);
+            if (u && ld_fdv2_update_state(u) == LD_DATA_SOURCE_STATE_VALID)
+                valid++;
+            ld_future_unref(f);
+        }
+        __atomic_store_n(&g_counting, false, __ATOMIC_RELAXED);
+        ld_set_alloc_funcs(NULL, NULL, NULL);
+        bool failed = __atomic_load_n(&g_calls, __ATOMIC_RELAXED) >= n;
+        ld_synchronizer_free(s);
+        run_ms(1);
+        if (!failed) {
+            ck_assert_int_eq(valid, 3);
+            break;
+        }
+    }
+    __atomic_store_n(&g_fail_at, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ld__http_spare_curl, false, __ATOMIC_RELAXED);
+    ld_net_config_free(c);
+}
+END_TEST
+
+Suite *ld_suite_streaming(void)
+{
+    Suite *s = suite_create("streaming");
+    TCase *tc = tcase_create("fdv1");
+    tcase_add_checked_fixture(tc, fake_up, fake_down);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_headers_and_url_are_those_of_the_sdks);
+    tcase_add_test(tc, test_no_connection_before_the_first_next);
+    tcase_add_test(tc, test_put_patch_delete_of_both_kinds);
+    tcase_add_test(tc, test_events_split_at_every_byte);
+    tcase_add_test(tc, test_a_big_put_then_a_patch_keep_their_order);
+    tcase_add_test(tc, test_a_big_malformed_put_restarts_the_stream);
+    tcase_add_test(tc, test_recoverable_statuses_retry);
+    tcase_add_test(tc, test_unrecoverable_statuses_turn_it_off);
+    tcase_add_test(tc, test_malformed_events_restart_the_stream);
+    tcase_add_test(tc, test_not_an_event_stream_is_invalid_data);
+    tcase_add_test(tc, test_a_stream_the_server_ends_reconnects);
+    tcase_add_test(tc, test_a_stalled_stream_times_out_and_reconnects);
+    tcase_add_test(tc, test_a_server_that_never_answers_times_out);
+    tcase_add_test(tc, test_a_refused_connection_is_a_network_error);
+    tcase_add_test(tc, test_a_missing_ca_file_fails_each_connection);
+    tcase_add_test(tc, test_updates_queue_until_taken);
+    tcase_add_test(tc, test_an_overfull_queue_restarts_the_stream);
+    tcase_add_test(tc, test_many_reconnections_leak_nothing);
+    tcase_add_test(tc, test_stop_while_connecting_and_free);
+    tcase_add_test(tc, test_free_while_connecting);
+    tcase_add_test(tc, test_free_and_stop_during_a_big_put_s_parse);
+    tcase_add_test(tc, test_free_from_inside_a_next_s_callback);
+    tcase_add_test(tc, test_a_data_system_is_fed_by_the_stream);
+    tcase_add_test(tc, test_a_refused_key_rejects_ready_with_the_status);
+    tcase_add_test(tc, test_config_refuses_bad_values);
+    tcase_add_test(tc, test_allocation_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}
