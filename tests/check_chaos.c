@@ -1405,6 +1405,10 @@ END_TEST
 
 /* ---- contexts ------------------------------------------------------------ */
 
+/* ld_secure_mode_hash() is not here: it allocates nothing (stack buffers
+ * and OpenSSL's low-level SHA-256), which tests/model/check_secure_mode.c
+ * checks through the library's hooks and OpenSSL's allocator. */
+
 static json_t *g_ctx_json[3];
 static ld_context *g_ctx[2];
 

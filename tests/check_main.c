@@ -23,8 +23,8 @@ static Suite *(*const suites[])(void) = {
     ld_suite_mock_store,  ld_suite_mock_ifaces,  ld_suite_eval_ops,    ld_suite_eval,
     ld_suite_eval_attack, ld_suite_eval_slices,  ld_suite_eval_big,    ld_suite_eval_slices_attack,
     ld_suite_serve,       ld_suite_serve_e2e,    ld_suite_serve_chaos, ld_suite_serve_loop,
-    ld_suite_sse,         ld_suite_http,         ld_suite_streaming, ld_suite_polling, ld_suite_backoff,     ld_suite_data_system,
-    ld_suite_client,
+    ld_suite_sse,         ld_suite_http,         ld_suite_backoff,     ld_suite_data_system,
+    ld_suite_client,      ld_suite_secure_mode,  ld_suite_streaming,   ld_suite_polling,
 };
 
 /* Whether suite `pos` (from 0) is in the shard LDASYNC_SHARD names (all

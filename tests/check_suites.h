@@ -14,6 +14,7 @@ Suite *ld_suite_worker(void);        /* check_worker.c */
 Suite *ld_suite_json(void);          /* check_json.c */
 Suite *ld_suite_kind(void);          /* check_kind.c */
 Suite *ld_suite_context(void);       /* check_context.c */
+Suite *ld_suite_secure_mode(void);   /* check_secure_mode.c */
 Suite *ld_suite_store(void);         /* check_store.c */
 Suite *ld_suite_memory_load(void);   /* check_memory_load.c */
 Suite *ld_suite_store_now(void);     /* check_store_now.c */

@@ -94,6 +94,21 @@ LD_EXPORT const char *ld_context_key(const ld_context *ctx, const char *kind);
  *  NULL. @since 0.1.0 */
 LD_EXPORT const char *ld_context_fully_qualified_key(const ld_context *ctx);
 
+/** LaunchDarkly's secure mode hash of `ctx`: the HMAC-SHA256 of its
+ *  fully-qualified key (ld_context_fully_qualified_key(): the key alone for
+ *  a single context of kind "user") keyed with `sdk_key`, as the server-side
+ *  SDKs' secureModeHash computes it for the client-side SDKs.
+ *  @param sdk_key the SDK key, a NUL-terminated string (borrowed; the empty
+ *  string is an empty HMAC key).
+ *  @param ctx the context (borrowed).
+ *  @param out receives the hash as 64 lowercase hex digits and a NUL;
+ *  unchanged on error.
+ *  @return 0; LD_EINVAL if `sdk_key`, `ctx` or `out` is NULL (a context
+ *  that exists is always valid: the functions that make one refuse an
+ *  invalid one). Allocates nothing and cannot otherwise fail. Any thread.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_secure_mode_hash(const char *sdk_key, const ld_context *ctx, char out[65]);
+
 /** True if the individual context of kind `kind` (NULL means "user") is
  *  anonymous; false if it is not or there is no such kind. @since 0.1.0 */
 LD_EXPORT bool ld_context_anonymous(const ld_context *ctx, const char *kind);
