@@ -25,6 +25,7 @@ layer_of_header() {
     kind | context) echo model ;;
     store | status | sink | big_segments | fdv2) echo store ;;
     eval) echo eval ;;
+    network) echo net ;;
     file_source | data_system) echo sources ;;
     processor) echo events ;;
     client | ldasync) echo client ;;

@@ -1352,6 +1352,43 @@ static void act_client(void)
 
 CHAOS_TEST(test_chaos_client, PATH(client_setup, act_client, client_teardown))
 
+/* ---- network: configuration and the sources' making (no connection) ------- */
+
+static void act_network(void)
+{
+    ld_net_config *c = ld_net_config_new("sdk-chaos");
+    if (!c)
+        return;
+    ld_net_config_set_stream_uri(c, "http://127.0.0.1:1/");
+    ld_net_config_set_base_uri(c, "http://127.0.0.1:1");
+    ld_net_config_set_events_uri(c, "http://127.0.0.1:1");
+    ld_net_config_set_payload_filter(c, "f");
+    ld_net_config_set_application(c, "app", "1.0");
+    ld_net_config_set_wrapper(c, "w", "2");
+    ld_net_config_set_ca_file(c, "/nonexistent.pem");
+    ld_net_config_set_proxy(c, "");
+    ld_net_config *d = ld_net_config_copy(c);
+    ld_synchronizer *st = ld_streaming_synchronizer_new(B, c);
+    ld_synchronizer *ps = ld_polling_synchronizer_new(B, d ? d : c);
+    ld_initializer *pi = ld_polling_initializer_new(B, c);
+    ld_synchronizer_free(st);
+    ld_synchronizer_free(ps);
+    ld_initializer_free(pi);
+    ld_client_options *o = ld_client_options_new();
+    if (o && ld_client_options_set_net_config(o, c) == 0) {
+        ld_client *cl = ld_client_new(B, o);
+        char h[65];
+        if (cl)
+            ck_assert_int_eq(ld_client_secure_mode_hash(cl, g_cctx, h), 0);
+        ld_client_free(cl); /* before its data system started: no connection */
+    }
+    ld_client_options_free(o);
+    ld_net_config_free(d);
+    ld_net_config_free(c);
+}
+
+CHAOS_TEST(test_chaos_network, PATH(client_setup, act_network, client_teardown))
+
 /* ---- the hooks themselves ------------------------------------------------ */
 
 START_TEST(test_set_alloc_funcs_all_or_none)
@@ -1854,6 +1891,7 @@ static Suite *chaos_suite(void)
     add_case(s, "file_source", chaos_setup, test_chaos_file_source);
     add_case(s, "data_system", chaos_setup, test_chaos_data_system);
     add_case(s, "client", chaos_setup, test_chaos_client);
+    add_case(s, "network", chaos_setup, test_chaos_network);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);
     return s;

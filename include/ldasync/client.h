@@ -27,6 +27,11 @@
  * eval.h says; a value of another type than asked for serves the fallback
  * (WRONG_TYPE in the detail).
  *
+ * Connected to LaunchDarkly: give the options a network configuration
+ * (ld_client_options_set_net_config(), network.h) and the client streams
+ * its data from LaunchDarkly (or polls it). The program must ignore
+ * SIGPIPE, as network.h says.
+ *
  * Analytics events are not sent yet (a later version adds an event
  * processor to the options).
  *
@@ -47,6 +52,7 @@
 #include <ldasync/eval.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/future.h>
+#include <ldasync/network.h>
 #include <ldasync/status.h>
 #include <ldasync/store.h>
 
@@ -100,6 +106,22 @@ LD_EXPORT int ld_client_options_set_big_segments(ld_client_options *opts, ld_big
  *  ready is fulfilled at once and the status is `valid`.
  *  @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
 LD_EXPORT int ld_client_options_set_offline(ld_client_options *opts, bool offline);
+
+/** How the client reaches LaunchDarkly (network.h): the SDK key, the
+ *  service URIs, tags, wrapper, payload filter, HTTP and TLS settings.
+ *  `cfg` is copied (NULL removes it). With it, and no data source given
+ *  (no initializer, no synchronizer) and not offline, the client streams
+ *  from LaunchDarkly (ld_streaming_synchronizer_new()), or polls with
+ *  ld_client_options_set_polling(); data sources given win (files, say).
+ *  It also gives ld_client_secure_mode_hash() its SDK key. @return 0;
+ *  LD_EINVAL if `opts` is NULL; LD_ENOMEM (nothing changes).
+ *  @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_net_config(ld_client_options *opts, const ld_net_config *cfg);
+
+/** Polls LaunchDarkly (ld_polling_synchronizer_new()) instead of
+ *  streaming, when the client makes its own data source from the network
+ *  configuration. @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_polling(ld_client_options *opts, bool polling);
 
 /* ------------------------------------------------------------------------- */
 /* The client                                                                */
@@ -210,6 +232,14 @@ LD_EXPORT ld_evaluator *ld_client_evaluator(const ld_client *client);
 /** The data system (add change listeners to it to stream changes), or NULL
  *  when offline and for NULL. @since 0.1.0 */
 LD_EXPORT ld_data_system *ld_client_data_system(const ld_client *client);
+
+/** LaunchDarkly's secure mode hash of `ctx` with the client's SDK key (the
+ *  network configuration's), for client-side SDKs: ld_secure_mode_hash()
+ *  (context.h) writes it to `out`. @return 0; LD_EINVAL if `client`,
+ *  `ctx` or `out` is NULL or the client has no SDK key. Any thread that
+ *  may use the client. @since 0.1.0 */
+LD_EXPORT int ld_client_secure_mode_hash(const ld_client *client, const ld_context *ctx,
+                                         char out[65]);
 
 /* ------------------------------------------------------------------------- */
 /* Closing                                                                   */

@@ -10,9 +10,13 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
 
 #include <ldasync/client.h>
 #include <ldasync/error.h>
+#include <ldasync/network.h>
 
 #include "core/core-internal.h"
 #include "model/model-internal.h"
@@ -29,6 +33,8 @@ struct ld_client_options {
     ld_big_segment_store *bss; /* borrowed */
     int64_t stale_after_ms;
     bool offline;
+    ld_net_config *net; /* a copy; NULL: none */
+    bool polling;
 };
 
 ld_client_options *ld_client_options_new(void)
@@ -53,7 +59,28 @@ void ld_client_options_free(ld_client_options *o)
     if (!o)
         return;
     drop_sources(o);
+    ld_net_config_free(o->net);
     ld__free(o);
+}
+
+int ld_client_options_set_net_config(ld_client_options *o, const ld_net_config *cfg)
+{
+    if (!o)
+        return LD_EINVAL;
+    ld_net_config *copy = NULL;
+    if (cfg && !(copy = ld_net_config_copy(cfg)))
+        return LD_ENOMEM;
+    ld_net_config_free(o->net);
+    o->net = copy;
+    return 0;
+}
+
+int ld_client_options_set_polling(ld_client_options *o, bool polling)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->polling = polling;
+    return 0;
 }
 
 int ld_client_options_set_store(ld_client_options *o, ld_store *store)
@@ -133,6 +160,7 @@ struct ld_client {
     int64_t created_ms;
     int64_t last_id;
     struct status_listener *listeners;
+    char *sdk_key; /* the network configuration's, for the secure mode hash */
 };
 
 ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
@@ -156,6 +184,8 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
         c->store = ld_memory_store_new(base);
         c->own_store = true;
     }
+    if (o->net && !(c->sdk_key = ld__strdup(ld_net_config_sdk_key(o->net))))
+        goto fail;
     c->ev = c->store ? ld_evaluator_new(c->store) : NULL;
     if (!c->ev || ld_evaluator_set_big_segment_store(c->ev, o->bss, o->stale_after_ms) != 0)
         goto fail;
@@ -165,6 +195,13 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
             goto fail;
         ld_future_fulfill(c->ready);
     } else {
+        if (o->net && !sources.n_inits && !sources.sync) {
+            /* LaunchDarkly's data sources: streaming, or polling */
+            sources.sync = o->polling ? ld_polling_synchronizer_new(base, o->net)
+                                      : ld_streaming_synchronizer_new(base, o->net);
+            if (!sources.sync)
+                goto fail;
+        }
         c->ds = ld_data_system_new(base, c->store, sources.inits, sources.n_inits, sources.sync);
         sources.n_inits = 0; /* the data system took them, on every path */
         sources.sync = NULL;
@@ -442,5 +479,15 @@ void ld_client_free(ld_client *c)
     ld_data_system_free(c->ds);
     if (c->own_store)
         ld_store_free(c->store);
+    if (c->sdk_key) /* a secret: not left in freed memory */
+        OPENSSL_cleanse(c->sdk_key, strlen(c->sdk_key));
+    ld__free(c->sdk_key);
     ld__free(c);
+}
+
+int ld_client_secure_mode_hash(const ld_client *c, const ld_context *ctx, char out[65])
+{
+    if (!c || !c->sdk_key)
+        return LD_EINVAL;
+    return ld_secure_mode_hash(c->sdk_key, ctx, out);
 }

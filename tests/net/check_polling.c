@@ -20,6 +20,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include <ldasync/alloc.h>
+#include <ldasync/client.h>
 #include <ldasync/data_system.h>
 #include <ldasync/error.h>
 #include <ldasync/network.h>
@@ -476,6 +477,25 @@ START_TEST(test_a_data_system_polls)
 }
 END_TEST
 
+START_TEST(test_a_client_set_to_poll_polls)
+{
+    ld_client_options *o = ld_client_options_new();
+    ld_net_config *c = config(30000);
+    ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ck_assert_int_eq(ld_client_options_set_polling(o, true), 0);
+    ld_net_config_free(c);
+    ld_client *cl = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ld_test_await_ok(ld_client_ready(cl));
+    ck_assert_int_eq(F.polls, 1);
+    ld_future *g = ld_test_fulfilled(ld_store_get(ld_client_store(cl), ld_kind_features(), "f1"));
+    ck_assert_ptr_nonnull(ld_future_json(g));
+    ld_future_unref(g);
+    ld_client_free(cl);
+    settle();
+}
+END_TEST
+
 START_TEST(test_allocation_failures)
 {
     F.etag = "\"e\"";
@@ -541,6 +561,7 @@ Suite *ld_suite_polling(void)
     tcase_add_test(tc, test_updates_nobody_takes_are_bounded);
     tcase_add_test(tc, test_stop_and_free_mid_poll_and_from_a_callback);
     tcase_add_test(tc, test_a_data_system_polls);
+    tcase_add_test(tc, test_a_client_set_to_poll_polls);
     tcase_add_test(tc, test_allocation_failures);
     suite_add_tcase(s, tc);
     return s;

@@ -26,6 +26,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include <ldasync/alloc.h>
+#include <ldasync/client.h>
 #include <ldasync/data_system.h>
 #include <ldasync/error.h>
 #include <ldasync/network.h>
@@ -858,6 +859,74 @@ START_TEST(test_a_refused_key_rejects_ready_with_the_status)
 }
 END_TEST
 
+/* ---- a client on top --------------------------------------------------------- */
+
+#define PUT_BOOL                                                                  \
+    "event: put\ndata: {\"data\":{\"flags\":{\"b\":{\"key\":\"b\",\"version\":1," \
+    "\"on\":true,\"variations\":[false,true],\"fallthrough\":{\"variation\":1},"  \
+    "\"offVariation\":0}},\"segments\":{}}}\n\n"
+
+START_TEST(test_a_client_with_a_net_config_streams)
+{
+    F.initial = PUT_BOOL;
+    ld_client_options *o = ld_client_options_new();
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ld_net_config_free(c);
+    ld_client *cl = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(cl);
+    ld_test_await_ok(ld_client_ready(cl));
+    ld_context *ctx = ld_test_ctx_of("{\"kind\":\"user\",\"key\":\"Message\"}");
+    ck_assert(ld_test_await_bool(ld_client_bool_variation(cl, "b", ctx, false)));
+    /* a patch turns it off; the next evaluation sees it */
+    fake_sends("event: patch\ndata: {\"path\":\"/flags/b\",\"data\":{\"key\":\"b\","
+               "\"version\":2,\"on\":false,\"variations\":[false,true],\"offVariation\":0}}\n\n");
+    bool v = true;
+    for (int i = 0; i < 100000 && v; i++) {
+        event_base_loop(B, EVLOOP_ONCE);
+        v = ld_test_await_bool(ld_client_bool_variation(cl, "b", ctx, true));
+    }
+    ck_assert(!v);
+    /* the secure mode hash uses the configuration's SDK key */
+    char h[65], want[65];
+    ck_assert_int_eq(ld_client_secure_mode_hash(cl, ctx, h), 0);
+    ck_assert_int_eq(ld_secure_mode_hash(KEY, ctx, want), 0);
+    ck_assert_str_eq(h, want);
+    ck_assert_int_eq(ld_client_secure_mode_hash(cl, NULL, h), LD_EINVAL);
+    ck_assert_int_eq(ld_client_secure_mode_hash(NULL, ctx, h), LD_EINVAL);
+    ld_client_free(cl);
+    /* without a network configuration there is no SDK key */
+    cl = ld_client_new(B, NULL);
+    ck_assert_int_eq(ld_client_secure_mode_hash(cl, ctx, h), LD_EINVAL);
+    ld_client_free(cl);
+    ld_context_unref(ctx);
+    ck_assert_int_eq(ld_client_options_set_net_config(NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_client_options_set_polling(NULL, true), LD_EINVAL);
+    settle();
+}
+END_TEST
+
+START_TEST(test_a_client_whose_key_is_refused_is_not_ready)
+{
+    F.status = 401;
+    ld_client_options *o = ld_client_options_new();
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ck_assert_int_eq(ld_client_options_set_net_config(o, NULL), 0); /* removed */
+    ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ld_net_config_free(c);
+    ld_client *cl = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ld_test_expect_error(ld_client_ready(cl), LD_EIO, "401");
+    ld_data_source_status st;
+    ck_assert_int_eq(ld_client_data_source_status(cl, &st), 0);
+    ck_assert_int_eq(st.state, LD_DATA_SOURCE_STATE_OFF);
+    ld_client_free(cl);
+    settle();
+}
+END_TEST
+
 /* ---- the configuration ----------------------------------------------------- */
 
 START_TEST(test_config_refuses_bad_values)
@@ -1031,6 +1100,8 @@ Suite *ld_suite_streaming(void)
     tcase_add_test(tc, test_free_from_inside_a_next_s_callback);
     tcase_add_test(tc, test_a_data_system_is_fed_by_the_stream);
     tcase_add_test(tc, test_a_refused_key_rejects_ready_with_the_status);
+    tcase_add_test(tc, test_a_client_with_a_net_config_streams);
+    tcase_add_test(tc, test_a_client_whose_key_is_refused_is_not_ready);
     tcase_add_test(tc, test_config_refuses_bad_values);
     tcase_add_test(tc, test_allocation_failures);
     suite_add_tcase(s, tc);
