@@ -104,7 +104,7 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
     app->log = options->server.log;
     app->log_arg = options->server.log_arg;
     app->log_level = options->server.log_level_set ? options->server.log_level : LDS_LOG_INFO;
-    if (!base || !options->paths || options->n_paths == 0) {
+    if (!base || (!options->upstream && (!options->paths || options->n_paths == 0))) {
         app_log(app, LDS_LOG_ERROR, "cannot start (out of memory?)"); /* as main.c says it */
         lds_free(app);
         return NULL;
@@ -116,10 +116,12 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
      * edited between that read and the synchronizer's first one would
      * reach the store, and the streams, at the file's version, which is
      * not above the one the initializer gave (SDKs ignore such a patch). */
-    ld_synchronizer *sync =
-        app->store
-            ? ld_file_synchronizer_new(base, options->paths, options->n_paths, options->poll_ms)
-            : NULL;
+    ld_synchronizer *sync = NULL;
+    if (app->store && options->upstream)
+        sync = options->polling ? ld_polling_synchronizer_new(base, options->upstream)
+                                : ld_streaming_synchronizer_new(base, options->upstream);
+    else if (app->store)
+        sync = ld_file_synchronizer_new(base, options->paths, options->n_paths, options->poll_ms);
     if (!sync)
         goto fail;
     app->ds = ld_data_system_new(base, app->store, NULL, 0, sync);

@@ -4,7 +4,8 @@
  * serve/main.c and by the end-to-end tests, so that both run the same thing:
  *
  *   memory store <- data system (the file synchronizer on the data files,
- *                   which also brings the first data: no initializer)
+ *                   which also brings the first data: no initializer; or,
+ *                   relaying, the streaming or polling synchronizer)
  *                        | change listener -> lds_server_changed()
  *                        | status          -> /status (ld_data_system_status)
  *   evaluator (on the store) -> evalx
@@ -38,8 +39,12 @@ struct event_base;
 
 struct lds_app_options {
     const char *const *paths; /* the data files (copied) */
-    size_t n_paths;           /* at least 1 */
-    int64_t poll_ms;          /* the synchronizer's polling interval (0: 1000) */
+    size_t n_paths;           /* at least 1, unless `upstream` is set */
+    /* A relay: no files; the data comes from LaunchDarkly (or another
+     * relay) as `upstream` says (copied), by streaming, or by polling. */
+    const ld_net_config *upstream;
+    int polling;
+    int64_t poll_ms; /* the synchronizer's polling interval (0: 1000) */
     /* The server's options (strings copied); `status` and `status_arg` are
      * the app's own (ignored here). The log function and level serve the
      * app's lines too. */

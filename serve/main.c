@@ -72,7 +72,9 @@ LD_PRINTF(3, 4) static void logf_(struct app *app, int level, const char *fmt, .
 static void usage(FILE *to)
 {
     fputs("Usage: ldasync-serve --data FILE [--data FILE ...] [OPTION...]\n"
-          "Serves LaunchDarkly flag data files to LaunchDarkly SDKs: server-side polling\n"
+          "       ldasync-serve --sdk-key KEY [--stream-uri URI | --polling] [OPTION...]\n"
+          "Serves LaunchDarkly flag data files, or relays LaunchDarkly's data (without\n"
+          "--data), to LaunchDarkly SDKs: server-side polling\n"
           "(/sdk/latest-all, /sdk/latest-flags[/KEY], /sdk/latest-segments[/KEY]),\n"
           "streaming (/all), client-side evaluation (/sdk/evalx/ENV/contexts/CONTEXT and\n"
           "REPORT /sdk/evalx/ENV/context) and /status. The files are watched: changes are\n"
@@ -84,7 +86,19 @@ static void usage(FILE *to)
           "  --bind ADDRESS         the address to listen on (default 127.0.0.1)\n"
           "  --sdk-key KEY          the SDK key server-side requests must send in\n"
           "                         Authorization (default: $LDASYNC_SDK_KEY; none: no key\n"
-          "                         is asked for)\n"
+          "                         is asked for); relaying, also the key sent upstream\n"
+          "Relaying (no --data): the data comes from LaunchDarkly, or from another\n"
+          "ldasync-serve, by streaming (default) or polling:\n"
+          "  --stream-uri URI       the upstream's streaming URI (default\n"
+          "                         " LD_DEFAULT_STREAM_URI ")\n"
+          "  --base-uri URI         the upstream's polling URI (default\n"
+          "                         " LD_DEFAULT_BASE_URI ")\n"
+          "  --polling              poll the upstream (every 30 s) instead of streaming\n"
+          "  --ca-file FILE         the CAs (PEM) that the upstream's certificate must\n"
+          "                         come from (default: the system's)\n"
+          "  --proxy URL            an HTTP proxy to the upstream (default: as $https_proxy\n"
+          "                         says; \"\": none)\n"
+          "Serving:\n"
           "  --client-side-id ID    the client-side ID (environment) whose evalx requests\n"
           "                         are answered; repeatable; others get 404 (default:\n"
           "                         any ID is answered, all as one environment)\n"
@@ -155,6 +169,11 @@ int main(int argc, char **argv)
         O_POLL,
         O_LOG,
         O_PROBE,
+        O_STREAM_URI,
+        O_BASE_URI,
+        O_POLLING,
+        O_CA_FILE,
+        O_PROXY,
         O_HELP,
         O_VERSION
     };
@@ -168,6 +187,11 @@ int main(int argc, char **argv)
                                          {"poll-interval", required_argument, NULL, O_POLL},
                                          {"log-level", required_argument, NULL, O_LOG},
                                          {"loop-probe", required_argument, NULL, O_PROBE},
+                                         {"stream-uri", required_argument, NULL, O_STREAM_URI},
+                                         {"base-uri", required_argument, NULL, O_BASE_URI},
+                                         {"polling", no_argument, NULL, O_POLLING},
+                                         {"ca-file", required_argument, NULL, O_CA_FILE},
+                                         {"proxy", required_argument, NULL, O_PROXY},
                                          {"help", no_argument, NULL, O_HELP},
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
@@ -180,6 +204,8 @@ int main(int argc, char **argv)
     long port = 8030, maxconn = 0, heartbeat = 60, poll_ms = 1000, probe_ms = 0;
     const char *bind = "127.0.0.1";
     const char *key = getenv("LDASYNC_SDK_KEY");
+    const char *stream_uri = NULL, *base_uri = NULL, *ca_file = NULL, *proxy = NULL;
+    int polling = 0, upstream_opts = 0;
     if (!paths || !ids) {
         free(paths);
         free(ids);
@@ -234,6 +260,26 @@ int main(int argc, char **argv)
                 goto bad_usage;
             }
             break;
+        case O_STREAM_URI:
+            stream_uri = optarg;
+            upstream_opts++;
+            break;
+        case O_BASE_URI:
+            base_uri = optarg;
+            upstream_opts++;
+            break;
+        case O_POLLING:
+            polling = 1;
+            upstream_opts++;
+            break;
+        case O_CA_FILE:
+            ca_file = optarg;
+            upstream_opts++;
+            break;
+        case O_PROXY:
+            proxy = optarg;
+            upstream_opts++;
+            break;
         case O_LOG:
             app.log_level = lds_log_level_parse(optarg);
             if (app.log_level < 0) {
@@ -257,13 +303,36 @@ int main(int argc, char **argv)
             goto bad_usage;
         }
     }
-    if (optind < argc || n_paths == 0) {
+    if (optind < argc || (n_paths == 0 && (!key || !key[0]))) {
         fprintf(stderr,
                 optind < argc ? "ldasync-serve: unexpected argument: %s\n"
-                              : "ldasync-serve: no --data file%s\n",
+                              : "ldasync-serve: no --data file, and no --sdk-key to relay%s\n",
                 optind < argc ? argv[optind] : "");
         usage(stderr);
         goto bad_usage;
+    }
+    if (n_paths > 0 && upstream_opts > 0) {
+        fprintf(stderr, "ldasync-serve: --data serves files: the upstream's options "
+                        "(--stream-uri, --base-uri, --polling, --ca-file, --proxy) are for "
+                        "relaying, without --data\n");
+        goto bad_usage;
+    }
+    ld_net_config *upstream = NULL;
+    if (n_paths == 0) {
+        upstream = ld_net_config_new(key);
+        const char *bad = !upstream                                                 ? "--sdk-key"
+                          : ld_net_config_set_stream_uri(upstream, stream_uri) != 0 ? "--stream-uri"
+                          : ld_net_config_set_base_uri(upstream, base_uri) != 0     ? "--base-uri"
+                          : ld_net_config_set_ca_file(upstream, ca_file) != 0       ? "--ca-file"
+                          : ld_net_config_set_proxy(upstream, proxy) != 0           ? "--proxy"
+                                                                                    : NULL;
+        if (bad) {
+            fprintf(stderr, "ldasync-serve: %s: not valid%s\n", bad,
+                    upstream ? "" : " (an SDK key is [A-Za-z0-9._-], at most 8192 bytes)");
+            ld_net_config_free(upstream);
+            goto bad_usage;
+        }
+        ld_net_config_set_wrapper(upstream, "ldasync-serve", ld_version_string());
     }
 
     signal(SIGPIPE, SIG_IGN);
@@ -310,6 +379,8 @@ int main(int argc, char **argv)
     o.paths = paths;
     o.n_paths = n_paths;
     o.poll_ms = poll_ms;
+    o.upstream = upstream;
+    o.polling = polling;
     o.server.bind_address = bind;
     o.server.port = (int)port;
     o.server.sdk_key = key;
@@ -329,6 +400,10 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_paths; i++)
         logf_(&app, LDS_LOG_INFO, "data file: %s", paths[i]);
+    if (upstream)
+        logf_(&app, LDS_LOG_INFO, "relaying %s by %s",
+              polling ? ld_net_config_base_uri(upstream) : ld_net_config_stream_uri(upstream),
+              polling ? "polling" : "streaming");
     for (size_t i = 0; i < n_ids; i++)
         logf_(&app, LDS_LOG_INFO, "client-side ID: %s", ids[i]);
     if (!key || !key[0])
@@ -360,6 +435,7 @@ out:
         drain(app.base);
         event_base_free(app.base);
     }
+    ld_net_config_free(upstream);
     libevent_global_shutdown();
     free(paths);
     free(ids);

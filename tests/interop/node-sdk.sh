@@ -5,7 +5,9 @@
 # client of ldasync-serve serving data/flags.json: by polling and by
 # streaming, its evaluations must equal those of the same SDK reading the
 # file itself, and a change of the file must reach the streaming client.
-# See node-sdk.mjs.
+# Then the same through a relay chain: the file -> ldasync-serve ->
+# ldasync-serve relaying it by streaming -> the SDK (the change of the file
+# must travel the whole chain). See node-sdk.mjs.
 #
 # usage, from the top of the tree: tests/interop/node-sdk.sh [BUILD_DIR]
 # Needs node (18 or later) and npm with the npm registry (`npm ci` runs
@@ -22,8 +24,11 @@ serve=$build/serve/ldasync-serve
 
 tmp=$(mktemp -d)
 pid=
+relay=
 cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    for p in $relay $pid; do
+        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
@@ -36,10 +41,34 @@ until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
     [ $i -gt 100 ] && { echo "node-sdk: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
     sleep 0.1
 done
+wait_up() { # PORT LOG
+    i=0
+    until curl -fs "http://127.0.0.1:$1/status" >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && { echo "node-sdk: a server did not start" >&2; cat "$2" >&2; exit 1; }
+        sleep 0.1
+    done
+}
 status=0
 node "$here/node-sdk.mjs" "http://127.0.0.1:$port" "$key" "$tmp/flags.json" || status=$?
+if [ $status -eq 0 ]; then
+    # the chain: a new file server (versions from the file again) -> a
+    # streaming relay -> the SDK
+    kill "$pid" && wait "$pid" 2>/dev/null || true
+    cp data/flags.json "$tmp/flags.json"
+    "$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" 2>"$tmp/serve.log" &
+    pid=$!
+    wait_up "$port" "$tmp/serve.log"
+    "$serve" --sdk-key "$key" --stream-uri "http://127.0.0.1:$port" --port $((port + 1)) \
+        2>"$tmp/relay.log" &
+    relay=$!
+    wait_up $((port + 1)) "$tmp/relay.log"
+    node "$here/node-sdk.mjs" "http://127.0.0.1:$((port + 1))" "$key" "$tmp/flags.json" ||
+        status=$?
+fi
 if [ $status -ne 0 ]; then
     echo "---- ldasync-serve's log ----" >&2
     cat "$tmp/serve.log" >&2
+    [ -f "$tmp/relay.log" ] && { echo "---- the relay's log ----" >&2; cat "$tmp/relay.log" >&2; }
 fi
 exit $status

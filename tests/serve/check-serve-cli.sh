@@ -49,6 +49,7 @@ expect() {
     grep -Eq -- "$pattern" "$tmp/$stream" || fail "ldasync-serve $*: no \"$pattern\" on std$stream: $(cat "$tmp/$stream")"
 }
 
+unset LDASYNC_SDK_KEY # without --data, a key makes a relay
 expect 0 '^Usage: ldasync-serve --data FILE' out --help
 expect 0 '^  --client-side-id ID' out --help
 expect 0 '^ldasync-serve \(ldasync\) [0-9]+\.[0-9]+\.[0-9]+' out --version
@@ -69,6 +70,14 @@ expect 2 '--loop-probe: 1 to 1000 ms: 1001' err --data "$data" --loop-probe 1001
 expect 2 'unexpected argument: extra' err --data "$data" extra
 expect 2 'unrecognized option' err --data "$data" --no-such-option
 expect 2 'requires an argument' err --data
+expect 0 '^  --stream-uri URI' out --help
+expect 0 '^  --polling' out --help
+expect 2 '--data serves files' err --data "$data" --polling
+expect 2 '--data serves files' err --data "$data" --stream-uri http://127.0.0.1:1
+expect 2 '--sdk-key: not valid' err --sdk-key 'a key'
+expect 2 '--stream-uri: not valid' err --sdk-key sdk-1 --stream-uri ftp://127.0.0.1
+expect 2 '--base-uri: not valid' err --sdk-key sdk-1 --base-uri http://
+expect 2 '--proxy: not valid' err --sdk-key sdk-1 --proxy 'http://a b'
 
 # The program serving: start it, find its port in the log, stop it with SIG.
 # run_and_stop SIG

@@ -1213,6 +1213,56 @@ START_TEST(test_app_that_cannot_listen_is_not_made_and_leaks_nothing)
 }
 END_TEST
 
+/* ldasync-serve relaying another: what the files give the first reaches
+ * the relay, by streaming (a change of the file too) and by polling. */
+START_TEST(test_a_relay_serves_what_its_upstream_serves)
+{
+    write_data("{'flags':{'f1':{'key':'f1','version':1,'on':true}}}");
+    app_start();
+    app_ready();
+    int up_port = g.port;
+    char uri[64];
+    snprintf(uri, sizeof uri, "http://127.0.0.1:%d", up_port);
+    for (int polling = 0; polling < 2; polling++) {
+        ld_net_config *c = ld_net_config_new(KEY);
+        ck_assert_int_eq(ld_net_config_set_stream_uri(c, uri), 0);
+        ck_assert_int_eq(ld_net_config_set_base_uri(c, uri), 0);
+        struct lds_app_options o = {0};
+        o.upstream = c;
+        o.polling = polling;
+        o.server.bind_address = "127.0.0.1";
+        o.server.sdk_key = KEY;
+        o.server.log = log_fn;
+        o.server.log_level = LDS_LOG_INFO;
+        o.server.log_level_set = 1;
+        lds_app *relay = lds_app_new(B, &o);
+        ld_net_config_free(c);
+        ck_assert_ptr_nonnull(relay);
+        ld_test_await_ok(ld_data_system_ready(lds_app_data_system(relay)));
+        if (g.conn)
+            evhttp_connection_free(g.conn);
+        g.conn = NULL;
+        g.port = lds_app_port(relay);
+        json_t *j = get_json("/sdk/latest-flags/f1", 200);
+        /* polling comes after the change streamed */
+        ck_assert(json_is_true(json_object_get(j, "on")) == !polling);
+        json_decref(j);
+        if (!polling) {
+            write_data("{'flags':{'f1':{'key':'f1','version':1,'on':false}}}");
+            j = poll_for("/sdk/latest-flags/f1", "on", "false");
+            ck_assert_int_eq(json_integer_value(json_object_get(j, "version")), 2);
+            json_decref(j);
+        }
+        evhttp_connection_free(g.conn);
+        g.conn = NULL;
+        g.port = up_port;
+        ld_test_await_ok(lds_app_close(relay));
+        lds_app_free(relay);
+    }
+    app_stop();
+}
+END_TEST
+
 Suite *ld_suite_serve_e2e(void)
 {
     Suite *s = suite_create("serve_e2e");
@@ -1220,6 +1270,7 @@ Suite *ld_suite_serve_e2e(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_stream_gets_put_then_patch_and_delete_when_the_file_changes);
+    tcase_add_test(tc, test_a_relay_serves_what_its_upstream_serves);
     tcase_add_test(tc, test_file_changed_right_after_start_is_served_with_a_higher_version);
     tcase_add_test(tc, test_broken_file_interrupts_and_last_good_data_is_served);
     tcase_add_test(tc, test_flag_values_are_served_as_launchdarkly_flags);
