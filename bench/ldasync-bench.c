@@ -19,14 +19,19 @@
  * measured on the same flags and segments (bench/node/).
  */
 #include <event2/event.h>
+#include <event2/buffer.h>
 #include <event2/event_struct.h>
+#include <event2/http.h>
 #include <event2/thread.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -2000,6 +2005,286 @@ static double bench_compile_in_pass(struct event_base *base, long ops)
     return big_compile(base, ops, BIG_IN, true);
 }
 
+
+/* ---- stream workloads ----------------------------------------------------
+ * An ld_client streaming from a fake LaunchDarkly stream (an evhttp server
+ * on a thread and loop of its own, speaking the protocol: GET /all, a put
+ * of the eval group's data, 10,000 flags, then patches on command). */
+
+struct upstream {
+    pthread_t thread;
+    struct event_base *base;
+    struct evhttp *http;
+    int port;
+    char *put;                 /* the put event */
+    char **patches;            /* patch events, one per op */
+    long n_patches;
+    int cmd[2];                /* a pipe: 4-byte patch numbers; -1 quits */
+    struct event *cmd_ev;
+    struct evhttp_request *live;
+    _Atomic double sent_ns;    /* when the last patch was written */
+};
+
+static void up_send(struct evhttp_request *req, const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, text, strlen(text));
+    evhttp_send_reply_chunk(req, b);
+    evbuffer_free(b);
+}
+
+static void up_serve(struct evhttp_request *req, void *arg)
+{
+    struct upstream *u = arg;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/event-stream");
+    evhttp_send_reply_start(req, 200, "OK");
+    up_send(req, u->put);
+    u->live = req;
+}
+
+static void up_cmd(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct upstream *u = arg;
+    int32_t i;
+    if (read(fd, &i, sizeof i) != (ssize_t)sizeof i || i < 0) {
+        event_base_loopbreak(u->base);
+        return;
+    }
+    atomic_store(&u->sent_ns, now_ns());
+    if (u->live)
+        up_send(u->live, u->patches[i]);
+}
+
+static void *up_main(void *arg)
+{
+    struct upstream *u = arg;
+    event_base_dispatch(u->base);
+    return NULL;
+}
+
+/* The eval group's data as a put, and `n` patches of its flags (a new
+ * version each). */
+static void upstream_start(struct upstream *u, long n)
+{
+    memset(u, 0, sizeof *u);
+    char *text = eval_data_text();
+    json_t *data = json_loads(text, 0, NULL);
+    free(text);
+    json_t *flags = json_object_get(data, "features");
+    json_t *put = json_pack("{s:s, s:{s:O, s:O}}", "path", "/", "data", "flags", flags,
+                            "segments", json_object_get(data, "segments"));
+    char *pj = json_dumps(put, JSON_COMPACT);
+    size_t len = strlen(pj) + 32;
+    u->put = malloc(len);
+    snprintf(u->put, len, "event: put\ndata: %s\n\n", pj);
+    free(pj);
+    json_decref(put);
+    u->patches = calloc((size_t)n, sizeof(char *));
+    u->n_patches = n;
+    void *it = json_object_iter(flags);
+    for (long i = 0; i < n; i++) {
+        if (!it)
+            it = json_object_iter(flags);
+        json_t *flag = json_deep_copy(json_object_iter_value(it));
+        json_object_set_new(flag, "version", json_integer(1000000 + i));
+        char path[300];
+        snprintf(path, sizeof path, "/flags/%s", json_object_iter_key(it));
+        json_t *patch = json_pack("{s:s, s:o}", "path", path, "data", flag);
+        char *t = json_dumps(patch, JSON_COMPACT);
+        size_t l = strlen(t) + 40;
+        u->patches[i] = malloc(l);
+        snprintf(u->patches[i], l, "event: patch\ndata: %s\n\n", t);
+        free(t);
+        json_decref(patch);
+        it = json_object_iter_next(flags, it);
+    }
+    json_decref(data);
+    u->base = event_base_new();
+    u->http = evhttp_new(u->base);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(u->http, "127.0.0.1", 0);
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof sin;
+    if (!bs || pipe(u->cmd) != 0 ||
+        getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &sl) != 0) {
+        fprintf(stderr, "stream: no upstream\n");
+        exit(1);
+    }
+    u->port = ntohs(sin.sin_port);
+    evhttp_set_gencb(u->http, up_serve, u);
+    u->cmd_ev = event_new(u->base, u->cmd[0], EV_READ | EV_PERSIST, up_cmd, u);
+    event_add(u->cmd_ev, NULL);
+    if (pthread_create(&u->thread, NULL, up_main, u) != 0)
+        exit(1);
+}
+
+static void upstream_stop(struct upstream *u)
+{
+    int32_t quit = -1;
+    if (write(u->cmd[1], &quit, sizeof quit) != (ssize_t)sizeof quit)
+        exit(1);
+    pthread_join(u->thread, NULL);
+    event_free(u->cmd_ev);
+    evhttp_free(u->http);
+    event_base_free(u->base);
+    close(u->cmd[0]);
+    close(u->cmd[1]);
+    free(u->put);
+    for (long i = 0; i < u->n_patches; i++)
+        free(u->patches[i]);
+    free(u->patches);
+}
+
+static ld_client *stream_client(struct event_base *base, int port)
+{
+    char uri[64];
+    snprintf(uri, sizeof uri, "http://127.0.0.1:%d", port);
+    ld_net_config *c = ld_net_config_new("sdk-bench");
+    ld_net_config_set_stream_uri(c, uri);
+    ld_client_options *o = ld_client_options_new();
+    ld_client_options_set_net_config(o, c);
+    ld_client *cl = ld_client_new(base, o);
+    ld_client_options_free(o);
+    ld_net_config_free(c);
+    return cl;
+}
+
+/* The first put of 10,000 flags until ready, in ms: the client made, its
+ * connection, the put's transfer, its parse (on the source's worker) and
+ * the store's init; busy_max_ns keeps the longest pass of the loop. */
+static double stream_put(struct event_base *base, long ops, bool busy)
+{
+    double total = 0, worst_busy = 0;
+    for (long i = 0; i < ops; i++) {
+        struct upstream u;
+        upstream_start(&u, 1);
+        busy_max_ns = 0;
+        double t0 = now_ns();
+        ld_client *cl = stream_client(base, u.port);
+        ld_future *ready = ld_client_ready(cl);
+        loop_until_done(base, ready);
+        total += now_ns() - t0;
+        if (busy_max_ns > worst_busy)
+            worst_busy = busy_max_ns;
+        ld_future_unref(ready);
+        ld_client_free(cl);
+        drain(base);
+        upstream_stop(&u);
+    }
+    return busy ? worst_busy / 1e6 : total / (double)ops / 1e6;
+}
+
+/* What an idle client streaming 10,000 flags holds, in KiB: the resident
+ * memory it added (after ready and a quiet second: the connection open, the
+ * store and its evaluator, the parse's buffers given back), the upstream's
+ * own memory made before and not counted. */
+static double bench_stream_client_kb(struct event_base *base, long ops)
+{
+    (void)ops;
+    struct upstream u;
+    upstream_start(&u, 1);
+    malloc_trim(0);
+    long before = rss_kb();
+    ld_client *cl = stream_client(base, u.port);
+    ld_future *ready = ld_client_ready(cl);
+    loop_until_done(base, ready);
+    ld_future_unref(ready);
+    struct timeval sec = {1, 0};
+    event_base_loopexit(base, &sec);
+    event_base_dispatch(base);
+    malloc_trim(0);
+    long after = rss_kb();
+    ld_client_free(cl);
+    drain(base);
+    upstream_stop(&u);
+    return (double)(after - before);
+}
+
+static double bench_stream_put_ready(struct event_base *base, long ops)
+{
+    return stream_put(base, ops, false);
+}
+
+static double bench_stream_put_busy(struct event_base *base, long ops)
+{
+    return stream_put(base, ops, true);
+}
+
+struct patch_wait {
+    int64_t want;
+    const char *key;
+    bool seen;
+};
+
+static void patch_seen(ld_data_system *ds, const ld_kind *kind, const char *key, int64_t version,
+                       const json_t *item, void *arg)
+{
+    (void)ds;
+    (void)kind;
+    (void)item;
+    struct patch_wait *w = arg;
+    if (version == w->want && strcmp(key, w->key) == 0)
+        w->seen = true;
+}
+
+/* A patch written by the upstream until the client's store has it (its
+ * change listener hears it) and an evaluation of that flag answers, in
+ * us, one patch at a time: the median (or the 99th percentile). */
+static double stream_patch(struct event_base *base, long ops, bool p99)
+{
+    struct upstream u;
+    upstream_start(&u, ops);
+    ld_client *cl = stream_client(base, u.port);
+    ld_future *ready = ld_client_ready(cl);
+    loop_until_done(base, ready);
+    ld_future_unref(ready);
+    struct patch_wait w = {0};
+    ld_data_system_add_change_listener(ld_client_data_system(cl), patch_seen, &w);
+    json_t *cj = json_pack("{s:s, s:s}", "kind", "user", "key", "u-1");
+    ld_context *ctx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    double *lat = malloc(sizeof(double) * (size_t)ops);
+    char key[256];
+    for (long i = 0; i < ops; i++) {
+        /* the key and version of patch i */
+        const char *k = strstr(u.patches[i], "\"/flags/") + 8;
+        size_t kl = (size_t)(strchr(k, '"') - k);
+        memcpy(key, k, kl);
+        key[kl] = '\0';
+        w.key = key;
+        w.want = 1000000 + i;
+        w.seen = false;
+        int32_t n = (int32_t)i;
+        if (write(u.cmd[1], &n, sizeof n) != (ssize_t)sizeof n)
+            exit(1);
+        while (!w.seen)
+            event_base_loop(base, EVLOOP_ONCE);
+        ld_future *f = loop_until_done(base, ld_client_variation_detail(cl, key, ctx,
+                                                                        LD_VALUE_ANY, NULL));
+        lat[i] = (now_ns() - atomic_load(&u.sent_ns)) / 1e3;
+        ld_future_unref(f);
+    }
+    qsort(lat, (size_t)ops, sizeof(double), cmp_double);
+    double v = p99 ? lat[(size_t)((double)ops * 0.99)] : lat[ops / 2];
+    free(lat);
+    ld_context_unref(ctx);
+    ld_client_free(cl);
+    drain(base);
+    upstream_stop(&u);
+    return v;
+}
+
+static double bench_stream_patch(struct event_base *base, long ops)
+{
+    return stream_patch(base, ops, false);
+}
+
+static double bench_stream_patch_p99(struct event_base *base, long ops)
+{
+    return stream_patch(base, ops, true);
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -2062,6 +2347,11 @@ static const struct workload workloads[] = {
     {"file.idle_stall_ms", 1, bench_file_idle_stall, 1},
     {"file.basis_free_ms", 1, bench_file_basis_free, 1},
     {"file.store_init_ms", 1, bench_file_store_init, 1},
+    {"stream.put_ready_ms", 3, bench_stream_put_ready, 1},
+    {"stream.put_busy_ms", 3, bench_stream_put_busy, 1},
+    {"stream.patch_us", 1000, bench_stream_patch, 1},
+    {"stream.client_kb", 1, bench_stream_client_kb, 1},
+    {"stream.patch_p99_us", 1000, bench_stream_patch_p99, 1},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };

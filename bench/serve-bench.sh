@@ -10,7 +10,9 @@
 #   - evalx: GET /sdk/evalx/{env}/contexts/{base64url context}, the same way;
 #   - streams: N streaming connections to /all; the time from rewriting a
 #     watched data file until every stream has the `patch`, and the server's
-#     resident memory per stream;
+#     resident memory per stream; with RELAY=1 the streams connect to a
+#     second ldasync-serve that relays the first by streaming (the file ->
+#     ldasync-serve -> relay -> N streams), and the memory is the relay's;
 #   - at 10,000 flags (BIG_FLAGS; 0: not run) of the shape bench/gen-flags.py
 #     writes (each client-side, with targets, rules and a rollout: ~10 MB):
 #     the time to first byte of each endpoint (the first answer after a
@@ -32,7 +34,7 @@
 # the tree. Environment: RUNS (3), SECONDS_PER_RUN (10), STREAMS (10000; 0:
 # no streams run), BIG_FLAGS (10000), PARTS (all: or a list of small, big,
 # streams),
-# PORT (18090), LOOP_PROBE (1; 0: the server runs without --loop-probe),
+# RELAY (0; 1: the streams through a relay), PORT (18090), LOOP_PROBE (1; 0: the server runs without --loop-probe),
 # FLAG (max-upload-mb: a flag of data/flags.json with
 # numbers for variations). wrk and the server share the machine's cores: the figures
 # are those of one machine serving itself.
@@ -45,6 +47,7 @@ streams=${STREAMS:-10000}
 big=${BIG_FLAGS:-10000}
 parts=${PARTS:-small big streams}
 port=${PORT:-18090}
+relay=${RELAY:-0}
 # LOOP_PROBE=0: no --loop-probe (its 1 ms timer and precise clock cost a
 # little on every pass: for requests per second against the others)
 probe_opt=
@@ -208,6 +211,20 @@ case " $parts " in *" streams "*) ;; *) streams=0 ;; esac
 for r in $(seq "$runs"); do
     echo "## run $r: $streams streams"
     start_server
-    "$client" --port "$port" --key "$key" --streams "$streams" --pid "$pid" \
+    to_port=$port
+    to_pid=$pid
+    if [ "$relay" = 1 ]; then
+        echo "(through a relay)"
+        "$serve" --sdk-key "$key" --stream-uri "http://127.0.0.1:$port" --port $((port + 2)) \
+            --max-connections $((streams + 1000)) --log-level warn 2>>"$tmp/relay.log" &
+        to_pid=$!
+        others="$others $to_pid"
+        wait_http "http://127.0.0.1:$((port + 2))/status"
+        to_port=$((port + 2))
+    fi
+    "$client" --port "$to_port" --key "$key" --streams "$streams" --pid "$to_pid" \
         --file "$tmp/flags.json" --flag "$flag"
+    if [ "$relay" = 1 ]; then
+        { kill "$to_pid" && wait "$to_pid"; } 2>/dev/null || true
+    fi
 done
