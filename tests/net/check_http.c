@@ -34,6 +34,7 @@
 
 #include "check_fail_alloc.h"
 #include "check_suites.h"
+#include "check_tls.h"
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "net/net-internal.h"
@@ -612,112 +613,28 @@ END_TEST
 /* ---- TLS: a CA and a server certificate made at test time ------------------- */
 
 struct tls {
-    EVP_PKEY *ca_key, *key, *other_key;
-    X509 *ca, *cert, *other_ca;
-    SSL_CTX *ctx;
-    char dir[64], ca_file[96], other_file[96];
+    struct ld_test_tls t;
     struct evhttp *http;
     int port;
 };
 
 static struct tls T;
 
-static void add_ext(X509 *x, X509 *issuer, int nid, const char *value)
-{
-    X509V3_CTX v3;
-    X509V3_set_ctx_nodb(&v3);
-    X509V3_set_ctx(&v3, issuer, x, NULL, NULL, 0);
-    X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(X509_add_ext(x, e, -1), 1);
-    X509_EXTENSION_free(e);
-}
-
-/* A certificate of `key` named `cn`, signed by `signer_key` as `issuer`
- * (itself when NULL): a CA, or a server certificate for `san`. */
-static X509 *make_cert(EVP_PKEY *key, const char *cn, EVP_PKEY *signer_key, X509 *issuer,
-                       const char *san)
-{
-    static long serial = 1;
-    X509 *x = X509_new();
-    ck_assert_ptr_nonnull(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
-    X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-    X509_set_pubkey(x, key);
-    X509_NAME *name = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
-    X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : name);
-    X509 *by = issuer ? issuer : x;
-    if (san) {
-        add_ext(x, by, NID_basic_constraints, "CA:FALSE");
-        add_ext(x, by, NID_subject_alt_name, san);
-        add_ext(x, by, NID_ext_key_usage, "serverAuth");
-    } else {
-        add_ext(x, by, NID_basic_constraints, "critical,CA:TRUE");
-        add_ext(x, by, NID_key_usage, "critical,keyCertSign,cRLSign");
-    }
-    ck_assert_int_gt(X509_sign(x, signer_key, EVP_sha256()), 0);
-    return x;
-}
-
-static void write_pem(const char *path, X509 *x)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(PEM_write_X509(f, x), 1);
-    fclose(f);
-}
-
-static struct bufferevent *tls_bev(struct event_base *base, void *arg)
-{
-    SSL *ssl = SSL_new(arg);
-    return ssl ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                BEV_OPT_CLOSE_ON_FREE)
-               : NULL;
-}
-
 static void tls_up(void)
 {
     server_up(); /* the plain server too (S), for the proxy's and others' use */
     memset(&T, 0, sizeof T);
-    T.ca_key = EVP_EC_gen("P-256");
-    T.key = EVP_EC_gen("P-256");
-    T.other_key = EVP_EC_gen("P-256");
-    ck_assert(T.ca_key && T.key && T.other_key);
-    T.ca = make_cert(T.ca_key, "ldasync test CA", T.ca_key, NULL, NULL);
-    T.cert = make_cert(T.key, "localhost", T.ca_key, T.ca, "DNS:localhost");
-    T.other_ca = make_cert(T.other_key, "another CA", T.other_key, NULL, NULL);
-    snprintf(T.dir, sizeof T.dir, "/tmp/ldasync-tls-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(T.dir));
-    snprintf(T.ca_file, sizeof T.ca_file, "%s/ca.pem", T.dir);
-    snprintf(T.other_file, sizeof T.other_file, "%s/other.pem", T.dir);
-    write_pem(T.ca_file, T.ca);
-    write_pem(T.other_file, T.other_ca);
-    T.ctx = SSL_CTX_new(TLS_server_method());
-    ck_assert_ptr_nonnull(T.ctx);
-    ck_assert_int_eq(SSL_CTX_use_certificate(T.ctx, T.cert), 1);
-    ck_assert_int_eq(SSL_CTX_use_PrivateKey(T.ctx, T.key), 1);
+    ld_test_tls_make(&T.t);
     T.http = evhttp_new(B);
     T.port = listen_on(T.http);
-    evhttp_set_bevcb(T.http, tls_bev, T.ctx);
+    evhttp_set_bevcb(T.http, ld_test_tls_bev, T.t.ctx);
     evhttp_set_gencb(T.http, serve, NULL);
 }
 
 static void tls_down(void)
 {
     evhttp_free(T.http);
-    SSL_CTX_free(T.ctx);
-    X509_free(T.ca);
-    X509_free(T.cert);
-    X509_free(T.other_ca);
-    EVP_PKEY_free(T.ca_key);
-    EVP_PKEY_free(T.key);
-    EVP_PKEY_free(T.other_key);
-    unlink(T.ca_file);
-    unlink(T.other_file);
-    rmdir(T.dir);
+    ld_test_tls_free(&T.t);
     server_down();
 }
 
@@ -743,14 +660,14 @@ static int tls_get(const struct ld__http_options *o, const char *host, struct go
 START_TEST(test_tls_verifies_the_peer)
 {
     struct got g;
-    struct ld__http_options o = {.ca_file = T.ca_file};
+    struct ld__http_options o = {.ca_file = T.t.ca_file};
     ck_assert_int_eq(tls_get(&o, "localhost", &g), 0);
     ck_assert_int_eq(g.status, 200);
     ck_assert_str_eq(g.body, "{\"path\":\"/tls\"}");
     struct ld__http_options sys = {0};
     ck_assert_int_eq(tls_get(&sys, "localhost", &g), LD_EIO);
     ck_assert_int_eq(g.responses, 0);
-    struct ld__http_options other = {.ca_file = T.other_file};
+    struct ld__http_options other = {.ca_file = T.t.other_file};
     ck_assert_int_eq(tls_get(&other, "localhost", &g), LD_EIO);
     ck_assert_int_eq(tls_get(&o, "127.0.0.1", &g), LD_EIO); /* not its name */
     struct ld__http_options off = {.insecure = true};

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -34,6 +35,7 @@
 
 #include "check_fail_alloc.h"
 #include "check_suites.h"
+#include "check_tls.h"
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "net/net-internal.h"
@@ -891,6 +893,62 @@ START_TEST(test_a_refused_key_rejects_ready_with_the_status)
 }
 END_TEST
 
+/* ---- TLS ------------------------------------------------------------------- */
+
+/* The same fake stream over HTTPS, its certificate made at test time: our
+ * CA file is accepted; the system's CAs, another CA and a name the
+ * certificate does not have are refused (network errors, and the stream
+ * keeps trying); verification off takes it. */
+START_TEST(test_tls_custom_ca_refusal_and_verification_off)
+{
+    struct ld_test_tls t;
+    ld_test_tls_make(&t);
+    struct evhttp *https = evhttp_new(B);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(https, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
+    evhttp_set_gencb(https, serve, NULL);
+    F.initial = PUT1;
+    F.end_at_once = true; /* no stream left open at the end */
+    char localhost[80], by_ip[80];
+    snprintf(localhost, sizeof localhost, "https://localhost:%d", ntohs(sin.sin_port));
+    snprintf(by_ip, sizeof by_ip, "https://127.0.0.1:%d", ntohs(sin.sin_port));
+    struct {
+        const char *uri, *ca;
+        bool verify, ok;
+    } cases[] = {
+        {localhost, t.ca_file, true, true},
+        {localhost, NULL, true, false},
+        {localhost, t.other_file, true, false},
+        {by_ip, t.ca_file, true, false},
+        {by_ip, NULL, false, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        F.connects = 0;
+        ld_net_config *c = config();
+        ck_assert_int_eq(ld_net_config_set_stream_uri(c, cases[i].uri), 0);
+        ck_assert_int_eq(ld_net_config_set_ca_file(c, cases[i].ca), 0);
+        ck_assert_int_eq(ld_net_config_set_verify_peer(c, cases[i].verify), 0);
+        ld_synchronizer *s = stream_new(c);
+        if (cases[i].ok) {
+            ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+            ck_assert_int_eq(F.connects, 1);
+        } else {
+            expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
+                         NULL);
+            ck_assert_int_eq(F.connects, 0); /* refused before any request */
+        }
+        ld_synchronizer_free(s);
+        settle();
+    }
+    evhttp_free(https);
+    ld_test_tls_free(&t);
+}
+END_TEST
+
 /* ---- a client on top --------------------------------------------------------- */
 
 #define PUT_BOOL                                                                  \
@@ -1132,6 +1190,7 @@ Suite *ld_suite_streaming(void)
     tcase_add_test(tc, test_free_from_inside_a_next_s_callback);
     tcase_add_test(tc, test_a_data_system_is_fed_by_the_stream);
     tcase_add_test(tc, test_a_refused_key_rejects_ready_with_the_status);
+    tcase_add_test(tc, test_tls_custom_ca_refusal_and_verification_off);
     tcase_add_test(tc, test_a_client_with_a_net_config_streams);
     tcase_add_test(tc, test_a_client_whose_key_is_refused_is_not_ready);
     tcase_add_test(tc, test_config_refuses_bad_values);
