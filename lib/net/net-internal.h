@@ -218,39 +218,4 @@ char **ld__net_headers(const ld_net_config *c, const char *const *extra);
  * when `stream`, else a poll's. */
 void ld__net_http_options(const ld_net_config *c, bool stream, struct ld__http_options *o);
 
-/* ---- FDv1 data (fdv1.c) -----------------------------------------------------
- * The JSON of LaunchDarkly's first protocol, as change sets.
- */
-enum ld__fdv1_what {
-    LD__FDV1_ALL,    /* a poll's body: {"flags": {...}, "segments": {...}} */
-    LD__FDV1_PUT,    /* a put event's data: {"path": "/", "data": ALL} */
-    LD__FDV1_PATCH,  /* {"path": "/flags/KEY", "data": {...}} */
-    LD__FDV1_DELETE, /* {"path": "/segments/KEY", "version": N} */
-};
-
-/* Bodies this long or longer are parsed off the loop. */
-#define LD__FDV1_BIG (64 * 1024)
-/* The longest event or body taken. */
-#define LD__FDV1_MAX ((size_t)256 * 1024 * 1024)
-
-/* A parse's outcome. */
-struct ld__fdv1_result {
-    int code;               /* 0, LD_EPARSE, LD_ENOMEM */
-    ld_fdv2_change_set *cs; /* code 0: the changes; NULL for a patch or delete
-                               of a path that is not a flag's or a segment's */
-    char msg[200];          /* code != 0: why */
-};
-
-/* Parses `len` bytes of `what` into *r (zeroed first). @return r->code. */
-int ld__fdv1_parse(enum ld__fdv1_what what, const char *data, size_t len,
-                   struct ld__fdv1_result *r);
-/* Frees a result allocated with ld__malloc and its change set; an
- * ld_free_fn. */
-void ld__fdv1_result_free(void *r);
-
-/* "HTTP error N" and, for 401 and 403, " (invalid SDK key)"; whether
- * LaunchDarkly's SDKs retry after it. */
-bool ld__fdv1_recoverable(long status);
-void ld__fdv1_status_message(long status, char *out, size_t n);
-
 #endif

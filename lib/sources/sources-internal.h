@@ -112,6 +112,41 @@ struct ld__fs_result *ld__fs_read_all(char *const *paths, size_t n, struct ld__f
  * `sync`'s loop. */
 void ld__file_synchronizer_lost(ld_synchronizer *sync);
 
+/* ---- FDv1 data (fdv1.c) -----------------------------------------------------
+ * The JSON of LaunchDarkly's first protocol, as change sets.
+ */
+enum ld__fdv1_what {
+    LD__FDV1_ALL,    /* a poll's body: {"flags": {...}, "segments": {...}} */
+    LD__FDV1_PUT,    /* a put event's data: {"path": "/", "data": ALL} */
+    LD__FDV1_PATCH,  /* {"path": "/flags/KEY", "data": {...}} */
+    LD__FDV1_DELETE, /* {"path": "/segments/KEY", "version": N} */
+};
+
+/* Bodies this long or longer are parsed off the loop. */
+#define LD__FDV1_BIG (64 * 1024)
+/* The longest event or body taken. */
+#define LD__FDV1_MAX ((size_t)256 * 1024 * 1024)
+
+/* A parse's outcome. */
+struct ld__fdv1_result {
+    int code;               /* 0, LD_EPARSE, LD_ENOMEM */
+    ld_fdv2_change_set *cs; /* code 0: the changes; NULL for a patch or delete
+                               of a path that is not a flag's or a segment's */
+    char msg[200];          /* code != 0: why */
+};
+
+/* Parses `len` bytes of `what` into *r (zeroed first). @return r->code. */
+int ld__fdv1_parse(enum ld__fdv1_what what, const char *data, size_t len,
+                   struct ld__fdv1_result *r);
+/* Frees a result allocated with ld__malloc and its change set; an
+ * ld_free_fn. */
+void ld__fdv1_result_free(void *r);
+
+/* "HTTP error N" and, for 401 and 403, " (invalid SDK key)"; whether
+ * LaunchDarkly's SDKs retry after it. */
+bool ld__fdv1_recoverable(long status);
+void ld__fdv1_status_message(long status, char *out, size_t n);
+
 /* ---- The data system ------------------------------------------------------
  * Shared by data_system.c (the sources, applying change sets, the API) and
  * data_changes.c (the change listeners and the delivery of notes).
@@ -173,7 +208,6 @@ struct ld_data_system {
 
 /* Drops a reference of the data system; the last one frees it. */
 void ld__ds_release(ld_data_system *ds);
-
 
 /* The kind of LD__DS_SEGMENTS or LD__DS_FEATURES. */
 const ld_kind *ld__ds_kind_of(int k);

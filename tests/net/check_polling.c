@@ -31,6 +31,7 @@
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "net/net-internal.h"
+#include "sources/sources-internal.h"
 
 #define B ld_test_base
 #define KEY "sdk-poll-key"

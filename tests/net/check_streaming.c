@@ -39,6 +39,7 @@
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "net/net-internal.h"
+#include "sources/sources-internal.h"
 
 #define B ld_test_base
 #define KEY "sdk-0123456789abcdef"

@@ -1,6 +1,6 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * lib/net/fdv1.c: the JSON of LaunchDarkly's first data-source protocol
+ * lib/sources/fdv1.c: the JSON of LaunchDarkly's first data-source protocol
  * (a poll's body, the stream's put, patch and delete) as change sets, and
  * how its HTTP statuses are read. Pure functions: any thread.
  */
@@ -14,6 +14,7 @@
 
 #include "core/core-internal.h"
 #include "net/net-internal.h"
+#include "sources/sources-internal.h"
 
 static int fail(struct ld__fdv1_result *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

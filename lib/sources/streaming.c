@@ -1,6 +1,6 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * lib/net/streaming.c: the FDv1 streaming synchronizer (network.h).
+ * lib/sources/streaming.c: the FDv1 streaming synchronizer (network.h).
  *
  * One connection at a time: GET {stream}/all, its body fed to the SSE
  * parser, each put, patch and delete turned into an update. Updates wait in
@@ -20,6 +20,7 @@
 
 #include "core/core-internal.h"
 #include "net/net-internal.h"
+#include "sources/sources-internal.h"
 
 #define QUEUE_MAX 4096
 

@@ -1,6 +1,6 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
- * lib/net/polling.c: the FDv1 polling initializer and synchronizer
+ * lib/sources/polling.c: the FDv1 polling initializer and synchronizer
  * (network.h).
  *
  * Both are built on a poller: one GET of {base}/sdk/latest-all at a time,
@@ -19,6 +19,7 @@
 
 #include "core/core-internal.h"
 #include "net/net-internal.h"
+#include "sources/sources-internal.h"
 
 /* What a poll ended with. */
 struct outcome {
