@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include <check.h>
+#include <ldasync/alloc.h>
+
 static long g_fail_at; /* 0: nothing fails */
 static long g_calls;
 static bool g_json; /* jansson's allocations count (and fail) too */
@@ -45,6 +48,25 @@ static inline void *chaos_realloc(void *p, size_t n)
 static inline void *chaos_json_malloc(size_t n)
 {
     return g_json && fail_now() ? NULL : malloc(n);
+}
+
+/* A run with the library's `n`-th allocation failing: the hooks installed
+ * (freeing with free(3)) and the count started. Needs <ldasync/alloc.h>. */
+#define CHAOS_BEGIN(n)                                                              \
+    do {                                                                            \
+        __atomic_store_n(&g_fail_at, (n), __ATOMIC_RELAXED);                        \
+        ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0); \
+        __atomic_store_n(&g_calls, 0, __ATOMIC_RELAXED);                            \
+        __atomic_store_n(&g_counting, true, __ATOMIC_RELAXED);                      \
+    } while (0)
+
+/* Ends the run (the default allocator back): whether the `n`-th allocation
+ * came (and failed); false means the run went through without failing. */
+static inline bool chaos_end(long n)
+{
+    __atomic_store_n(&g_counting, false, __ATOMIC_RELAXED);
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    return __atomic_load_n(&g_calls, __ATOMIC_RELAXED) >= n;
 }
 
 #endif /* LDASYNC_CHECK_FAIL_ALLOC_H */

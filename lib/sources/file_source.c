@@ -221,14 +221,9 @@ ld_initializer *ld_file_initializer_new(struct event_base *base, const char *con
 /* ------------------------------------------------------------------------- */
 /* The synchronizer                                                          */
 
-struct waiter {
-    struct waiter *next;
-    ld_future *out;
-};
-
 struct fsync {
-    struct src s;                 /* first */
-    struct waiter *whead, *wtail; /* nexts waiting, in order */
+    struct src s;                   /* first */
+    struct ld__src_waiters waiters; /* nexts waiting, in order */
     bool stopped;
     bool dirty;   /* the files changed since the last read began (or: none yet) */
     bool loading; /* a read runs */
@@ -342,7 +337,7 @@ static void sync_read(ld_future *read, void *arg)
 
 static void maybe_load(struct fsync *y)
 {
-    if (y->stopped || y->loading || !y->dirty || !y->whead)
+    if (y->stopped || y->loading || !y->dirty || !y->waiters.head)
         return;
     y->s.seen.changes_only = y->synced; /* no read runs: the reader's to read */
     ld_future *read = ld__worker_submit(y->s.worker, read_job, &y->s, ld__fs_result_free);
@@ -561,27 +556,11 @@ static int start_inotify(struct fsync *y)
 }
 #endif
 
-static void drop_waiters(struct fsync *y)
-{
-    while (y->whead) {
-        struct waiter *w = y->whead;
-        y->whead = w->next;
-        ld_future_unref(w->out);
-        ld__free(w);
-    }
-    y->wtail = NULL;
-}
-
 /* Hands `u` (stolen) to the oldest next still waiting; false if none. */
 static bool deliver(struct fsync *y, ld_fdv2_update *u, int code)
 {
-    while (y->whead) {
-        struct waiter *w = y->whead;
-        y->whead = w->next;
-        if (!y->whead)
-            y->wtail = NULL;
-        ld_future *out = w->out;
-        ld__free(w);
+    ld_future *out;
+    while ((out = ld__src_waiters_pop(&y->waiters)) != NULL) {
         bool pending = ld_future_is_pending(out);
         if (pending) {
             if (u)
@@ -640,20 +619,8 @@ static void sync_loaded(struct fsync *y, struct ld__fs_result *r)
 static void sync_next(void *impl, ld_future *out)
 {
     struct fsync *y = impl;
-    struct waiter *w = ld__malloc(sizeof(*w));
-    if (!w) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        return;
-    }
-    w->next = NULL;
-    w->out = out;
-    if (y->wtail)
-        y->wtail->next = w;
-    else
-        y->whead = w;
-    y->wtail = w;
-    maybe_load(y);
+    if (ld__src_waiters_push(&y->waiters, out))
+        maybe_load(y);
 }
 
 static void sync_halt(struct fsync *y)
@@ -667,7 +634,7 @@ static void sync_halt(struct fsync *y)
     ev_free(y->poll_ev);
     ev_free(y->quiet_ev);
     y->poll_ev = y->quiet_ev = NULL;
-    drop_waiters(y);
+    ld__src_waiters_settle(&y->waiters, 0, NULL);
     ld__worker_stop(y->s.worker);
 }
 

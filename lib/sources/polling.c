@@ -341,44 +341,16 @@ static void poller_free(struct poller *p)
 /* ------------------------------------------------------------------------- */
 /* The initializer                                                           */
 
-struct waiter {
-    struct waiter *next;
-    ld_future *out;
-};
-
 struct pinit {
     struct poller *p;
-    struct waiter *whead, *wtail;
+    struct ld__src_waiters waiters;
     bool stopped;
 };
-
-static void waiter_push(struct waiter **head, struct waiter **tail, struct waiter *w)
-{
-    w->next = NULL;
-    if (*tail)
-        (*tail)->next = w;
-    else
-        *head = w;
-    *tail = w;
-}
-
-static ld_future *waiter_pop(struct waiter **head, struct waiter **tail)
-{
-    struct waiter *w = *head;
-    if (!w)
-        return NULL;
-    *head = w->next;
-    if (!*head)
-        *tail = NULL;
-    ld_future *out = w->out;
-    ld__free(w);
-    return out;
-}
 
 static void init_done(struct poller *p, struct outcome *o)
 {
     struct pinit *in = p->owner;
-    ld_future *out = waiter_pop(&in->whead, &in->wtail);
+    ld_future *out = ld__src_waiters_pop(&in->waiters);
     if (out && ld_future_is_pending(out)) {
         if (o->code) {
             ld_future_reject(out, o->code, "%s", o->msg);
@@ -394,11 +366,11 @@ static void init_done(struct poller *p, struct outcome *o)
     ld_fdv2_change_set_free(o->cs);
     o->cs = NULL;
     ld_future_unref(out);
-    if (in->whead)
+    if (in->waiters.head)
         poll_start(p);
 }
 
-static const char *pi_name(void *impl)
+static const char *polling_name(void *impl)
 {
     (void)impl;
     return "polling";
@@ -407,24 +379,15 @@ static const char *pi_name(void *impl)
 static void pi_fetch(void *impl, ld_future *out)
 {
     struct pinit *in = impl;
-    struct waiter *w = ld__malloc(sizeof(*w));
-    if (!w) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        return;
-    }
-    w->out = out;
-    waiter_push(&in->whead, &in->wtail, w);
-    poll_start(in->p);
+    if (ld__src_waiters_push(&in->waiters, out))
+        poll_start(in->p);
 }
 
 static void pi_halt(struct pinit *in)
 {
     in->stopped = true;
     poll_cancel(in->p);
-    ld_future *out;
-    while ((out = waiter_pop(&in->whead, &in->wtail)) != NULL)
-        ld_future_unref(out); /* the front rejects them */
+    ld__src_waiters_settle(&in->waiters, 0, NULL); /* the front rejects them */
 }
 
 static void pi_stop(void *impl, ld_future *out)
@@ -443,7 +406,7 @@ static void pi_free(void *impl)
 }
 
 static const struct ld_initializer_ops INIT_OPS = {
-    LD_INITIALIZER_OPS_VERSION, pi_name, pi_fetch, pi_stop, pi_free,
+    LD_INITIALIZER_OPS_VERSION, polling_name, pi_fetch, pi_stop, pi_free,
 };
 
 ld_initializer *ld_polling_initializer_new(struct event_base *base, const ld_net_config *cfg)
@@ -476,7 +439,7 @@ struct qupdate {
 struct psync {
     struct poller *p;
     struct event *timer;
-    struct waiter *whead, *wtail;
+    struct ld__src_waiters waiters;
     struct qupdate *qhead, *qtail;
     size_t queued;
     bool started, ended, stopped;
@@ -495,8 +458,8 @@ static void q_drop_head(struct psync *y)
 
 static void ps_pump(struct psync *y)
 {
-    while (y->whead && y->qhead) {
-        ld_future *out = waiter_pop(&y->whead, &y->wtail);
+    while (y->waiters.head && y->qhead) {
+        ld_future *out = ld__src_waiters_pop(&y->waiters);
         if (ld_future_is_pending(out)) {
             ld_fdv2_fulfill_update(out, y->qhead->u);
             y->qhead->u = NULL;
@@ -504,14 +467,8 @@ static void ps_pump(struct psync *y)
         }
         ld_future_unref(out);
     }
-    if (y->ended && !y->qhead) {
-        ld_future *out;
-        while ((out = waiter_pop(&y->whead, &y->wtail)) != NULL) {
-            if (ld_future_is_pending(out))
-                ld_future_reject(out, LD_ECLOSED, "polling was turned off");
-            ld_future_unref(out);
-        }
-    }
+    if (y->ended && !y->qhead)
+        ld__src_waiters_settle(&y->waiters, LD_ECLOSED, "polling was turned off");
 }
 
 /* Queues `u` (taken; NULL: nothing, memory ran out). A full data set makes
@@ -584,23 +541,11 @@ static void ps_timer(evutil_socket_t fd, short what, void *arg)
         poll_start(y->p);
 }
 
-static const char *ps_name(void *impl)
-{
-    (void)impl;
-    return "polling";
-}
-
 static void ps_next(void *impl, ld_future *out)
 {
     struct psync *y = impl;
-    struct waiter *w = ld__malloc(sizeof(*w));
-    if (!w) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
+    if (!ld__src_waiters_push(&y->waiters, out))
         return;
-    }
-    w->out = out;
-    waiter_push(&y->whead, &y->wtail, w);
     if (!y->started) {
         y->started = true;
         poll_start(y->p); /* the first poll at once */
@@ -618,9 +563,7 @@ static void ps_halt(struct psync *y)
     event_del(y->timer);
     while (y->qhead)
         q_drop_head(y);
-    ld_future *out;
-    while ((out = waiter_pop(&y->whead, &y->wtail)) != NULL)
-        ld_future_unref(out); /* the front rejects them */
+    ld__src_waiters_settle(&y->waiters, 0, NULL); /* the front rejects them */
 }
 
 static void ps_stop(void *impl, ld_future *out)
@@ -642,7 +585,7 @@ static void ps_free(void *impl)
 }
 
 static const struct ld_synchronizer_ops SYNC_OPS = {
-    LD_SYNCHRONIZER_OPS_VERSION, ps_name, ps_next, ps_stop, ps_free,
+    LD_SYNCHRONIZER_OPS_VERSION, polling_name, ps_next, ps_stop, ps_free,
 };
 
 ld_synchronizer *ld_polling_synchronizer_new(struct event_base *base, const ld_net_config *cfg)

@@ -112,6 +112,24 @@ struct ld__fs_result *ld__fs_read_all(char *const *paths, size_t n, struct ld__f
  * `sync`'s loop. */
 void ld__file_synchronizer_lost(ld_synchronizer *sync);
 
+/* ---- Waiters (src_waiters.c) -------------------------------------------------
+ * The futures (`out` of an ops function) a source has not answered yet, in
+ * the order they came. Zeroed: empty. Loop thread.
+ */
+struct ld__src_waiter;
+struct ld__src_waiters {
+    struct ld__src_waiter *head, *tail;
+};
+
+/* Queues `out` (taken). Without memory it is rejected with LD_ENOMEM and
+ * released instead: @return false then. */
+bool ld__src_waiters_push(struct ld__src_waiters *q, ld_future *out);
+/* The oldest future (the caller's reference now), or NULL when empty. */
+ld_future *ld__src_waiters_pop(struct ld__src_waiters *q);
+/* Empties the queue: each future still pending is rejected with `code` and
+ * `msg` (0: left as it is, for a front that rejects it), and released. */
+void ld__src_waiters_settle(struct ld__src_waiters *q, int code, const char *msg);
+
 /* ---- FDv1 data (fdv1.c) -----------------------------------------------------
  * The JSON of LaunchDarkly's first protocol, as change sets.
  */

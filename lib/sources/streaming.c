@@ -37,11 +37,6 @@ struct entry {
     bool dead; /* dropped while its parse runs: freed by the parse's callback */
 };
 
-struct waiter {
-    struct waiter *next;
-    ld_future *out;
-};
-
 struct stream {
     struct event_base *base;
     ld_net_config *cfg;
@@ -59,8 +54,8 @@ struct stream {
     char *env_id;
     struct entry *head, *tail;
     size_t queued;
-    struct waiter *whead, *wtail;
-    struct entry *orphans; /* parses nobody listens to: freed after the worker */
+    struct ld__src_waiters waiters; /* the nexts not answered yet */
+    struct entry *orphans;          /* parses nobody listens to: freed after the worker */
 };
 
 static int64_t mono_ms(void)
@@ -98,11 +93,11 @@ static void drop_entries(struct stream *s)
  * waiters left get LD_ECLOSED. */
 static void pump(struct stream *s)
 {
-    while (s->whead && s->head && s->head->u) {
-        struct waiter *w = s->whead;
-        struct entry *e = s->head;
-        if (ld_future_is_pending(w->out)) {
-            ld_fdv2_fulfill_update(w->out, e->u);
+    while (s->waiters.head && s->head && s->head->u) {
+        ld_future *out = ld__src_waiters_pop(&s->waiters);
+        if (ld_future_is_pending(out)) {
+            struct entry *e = s->head;
+            ld_fdv2_fulfill_update(out, e->u);
             e->u = NULL;
             s->head = e->next;
             if (!s->head)
@@ -110,23 +105,10 @@ static void pump(struct stream *s)
             s->queued--;
             entry_free(e);
         }
-        s->whead = w->next;
-        if (!s->whead)
-            s->wtail = NULL;
-        ld_future_unref(w->out);
-        ld__free(w);
+        ld_future_unref(out);
     }
-    if (s->ended && !s->head) {
-        while (s->whead) {
-            struct waiter *w = s->whead;
-            s->whead = w->next;
-            if (ld_future_is_pending(w->out))
-                ld_future_reject(w->out, LD_ECLOSED, "the stream was turned off");
-            ld_future_unref(w->out);
-            ld__free(w);
-        }
-        s->wtail = NULL;
-    }
+    if (s->ended && !s->head)
+        ld__src_waiters_settle(&s->waiters, LD_ECLOSED, "the stream was turned off");
 }
 
 static void connect_now(struct stream *s);
@@ -465,19 +447,8 @@ static const char *st_name(void *impl)
 static void st_next(void *impl, ld_future *out)
 {
     struct stream *s = impl;
-    struct waiter *w = ld__malloc(sizeof(*w));
-    if (!w) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
+    if (!ld__src_waiters_push(&s->waiters, out))
         return;
-    }
-    w->next = NULL;
-    w->out = out;
-    if (s->wtail)
-        s->wtail->next = w;
-    else
-        s->whead = w;
-    s->wtail = w;
     if (!s->started) {
         s->started = true;
         connect_now(s);
@@ -494,13 +465,7 @@ static void halt(struct stream *s)
     if (s->timer)
         event_del(s->timer);
     drop_entries(s);
-    while (s->whead) { /* the front rejects them */
-        struct waiter *w = s->whead;
-        s->whead = w->next;
-        ld_future_unref(w->out);
-        ld__free(w);
-    }
-    s->wtail = NULL;
+    ld__src_waiters_settle(&s->waiters, 0, NULL); /* the front rejects them */
     if (s->worker)
         ld__worker_stop(s->worker);
 }

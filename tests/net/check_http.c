@@ -580,18 +580,13 @@ START_TEST(test_allocation_failures)
 {
     /* the counters are read on libcurl's resolver thread too: atomically */
     for (long n = 1;; n++) {
-        __atomic_store_n(&g_fail_at, n, __ATOMIC_RELAXED);
         struct got g = {0};
-        ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
-        __atomic_store_n(&g_calls, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&g_counting, true, __ATOMIC_RELAXED);
+        CHAOS_BEGIN(n);
         struct ld__http *h = ld__http_new(B, NULL);
         struct ld__http_req *r = h ? get_or_null(h, &g) : NULL;
         if (r)
             run_until(&g.dones, 1);
-        __atomic_store_n(&g_counting, false, __ATOMIC_RELAXED);
-        ld_set_alloc_funcs(NULL, NULL, NULL);
-        bool failed = __atomic_load_n(&g_calls, __ATOMIC_RELAXED) >= n;
+        bool failed = chaos_end(n);
         if (!failed) {
             ck_assert_int_eq(g.code, 0);
             ck_assert_str_eq(g.body, "{\"path\":\"/chaos\"}");

@@ -503,10 +503,7 @@ START_TEST(test_allocation_failures)
     ld_net_config *c = config(1);
     __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
     for (long n = 1;; n++) {
-        __atomic_store_n(&g_fail_at, n, __ATOMIC_RELAXED);
-        ck_assert_int_eq(ld_set_alloc_funcs(chaos_malloc, chaos_realloc, free), 0);
-        __atomic_store_n(&g_calls, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&g_counting, true, __ATOMIC_RELAXED);
+        CHAOS_BEGIN(n);
         ld_synchronizer *s = ld_polling_synchronizer_new(B, c);
         ld_initializer *in = ld_polling_initializer_new(B, c);
         int valid = 0;
@@ -527,9 +524,7 @@ START_TEST(test_allocation_failures)
             fetched = ld_future_is_fulfilled(f);
             ld_future_unref(f);
         }
-        __atomic_store_n(&g_counting, false, __ATOMIC_RELAXED);
-        ld_set_alloc_funcs(NULL, NULL, NULL);
-        bool failed = __atomic_load_n(&g_calls, __ATOMIC_RELAXED) >= n;
+        bool failed = chaos_end(n);
         ld_synchronizer_free(s);
         ld_initializer_free(in);
         run_ms(1);
