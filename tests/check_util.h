@@ -34,6 +34,12 @@ void ld_test_teardown(void);
  * that is ready has run. Fails the test if that takes over 100000 passes. */
 void ld_test_flush(void);
 
+/* This process's resident memory in kB (VmRSS), -1 if unknown. */
+long ld_test_rss_kb(void);
+
+/* The descriptors this process has open (-1 if unknown). */
+int ld_test_count_fds(void);
+
 /* Waits for f (ld_future_wait) and asserts it returned 0. */
 void ld_test_wait(ld_future *f);
 

@@ -53,19 +53,6 @@ static bool slow_tool(void)
     return LD_TEST_SANITIZED || getenv("LDASYNC_VALGRIND") != NULL;
 }
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -958,11 +945,11 @@ START_TEST(test_regex_with_groups_matches_long_strings)
         ld_context *hctx = ld_context_builder_build(hb, NULL);
         ld_context_builder_free(hb);
         free(huge);
-        long rss0 = rss_kb();
+        long rss0 = ld_test_rss_kb();
         double t0 = now_s();
         got = detail_json(ev, "f", hctx, LD_VALUE_ANY, NULL);
         double t = now_s() - t0;
-        long grown = rss_kb() - rss0;
+        long grown = ld_test_rss_kb() - rss0;
         struct ld_evaluator_stats st;
         ld_evaluator_stats(ev, &st);
         fprintf(stderr, "%s on 1,000,000 'a's: %.1f ms, RSS +%ld kB, evaluator %zu bytes: %s\n",
@@ -1448,10 +1435,10 @@ START_TEST(test_memory_stays_bounded_under_many_upserts)
             max_bytes = st.bytes;
         if (i == 1000) {
             at1000 = st;
-            rss1000 = rss_kb();
+            rss1000 = ld_test_rss_kb();
         }
     }
-    long rss_end = rss_kb();
+    long rss_end = ld_test_rss_kb();
     fprintf(stderr,
             "after 1000 upserts: %zu flags, %zu segments, %zu bytes, RSS %ld kB; after %d: %zu "
             "flags, %zu segments, %zu bytes (max %zu), RSS %ld kB\n",

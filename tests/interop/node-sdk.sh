@@ -33,14 +33,6 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 cp data/flags.json "$tmp/flags.json"
-"$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" 2>"$tmp/serve.log" &
-pid=$!
-i=0
-until curl -fs "http://127.0.0.1:$port/status" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && { echo "node-sdk: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
-    sleep 0.1
-done
 wait_up() { # PORT LOG
     i=0
     until curl -fs "http://127.0.0.1:$1/status" >/dev/null 2>&1; do
@@ -49,6 +41,9 @@ wait_up() { # PORT LOG
         sleep 0.1
     done
 }
+"$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" 2>"$tmp/serve.log" &
+pid=$!
+wait_up "$port" "$tmp/serve.log"
 status=0
 node "$here/node-sdk.mjs" "http://127.0.0.1:$port" "$key" "$tmp/flags.json" || status=$?
 if [ $status -eq 0 ]; then

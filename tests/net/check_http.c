@@ -7,7 +7,6 @@
  * and memory across a thousand, and allocation failures.
  */
 #include <check.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -508,18 +507,6 @@ START_TEST(test_free_at_every_point)
 }
 END_TEST
 
-static int count_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
 /* 64 at once, then a thousand one after the other on a new client each
  * hundred: every one answered, no descriptor left behind. */
 START_TEST(test_many_requests)
@@ -535,7 +522,7 @@ START_TEST(test_many_requests)
         ck_assert_int_eq(gs[i].code, 0);
     ld__http_free(h);
     run_ms(10);
-    int fds = count_fds();
+    int fds = ld_test_count_fds();
     for (int round = 0; round < 10; round++) {
         h = ld__http_new(B, NULL);
         for (int i = 0; i < 100; i++) {
@@ -548,7 +535,7 @@ START_TEST(test_many_requests)
         ld__http_free(h);
     }
     run_ms(10);
-    ck_assert_int_eq(count_fds(), fds);
+    ck_assert_int_eq(ld_test_count_fds(), fds);
 }
 END_TEST
 

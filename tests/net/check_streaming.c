@@ -10,7 +10,6 @@
  * failures.
  */
 #include <check.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -685,30 +684,6 @@ START_TEST(test_an_overfull_queue_restarts_the_stream)
 }
 END_TEST
 
-static long rss_kb(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static int count_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
 /* A server that ends every stream after its put: 10,000 reconnections
  * (1,000 under valgrind, LDASYNC_VALGRIND) leave no descriptor, no request
  * and no memory behind. */
@@ -740,15 +715,15 @@ START_TEST(test_many_reconnections_leak_nothing)
         }
         ld_future_unref(f);
         if (puts == 100 && fds < 0) {
-            fds = count_fds();
-            rss = rss_kb();
+            fds = ld_test_count_fds();
+            rss = ld_test_rss_kb();
         }
     }
-    int after = count_fds();
+    int after = ld_test_count_fds();
     ck_assert_msg(after <= fds + 4, "descriptors %d -> %d", fds, after);
     /* a leak of even 100 bytes a connection would be ~1 MB here */
-    ck_assert_msg(getenv("LDASYNC_VALGRIND") || LD_TEST_SANITIZED || rss_kb() - rss < 2048,
-                  "resident memory %ld kB -> %ld kB", rss, rss_kb());
+    ck_assert_msg(getenv("LDASYNC_VALGRIND") || LD_TEST_SANITIZED || ld_test_rss_kb() - rss < 2048,
+                  "resident memory %ld kB -> %ld kB", rss, ld_test_rss_kb());
     ck_assert_int_ge(F.connects, n);
     ld_synchronizer_free(s);
     settle();
