@@ -40,7 +40,8 @@
  * reconnect delay (1 s) up to 30 s, less a random part of up to half,
  * and starts again from the initial delay once a connection stayed up for
  * a minute (as LaunchDarkly's SDKs); the count never overflows, however
- * long it runs.
+ * long it runs. A `retry` field in the stream is ignored, as LaunchDarkly's
+ * Python SDK does (its servers send none).
  *
  * The loop is never held for long: a put or a poll body above 64 KiB (10,000
  * flags are megabytes) is parsed on a thread of the source's own (started
