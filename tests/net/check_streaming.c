@@ -911,7 +911,7 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
         ld_synchronizer *s = stream_new(c);
         if (cases[i].ok) {
             ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
-            ck_assert_int_eq(F.connects, 1);
+            ck_assert_int_ge(F.connects, 1); /* (the server ends it: it reconnects) */
         } else {
             expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
                          NULL);
