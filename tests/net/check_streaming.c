@@ -24,6 +24,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
 #include <ldasync/alloc.h>
 #include <ldasync/client.h>
@@ -908,6 +909,9 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
         ck_assert_int_eq(ld_net_config_set_stream_uri(c, cases[i].uri), 0);
         ck_assert_int_eq(ld_net_config_set_ca_file(c, cases[i].ca), 0);
         ck_assert_int_eq(ld_net_config_set_verify_peer(c, cases[i].verify), 0);
+        /* a TLS handshake under valgrind takes seconds: the 10 s connect
+         * timeout would fail it over and over */
+        ck_assert_int_eq(ld_net_config_set_timeouts(c, 300000, 0, 0), 0);
         ld_synchronizer *s = stream_new(c);
         if (cases[i].ok) {
             ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -920,6 +924,201 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
         ld_synchronizer_free(s);
         settle();
     }
+    evhttp_free(https);
+    ld_test_tls_free(&t);
+}
+END_TEST
+
+/* ---- a CONNECT proxy ----------------------------------------------------------
+ * An HTTP proxy as the CONNECT method makes one (RFC 9110 9.3.6): it reads
+ * one request head; for "CONNECT host:port" it connects to 127.0.0.1:port,
+ * answers 200 and relays bytes both ways until either side closes. Modes:
+ * tunnel, refuse (403), hold (never answers). */
+
+enum proxy_mode { TUNNEL, REFUSE, HOLD };
+
+struct proxy {
+    struct evconnlistener *lis;
+    int port;
+    enum proxy_mode mode;
+    int connects;     /* CONNECT requests seen */
+    char target[128]; /* the last one's host:port */
+};
+
+static struct proxy P;
+
+struct pconn {
+    struct bufferevent *client, *up;
+};
+
+static void pconn_free(struct pconn *c)
+{
+    if (c->client)
+        bufferevent_free(c->client);
+    if (c->up)
+        bufferevent_free(c->up);
+    free(c);
+}
+
+static void relay(struct bufferevent *from, void *arg)
+{
+    struct pconn *c = arg;
+    struct bufferevent *to = from == c->client ? c->up : c->client;
+    evbuffer_add_buffer(bufferevent_get_output(to), bufferevent_get_input(from));
+}
+
+static void pconn_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct pconn *c = arg;
+    if (bev == c->up && (what & BEV_EVENT_CONNECTED)) {
+        evbuffer_add_printf(bufferevent_get_output(c->client),
+                            "HTTP/1.1 200 Connection established\r\n\r\n");
+        bufferevent_setcb(c->client, relay, NULL, pconn_event, c);
+        bufferevent_setcb(c->up, relay, NULL, pconn_event, c);
+        bufferevent_enable(c->up, EV_READ | EV_WRITE);
+        relay(c->client, c); /* bytes that came with the head */
+        return;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        pconn_free(c);
+}
+
+static void closed_after_write(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    pconn_free(arg);
+}
+
+static void read_head(struct bufferevent *bev, void *arg)
+{
+    struct pconn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0)
+        return;
+    size_t n = (size_t)end.pos + 4;
+    char *head = malloc(n + 1);
+    evbuffer_remove(in, head, n);
+    head[n] = '\0';
+    int port = 0;
+    if (sscanf(head, "CONNECT %127s HTTP/1.1", P.target) == 1) {
+        P.connects++;
+        const char *colon = strrchr(P.target, ':');
+        port = colon ? atoi(colon + 1) : 0;
+    }
+    free(head);
+    if (P.mode == HOLD)
+        return;
+    if (P.mode == REFUSE || port == 0) {
+        evbuffer_add_printf(bufferevent_get_output(bev),
+                            "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+        bufferevent_setcb(bev, NULL, closed_after_write, pconn_event, c);
+        return;
+    }
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(0x7f000001);
+    c->up = bufferevent_socket_new(B, -1, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(c->up, NULL, NULL, pconn_event, c);
+    bufferevent_setcb(bev, NULL, NULL, pconn_event, c); /* no reading until connected */
+    if (bufferevent_socket_connect(c->up, (struct sockaddr *)&sin, sizeof sin) != 0)
+        pconn_free(c);
+}
+
+static void proxy_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                         void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    (void)arg;
+    struct pconn *c = calloc(1, sizeof *c);
+    c->client = bufferevent_socket_new(B, fd, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(c->client, read_head, NULL, pconn_event, c);
+    bufferevent_enable(c->client, EV_READ | EV_WRITE);
+}
+
+static void proxy_up(void)
+{
+    memset(&P, 0, sizeof P);
+    struct sockaddr_in sin = {0};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(0x7f000001);
+    P.lis =
+        evconnlistener_new_bind(B, proxy_accept, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
+                                -1, (struct sockaddr *)&sin, sizeof sin);
+    ck_assert_ptr_nonnull(P.lis);
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evconnlistener_get_fd(P.lis), (struct sockaddr *)&sin, &len), 0);
+    P.port = ntohs(sin.sin_port);
+}
+
+/* The fake stream over HTTPS, reached through the proxy: given as an
+ * option, or by https_proxy (ignored when the option is ""); a proxy that
+ * refuses, or that is not there, is a network error; a proxy that never
+ * answers is left by a source freed meanwhile. */
+START_TEST(test_through_a_connect_proxy)
+{
+    struct ld_test_tls t;
+    ld_test_tls_make(&t);
+    struct evhttp *https = evhttp_new(B);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(https, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
+    evhttp_set_gencb(https, serve, NULL);
+    proxy_up();
+    F.initial = PUT1;
+    char uri[80], proxy[80], want[80];
+    snprintf(uri, sizeof uri, "https://localhost:%d", ntohs(sin.sin_port));
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", P.port);
+    snprintf(want, sizeof want, "localhost:%d", ntohs(sin.sin_port));
+    for (int how = 0; how < 6; how++) {
+        /* 0: the option; 1: https_proxy; 2: https_proxy, but the option "";
+         * 3: a refusing proxy; 4: no proxy there; 5: a proxy that holds */
+        F.connects = 0;
+        P.connects = 0;
+        P.mode = how == 3 ? REFUSE : how == 5 ? HOLD : TUNNEL;
+        if (how == 1 || how == 2)
+            setenv("https_proxy", proxy, 1);
+        ld_net_config *c = config();
+        ck_assert_int_eq(ld_net_config_set_stream_uri(c, uri), 0);
+        ck_assert_int_eq(ld_net_config_set_ca_file(c, t.ca_file), 0);
+        ck_assert_int_eq(ld_net_config_set_timeouts(c, 300000, 0, 0), 0);
+        if (how == 0 || how >= 3)
+            ck_assert_int_eq(ld_net_config_set_proxy(c, how == 4 ? "http://127.0.0.1:1" : proxy),
+                             0);
+        if (how == 2)
+            ck_assert_int_eq(ld_net_config_set_proxy(c, ""), 0);
+        ld_synchronizer *s = stream_new(c);
+        if (how <= 2) {
+            ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+            ck_assert_int_eq(P.connects, how == 2 ? 0 : 1);
+            if (how < 2)
+                ck_assert_str_eq(P.target, want);
+        } else if (how < 5) {
+            expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
+                         NULL);
+            ck_assert_int_eq(F.connects, 0);
+        } else {
+            ld_future *n = ld_synchronizer_next(s);
+            for (int i = 0; i < 100000 && P.connects == 0; i++)
+                event_base_loop(B, EVLOOP_ONCE);
+            ck_assert_int_eq(P.connects, 1); /* inside the CONNECT */
+            ld_synchronizer_free(s);
+            s = NULL;
+            ld_test_wait(n);
+            ck_assert_int_eq(ld_future_error(n), LD_ECANCELED);
+            ld_future_unref(n);
+        }
+        unsetenv("https_proxy");
+        ld_synchronizer_free(s);
+        settle();
+    }
+    evconnlistener_free(P.lis);
     evhttp_free(https);
     ld_test_tls_free(&t);
 }
@@ -1162,6 +1361,7 @@ Suite *ld_suite_streaming(void)
     tcase_add_test(tc, test_a_data_system_is_fed_by_the_stream);
     tcase_add_test(tc, test_a_refused_key_rejects_ready_with_the_status);
     tcase_add_test(tc, test_tls_custom_ca_refusal_and_verification_off);
+    tcase_add_test(tc, test_through_a_connect_proxy);
     tcase_add_test(tc, test_a_client_with_a_net_config_streams);
     tcase_add_test(tc, test_a_client_whose_key_is_refused_is_not_ready);
     tcase_add_test(tc, test_config_refuses_bad_values);
