@@ -642,6 +642,87 @@ START_TEST(test_free_during_backoff_two_streams_and_cycles)
 }
 END_TEST
 
+static ld_client *client_of(void)
+{
+    ld_client_options *o = ld_client_options_new();
+    ld_net_config *c = config();
+    ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ld_net_config_free(c);
+    ld_client *cl = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(cl);
+    return cl;
+}
+
+static int freed_in_cb;
+
+static void free_on_ready(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_client_free(arg);
+    freed_in_cb++;
+}
+
+static void free_on_status(ld_client *cl, const ld_data_source_status *st, void *arg)
+{
+    (void)st;
+    (void)arg;
+    ld_client_free(cl);
+    freed_in_cb++;
+}
+
+/* A client freed inside its ready callback, inside a status listener
+ * (interrupted by a 503), while a put of 10,000 flags is parsed on the
+ * worker; many clients made and freed leave no descriptor behind. */
+START_TEST(test_clients_freed_at_awkward_points)
+{
+    F.initial = PUT1;
+    freed_in_cb = 0;
+    ld_client *cl = client_of();
+    ld_future *r = ld_client_ready(cl);
+    ck_assert_int_eq(ld_future_on_complete(r, free_on_ready, cl), 0);
+    run_until(&freed_in_cb, 1);
+    settle();
+
+    F.connects = 0;
+    F.bad = 1000000;
+    F.bad_status = 503;
+    cl = client_of();
+    ck_assert_int_gt(ld_client_add_status_listener(cl, free_on_status, NULL), 0);
+    ld_future *r2 = ld_client_ready(cl);
+    run_until(&freed_in_cb, 2);
+    run_ms(20);
+    ck_assert_int_eq(freed_in_cb, 2);
+    ld_future_unref(r2);
+    F.bad = 0;
+
+    size_t len;
+    char *big = put_of(10000, 0, &len);
+    F.initial = big;
+    F.connects = 0;
+    cl = client_of();
+    ld_future *r3 = ld_client_ready(cl);
+    run_until(&F.connects, 1);
+    for (int i = 0; i < 3; i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ld_client_free(cl);
+    run_ms(20);
+    ld_future_unref(r3);
+    F.initial = PUT1;
+    free(big);
+
+    int fds = count_fds();
+    for (int i = 0; i < 100; i++) {
+        cl = client_of();
+        ld_test_await_ok(ld_client_ready(cl));
+        ld_client_free(cl);
+        settle();
+    }
+    run_ms(20);
+    ck_assert_int_le(count_fds(), fds + 2);
+}
+END_TEST
+
 Suite *ld_suite_network_attack(void)
 {
     Suite *s = suite_create("network_attack");
@@ -657,6 +738,7 @@ Suite *ld_suite_network_attack(void)
     tcase_add_test(tc, test_ten_thousand_flags_then_a_thousand_patches);
     tcase_add_test(tc, test_large_headers);
     tcase_add_test(tc, test_free_during_backoff_two_streams_and_cycles);
+    tcase_add_test(tc, test_clients_freed_at_awkward_points);
     suite_add_tcase(s, tc);
     return s;
 }
