@@ -550,12 +550,23 @@ START_TEST(test_ten_thousand_flags_then_a_thousand_patches)
     fprintf(stderr, "network_attack: bad put: longest pass %.2f ms\n", (double)pass_us / 1000.0);
     run_until(&F.connects, 2);
     settle();
-    fake_send(good, goodlen);
-    f = measured_done(ld_synchronizer_next(s), &pass_us);
+    /* The good put comes 16 KB per loop pass, so that the fake's own write
+     * (1.3 MB at once over loopback costs tens of ms in this loop) is not
+     * counted against the library. */
+    pass_us = 0;
+    f = ld_synchronizer_next(s);
+    for (size_t off = 0; off < goodlen; off += 16384) {
+        fake_send(good + off, goodlen - off < 16384 ? goodlen - off : 16384);
+        int64_t t0 = now_us();
+        event_base_loop(B, EVLOOP_NONBLOCK);
+        if (now_us() - t0 > pass_us)
+            pass_us = now_us() - t0;
+    }
+    f = measured_done(f, &pass_us);
     ck_assert_uint_eq(ld_fdv2_change_set_count(ld_fdv2_update_change_set(ld_fdv2_future_update(f))),
                       10000);
     ld_future_unref(f);
-    fprintf(stderr, "network_attack: + good put: longest pass %.2f ms\n", (double)pass_us / 1000.0);
+    fprintf(stderr, "network_attack: good put: longest pass %.2f ms\n", (double)pass_us / 1000.0);
     char *patches = malloc(1000 * 120);
     size_t n = 0;
     for (int i = 0; i < 1000; i++)
@@ -563,6 +574,7 @@ START_TEST(test_ten_thousand_flags_then_a_thousand_patches)
                               "event: patch\ndata: {\"path\":\"/flags/flag-%05d\",\"data\":"
                               "{\"key\":\"flag-%05d\",\"version\":%d}}\n\n",
                               i, i, 100 + i);
+    pass_us = 0; /* the patches' own passes */
     fake_send(patches, n);
     for (int i = 0; i < 1000; i++) {
         f = measured_done(ld_synchronizer_next(s), &pass_us);
@@ -572,8 +584,10 @@ START_TEST(test_ten_thousand_flags_then_a_thousand_patches)
         ld_future_unref(f);
     }
     event_free(p.ev);
-    fprintf(stderr, "network_attack: longest loop pass %.2f ms (timer gaps %.2f ms)\n",
-            (double)pass_us / 1000.0, (double)p.max_us / 1000.0);
+    fprintf(
+        stderr,
+        "network_attack: 1,000 patches: longest pass %.2f ms (timer gaps, all phases: %.2f ms)\n",
+        (double)pass_us / 1000.0, (double)p.max_us / 1000.0);
     free(patches);
     free(bad);
     free(good);
