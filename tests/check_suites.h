@@ -46,6 +46,7 @@ Suite *ld_suite_sse(void);                /* net/check_sse.c */
 Suite *ld_suite_http(void);               /* net/check_http.c */
 Suite *ld_suite_streaming(void);          /* net/check_streaming.c */
 Suite *ld_suite_polling(void);            /* net/check_polling.c */
+Suite *ld_suite_network_attack(void);     /* net/check_network_attack.c */
 Suite *ld_suite_backoff(void);            /* net/check_backoff.c */
 Suite *ld_suite_client(void);             /* check_client.c */
 
