@@ -213,6 +213,8 @@ static int on_body(void *arg, const char *bytes, size_t n)
         size_t cap = p->cap ? p->cap : 16384;
         while (cap < p->len + n + 1)
             cap *= 2;
+        if (cap > LD__FDV1_MAX + 1) /* a body of the most taken: not twice that */
+            cap = LD__FDV1_MAX + 1;
         char *b = ld__realloc(p->body, cap);
         if (!b) {
             finish_error(p, LD_ENOMEM, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, 0, "out of memory");
