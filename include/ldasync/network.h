@@ -46,7 +46,10 @@
  * The loop is never held for long: a put or a poll body above 64 KiB (10,000
  * flags are megabytes) is parsed on a thread of the source's own (started
  * at the first such body, joined when the source is freed); smaller ones on
- * the loop. A source with updates that nobody takes keeps at most 4,096 of
+ * the loop. That thread needs libevent threading: call
+ * evthread_use_pthreads() before event_base_new(), as ldasync-serve does.
+ * Without it the big body is parsed from a loop callback of its own, which
+ * holds the loop for that long (~25 ms for 10,000 flags). A source with updates that nobody takes keeps at most 4,096 of
  * them; past that the stream restarts (its next put brings everything).
  * An event or a body is at most 256 MiB.
  *
