@@ -878,6 +878,8 @@ END_TEST
  * keeps trying); verification off takes it. */
 START_TEST(test_tls_custom_ca_refusal_and_verification_off)
 {
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* TLS handshakes take seconds each there; the other builds run it */
     struct ld_test_tls t;
     ld_test_tls_make(&t);
     struct evhttp *https = evhttp_new(B);
@@ -889,7 +891,6 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
     evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
     evhttp_set_gencb(https, serve, NULL);
     F.initial = PUT1;
-    F.end_at_once = true; /* no stream left open at the end */
     char localhost[80], by_ip[80];
     snprintf(localhost, sizeof localhost, "https://localhost:%d", ntohs(sin.sin_port));
     snprintf(by_ip, sizeof by_ip, "https://127.0.0.1:%d", ntohs(sin.sin_port));
@@ -915,7 +916,7 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
         ld_synchronizer *s = stream_new(c);
         if (cases[i].ok) {
             ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
-            ck_assert_int_ge(F.connects, 1); /* (the server ends it: it reconnects) */
+            ck_assert_int_eq(F.connects, 1);
         } else {
             expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0,
                          NULL);
@@ -1060,6 +1061,8 @@ static void proxy_up(void)
  * answers is left by a source freed meanwhile. */
 START_TEST(test_through_a_connect_proxy)
 {
+    if (getenv("LDASYNC_VALGRIND"))
+        return; /* as the test above */
     struct ld_test_tls t;
     ld_test_tls_make(&t);
     struct evhttp *https = evhttp_new(B);
