@@ -18,8 +18,8 @@
  * one line of JSON text on stdout and exits, so that another SDK can be
  * measured on the same flags and segments (bench/node/).
  */
-#include <event2/event.h>
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
 #include <event2/thread.h>
@@ -2005,7 +2005,6 @@ static double bench_compile_in_pass(struct event_base *base, long ops)
     return big_compile(base, ops, BIG_IN, true);
 }
 
-
 /* ---- stream workloads ----------------------------------------------------
  * An ld_client streaming from a fake LaunchDarkly stream (an evhttp server
  * on a thread and loop of its own, speaking the protocol: GET /all, a put
@@ -2016,13 +2015,13 @@ struct upstream {
     struct event_base *base;
     struct evhttp *http;
     int port;
-    char *put;                 /* the put event */
-    char **patches;            /* patch events, one per op */
+    char *put;      /* the put event */
+    char **patches; /* patch events, one per op */
     long n_patches;
-    int cmd[2];                /* a pipe: 4-byte patch numbers; -1 quits */
+    int cmd[2]; /* a pipe: 4-byte patch numbers; -1 quits */
     struct event *cmd_ev;
     struct evhttp_request *live;
-    _Atomic double sent_ns;    /* when the last patch was written */
+    _Atomic double sent_ns; /* when the last patch was written */
 };
 
 static void up_send(struct evhttp_request *req, const char *text)
@@ -2036,8 +2035,7 @@ static void up_send(struct evhttp_request *req, const char *text)
 static void up_serve(struct evhttp_request *req, void *arg)
 {
     struct upstream *u = arg;
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/event-stream");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/event-stream");
     evhttp_send_reply_start(req, 200, "OK");
     up_send(req, u->put);
     u->live = req;
@@ -2073,8 +2071,8 @@ static void upstream_start(struct upstream *u, long n)
     json_t *data = json_loads(text, 0, NULL);
     free(text);
     json_t *flags = json_object_get(data, "features");
-    json_t *put = json_pack("{s:s, s:{s:O, s:O}}", "path", "/", "data", "flags", flags,
-                            "segments", json_object_get(data, "segments"));
+    json_t *put = json_pack("{s:s, s:{s:O, s:O}}", "path", "/", "data", "flags", flags, "segments",
+                            json_object_get(data, "segments"));
     char *pj = json_dumps(put, JSON_COMPACT);
     size_t len = strlen(pj) + 32;
     u->put = malloc(len);
@@ -2260,8 +2258,8 @@ static double stream_patch(struct event_base *base, long ops, bool p99)
             exit(1);
         while (!w.seen)
             event_base_loop(base, EVLOOP_ONCE);
-        ld_future *f = loop_until_done(base, ld_client_variation_detail(cl, key, ctx,
-                                                                        LD_VALUE_ANY, NULL));
+        ld_future *f =
+            loop_until_done(base, ld_client_variation_detail(cl, key, ctx, LD_VALUE_ANY, NULL));
         lat[i] = (now_ns() - atomic_load(&u.sent_ns)) / 1e3;
         ld_future_unref(f);
     }

@@ -14,19 +14,22 @@
 
 #include "check_suites.h"
 
+/* the suites, a table in columns */
+/* clang-format off */
 static Suite *(*const suites[])(void) = {
-    ld_suite_error,       ld_suite_version,      ld_suite_future,      ld_suite_future_thread,
-    ld_suite_worker,      ld_suite_json,         ld_suite_kind,        ld_suite_context,
-    ld_suite_store,       ld_suite_memory_load,  ld_suite_store_now,   ld_suite_status,
-    ld_suite_sink,        ld_suite_big_segments, ld_suite_bucket,      ld_suite_fdv2,
-    ld_suite_file_source, ld_suite_processor,    ld_suite_fronts,      ld_suite_contract,
-    ld_suite_mock_store,  ld_suite_mock_ifaces,  ld_suite_eval_ops,    ld_suite_eval,
-    ld_suite_eval_attack, ld_suite_eval_slices,  ld_suite_eval_big,    ld_suite_eval_slices_attack,
-    ld_suite_serve,       ld_suite_serve_e2e,    ld_suite_serve_chaos, ld_suite_serve_loop,
-    ld_suite_sse,         ld_suite_http,         ld_suite_backoff,     ld_suite_data_system,
-    ld_suite_client,      ld_suite_secure_mode,  ld_suite_streaming,   ld_suite_polling,
+    ld_suite_error,          ld_suite_version,      ld_suite_future,      ld_suite_future_thread,
+    ld_suite_worker,         ld_suite_json,         ld_suite_kind,        ld_suite_context,
+    ld_suite_store,          ld_suite_memory_load,  ld_suite_store_now,   ld_suite_status,
+    ld_suite_sink,           ld_suite_big_segments, ld_suite_bucket,      ld_suite_fdv2,
+    ld_suite_file_source,    ld_suite_processor,    ld_suite_fronts,      ld_suite_contract,
+    ld_suite_mock_store,     ld_suite_mock_ifaces,  ld_suite_eval_ops,    ld_suite_eval,
+    ld_suite_eval_attack,    ld_suite_eval_slices,  ld_suite_eval_big,    ld_suite_eval_slices_attack,
+    ld_suite_serve,          ld_suite_serve_e2e,    ld_suite_serve_chaos, ld_suite_serve_loop,
+    ld_suite_sse,            ld_suite_http,         ld_suite_backoff,     ld_suite_data_system,
+    ld_suite_client,         ld_suite_secure_mode,  ld_suite_streaming,   ld_suite_polling,
     ld_suite_network_attack,
 };
+/* clang-format on */
 
 /* Whether suite `pos` (from 0) is in the shard LDASYNC_SHARD names (all
  * of them without it). A malformed value runs nothing and says so. */

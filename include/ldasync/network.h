@@ -49,7 +49,8 @@
  * the loop. That thread needs libevent threading: call
  * evthread_use_pthreads() before event_base_new(), as ldasync-serve does.
  * Without it the big body is parsed from a loop callback of its own, which
- * holds the loop for that long (~25 ms for 10,000 flags). A source with updates that nobody takes keeps at most 4,096 of
+ * holds the loop for that long (~25 ms for 10,000 flags).
+ * A source with updates that nobody takes keeps at most 4,096 of
  * them; past that the stream restarts (its next put brings everything).
  * An event or a body is at most 256 MiB.
  *
