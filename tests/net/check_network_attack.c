@@ -8,7 +8,6 @@
  * check_streaming.c's (an evhttp server in the test's loop).
  */
 #include <check.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,269 +30,15 @@
 #include <ldasync/store.h>
 
 #include "check_fail_alloc.h"
+#include "check_fake_stream.h"
 #include "check_suites.h"
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "net/net-internal.h"
 
 #define B ld_test_base
-#define KEY "sdk-0123456789abcdef"
-
-/* ---- the fake LaunchDarkly stream -------------------------------------- */
-
-struct fake {
-    struct evhttp *http;
-    int port;
-    char url[64];
-    int connects; /* requests to /all */
-    char uri[512], auth[256], agent[128], tags[256], wrapper[128], instance[64], accept[64],
-        cache[64];
-    int status;          /* the answer's status (200) */
-    const char *ctype;   /* its Content-Type ("text/event-stream") */
-    bool hold;           /* take the request and never answer */
-    bool end_at_once;    /* end the response after `initial` */
-    const char *initial; /* sent as the stream starts */
-    struct evhttp_request *live;
-    struct evhttp_request *held;
-    /* the first `bad` connections get these instead (0 / NULL: as above) */
-    int bad, bad_status;
-    const char *bad_initial, *bad_ctype;
-    const char *big_header;
-};
-
-static struct fake F;
-
-static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
-{
-    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
-    snprintf(out, n, "%s", v ? v : "");
-}
-
-/* The client closed the connection of an unfinished request (`arg`: the
- * slot that holds it): libevent has detached the request, which is ours to
- * free then. */
-static void live_closed(struct evhttp_connection *c, void *arg)
-{
-    (void)c;
-    struct evhttp_request **slot = arg;
-    if (*slot && evhttp_request_get_connection(*slot) == NULL)
-        evhttp_request_free(*slot);
-    *slot = NULL;
-}
-
-static void serve(struct evhttp_request *req, void *arg)
-{
-    (void)arg;
-    snprintf(F.uri, sizeof F.uri, "%s", evhttp_request_get_uri(req));
-    copy_header(req, "Authorization", F.auth, sizeof F.auth);
-    copy_header(req, "User-Agent", F.agent, sizeof F.agent);
-    copy_header(req, "X-LaunchDarkly-Tags", F.tags, sizeof F.tags);
-    copy_header(req, "X-LaunchDarkly-Wrapper", F.wrapper, sizeof F.wrapper);
-    copy_header(req, "X-LaunchDarkly-Instance-Id", F.instance, sizeof F.instance);
-    copy_header(req, "Accept", F.accept, sizeof F.accept);
-    copy_header(req, "Cache-Control", F.cache, sizeof F.cache);
-    if (strncmp(F.uri, "/all", 4) != 0) {
-        evhttp_send_error(req, 404, NULL);
-        return;
-    }
-    F.connects++;
-    if (F.hold) {
-        F.held = req;
-        evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.held);
-        return;
-    }
-    bool bad = F.connects <= F.bad;
-    int status = bad && F.bad_status ? F.bad_status : F.status;
-    const char *initial = bad && F.bad_initial ? F.bad_initial : F.initial;
-    const char *ctype = bad && F.bad_ctype ? F.bad_ctype : F.ctype;
-    if (status != 200) {
-        evhttp_send_reply(req, status, "Nope", NULL);
-        return;
-    }
-    if (*ctype) /* "": none */
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    if (F.big_header)
-        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Big", F.big_header);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "X-LD-EnvID", "env-1");
-    evhttp_send_reply_start(req, 200, "OK");
-    if (initial) {
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add(b, initial, strlen(initial));
-        evhttp_send_reply_chunk(req, b);
-        evbuffer_free(b);
-    }
-    if (F.end_at_once) {
-        evhttp_send_reply_end(req);
-        return;
-    }
-    if (F.live) { /* two connections at once: the older one ends (else it leaks) */
-        evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
-        evhttp_send_reply_end(F.live);
-    }
-    F.live = req;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.live);
-}
-
-/* Sends bytes on the open stream. */
-static void fake_send(const char *bytes, size_t n)
-{
-    ck_assert_ptr_nonnull(F.live);
-    struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, bytes, n);
-    evhttp_send_reply_chunk(F.live, b);
-    evbuffer_free(b);
-}
-
-static void fake_sends(const char *s)
-{
-    fake_send(s, strlen(s));
-}
-
-/* Ends the open stream cleanly. */
-static void fake_end(void)
-{
-    ck_assert_ptr_nonnull(F.live);
-    evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
-    evhttp_send_reply_end(F.live);
-    F.live = NULL;
-}
-
-static void fake_up(void)
-{
-    ld_test_setup();
-    signal(SIGPIPE, SIG_IGN);
-    memset(&F, 0, sizeof F);
-    F.status = 200;
-    F.ctype = "text/event-stream; charset=utf-8";
-    F.http = evhttp_new(B);
-    ck_assert_ptr_nonnull(F.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(F.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    F.port = ntohs(sin.sin_port);
-    snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", F.port);
-    evhttp_set_gencb(F.http, serve, NULL);
-}
-
-static void fake_down(void)
-{
-    if (F.live) { /* evhttp_free() leaks a reply in progress */
-        evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
-        evhttp_send_reply_end(F.live);
-    }
-    if (F.held)
-        evhttp_connection_set_closecb(evhttp_request_get_connection(F.held), NULL, NULL);
-    evhttp_free(F.http);
-    F.http = NULL;
-    ld_test_teardown();
-}
-
-/* ---- the client's side ------------------------------------------------- */
-
-static ld_net_config *config(void)
-{
-    ld_net_config *c = ld_net_config_new(KEY);
-    ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_stream_uri(c, F.url), 0);
-    ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 1), 0);
-    c->reconnect_max_ms = 50; /* quick tests; the rule is backoff.c's, tested there */
-    return c;
-}
-
-static ld_synchronizer *stream_new(ld_net_config *c)
-{
-    ld_synchronizer *s = ld_streaming_synchronizer_new(B, c);
-    ck_assert_ptr_nonnull(s);
-    ld_net_config_free(c);
-    return s;
-}
-
-static void run_until(const int *flag, int want)
-{
-    for (int i = 0; i < 200000 && *flag < want; i++)
-        event_base_loop(B, EVLOOP_ONCE);
-    ck_assert_int_ge(*flag, want);
-}
-
-static void run_ms(int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    event_base_loopexit(B, &tv);
-    event_base_dispatch(B);
-}
-
-/* Runs what is ready (the fake server keeps events added: no
- * ld_test_flush()). */
-static void settle(void)
-{
-    for (int i = 0; i < 20; i++)
-        event_base_loop(B, EVLOOP_NONBLOCK);
-}
-
-/* The next update (the future, done; release it). */
-static ld_future *next_done(ld_synchronizer *s)
-{
-    return ld_test_done(ld_synchronizer_next(s));
-}
-
-/* The next update, which must be one; asserts its state. */
-static ld_future *expect_update(ld_synchronizer *s, enum ld_data_source_state state)
-{
-    ld_future *f = next_done(s);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    ck_assert_ptr_nonnull(u);
-    ck_assert_int_eq(ld_fdv2_update_state(u), state);
-    return f;
-}
-
-/* An error update: its kind and status, and a piece of its message. */
-static void expect_error(ld_synchronizer *s, enum ld_data_source_state state,
-                         enum ld_data_source_error_kind kind, int status, const char *in_msg)
-{
-    ld_future *f = expect_update(s, state);
-    const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    ck_assert_ptr_null(ld_fdv2_update_change_set(u));
-    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_msg(e->kind == kind, "kind %d, want %d (%s)", e->kind, kind, e->message);
-    ck_assert_int_eq(e->status_code, status);
-    ck_assert_int_gt(e->time_ms, 0);
-    if (in_msg)
-        ck_assert_msg(strstr(e->message, in_msg), "\"%s\" not in \"%s\"", in_msg, e->message);
-    ld_future_unref(f);
-}
-
-/* The change set of a valid update: its intent and count. */
-static ld_future *expect_changes(ld_synchronizer *s, enum ld_fdv2_intent intent, size_t n)
-{
-    ld_future *f = expect_update(s, LD_DATA_SOURCE_STATE_VALID);
-    const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(ld_fdv2_future_update(f));
-    ck_assert_ptr_nonnull(cs);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), intent);
-    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), n);
-    return f;
-}
-
-#define PUT1                                                                                       \
-    "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{\"f1\":{\"key\":\"f1\",\"version\":3," \
-    "\"on\":true}},\"segments\":{\"s1\":{\"key\":\"s1\",\"version\":2}}}}\n\n"
 
 /* ---- tests ----------------------------------------------------------------- */
-
-static int count_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 /* An event that never ends (no blank line, no newline), megabytes long:
  * the stream goes on taking it, and when the server ends the stream it is a
@@ -301,7 +46,7 @@ static int count_fds(void)
 START_TEST(test_an_endless_event_then_the_end_of_the_stream)
 {
     F.initial = "event: put\ndata: {\"path\":\"/\",\"data\":";
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *f = ld_synchronizer_next(s);
     run_until(&F.connects, 1);
     settle();
@@ -331,7 +76,7 @@ END_TEST
 START_TEST(test_a_flood_of_patches_nobody_takes)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     size_t cap = 10000 * 96;
     char *buf = malloc(cap);
@@ -373,7 +118,7 @@ START_TEST(test_redirects_and_204_are_retried)
         F.bad = 1;
         F.bad_status = statuses[i];
         F.initial = PUT1;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE,
                      statuses[i], "will retry");
         ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -389,7 +134,7 @@ START_TEST(test_a_200_without_content_type_is_invalid_data)
     F.bad = 1;
     F.bad_ctype = "";
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
                  "event stream");
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -433,7 +178,7 @@ START_TEST(test_hostile_json_is_invalid_data)
         const char *ev = events[i] ? events[i] : deep;
         F.connects = 0;
         F.initial = PUT1;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
         fake_sends(ev);
         ld_future *f = expect_update(s, LD_DATA_SOURCE_STATE_INTERRUPTED);
@@ -454,7 +199,7 @@ START_TEST(test_a_nul_byte_in_the_data_is_invalid_data)
 {
     static const char ev[] = "event: patch\ndata: {\"path\":\"/flags/a\0b\",\"data\":{}}\n\n";
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     fake_send(ev, sizeof ev - 1);
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
@@ -531,7 +276,7 @@ START_TEST(test_ten_thousand_flags_then_a_thousand_patches)
     char *bad = put_of(10000, 3333, &badlen);
     char *good = put_of(10000, 0, &goodlen);
     F.initial = NULL;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *f = ld_synchronizer_next(s);
     run_until(&F.connects, 1);
     settle();
@@ -606,7 +351,7 @@ START_TEST(test_large_headers)
         big[sizes[k]] = '\0';
         F.big_header = big;
         F.initial = PUT1;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         ld_future *f = next_done(s);
         ck_assert(ld_future_is_fulfilled(f));
         ld_future_unref(f);
@@ -622,7 +367,7 @@ START_TEST(test_free_during_backoff_two_streams_and_cycles)
 {
     F.bad = 1000000;
     F.bad_status = 503;
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 500), 0);
     ld_synchronizer *s = stream_new(c);
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE, 503,
@@ -633,8 +378,8 @@ START_TEST(test_free_during_backoff_two_streams_and_cycles)
     ld_future_unref(pending);
     F.bad = 0;
     F.initial = PUT1;
-    ld_synchronizer *a = stream_new(config());
-    ld_synchronizer *b = stream_new(config());
+    ld_synchronizer *a = stream_new(fake_config());
+    ld_synchronizer *b = stream_new(fake_config());
     ld_future *fa = ld_synchronizer_next(a), *fb = ld_synchronizer_next(b);
     fa = ld_test_done(fa);
     fb = ld_test_done(fb);
@@ -644,22 +389,22 @@ START_TEST(test_free_during_backoff_two_streams_and_cycles)
     ld_synchronizer_free(a);
     ld_synchronizer_free(b);
     settle();
-    int fds = count_fds();
+    int fds = ld_test_count_fds();
     for (int i = 0; i < 200; i++) {
-        ld_synchronizer *x = stream_new(config());
+        ld_synchronizer *x = stream_new(fake_config());
         ld_future_unref(next_done(x));
         ld_synchronizer_free(x);
         settle();
     }
     run_ms(20);
-    ck_assert_int_le(count_fds(), fds + 2);
+    ck_assert_int_le(ld_test_count_fds(), fds + 2);
 }
 END_TEST
 
 static ld_client *client_of(void)
 {
     ld_client_options *o = ld_client_options_new();
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
     ld_net_config_free(c);
     ld_client *cl = ld_client_new(B, o);
@@ -725,7 +470,7 @@ START_TEST(test_clients_freed_at_awkward_points)
     F.initial = PUT1;
     free(big);
 
-    int fds = count_fds();
+    int fds = ld_test_count_fds();
     for (int i = 0; i < 100; i++) {
         cl = client_of();
         ld_test_await_ok(ld_client_ready(cl));
@@ -733,7 +478,7 @@ START_TEST(test_clients_freed_at_awkward_points)
         settle();
     }
     run_ms(20);
-    ck_assert_int_le(count_fds(), fds + 2);
+    ck_assert_int_le(ld_test_count_fds(), fds + 2);
 }
 END_TEST
 

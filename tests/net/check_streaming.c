@@ -34,6 +34,7 @@
 #include <ldasync/store.h>
 
 #include "check_fail_alloc.h"
+#include "check_fake_stream.h"
 #include "check_suites.h"
 #include "check_tls.h"
 #include "check_util.h"
@@ -42,252 +43,12 @@
 #include "sources/sources-internal.h"
 
 #define B ld_test_base
-#define KEY "sdk-0123456789abcdef"
-
-/* ---- the fake LaunchDarkly stream -------------------------------------- */
-
-struct fake {
-    struct evhttp *http;
-    int port;
-    char url[64];
-    int connects; /* requests to /all */
-    char uri[512], auth[256], agent[128], tags[256], wrapper[128], instance[64], accept[64],
-        cache[64];
-    int status;          /* the answer's status (200) */
-    const char *ctype;   /* its Content-Type ("text/event-stream") */
-    bool hold;           /* take the request and never answer */
-    bool end_at_once;    /* end the response after `initial` */
-    const char *initial; /* sent as the stream starts */
-    struct evhttp_request *live;
-    struct evhttp_request *held;
-    /* the first `bad` connections get these instead (0 / NULL: as above) */
-    int bad, bad_status;
-    const char *bad_initial, *bad_ctype;
-};
-
-static struct fake F;
-
-static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
-{
-    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
-    snprintf(out, n, "%s", v ? v : "");
-}
-
-/* The client closed the connection of an unfinished request (`arg`: the
- * slot that holds it): libevent has detached the request, which is ours to
- * free then. */
-static void live_closed(struct evhttp_connection *c, void *arg)
-{
-    (void)c;
-    struct evhttp_request **slot = arg;
-    if (*slot && evhttp_request_get_connection(*slot) == NULL)
-        evhttp_request_free(*slot);
-    *slot = NULL;
-}
-
-static void serve(struct evhttp_request *req, void *arg)
-{
-    (void)arg;
-    snprintf(F.uri, sizeof F.uri, "%s", evhttp_request_get_uri(req));
-    copy_header(req, "Authorization", F.auth, sizeof F.auth);
-    copy_header(req, "User-Agent", F.agent, sizeof F.agent);
-    copy_header(req, "X-LaunchDarkly-Tags", F.tags, sizeof F.tags);
-    copy_header(req, "X-LaunchDarkly-Wrapper", F.wrapper, sizeof F.wrapper);
-    copy_header(req, "X-LaunchDarkly-Instance-Id", F.instance, sizeof F.instance);
-    copy_header(req, "Accept", F.accept, sizeof F.accept);
-    copy_header(req, "Cache-Control", F.cache, sizeof F.cache);
-    if (strncmp(F.uri, "/all", 4) != 0) {
-        evhttp_send_error(req, 404, NULL);
-        return;
-    }
-    F.connects++;
-    if (F.hold) {
-        F.held = req;
-        evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.held);
-        return;
-    }
-    bool bad = F.connects <= F.bad;
-    int status = bad && F.bad_status ? F.bad_status : F.status;
-    const char *initial = bad && F.bad_initial ? F.bad_initial : F.initial;
-    const char *ctype = bad && F.bad_ctype ? F.bad_ctype : F.ctype;
-    if (status != 200) {
-        evhttp_send_reply(req, status, "Nope", NULL);
-        return;
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "X-LD-EnvID", "env-1");
-    evhttp_send_reply_start(req, 200, "OK");
-    if (initial) {
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add(b, initial, strlen(initial));
-        evhttp_send_reply_chunk(req, b);
-        evbuffer_free(b);
-    }
-    if (F.end_at_once) {
-        evhttp_send_reply_end(req);
-        return;
-    }
-    F.live = req;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), live_closed, &F.live);
-}
-
-/* Sends bytes on the open stream. */
-static void fake_send(const char *bytes, size_t n)
-{
-    ck_assert_ptr_nonnull(F.live);
-    struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, bytes, n);
-    evhttp_send_reply_chunk(F.live, b);
-    evbuffer_free(b);
-}
-
-static void fake_sends(const char *s)
-{
-    fake_send(s, strlen(s));
-}
-
-/* Ends the open stream cleanly. */
-static void fake_end(void)
-{
-    ck_assert_ptr_nonnull(F.live);
-    evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
-    evhttp_send_reply_end(F.live);
-    F.live = NULL;
-}
-
-static void fake_up(void)
-{
-    ld_test_setup();
-    signal(SIGPIPE, SIG_IGN);
-    memset(&F, 0, sizeof F);
-    F.status = 200;
-    F.ctype = "text/event-stream; charset=utf-8";
-    F.http = evhttp_new(B);
-    ck_assert_ptr_nonnull(F.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(F.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    F.port = ntohs(sin.sin_port);
-    snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", F.port);
-    evhttp_set_gencb(F.http, serve, NULL);
-}
-
-static void fake_down(void)
-{
-    if (F.live) { /* evhttp_free() leaks a reply in progress */
-        evhttp_connection_set_closecb(evhttp_request_get_connection(F.live), NULL, NULL);
-        evhttp_send_reply_end(F.live);
-    }
-    if (F.held)
-        evhttp_connection_set_closecb(evhttp_request_get_connection(F.held), NULL, NULL);
-    evhttp_free(F.http);
-    F.http = NULL;
-    ld_test_teardown();
-}
-
-/* ---- the client's side ------------------------------------------------- */
-
-static ld_net_config *config(void)
-{
-    ld_net_config *c = ld_net_config_new(KEY);
-    ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_stream_uri(c, F.url), 0);
-    ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 1), 0);
-    c->reconnect_max_ms = 50; /* quick tests; the rule is backoff.c's, tested there */
-    return c;
-}
-
-static ld_synchronizer *stream_new(ld_net_config *c)
-{
-    ld_synchronizer *s = ld_streaming_synchronizer_new(B, c);
-    ck_assert_ptr_nonnull(s);
-    ld_net_config_free(c);
-    return s;
-}
-
-static void run_until(const int *flag, int want)
-{
-    for (int i = 0; i < 200000 && *flag < want; i++)
-        event_base_loop(B, EVLOOP_ONCE);
-    ck_assert_int_ge(*flag, want);
-}
-
-static void run_ms(int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    event_base_loopexit(B, &tv);
-    event_base_dispatch(B);
-}
-
-/* Runs what is ready (the fake server keeps events added: no
- * ld_test_flush()). */
-static void settle(void)
-{
-    for (int i = 0; i < 20; i++)
-        event_base_loop(B, EVLOOP_NONBLOCK);
-}
-
-/* The next update (the future, done; release it). */
-static ld_future *next_done(ld_synchronizer *s)
-{
-    return ld_test_done(ld_synchronizer_next(s));
-}
-
-/* The next update, which must be one; asserts its state. */
-static ld_future *expect_update(ld_synchronizer *s, enum ld_data_source_state state)
-{
-    ld_future *f = next_done(s);
-    ck_assert_msg(ld_future_is_fulfilled(f), "rejected: %s", ld_future_error_message(f));
-    const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    ck_assert_ptr_nonnull(u);
-    ck_assert_int_eq(ld_fdv2_update_state(u), state);
-    return f;
-}
-
-/* An error update: its kind and status, and a piece of its message. */
-static void expect_error(ld_synchronizer *s, enum ld_data_source_state state,
-                         enum ld_data_source_error_kind kind, int status, const char *in_msg)
-{
-    ld_future *f = expect_update(s, state);
-    const ld_fdv2_update *u = ld_fdv2_future_update(f);
-    ck_assert_ptr_null(ld_fdv2_update_change_set(u));
-    const ld_data_source_error_info *e = ld_fdv2_update_error(u);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_msg(e->kind == kind, "kind %d, want %d (%s)", e->kind, kind, e->message);
-    ck_assert_int_eq(e->status_code, status);
-    ck_assert_int_gt(e->time_ms, 0);
-    if (in_msg)
-        ck_assert_msg(strstr(e->message, in_msg), "\"%s\" not in \"%s\"", in_msg, e->message);
-    ld_future_unref(f);
-}
-
-/* The change set of a valid update: its intent and count. */
-static ld_future *expect_changes(ld_synchronizer *s, enum ld_fdv2_intent intent, size_t n)
-{
-    ld_future *f = expect_update(s, LD_DATA_SOURCE_STATE_VALID);
-    const ld_fdv2_change_set *cs = ld_fdv2_update_change_set(ld_fdv2_future_update(f));
-    ck_assert_ptr_nonnull(cs);
-    ck_assert_int_eq(ld_fdv2_change_set_intent(cs), intent);
-    ck_assert_uint_eq(ld_fdv2_change_set_count(cs), n);
-    return f;
-}
-
-static const ld_fdv2_change *change_of(ld_future *f, size_t i)
-{
-    return ld_fdv2_change_set_get(ld_fdv2_update_change_set(ld_fdv2_future_update(f)), i);
-}
-
-#define PUT1                                                                                       \
-    "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{\"f1\":{\"key\":\"f1\",\"version\":3," \
-    "\"on\":true}},\"segments\":{\"s1\":{\"key\":\"s1\",\"version\":2}}}}\n\n"
 
 /* ---- tests ----------------------------------------------------------------- */
 
 START_TEST(test_headers_and_url_are_those_of_the_sdks)
 {
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_application(c, "my-app", "1.2.3"), 0);
     ck_assert_int_eq(ld_net_config_set_wrapper(c, "my-wrapper", "9.0"), 0);
     ck_assert_int_eq(ld_net_config_set_payload_filter(c, "mobile_only"), 0);
@@ -317,7 +78,7 @@ END_TEST
 
 START_TEST(test_no_connection_before_the_first_next)
 {
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     run_ms(50);
     ck_assert_int_eq(F.connects, 0);
     ld_synchronizer_free(s);
@@ -328,7 +89,7 @@ END_TEST
 START_TEST(test_put_patch_delete_of_both_kinds)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2);
     bool saw_flag = false, saw_seg = false;
     for (size_t i = 0; i < 2; i++) {
@@ -387,7 +148,7 @@ END_TEST
 START_TEST(test_events_split_at_every_byte)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     char ev[256];
     int n0 = snprintf(ev, sizeof ev,
@@ -432,7 +193,7 @@ START_TEST(test_a_big_put_then_a_patch_keep_their_order)
                           "\"data\":{\"key\":\"flag-5\",\"version\":100}}\n\n");
     ck_assert_uint_gt(n, LD__FDV1_BIG);
     F.initial = put;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *f = expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 10000);
     ld_future_unref(f);
     f = expect_changes(s, LD_FDV2_INTENT_XFER_CHANGES, 1);
@@ -461,7 +222,7 @@ START_TEST(test_a_big_malformed_put_restarts_the_stream)
     F.bad = 1;
     F.bad_initial = put;
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
                  "malformed JSON");
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -480,7 +241,7 @@ START_TEST(test_recoverable_statuses_retry)
         F.bad_status = codes[i];
         F.connects = 0;
         F.initial = PUT1;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE,
                      codes[i], "will retry");
         expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_RESPONSE,
@@ -499,7 +260,7 @@ START_TEST(test_unrecoverable_statuses_turn_it_off)
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         F.status = codes[i];
         F.connects = 0;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         expect_error(s, LD_DATA_SOURCE_STATE_OFF, LD_DATA_SOURCE_ERROR_KIND_RESPONSE, codes[i],
                      codes[i] <= 403 ? "invalid SDK key" : "giving up");
         ld_test_expect_error(ld_synchronizer_next(s), LD_ECLOSED, NULL);
@@ -532,7 +293,7 @@ START_TEST(test_malformed_events_restart_the_stream)
         F.bad = 1;
         F.bad_initial = bad[i];
         F.initial = PUT1;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
                      NULL);
         ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -548,7 +309,7 @@ START_TEST(test_not_an_event_stream_is_invalid_data)
     F.bad = 1;
     F.bad_ctype = "application/json";
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_INVALID_DATA, 0,
                  "text/event-stream");
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
@@ -560,7 +321,7 @@ END_TEST
 START_TEST(test_a_stream_the_server_ends_reconnects)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     fake_sends("event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n"
                "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"ver");
@@ -578,7 +339,7 @@ END_TEST
 
 START_TEST(test_a_stalled_stream_times_out_and_reconnects)
 {
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_timeouts(c, 0, 0, 150), 0);
     F.initial = PUT1;
     ld_synchronizer *s = stream_new(c);
@@ -599,7 +360,7 @@ END_TEST
 
 START_TEST(test_a_server_that_never_answers_times_out)
 {
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_timeouts(c, 0, 0, 100), 0);
     F.hold = true;
     ld_synchronizer *s = stream_new(c);
@@ -611,7 +372,7 @@ END_TEST
 
 START_TEST(test_a_refused_connection_is_a_network_error)
 {
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://127.0.0.1:1"), 0);
     ld_synchronizer *s = stream_new(c);
     expect_error(s, LD_DATA_SOURCE_STATE_INTERRUPTED, LD_DATA_SOURCE_ERROR_KIND_NETWORK, 0, NULL);
@@ -623,7 +384,7 @@ END_TEST
 
 START_TEST(test_a_missing_ca_file_fails_each_connection)
 {
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     char url[80];
     snprintf(url, sizeof url, "https://127.0.0.1:%d", F.port);
     ck_assert_int_eq(ld_net_config_set_stream_uri(c, url), 0);
@@ -639,7 +400,7 @@ END_TEST
 START_TEST(test_updates_queue_until_taken)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     for (int i = 0; i < 50; i++) {
         char ev[128];
@@ -662,7 +423,7 @@ END_TEST
 START_TEST(test_an_overfull_queue_restarts_the_stream)
 {
     F.initial = PUT1;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
     static char big[5000 * 80];
     size_t n = 0;
@@ -692,7 +453,7 @@ START_TEST(test_many_reconnections_leak_nothing)
 {
     F.initial = PUT1;
     F.end_at_once = true;
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_net_config_set_reconnect_delay(c, 0), 0);
     c->reconnect_max_ms = 1; /* delays of 0-1 ms (they would grow to 30 s) */
     ld_synchronizer *s = stream_new(c);
@@ -736,7 +497,7 @@ END_TEST
 START_TEST(test_stop_while_connecting_and_free)
 {
     F.hold = true;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *n = ld_synchronizer_next(s);
     run_until(&F.connects, 1);
     ld_test_await_ok(ld_synchronizer_stop(s));
@@ -753,7 +514,7 @@ END_TEST
 START_TEST(test_free_while_connecting)
 {
     F.hold = true;
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *n = ld_synchronizer_next(s);
     run_until(&F.connects, 1);
     ld_synchronizer_free(s);
@@ -777,7 +538,7 @@ START_TEST(test_free_and_stop_during_a_big_put_s_parse)
     F.initial = put;
     for (int round = 0; round < 6; round++) {
         F.connects = 0;
-        ld_synchronizer *s = stream_new(config());
+        ld_synchronizer *s = stream_new(fake_config());
         ld_future *nx = ld_synchronizer_next(s);
         run_until(&F.connects, 1);
         for (int i = 0; i < round * 3; i++)
@@ -804,7 +565,7 @@ static void free_in_callback(ld_future *f, void *arg)
 START_TEST(test_free_from_inside_a_next_s_callback)
 {
     F.initial = PUT1 "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n";
-    ld_synchronizer *s = stream_new(config());
+    ld_synchronizer *s = stream_new(fake_config());
     ld_future *a = ld_synchronizer_next(s);
     ld_future *b = ld_synchronizer_next(s);
     ck_assert_int_eq(ld_future_on_complete(ld_future_ref(a), free_in_callback, s), 0);
@@ -824,7 +585,7 @@ START_TEST(test_a_data_system_is_fed_by_the_stream)
 {
     F.initial = PUT1;
     ld_store *st = ld_memory_store_new(B);
-    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(config()));
+    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(fake_config()));
     ck_assert_ptr_nonnull(ds);
     ld_test_await_ok(ld_data_system_ready(ds));
     ld_future *g = ld_test_fulfilled(ld_store_get(st, ld_kind_features(), "f1"));
@@ -855,7 +616,7 @@ START_TEST(test_a_refused_key_rejects_ready_with_the_status)
 {
     F.status = 401;
     ld_store *st = ld_memory_store_new(B);
-    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(config()));
+    ld_data_system *ds = ld_data_system_new(B, st, NULL, 0, stream_new(fake_config()));
     ld_test_expect_error(ld_data_system_ready(ds), LD_EIO, "401");
     ld_data_source_status status;
     settle();
@@ -889,7 +650,7 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
     socklen_t len = sizeof sin;
     ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
     evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
-    evhttp_set_gencb(https, serve, NULL);
+    evhttp_set_gencb(https, fake_serve, NULL);
     F.initial = PUT1;
     char localhost[80], by_ip[80];
     snprintf(localhost, sizeof localhost, "https://localhost:%d", ntohs(sin.sin_port));
@@ -906,7 +667,7 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         F.connects = 0;
-        ld_net_config *c = config();
+        ld_net_config *c = fake_config();
         ck_assert_int_eq(ld_net_config_set_stream_uri(c, cases[i].uri), 0);
         ck_assert_int_eq(ld_net_config_set_ca_file(c, cases[i].ca), 0);
         ck_assert_int_eq(ld_net_config_set_verify_peer(c, cases[i].verify), 0);
@@ -1072,7 +833,7 @@ START_TEST(test_through_a_connect_proxy)
     socklen_t len = sizeof sin;
     ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
     evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
-    evhttp_set_gencb(https, serve, NULL);
+    evhttp_set_gencb(https, fake_serve, NULL);
     proxy_up();
     F.initial = PUT1;
     char uri[80], proxy[80], want[80];
@@ -1087,7 +848,7 @@ START_TEST(test_through_a_connect_proxy)
         P.mode = how == 3 ? REFUSE : how == 5 ? HOLD : TUNNEL;
         if (how == 1 || how == 2)
             setenv("https_proxy", proxy, 1);
-        ld_net_config *c = config();
+        ld_net_config *c = fake_config();
         ck_assert_int_eq(ld_net_config_set_stream_uri(c, uri), 0);
         ck_assert_int_eq(ld_net_config_set_ca_file(c, t.ca_file), 0);
         ck_assert_int_eq(ld_net_config_set_timeouts(c, 300000, 0, 0), 0);
@@ -1138,7 +899,7 @@ START_TEST(test_a_client_with_a_net_config_streams)
 {
     F.initial = PUT_BOOL;
     ld_client_options *o = ld_client_options_new();
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
     ld_net_config_free(c);
     ld_client *cl = ld_client_new(B, o);
@@ -1179,7 +940,7 @@ START_TEST(test_a_client_whose_key_is_refused_is_not_ready)
 {
     F.status = 401;
     ld_client_options *o = ld_client_options_new();
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
     ck_assert_int_eq(ld_client_options_set_net_config(o, NULL), 0); /* removed */
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
@@ -1303,7 +1064,7 @@ START_TEST(test_allocation_failures)
 {
     F.initial = PUT1 "event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"version\":5}}\n\n"
                      "event: delete\ndata: {\"path\":\"/flags/f1\",\"version\":6}\n\n";
-    ld_net_config *c = config();
+    ld_net_config *c = fake_config();
     __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
     for (long n = 1;; n++) {
         CHAOS_BEGIN(n);
