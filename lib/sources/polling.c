@@ -156,16 +156,18 @@ static void body_came(struct poller *p)
         return;
     }
     struct job *j = ld__calloc(1, sizeof(*j));
+    if (j) { /* all set before the job can run, on the worker's thread */
+        j->p = p;
+        j->data = p->body;
+        j->len = p->len;
+    }
     ld_future *f = j ? ld__worker_submit(p->worker, parse_job, j, ld__fdv1_result_free) : NULL;
     if (!f) {
-        ld__free(j);
+        ld__free(j); /* not its data: the body is still ours, finish drops it */
         finish_error(p, LD_ENOMEM, LD_DATA_SOURCE_ERROR_KIND_UNKNOWN, 0, "out of memory");
         return;
     }
-    j->p = p;
-    j->data = p->body; /* the job's now */
-    j->len = p->len;
-    p->body = NULL;
+    p->body = NULL; /* the job's now */
     p->len = p->cap = 0;
     if (ld_future_on_complete(f, parsed, j) != 0) {
         /* the job may run with `j`: it is freed after the worker */
