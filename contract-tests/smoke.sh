@@ -1,0 +1,250 @@
+#!/bin/sh
+# Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
+#
+# smoke.sh: ldasync-test-service driven as LaunchDarkly's SDK test harness
+# drives it, with ldasync-serve (on data/flags.json) in the harness's place
+# as the streaming and polling service:
+#   - GET / names the SDK and its capabilities;
+#   - POST / makes a streaming client and a polling client (201 and a
+#     Location), with every configuration field the harness sends, ignored
+#     ones included; 400 for a body that is not JSON, a missing credential,
+#     a field of the wrong type;
+#   - a refused SDK key (401) or a source that never answers within
+#     startWaitTimeMs: 500, or 201 with initCanFail;
+#   - evaluate (typed, detail, old-style user, missing flag, invalid
+#     context), evaluateAll, secureModeHash (checked against openssl's
+#     HMAC-SHA256 of the key, computed when this test was written),
+#     contextBuild, contextConvert; an unknown command is 400, an unknown
+#     client 404;
+#   - DELETE /clients/N, then DELETE / stops the service (exit 0).
+#
+# SERVICE_WRAPPER, when set, runs the service under it (make check-valgrind
+# sets it to valgrind). Needs curl; without it the test is skipped (77).
+#
+# Environment (set by Makefile.am): top_builddir, top_srcdir.
+set -u
+
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+serve=$top_builddir/serve/ldasync-serve
+service=$top_builddir/contract-tests/ldasync-test-service
+wrap=${SERVICE_WRAPPER:-}
+data=$top_srcdir/data/flags.json
+key=sdk-smoke-key
+tmp=$(mktemp -d)
+serve_pid=
+service_pid=
+failures=0
+
+cleanup() {
+    [ -n "$serve_pid" ] && kill -9 "$serve_pid" 2>/dev/null
+    [ -n "$service_pid" ] && kill -9 "$service_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+command -v curl >/dev/null || { echo "smoke: no curl: skipped"; exit 77; }
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# port_of LOG PID: waits for "listening on http://127.0.0.1:PORT/" in LOG.
+port_of() {
+    i=0
+    while :; do
+        p=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$1")
+        [ -n "$p" ] && { echo "$p"; return 0; }
+        i=$((i + 1))
+        if [ $i -gt 600 ] || ! kill -0 "$2" 2>/dev/null; then
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+: >"$tmp/serve.log"
+: >"$tmp/service.log"
+"$serve" --data "$data" --port 0 --sdk-key "$key" --log-level info 2>"$tmp/serve.log" &
+serve_pid=$!
+sport=$(port_of "$tmp/serve.log" "$serve_pid") || { cat "$tmp/serve.log"; echo "FAIL: ldasync-serve did not start"; exit 1; }
+i=0
+until grep -q 'flag data loaded' "$tmp/serve.log"; do
+    i=$((i + 1))
+    [ $i -gt 300 ] && { echo "FAIL: no flag data: $(cat "$tmp/serve.log")"; exit 1; }
+    sleep 0.1
+done
+upstream=http://127.0.0.1:$sport
+
+$wrap "$service" --port 0 --verbose 2>"$tmp/service.log" &
+service_pid=$!
+port=$(port_of "$tmp/service.log" "$service_pid") || { cat "$tmp/service.log"; echo "FAIL: the service did not start"; exit 1; }
+url=http://127.0.0.1:$port
+
+# req METHOD PATH [BODY]: the status in $code, the body in $tmp/body, the
+# headers in $tmp/headers.
+req() {
+    if [ $# -ge 3 ]; then
+        code=$(curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' -X "$1" \
+            -H 'Content-Type: application/json' --data-binary "$3" "$url$2")
+    else
+        code=$(curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' -X "$1" "$url$2")
+    fi
+}
+
+# expect_code WANT WHAT
+expect_code() {
+    [ "$code" = "$1" ] || fail "$2: status $code, not $1: $(cat "$tmp/body")"
+}
+
+# expect_body WANT WHAT: the body is exactly WANT (the service writes
+# compact JSON with sorted keys).
+expect_body() {
+    [ "$code" = 200 ] || fail "$2: status $code: $(cat "$tmp/body")"
+    got=$(cat "$tmp/body")
+    [ "$got" = "$1" ] || fail "$2: got $got, not $1"
+}
+
+# The status resource.
+req GET /
+expect_code 200 "GET /"
+for cap in '"name":"ldasync"' '"server-side"' '"server-side-polling"' '"strongly-typed"' \
+    '"secure-mode-hash"' '"tags"' '"service-endpoints"' '"filtering"' '"tls:custom-ca"' \
+    '"all-flags-with-reasons"' '"context-type"' '"user-type"'; do
+    grep -q "$cap" "$tmp/body" || fail "GET / lacks $cap: $(cat "$tmp/body")"
+done
+
+# create JSON: POST /, the client's path in $client.
+create() {
+    req POST / "$1"
+    client=$(sed -n 's|^[Ll]ocation: \(/clients/[0-9]*\).*|\1|p' "$tmp/headers" | tr -d '\r')
+}
+
+# A streaming client, with every field the harness may send.
+create '{"tag":"smoke streaming","configuration":{"credential":"'$key'","startWaitTimeMs":5000,
+  "initCanFail":false,"serviceEndpoints":{"streaming":"http://127.0.0.1:1","polling":null,"events":""},
+  "streaming":{"baseUri":"'$upstream'","initialRetryDelayMs":100,"filter":null},
+  "events":{"baseUri":"http://127.0.0.1:1","capacity":100,"enableDiagnostics":false,
+    "allAttributesPrivate":false,"globalPrivateAttributes":["email"],"flushIntervalMs":1000,
+    "omitAnonymousContexts":false,"enableGzip":false},
+  "tags":{"applicationId":"smoke-app","applicationVersion":"1.0"},
+  "wrapper":{"name":"smoke-wrapper","version":"2.0"},
+  "tls":{"skipVerifyPeer":false},
+  "clientSide":{"initialContext":{"kind":"user","key":"x"},"evaluationReasons":true},
+  "hooks":{"hooks":[]},"persistentDataStore":null,"bigSegments":null}}'
+expect_code 201 "create a streaming client"
+[ -n "$client" ] || fail "create: no Location: $(cat "$tmp/headers")"
+streaming=$client
+
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"org","key":"org-acme"},"valueType":"bool","defaultValue":false,"detail":true}}'
+expect_body '{"reason":{"kind":"TARGET_MATCH"},"value":true,"variationIndex":0}' "evaluate, detail"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"user","key":"u9","email":"u9@example.com"},"valueType":"bool","defaultValue":false}}'
+expect_body '{"value":true}' "evaluate, a rule"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","user":{"key":"u5","email":"u5@example.com"},"valueType":"bool","defaultValue":false}}'
+expect_body '{"value":true}' "evaluate, an old-style user"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"no-such-flag","context":{"kind":"user","key":"u1"},"valueType":"string","defaultValue":"dflt","detail":true}}'
+expect_body '{"reason":{"errorKind":"FLAG_NOT_FOUND","kind":"ERROR"},"value":"dflt"}' "evaluate, a missing flag"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"user","key":""},"valueType":"bool","defaultValue":false,"detail":true}}'
+expect_body '{"reason":{"errorKind":"USER_NOT_SPECIFIED","kind":"ERROR"},"value":false}' "evaluate, an invalid context"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"user","key":"user-alice"},"valueType":"string","defaultValue":"x","detail":true}}'
+expect_body '{"reason":{"errorKind":"WRONG_TYPE","kind":"ERROR"},"value":"x"}' "evaluate, the wrong type"
+
+req POST "$streaming" '{"command":"evaluateAll","evaluateAll":{"context":{"kind":"user","key":"u6","email":"u6@example.com"},"withReasons":true}}'
+[ "$code" = 200 ] || fail "evaluateAll: $code"
+grep -q '"new-checkout":true' "$tmp/body" || fail "evaluateAll: $(cat "$tmp/body")"
+grep -q '"$valid":true' "$tmp/body" || fail "evaluateAll not valid: $(cat "$tmp/body")"
+grep -q '"new-checkout":{"reason":{"kind":"RULE_MATCH","ruleId":"beta-testers","ruleIndex":0},"variation":0,"version":12}' "$tmp/body" ||
+    fail "evaluateAll without the reason: $(cat "$tmp/body")"
+req POST "$streaming" '{"command":"evaluateAll","evaluateAll":{"context":{"kind":"user","key":"u6"},"clientSideOnly":true}}'
+grep -q '"api-rate-limit"' "$tmp/body" && fail "evaluateAll, client-side only, has a server-side flag: $(cat "$tmp/body")"
+grep -q '"reason"' "$tmp/body" && fail "evaluateAll without withReasons has reasons: $(cat "$tmp/body")"
+req POST "$streaming" '{"command":"evaluateAll","evaluateAll":{"context":{"kind":"user","key":""}}}'
+expect_body '{"state":{"$flagsState":{},"$valid":false}}' "evaluateAll, an invalid context"
+
+# openssl dgst -sha256 -hmac sdk-smoke-key of "user-alice"
+req POST "$streaming" '{"command":"secureModeHash","secureModeHash":{"context":{"kind":"user","key":"user-alice"}}}'
+expect_body '{"result":"974c654cb9b8b4f22fe614e02f187ce87d3fbcfffdae4f4a11b0d1bd0f6019ae"}' "secureModeHash"
+req POST "$streaming" '{"command":"secureModeHash","secureModeHash":{"user":{"key":"user-alice"}}}'
+expect_body '{"result":"974c654cb9b8b4f22fe614e02f187ce87d3fbcfffdae4f4a11b0d1bd0f6019ae"}' "secureModeHash, an old-style user"
+
+req POST "$streaming" '{"command":"contextConvert","contextConvert":{"input":"{\"kind\":\"org\",\"key\":\"x\",\"name\":null,\"_meta\":{}}"}}'
+expect_body '{"output":"{\"key\":\"x\",\"kind\":\"org\"}"}' "contextConvert"
+req POST "$streaming" '{"command":"contextConvert","contextConvert":{"input":"{"}}'
+[ "$code" = 200 ] && grep -q '"error"' "$tmp/body" || fail "contextConvert of bad JSON: $code $(cat "$tmp/body")"
+req POST "$streaming" '{"command":"contextBuild","contextBuild":{"multi":[{"kind":"org","key":"a"},{"key":"b","name":"n","private":["name"],"custom":{"c":1,"d":null}}]}}'
+expect_body '{"output":"{\"kind\":\"multi\",\"org\":{\"key\":\"a\"},\"user\":{\"_meta\":{\"privateAttributes\":[\"name\"]},\"c\":1,\"key\":\"b\",\"name\":\"n\"}}"}' "contextBuild, multi"
+req POST "$streaming" '{"command":"contextBuild","contextBuild":{"single":{"kind":"kind","key":"a"}}}'
+[ "$code" = 200 ] && grep -q '"error"' "$tmp/body" || fail "contextBuild of kind \"kind\": $code $(cat "$tmp/body")"
+
+req POST "$streaming" '{"command":"noSuchCommand"}'
+expect_code 400 "an unknown command"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":7}}'
+expect_code 400 "a flag key of the wrong type"
+req POST /clients/999 '{"command":"evaluate"}'
+expect_code 404 "an unknown client"
+
+# A polling client, the filter refused as invalid and left out.
+create '{"tag":"smoke polling","configuration":{"credential":"'$key'",
+  "polling":{"baseUri":"'$upstream'","pollIntervalMs":30000,"filter":"not a valid key"}}}'
+expect_code 201 "create a polling client"
+polling=$client
+req POST "$polling" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"org","key":"org-acme"},"valueType":"any","defaultValue":null}}'
+expect_body '{"value":true}' "evaluate with the polling client"
+
+# Clients that do not initialize.
+create '{"tag":"refused","configuration":{"credential":"sdk-wrong","streaming":{"baseUri":"'$upstream'"}}}'
+expect_code 500 "a refused key"
+create '{"tag":"refused, can fail","configuration":{"credential":"sdk-wrong","initCanFail":true,"streaming":{"baseUri":"'$upstream'"}}}'
+expect_code 201 "a refused key with initCanFail"
+req POST "$client" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"user","key":"user-alice"},"valueType":"bool","defaultValue":false,"detail":true}}'
+expect_body '{"reason":{"errorKind":"FLAG_NOT_FOUND","kind":"ERROR"},"value":false}' "evaluate without data"
+req DELETE "$client"
+expect_code 204 "delete the client that failed"
+create '{"tag":"timeout","configuration":{"credential":"'$key'","startWaitTimeMs":300,"streaming":{"baseUri":"http://127.0.0.1:1"}}}'
+expect_code 500 "a start wait that runs out"
+create '{"tag":"timeout, can fail","configuration":{"credential":"'$key'","startWaitTimeMs":300,"initCanFail":true,"streaming":{"baseUri":"http://127.0.0.1:1"}}}'
+expect_code 201 "a start wait that runs out, with initCanFail"
+pending_client=$client
+
+# Bad requests.
+req POST / 'not json'
+expect_code 400 "a body that is not JSON"
+create '{"tag":"no key","configuration":{}}'
+expect_code 400 "no credential"
+create '{"tag":"a number","configuration":{"credential":"'$key'","streaming":{"baseUri":5}}}'
+expect_code 400 "a base URI of the wrong type"
+create '{"tag":"a bad URI","configuration":{"credential":"'$key'","streaming":{"baseUri":"ftp://x"}}}'
+expect_code 400 "a base URI the SDK refuses"
+
+# Deleting.
+req DELETE "$streaming"
+expect_code 204 "delete the streaming client"
+req POST "$streaming" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"user","key":"a"},"valueType":"bool","defaultValue":false}}'
+expect_code 404 "a deleted client"
+req DELETE "$polling"
+expect_code 204 "delete the polling client"
+
+# Stopping (a client still there, reconnecting: $pending_client).
+req DELETE /
+expect_code 204 "DELETE /"
+i=0
+while kill -0 "$service_pid" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && { fail "the service did not stop"; break; }
+    sleep 0.1
+done
+wait "$service_pid"
+rc=$?
+service_pid=
+[ "$rc" = 0 ] || fail "the service exited $rc"
+grep -q 'stopped' "$tmp/service.log" || fail "no 'stopped' in the log"
+: "$pending_client"
+
+if [ "$failures" -ne 0 ]; then
+    echo "---- the service's log ----" >&2
+    cat "$tmp/service.log" >&2
+    echo "smoke: $failures failures" >&2
+    exit 1
+fi
+echo "smoke: ok"
