@@ -28,15 +28,18 @@ top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 serve=$top_builddir/serve/ldasync-serve
 service=$top_builddir/contract-tests/ldasync-test-service
+fixture=$top_builddir/contract-tests/bigseg-fixture
 wrap=${SERVICE_WRAPPER:-}
 data=$top_srcdir/data/flags.json
 key=sdk-smoke-key
 tmp=$(mktemp -d)
 serve_pid=
 service_pid=
+fixture_pid=
 failures=0
 
 cleanup() {
+    [ -n "$fixture_pid" ] && kill -9 "$fixture_pid" 2>/dev/null
     [ -n "$serve_pid" ] && kill -9 "$serve_pid" 2>/dev/null
     [ -n "$service_pid" ] && kill -9 "$service_pid" 2>/dev/null
     rm -rf "$tmp"
@@ -66,7 +69,21 @@ port_of() {
 
 : >"$tmp/serve.log"
 : >"$tmp/service.log"
-"$serve" --data "$data" --port 0 --sdk-key "$key" --log-level info 2>"$tmp/serve.log" &
+: >"$tmp/fixture.log"
+# A flag on a big segment (generation 3), beside data/flags.json.
+cat >"$tmp/bigseg.json" <<'EOF'
+{"flags": {"big-flag": {"key": "big-flag", "version": 1, "on": true, "variations": [false, true],
+  "offVariation": 0, "fallthrough": {"variation": 0}, "salt": "s",
+  "rules": [{"id": "in-big", "variation": 1,
+    "clauses": [{"attribute": "key", "op": "segmentMatch", "values": ["big-seg"], "negate": false}]}]}},
+ "segments": {"big-seg": {"key": "big-seg", "version": 1, "unbounded": true, "generation": 3,
+  "included": [], "excluded": [], "rules": [], "salt": "s"}}}
+EOF
+"$fixture" 2>"$tmp/fixture.log" &
+fixture_pid=$!
+fport=$(port_of "$tmp/fixture.log" "$fixture_pid") || { cat "$tmp/fixture.log"; echo "FAIL: bigseg-fixture did not start"; exit 1; }
+callbacks=http://127.0.0.1:$fport/callbacks/bigseg
+"$serve" --data "$data" --data "$tmp/bigseg.json" --port 0 --sdk-key "$key" --log-level info 2>"$tmp/serve.log" &
 serve_pid=$!
 sport=$(port_of "$tmp/serve.log" "$serve_pid") || { cat "$tmp/serve.log"; echo "FAIL: ldasync-serve did not start"; exit 1; }
 i=0
@@ -192,6 +209,29 @@ polling=$client
 req POST "$polling" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"org","key":"org-acme"},"valueType":"any","defaultValue":null}}'
 expect_body '{"value":true}' "evaluate with the polling client"
 
+# Big segments through the harness's callback store. The context hash of
+# "user-key" is LaunchDarkly's (base64 of its SHA-256), as the harness
+# checks it.
+hash='CEXjZY7cHJG/ydFy7q4+YEFwVrG3/pkJwA4FAjrbfx0='
+curl -s -o /dev/null -X POST --data-binary '{"memberships":{"'$hash'":{"big-seg.g3":true}}}' "$callbacks/control"
+create '{"tag":"big segments","configuration":{"credential":"'$key'","streaming":{"baseUri":"'$upstream'"},
+  "bigSegments":{"callbackUri":"'$callbacks'","userCacheSize":10,"userCacheTimeMs":60000,
+    "statusPollIntervalMs":60000,"staleAfterMs":null}}}'
+expect_code 201 "create a client with big segments"
+bigseg=$client
+req POST "$bigseg" '{"command":"evaluate","evaluate":{"flagKey":"big-flag","context":{"kind":"user","key":"user-key"},"valueType":"bool","defaultValue":false,"detail":true}}'
+expect_body '{"reason":{"bigSegmentsStatus":"HEALTHY","kind":"RULE_MATCH","ruleId":"in-big","ruleIndex":0},"value":true,"variationIndex":1}' "evaluate, in a big segment"
+req POST "$bigseg" '{"command":"evaluate","evaluate":{"flagKey":"big-flag","context":{"kind":"user","key":"user-other"},"valueType":"bool","defaultValue":false,"detail":true}}'
+expect_body '{"reason":{"bigSegmentsStatus":"HEALTHY","kind":"FALLTHROUGH"},"value":false,"variationIndex":0}' "evaluate, not in a big segment"
+curl -s -o "$tmp/queries" "$callbacks/queries"
+grep -q '"membership":\["'$hash'",' "$tmp/queries" || fail "the membership queries: $(cat "$tmp/queries")"
+req DELETE "$bigseg"
+expect_code 204 "delete the big segment client"
+create '{"tag":"bad callback","configuration":{"credential":"'$key'","bigSegments":{"callbackUri":"ftp://x"}}}'
+expect_code 400 "a callback URI that is not http"
+create '{"tag":"no callback","configuration":{"credential":"'$key'","bigSegments":{"userCacheSize":"x"}}}'
+expect_code 400 "a cache size of the wrong type"
+
 # Clients that do not initialize.
 create '{"tag":"refused","configuration":{"credential":"sdk-wrong","streaming":{"baseUri":"'$upstream'"}}}'
 expect_code 500 "a refused key"
@@ -240,6 +280,10 @@ service_pid=
 [ "$rc" = 0 ] || fail "the service exited $rc"
 grep -q 'stopped' "$tmp/service.log" || fail "no 'stopped' in the log"
 : "$pending_client"
+
+curl -s -o /dev/null -X DELETE "$callbacks/stop"
+wait "$fixture_pid"
+fixture_pid=
 
 if [ "$failures" -ne 0 ]; then
     echo "---- the service's log ----" >&2

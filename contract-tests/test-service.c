@@ -44,6 +44,8 @@
 #include <jansson.h>
 #include <ldasync/ldasync.h>
 
+#include "test-service.h"
+
 /* What the harness may run against this SDK. Events ("event-*" and the
  * identify, custom and flush commands) come with the event processor;
  * big segments with the client's membership cache (the harness's tests
@@ -82,6 +84,7 @@ struct tclient {
     struct svc *svc;
     uint64_t id;
     ld_client *client;
+    ld_big_segment_store *bss; /* the harness's callback store, or NULL */
     char *tag;
 };
 
@@ -342,6 +345,8 @@ static void tclient_free(struct tclient *tc)
     if (tc->next)
         tc->next->prev = tc->prev;
     ld_client_free(tc->client);
+    /* Its operations still pending are cancelled (big_segments.h). */
+    ld_big_segment_store_free(tc->bss);
     free(tc->tag);
     free(tc);
 }
@@ -390,21 +395,52 @@ static int set_tags(ld_net_config *cfg, const char *id, const char *version)
     return rc == LD_EINVAL ? 0 : rc;
 }
 
-/* Applies the harness's "configuration" to `cfg` and `opts`. -1 with
- * `*why` (a 400) for a field of the wrong type or a value the SDK refuses. */
-static int apply_config(const json_t *conf, ld_net_config *cfg, ld_client_options *opts,
-                        const char **why)
+/* "bigSegments": the harness's callback store (stored in `*bss`, which the
+ * options borrow) and its settings. */
+static int apply_big_segments(struct event_base *base, const json_t *bs, ld_client_options *opts,
+                              ld_big_segment_store **bss, const char **why)
 {
-    json_t *endpoints, *streaming, *polling, *tags, *tls, *wrapper;
+    const char *uri;
+    int64_t size, ttl, poll, stale;
+    json_t *v = json_object_get(bs, "userCacheSize");
+    if (v && !json_is_null(v) && !json_is_integer(v)) {
+        *why = "bigSegments.userCacheSize";
+        return -1;
+    }
+    size = json_is_integer(v) ? json_integer_value(v) : -1;
+    if (get_str(bs, "callbackUri", &uri, why) || get_ms(bs, "userCacheTimeMs", &ttl, why) ||
+        get_ms(bs, "statusPollIntervalMs", &poll, why) || get_ms(bs, "staleAfterMs", &stale, why))
+        return -1;
+    (void)size;
+    (void)ttl;
+    (void)poll;
+    if (!uri || !(*bss = ts_callback_store_new(base, uri))) {
+        *why = "bigSegments.callbackUri";
+        return -1;
+    }
+    if (ld_client_options_set_big_segments(opts, *bss, stale) != 0) {
+        *why = "bigSegments";
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies the harness's "configuration" to `cfg` and `opts` (and makes
+ * the big segment store, `*bss`). -1 with `*why` (a 400) for a field of
+ * the wrong type or a value the SDK refuses. */
+static int apply_config(struct event_base *base, const json_t *conf, ld_net_config *cfg,
+                        ld_client_options *opts, ld_big_segment_store **bss, const char **why)
+{
+    json_t *endpoints, *streaming, *polling, *tags, *tls, *wrapper, *bigseg;
     if (get_obj(conf, "serviceEndpoints", &endpoints, why) ||
         get_obj(conf, "streaming", &streaming, why) || get_obj(conf, "polling", &polling, why) ||
         get_obj(conf, "tags", &tags, why) || get_obj(conf, "tls", &tls, why) ||
-        get_obj(conf, "wrapper", &wrapper, why))
+        get_obj(conf, "wrapper", &wrapper, why) || get_obj(conf, "bigSegments", &bigseg, why))
         return -1;
-    /* Accepted and not used (yet): events, bigSegments, persistentDataStore,
+    /* Accepted and not used (yet): events, persistentDataStore,
      * persistence, hooks, clientSide. Their type is still checked. */
-    static const char *const ignored[] = {"events",      "bigSegments", "persistentDataStore",
-                                          "persistence", "hooks",       "clientSide"};
+    static const char *const ignored[] = {"events", "persistentDataStore", "persistence", "hooks",
+                                          "clientSide"};
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
         json_t *unused;
         if (get_obj(conf, ignored[i], &unused, why))
@@ -500,6 +536,8 @@ static int apply_config(const json_t *conf, ld_net_config *cfg, ld_client_option
             return -1;
         }
     }
+    if (bigseg && apply_big_segments(base, bigseg, opts, bss, why) != 0)
+        return -1;
     if (ld_client_options_set_net_config(opts, cfg) != 0 ||
         ld_client_options_set_polling(opts, use_polling) != 0) {
         *why = "out of memory";
@@ -575,10 +613,12 @@ static void create_client(struct svc *svc, struct evhttp_request *req, json_t *b
         reply_text(req, 500, "out of memory");
         return;
     }
-    int rc = apply_config(conf, cfg, opts, &why);
+    ld_big_segment_store *bss = NULL;
+    int rc = apply_config(svc->base, conf, cfg, opts, &bss, &why);
     ld_net_config_free(cfg);
     if (rc != 0) {
         ld_client_options_free(opts);
+        ld_big_segment_store_free(bss);
         reply_text(req, 400, "configuration: %s", why);
         return;
     }
@@ -589,6 +629,9 @@ static void create_client(struct svc *svc, struct evhttp_request *req, json_t *b
         tc->id = ++svc->next_id;
         tc->tag = strdup(tag ? tag : "");
         tc->client = ld_client_new(svc->base, opts);
+        tc->bss = bss;
+    } else {
+        ld_big_segment_store_free(bss);
     }
     ld_client_options_free(opts);
     if (!p || !tc->tag || !tc->client) {
