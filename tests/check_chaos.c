@@ -1352,6 +1352,122 @@ static void act_client(void)
 
 CHAOS_TEST(test_chaos_client, PATH(client_setup, act_client, client_teardown))
 
+/* ---- the client's big segment cache ---------------------------------------- */
+
+static ld_big_segment_store *g_bss;
+static ld_context *g_cctx2;
+
+/* An offline client's options on a memory store where flag "big" matches
+ * big segment "bs" (the context "u" is in it); a mock big segment store. */
+static void bs_client_setup(void)
+{
+    S = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(S);
+    json_t *data = json_pack(
+        "{s:{s:{s:s, s:i, s:b, s:[bb], s:i, s:{s:i}, s:[{s:s, s:i, s:[{s:s, s:s, s:[s]}]}]}},"
+        " s:{s:{s:s, s:i, s:b, s:i}}}",
+        "features", "big", "key", "big", "version", 1, "on", 1, "variations", 1, 0, "offVariation",
+        1, "fallthrough", "variation", 1, "rules", "id", "r", "variation", 0, "clauses",
+        "attribute", "", "op", "segmentMatch", "values", "bs", "segments", "bs", "key", "bs",
+        "version", 1, "unbounded", 1, "generation", 1);
+    ck_assert_ptr_nonnull(data);
+    ld_future *f = ld_store_init(S, data);
+    settle(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ld_future_unref(f);
+    json_decref(data);
+    g_bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
+    ck_assert_ptr_nonnull(g_bss);
+    json_t *m = json_pack("{s:b}", "bs.g1", 1);
+    /* base64(SHA-256("u")) */
+    ck_assert_int_eq(ld_mock_big_segment_store_set_membership(
+                         g_bss, "C/6TXnDDIcfKOvx1zg0MovmLVCLgCLsxwAxtfx8cCtY=", m),
+                     0);
+    json_decref(m);
+    g_opts = ld_client_options_new();
+    ck_assert_ptr_nonnull(g_opts);
+    ld_client_options_set_store(g_opts, S);
+    ld_client_options_set_offline(g_opts, true);
+    ld_client_options_set_big_segments(g_opts, g_bss, 0);
+    ld_client_options_set_big_segment_cache(g_opts, 1, 0, 1);
+    json_t *cj = json_pack("{s:s, s:s}", "kind", "user", "key", "u");
+    g_cctx = ld_context_from_json(cj, NULL);
+    json_object_set_new(cj, "key", json_string("u2"));
+    g_cctx2 = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(g_cctx);
+    ck_assert_ptr_nonnull(g_cctx2);
+}
+
+static void bs_client_teardown(void)
+{
+    ld_client_options_free(g_opts);
+    g_opts = NULL;
+    ld_context_unref(g_cctx);
+    ld_context_unref(g_cctx2);
+    g_cctx = g_cctx2 = NULL;
+    ld_big_segment_store_free(g_bss);
+    g_bss = NULL;
+    ld_store_free(S);
+    S = NULL;
+}
+
+static void count_bs_status(ld_client *c, const ld_big_segment_store_status *st, void *arg)
+{
+    (void)c, (void)st, (void)arg;
+    g_heard++;
+}
+
+/* An evaluation of "big": its value, or LD_ENOMEM; a big segments status
+ * of HEALTHY, or STORE_ERROR when a read of the cache failed. */
+static void bs_outcome(ld_future *f, ld_context *ctx)
+{
+    client_outcome(f);
+    if (ld_future_is_fulfilled(f)) {
+        int st = ld_detail_big_segments_status(ld_future_ptr(f));
+        ck_assert_msg(st == LD_BIG_SEGMENTS_STATUS_HEALTHY ||
+                          st == LD_BIG_SEGMENTS_STATUS_STORE_ERROR,
+                      "status %d (N=%ld)", st, g_fail_at);
+        if (st == LD_BIG_SEGMENTS_STATUS_HEALTHY)
+            ck_assert(json_is_true(ld_detail_value(ld_future_ptr(f))) == (ctx == g_cctx));
+    }
+    ld_future_unref(f);
+}
+
+/* New with the cache (one context, polls every ms), a listener, hits,
+ * misses and an eviction, polls, the status, close, free. */
+static void act_client_big_segments(void)
+{
+    ld_client *c = ld_client_new(B, g_opts);
+    if (!c)
+        return;
+    int64_t id = ld_client_add_big_segment_status_listener(c, count_bs_status, NULL);
+    ck_assert(id > 0 || id == LD_ENOMEM);
+    ld_context *order[] = {g_cctx, g_cctx, g_cctx2, g_cctx};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        bs_outcome(ld_client_variation_detail(c, "big", order[i], LD_VALUE_BOOL, NULL), order[i]);
+    OFF();
+    struct timeval ms3 = {0, 3000};
+    ld_future *later = ld_future_timeout(ld_future_new(B), &ms3);
+    ON();
+    settle(later); /* a few polls */
+    ld_future_unref(later);
+    ld_big_segment_store_status st;
+    int rc = ld_client_big_segment_store_status(c, &st);
+    ck_assert(rc == 0 || rc == LD_EBUSY);
+    ld_future *pending = ld_client_variation_detail(c, "big", g_cctx2, LD_VALUE_BOOL, NULL);
+    ld_future *closed = ld_client_close(c);
+    client_outcome(closed);
+    ld_future_unref(closed);
+    ld_client_free(c); /* with `pending` perhaps still reading */
+    settle(pending);
+    ck_assert(ld_future_is_rejected(pending) || ld_future_is_fulfilled(pending));
+    ld_future_unref(pending);
+}
+
+CHAOS_TEST(test_chaos_client_big_segments,
+           PATH(bs_client_setup, act_client_big_segments, bs_client_teardown))
+
 /* ---- network: configuration and the sources' making (no connection) ------- */
 
 static void act_network(void)
@@ -1891,6 +2007,7 @@ static Suite *chaos_suite(void)
     add_case(s, "file_source", chaos_setup, test_chaos_file_source);
     add_case(s, "data_system", chaos_setup, test_chaos_data_system);
     add_case(s, "client", chaos_setup, test_chaos_client);
+    add_case(s, "client_big_segments", chaos_setup, test_chaos_client_big_segments);
     add_case(s, "network", chaos_setup, test_chaos_network);
     add_case(s, "eval_memory_store", memory_store_fixture, test_chaos_eval);
     add_case(s, "eval_busy_store", busy_store_fixture, test_chaos_eval);

@@ -96,10 +96,26 @@ LD_EXPORT int ld_client_options_set_synchronizer(ld_client_options *opts, ld_syn
 /** The big segment store evaluations consult (borrowed: it must outlive
  *  the client), and after how long its data is stale (`stale_after_ms`
  *  <= 0: LaunchDarkly's default, 120000), as
- *  ld_evaluator_set_big_segment_store(). NULL: none (big segments report
- *  NOT_CONFIGURED). @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
+ *  ld_evaluator_set_big_segment_store(). The client reads it through a
+ *  cache of memberships and polls its metadata
+ *  (ld_client_options_set_big_segment_cache()). NULL: none (big segments
+ *  report NOT_CONFIGURED). @return 0; LD_EINVAL if `opts` is NULL.
+ *  @since 0.1.0 */
 LD_EXPORT int ld_client_options_set_big_segments(ld_client_options *opts, ld_big_segment_store *bss,
                                                  int64_t stale_after_ms);
+
+/** How the client caches big segment memberships and polls the big
+ *  segment store's status, as LaunchDarkly's SDKs do. Each context's
+ *  membership is read once and kept for `cache_ms` (<= 0: 5000), for at
+ *  most `cache_size` contexts (<= 0: 1000; the least recently used goes
+ *  first); concurrent evaluations for one context share one read. The
+ *  store's metadata is read when the client is made and every `poll_ms`
+ *  (<= 0: 5000) after the last read ended; evaluations take its
+ *  staleness from the last read instead of asking the store.
+ *  Only used with ld_client_options_set_big_segments().
+ *  @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_big_segment_cache(ld_client_options *opts, int cache_size,
+                                                      int64_t cache_ms, int64_t poll_ms);
 
 /** Offline: no data source runs (the initializers and synchronizer given
  *  are freed by ld_client_new()), evaluations use what the store holds,
@@ -220,6 +236,46 @@ LD_EXPORT int64_t ld_client_add_status_listener(ld_client *client, ld_client_sta
 LD_EXPORT int ld_client_remove_status_listener(ld_client *client, int64_t id);
 
 /* ------------------------------------------------------------------------- */
+/* Big segment store status                                                  */
+
+/** The status of the client's big segment store, from its last metadata
+ *  read. @since 0.1.0 */
+typedef struct ld_big_segment_store_status {
+    bool available; /* the last read succeeded */
+    bool stale;     /* it did, but the data is stale (its time is unknown or
+                       older than the options' stale_after_ms) */
+} ld_big_segment_store_status;
+
+/** Reads the big segment store's status. A client without a big segment
+ *  store reports it unavailable and not stale. @return 0 with `*out`;
+ *  LD_EINVAL if `client` or `out` is NULL; LD_EBUSY until the first
+ *  metadata read has ended (the status listeners then hear of it).
+ *  @since 0.1.0 */
+LD_EXPORT int ld_client_big_segment_store_status(const ld_client *client,
+                                                 ld_big_segment_store_status *out);
+
+/** A big segment status listener: called from the loop when the first
+ *  metadata read ends and whenever a later one changes the status. It may
+ *  remove listeners, add listeners, close or free the client.
+ *  @since 0.1.0 */
+typedef void (*ld_client_big_segment_status_fn)(ld_client *client,
+                                                const ld_big_segment_store_status *status,
+                                                void *arg);
+
+/** Adds a big segment status listener (never called without a big segment
+ *  store, nor once the client is closed). @return its id (> 0, never
+ *  reused); LD_EINVAL if `client` or `fn` is NULL; LD_ENOMEM.
+ *  @since 0.1.0 */
+LD_EXPORT int64_t ld_client_add_big_segment_status_listener(ld_client *client,
+                                                            ld_client_big_segment_status_fn fn,
+                                                            void *arg);
+
+/** Removes a big segment status listener; safe from inside any listener.
+ *  @return 0; LD_EINVAL if `client` is NULL or `id` is not one of its big
+ *  segment status listeners. @since 0.1.0 */
+LD_EXPORT int ld_client_remove_big_segment_status_listener(ld_client *client, int64_t id);
+
+/* ------------------------------------------------------------------------- */
 /* The parts, for servers (borrowed: valid while the client lives)           */
 
 /** The store (the options' or the client's own). NULL for NULL.
@@ -244,7 +300,9 @@ LD_EXPORT int ld_client_secure_mode_hash(const ld_client *client, const ld_conte
 /* ------------------------------------------------------------------------- */
 /* Closing                                                                   */
 
-/** Closes the client: its data system closes (data_system.h); evaluations
+/** Closes the client: its data system closes (data_system.h), the big
+ *  segment store is no longer polled (its last status stays readable, and
+ *  its status listeners are not called again); evaluations
  *  issued before complete as usual, later ones reject with LD_ECLOSED. The
  *  store is left as it is. @return a new reference, fulfilled once the
  *  data sources have stopped; closing twice fulfils again. NULL only if

@@ -18,6 +18,7 @@
 #include <ldasync/error.h>
 #include <ldasync/network.h>
 
+#include "client/client-internal.h"
 #include "core/core-internal.h"
 #include "model/model-internal.h"
 #include "store/store-internal.h"
@@ -32,6 +33,8 @@ struct ld_client_options {
     ld_synchronizer *sync;
     ld_big_segment_store *bss; /* borrowed */
     int64_t stale_after_ms;
+    int bs_cache_size;
+    int64_t bs_cache_ms, bs_poll_ms;
     bool offline;
     ld_net_config *net; /* a copy; NULL: none */
     bool polling;
@@ -128,6 +131,17 @@ int ld_client_options_set_big_segments(ld_client_options *o, ld_big_segment_stor
     return 0;
 }
 
+int ld_client_options_set_big_segment_cache(ld_client_options *o, int cache_size, int64_t cache_ms,
+                                            int64_t poll_ms)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->bs_cache_size = cache_size;
+    o->bs_cache_ms = cache_ms;
+    o->bs_poll_ms = poll_ms;
+    return 0;
+}
+
 int ld_client_options_set_offline(ld_client_options *o, bool offline)
 {
     if (!o)
@@ -138,6 +152,20 @@ int ld_client_options_set_offline(ld_client_options *o, bool offline)
 
 /* ------------------------------------------------------------------------- */
 /* The client                                                                */
+
+/* LaunchDarkly's defaults for big segments. */
+#define BS_CACHE_SIZE 1000
+#define BS_CACHE_MS 5000
+#define BS_POLL_MS 5000
+#define BS_STALE_AFTER_MS 120000
+
+/* A big segment status listener (fn NULL: removed while they were called). */
+struct bs_listener {
+    struct bs_listener *next;
+    int64_t id;
+    ld_client_big_segment_status_fn fn;
+    void *arg;
+};
 
 /* A status listener of the client, registered with the data system. */
 struct status_listener {
@@ -160,8 +188,38 @@ struct ld_client {
     int64_t created_ms;
     int64_t last_id;
     struct status_listener *listeners;
-    char *sdk_key; /* the network configuration's, for the secure mode hash */
+    struct ld__bsc *bsc; /* NULL without a big segment store */
+    struct bs_listener *bs_listeners;
+    bool *bs_freed; /* set while the listeners are called: the client was freed */
+    char *sdk_key;  /* the network configuration's, for the secure mode hash */
 };
+
+/* The cache's poll changed the status: the listeners hear of it, in the
+ * order they were added (those added meanwhile wait for the next change). */
+static void bs_status_changed(void *arg, const ld_big_segment_store_status *status)
+{
+    ld_client *c = arg;
+    bool freed = false;
+    int64_t last = c->last_id;
+    c->bs_freed = &freed;
+    for (struct bs_listener *l = c->bs_listeners; l && l->id <= last; l = l->next) {
+        if (!l->fn)
+            continue;
+        l->fn(c, status, l->arg);
+        if (freed)
+            return;
+    }
+    c->bs_freed = NULL;
+    for (struct bs_listener **link = &c->bs_listeners; *link;) {
+        struct bs_listener *l = *link;
+        if (l->fn) {
+            link = &l->next;
+        } else {
+            *link = l->next;
+            ld__free(l);
+        }
+    }
+}
 
 ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
 {
@@ -187,8 +245,19 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
     if (o->net && !(c->sdk_key = ld__strdup(ld_net_config_sdk_key(o->net))))
         goto fail;
     c->ev = c->store ? ld_evaluator_new(c->store) : NULL;
-    if (!c->ev || ld_evaluator_set_big_segment_store(c->ev, o->bss, o->stale_after_ms) != 0)
+    if (!c->ev)
         goto fail;
+    if (o->bss) {
+        struct ld__bsc_config cfg = {
+            .size = o->bs_cache_size > 0 ? o->bs_cache_size : BS_CACHE_SIZE,
+            .ttl_ms = o->bs_cache_ms > 0 ? o->bs_cache_ms : BS_CACHE_MS,
+            .poll_ms = o->bs_poll_ms > 0 ? o->bs_poll_ms : BS_POLL_MS,
+            .stale_after_ms = o->stale_after_ms > 0 ? o->stale_after_ms : BS_STALE_AFTER_MS};
+        c->bsc = ld__bsc_new(base, o->bss, &cfg, bs_status_changed, c);
+        if (!c->bsc || ld_evaluator_set_big_segment_store(c->ev, ld__bsc_store(c->bsc),
+                                                          cfg.stale_after_ms) != 0)
+            goto fail;
+    }
     if (o->offline) {
         c->ready = ld_future_new(base);
         if (!c->ready)
@@ -433,6 +502,57 @@ int ld_client_remove_status_listener(ld_client *c, int64_t id)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Big segment store status                                                  */
+
+int ld_client_big_segment_store_status(const ld_client *c, ld_big_segment_store_status *out)
+{
+    if (!c || !out)
+        return LD_EINVAL;
+    if (!c->bsc) {
+        out->available = out->stale = false;
+        return 0;
+    }
+    return ld__bsc_status(c->bsc, out);
+}
+
+int64_t ld_client_add_big_segment_status_listener(ld_client *c, ld_client_big_segment_status_fn fn,
+                                                  void *arg)
+{
+    if (!c || !fn)
+        return LD_EINVAL;
+    struct bs_listener *l = ld__calloc(1, sizeof(*l));
+    if (!l)
+        return LD_ENOMEM;
+    l->fn = fn;
+    l->arg = arg;
+    l->id = ++c->last_id;
+    struct bs_listener **link = &c->bs_listeners;
+    while (*link)
+        link = &(*link)->next;
+    *link = l;
+    return l->id;
+}
+
+int ld_client_remove_big_segment_status_listener(ld_client *c, int64_t id)
+{
+    if (!c)
+        return LD_EINVAL;
+    for (struct bs_listener **link = &c->bs_listeners; *link; link = &(*link)->next) {
+        struct bs_listener *l = *link;
+        if (l->id != id || !l->fn)
+            continue;
+        if (c->bs_freed) { /* they are being called: swept afterwards */
+            l->fn = NULL;
+        } else {
+            *link = l->next;
+            ld__free(l);
+        }
+        return 0;
+    }
+    return LD_EINVAL;
+}
+
+/* ------------------------------------------------------------------------- */
 /* The parts, closing and freeing                                            */
 
 ld_store *ld_client_store(const ld_client *c)
@@ -455,6 +575,8 @@ ld_future *ld_client_close(ld_client *c)
     if (!c)
         return NULL;
     c->closed = true;
+    if (c->bsc)
+        ld__bsc_stop(c->bsc);
     /* The seam for analytics events: the event processor is flushed and
      * closed here, and the close future waits for it too. */
     if (c->ds)
@@ -474,8 +596,15 @@ void ld_client_free(ld_client *c)
         next = l->next;
         ld__free(l);
     }
+    for (struct bs_listener *l = c->bs_listeners, *next; l; l = next) {
+        next = l->next;
+        ld__free(l);
+    }
+    if (c->bs_freed)
+        *c->bs_freed = true;
     ld_future_unref(c->ready);
     ld_evaluator_free(c->ev);
+    ld__bsc_free(c->bsc); /* after the evaluator, which reads it */
     ld_data_system_free(c->ds);
     if (c->own_store)
         ld_store_free(c->store);
