@@ -16,6 +16,9 @@
 #     HMAC-SHA256 of the key, computed when this test was written),
 #     contextBuild, contextConvert; an unknown command is 400, an unknown
 #     client 404;
+#   - big segments through the harness's callback store (bigseg-fixture):
+#     memberships evaluated and cached, the store's status, and its
+#     changes seen by a client polling every 10 ms;
 #   - DELETE /clients/N, then DELETE / stops the service (exit 0).
 #
 # SERVICE_WRAPPER, when set, runs the service under it (make check-valgrind
@@ -128,7 +131,7 @@ req GET /
 expect_code 200 "GET /"
 for cap in '"name":"ldasync"' '"server-side"' '"server-side-polling"' '"strongly-typed"' \
     '"secure-mode-hash"' '"tags"' '"service-endpoints"' '"filtering"' '"tls:custom-ca"' \
-    '"all-flags-with-reasons"' '"context-type"' '"user-type"'; do
+    '"all-flags-with-reasons"' '"context-type"' '"user-type"' '"big-segments"'; do
     grep -q "$cap" "$tmp/body" || fail "GET / lacks $cap: $(cat "$tmp/body")"
 done
 
@@ -223,10 +226,39 @@ req POST "$bigseg" '{"command":"evaluate","evaluate":{"flagKey":"big-flag","cont
 expect_body '{"reason":{"bigSegmentsStatus":"HEALTHY","kind":"RULE_MATCH","ruleId":"in-big","ruleIndex":0},"value":true,"variationIndex":1}' "evaluate, in a big segment"
 req POST "$bigseg" '{"command":"evaluate","evaluate":{"flagKey":"big-flag","context":{"kind":"user","key":"user-other"},"valueType":"bool","defaultValue":false,"detail":true}}'
 expect_body '{"reason":{"bigSegmentsStatus":"HEALTHY","kind":"FALLTHROUGH"},"value":false,"variationIndex":0}' "evaluate, not in a big segment"
+req POST "$bigseg" '{"command":"evaluate","evaluate":{"flagKey":"big-flag","context":{"kind":"user","key":"user-key"},"valueType":"bool","defaultValue":false}}'
+expect_body '{"value":true}' "evaluate again, in a big segment"
 curl -s -o "$tmp/queries" "$callbacks/queries"
 grep -q '"membership":\["'$hash'",' "$tmp/queries" || fail "the membership queries: $(cat "$tmp/queries")"
+[ "$(grep -o "$hash" "$tmp/queries" | wc -l)" = 1 ] || fail "the membership was not cached: $(cat "$tmp/queries")"
+grep -q '"metadata":1}' "$tmp/queries" || fail "one metadata poll, not: $(cat "$tmp/queries")"
+req POST "$bigseg" '{"command":"getBigSegmentStoreStatus"}'
+expect_body '{"available":true,"stale":false}' "the big segment store status"
 req DELETE "$bigseg"
 expect_code 204 "delete the big segment client"
+
+# The store's status polled every 10 ms: each change shows within seconds.
+create '{"tag":"big segment status","configuration":{"credential":"'$key'","streaming":{"baseUri":"'$upstream'"},
+  "bigSegments":{"callbackUri":"'$callbacks'","statusPollIntervalMs":10}}}'
+expect_code 201 "create a client polling the big segment status"
+bigseg=$client
+# status_becomes STATUS WANT: the fixture answers STATUS; the service says WANT within 5 s.
+status_becomes() {
+    curl -s -o /dev/null -X POST --data-binary '{"status":"'$1'"}' "$callbacks/control"
+    i=0
+    while :; do
+        req POST "$bigseg" '{"command":"getBigSegmentStoreStatus"}'
+        [ "$(cat "$tmp/body")" = "$2" ] && return 0
+        i=$((i + 1))
+        [ $i -gt 100 ] && { fail "big segment status $1: got $(cat "$tmp/body"), not $2"; return 1; }
+        sleep 0.05
+    done
+}
+status_becomes error '{"available":false,"stale":false}'
+status_becomes stale '{"available":true,"stale":true}'
+status_becomes healthy '{"available":true,"stale":false}'
+req DELETE "$bigseg"
+expect_code 204 "delete the client polling the big segment status"
 create '{"tag":"bad callback","configuration":{"credential":"'$key'","bigSegments":{"callbackUri":"ftp://x"}}}'
 expect_code 400 "a callback URI that is not http"
 create '{"tag":"no callback","configuration":{"credential":"'$key'","bigSegments":{"userCacheSize":"x"}}}'

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,9 +48,7 @@
 #include "test-service.h"
 
 /* What the harness may run against this SDK. Events ("event-*" and the
- * identify, custom and flush commands) come with the event processor;
- * big segments with the client's membership cache (the harness's tests
- * check that the SDK caches memberships and polls the store's status). */
+ * identify, custom and flush commands) come with the event processor. */
 static const char *const capabilities[] = {
     "server-side",
     "server-side-polling",
@@ -69,6 +68,7 @@ static const char *const capabilities[] = {
     "tls:verify-peer",
     "tls:skip-verify-peer",
     "tls:custom-ca",
+    "big-segments",
 };
 
 /* The harness waits 5 s for a client when it does not say otherwise. */
@@ -85,13 +85,14 @@ struct tclient {
     uint64_t id;
     ld_client *client;
     ld_big_segment_store *bss; /* the harness's callback store, or NULL */
+    ld_future *bs_first;       /* with bss: fulfilled with the first status (bs_code()) */
     char *tag;
 };
 
 /* A request that waits for a future: answered from the future's callback.
  * libevent keeps a request whose connection went away until it is
  * answered, so answering late is always safe. */
-enum pending_kind { P_CREATE, P_EVAL, P_ALL };
+enum pending_kind { P_CREATE, P_EVAL, P_ALL, P_BS_STATUS };
 
 struct pending {
     struct pending *prev, *next;
@@ -335,6 +336,31 @@ static int pending_wait(struct pending *p, ld_future *f, ld_future_cb cb)
 /* ------------------------------------------------------------------------- */
 /* Clients                                                                   */
 
+/* A big segment store status as one int, for a future. */
+static int64_t bs_code(const ld_big_segment_store_status *st)
+{
+    return (st->available ? 1 : 0) | (st->stale ? 2 : 0);
+}
+
+static void on_big_segment_status(ld_client *client, const ld_big_segment_store_status *st,
+                                  void *arg)
+{
+    struct tclient *tc = arg;
+    (void)client;
+    if (ld_future_is_pending(tc->bs_first))
+        ld_future_fulfill_int(tc->bs_first, bs_code(st));
+}
+
+/* tc->bs_first, fulfilled by a listener when the first status is known. */
+static int listen_big_segments(struct tclient *tc)
+{
+    tc->bs_first = ld_future_new(tc->svc->base);
+    if (!tc->bs_first ||
+        ld_client_add_big_segment_status_listener(tc->client, on_big_segment_status, tc) < 0)
+        return -1;
+    return 0;
+}
+
 static void tclient_free(struct tclient *tc)
 {
     struct svc *svc = tc->svc;
@@ -345,6 +371,9 @@ static void tclient_free(struct tclient *tc)
     if (tc->next)
         tc->next->prev = tc->prev;
     ld_client_free(tc->client);
+    if (tc->bs_first) /* a getBigSegmentStoreStatus waiting for it answers */
+        ld_future_reject(tc->bs_first, LD_ECANCELED, "the client was deleted");
+    ld_future_unref(tc->bs_first);
     /* Its operations still pending are cancelled (big_segments.h). */
     ld_big_segment_store_free(tc->bss);
     free(tc->tag);
@@ -407,18 +436,17 @@ static int apply_big_segments(struct event_base *base, const json_t *bs, ld_clie
         *why = "bigSegments.userCacheSize";
         return -1;
     }
-    size = json_is_integer(v) ? json_integer_value(v) : -1;
+    size = json_is_integer(v) ? json_integer_value(v) : 0; /* <= 0: the default */
     if (get_str(bs, "callbackUri", &uri, why) || get_ms(bs, "userCacheTimeMs", &ttl, why) ||
         get_ms(bs, "statusPollIntervalMs", &poll, why) || get_ms(bs, "staleAfterMs", &stale, why))
         return -1;
-    (void)size;
-    (void)ttl;
-    (void)poll;
     if (!uri || !(*bss = ts_callback_store_new(base, uri))) {
         *why = "bigSegments.callbackUri";
         return -1;
     }
-    if (ld_client_options_set_big_segments(opts, *bss, stale) != 0) {
+    if (ld_client_options_set_big_segment_cache(opts, size > INT_MAX ? INT_MAX : (int)size, ttl,
+                                                poll) != 0 ||
+        ld_client_options_set_big_segments(opts, *bss, stale) != 0) {
         *why = "bigSegments";
         return -1;
     }
@@ -630,6 +658,10 @@ static void create_client(struct svc *svc, struct evhttp_request *req, json_t *b
         tc->tag = strdup(tag ? tag : "");
         tc->client = ld_client_new(svc->base, opts);
         tc->bss = bss;
+        if (bss && tc->client && listen_big_segments(tc) != 0) {
+            ld_client_free(tc->client);
+            tc->client = NULL;
+        }
     } else {
         ld_big_segment_store_free(bss);
     }
@@ -854,6 +886,48 @@ static void cmd_evaluate_all(struct tclient *tc, struct evhttp_request *req, jso
     }
 }
 
+static void reply_big_segment_status(struct evhttp_request *req, int64_t code)
+{
+    reply_json(
+        req, json_pack("{s:b,s:b}", "available", (int)(code & 1), "stale", (int)((code & 2) != 0)));
+}
+
+static void on_big_segment_status_known(ld_future *done, void *arg)
+{
+    struct pending *p = arg;
+    if (p->req) {
+        if (ld_future_is_fulfilled(done))
+            reply_big_segment_status(p->req, ld_future_int(done));
+        else
+            reply_text(p->req, 500, "getBigSegmentStoreStatus: %s", ld_future_error_message(done));
+    }
+    pending_free(p);
+}
+
+/* The harness's getBigSegmentStoreStatus: {"available", "stale"}; before
+ * the first poll of the store ended, once it has (10 s at most). */
+static void cmd_big_segment_status(struct tclient *tc, struct evhttp_request *req)
+{
+    ld_big_segment_store_status st;
+    int rc = ld_client_big_segment_store_status(tc->client, &st);
+    if (rc == 0) {
+        reply_big_segment_status(req, bs_code(&st));
+        return;
+    }
+    if (rc != LD_EBUSY || !tc->bs_first) {
+        reply_text(req, 500, "getBigSegmentStoreStatus: %s", ld_strerror(rc));
+        return;
+    }
+    struct timeval after = {10, 0};
+    struct pending *p = pending_new(tc->svc, req, P_BS_STATUS);
+    if (!p || pending_wait(p, ld_future_timeout(ld_future_ref(tc->bs_first), &after),
+                           on_big_segment_status_known) != 0) {
+        if (p)
+            pending_free(p);
+        reply_text(req, 500, "out of memory");
+    }
+}
+
 static void cmd_secure_mode_hash(struct tclient *tc, struct evhttp_request *req, json_t *params)
 {
     const char *why = "no \"secureModeHash\"";
@@ -1002,6 +1076,8 @@ static void client_command(struct svc *svc, struct tclient *tc, struct evhttp_re
         cmd_evaluate(tc, req, params);
     else if (strcmp(command, "evaluateAll") == 0)
         cmd_evaluate_all(tc, req, params);
+    else if (strcmp(command, "getBigSegmentStoreStatus") == 0)
+        cmd_big_segment_status(tc, req);
     else if (strcmp(command, "secureModeHash") == 0)
         cmd_secure_mode_hash(tc, req, params);
     else if (strcmp(command, "contextBuild") == 0)
