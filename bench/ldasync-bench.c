@@ -2005,6 +2005,119 @@ static double bench_compile_in_pass(struct event_base *base, long ops)
     return big_compile(base, ops, BIG_IN, true);
 }
 
+/* ---- big segments ----------------------------------------------------------
+ *
+ * Flag "big" serves true when the context is in big segment "bs"; the big
+ * segment store answers within each call (as one in memory would): "u" is
+ * in "bs", its metadata is now. Each op is a detail evaluation of "big" for
+ * "u", issued, awaited and its value and big segments status read.
+ *   eval.big_segment        an ld_client: memberships cached, the metadata
+ *                           polled (the first op, which reads, off the clock)
+ *   eval.big_segment.store  an ld_evaluator given the store itself: two
+ *                           store reads per evaluation (the client before
+ *                           its cache)
+ */
+
+static void bs_metadata(void *impl, ld_future *out)
+{
+    (void)impl;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ld_future_fulfill_int(out, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    ld_future_unref(out);
+}
+
+static void bs_membership(void *impl, const char *hash, ld_future *out)
+{
+    json_t *in = impl;
+    ld_future_fulfill_json(out, json_incref(json_object_get(in, hash)));
+    ld_future_unref(out);
+}
+
+static void bs_free(void *impl)
+{
+    json_decref(impl);
+}
+
+static const struct ld_big_segment_store_ops bs_ops = {
+    .version = LD_BIG_SEGMENT_STORE_OPS_VERSION,
+    .get_metadata = bs_metadata,
+    .get_membership = bs_membership,
+    .free = bs_free,
+};
+
+static double big_segment_eval(struct event_base *base, long ops, bool cached)
+{
+    json_t *data =
+        json_pack("{s:{s:{s:s,s:i,s:b,s:[b,b],s:i,s:{s:i},s:[{s:s,s:i,s:[{s:s,s:s,s:[s]}]}]}},"
+                  "s:{s:{s:s,s:i,s:b,s:i}}}",
+                  "features", "big", "key", "big", "version", 1, "on", 1, "variations", 0, 1,
+                  "offVariation", 0, "fallthrough", "variation", 0, "rules", "id", "r", "variation",
+                  1, "clauses", "attribute", "", "op", "segmentMatch", "values", "bs", "segments",
+                  "bs", "key", "bs", "version", 1, "unbounded", 1, "generation", 1);
+    /* base64(SHA-256("u")) */
+    json_t *members =
+        json_pack("{s:{s:b}}", "C/6TXnDDIcfKOvx1zg0MovmLVCLgCLsxwAxtfx8cCtY=", "bs.g1", 1);
+    ld_store *st = ld_memory_store_new(base);
+    ld_big_segment_store *bss = members ? ld_big_segment_store_new(base, &bs_ops, members) : NULL;
+    if (!data || !st || !bss)
+        exit(1);
+    wait_ok(ld_store_init(st, data), "init");
+    json_decref(data);
+    ld_client *cl = NULL;
+    ld_evaluator *ev = NULL;
+    if (cached) {
+        ld_client_options *o = ld_client_options_new();
+        ld_client_options_set_store(o, st);
+        ld_client_options_set_offline(o, true);
+        ld_client_options_set_big_segments(o, bss, 0);
+        cl = ld_client_new(base, o);
+        ld_client_options_free(o);
+    } else {
+        ev = ld_evaluator_new(st);
+        if (ev)
+            ld_evaluator_set_big_segment_store(ev, bss, 0);
+    }
+    ld_context *ctx = eval_context("u");
+    if ((!cl && !ev) || !ctx)
+        exit(1);
+    double t0 = 0;
+    for (long i = -1; i < ops; i++) { /* the first, which reads, off the clock */
+        if (i == 0)
+            t0 = now_ns();
+        ld_future *f = cl ? ld_client_variation_detail(cl, "big", ctx, LD_VALUE_BOOL, NULL)
+                          : ld_evaluator_detail(ev, "big", ctx, LD_VALUE_BOOL, NULL);
+        while (ld_future_is_pending(f))
+            event_base_loop(base, EVLOOP_ONCE);
+        const ld_detail *d = ld_future_ptr(f);
+        if (!d || !json_is_true(ld_detail_value(d)) ||
+            ld_detail_big_segments_status(d) != LD_BIG_SEGMENTS_STATUS_HEALTHY) {
+            fprintf(stderr, "big segment: not served as expected\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    ld_client_free(cl);
+    ld_evaluator_free(ev);
+    ld_context_unref(ctx);
+    drain(base);
+    ld_big_segment_store_free(bss);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
+static double bench_eval_big_segment(struct event_base *base, long ops)
+{
+    return big_segment_eval(base, ops, true);
+}
+
+static double bench_eval_big_segment_store(struct event_base *base, long ops)
+{
+    return big_segment_eval(base, ops, false);
+}
+
 /* ---- stream workloads ----------------------------------------------------
  * An ld_client streaming from a fake LaunchDarkly stream (an evhttp server
  * on a thread and loop of its own, speaking the protocol: GET /all, a put
@@ -2340,6 +2453,8 @@ static const struct workload workloads[] = {
     {"eval.compile.included_1m.pass_ms", 3, bench_compile_included_pass, 1},
     {"eval.compile.in_1m", 3, bench_compile_in, 1},
     {"eval.compile.in_1m.pass_ms", 3, bench_compile_in_pass, 1},
+    {"eval.big_segment", 200000, bench_eval_big_segment, 0},
+    {"eval.big_segment.store", 200000, bench_eval_big_segment_store, 0},
     {"file.load_stall_ms", 1, bench_file_load_stall, 1},
     {"file.load_busy_ms", 1, bench_file_load_busy, 1},
     {"file.idle_stall_ms", 1, bench_file_idle_stall, 1},

@@ -336,6 +336,32 @@ static void bsc_get_membership(void *impl, const char *hash, ld_future *out)
     }
 }
 
+/* The answer within the call (store-internal.h): a membership kept and
+ * fresh, once the first poll ended. Nothing is dropped here. */
+static int bsc_now(void *impl, const char *hash, int64_t stale_after_ms, const json_t **m,
+                   int *status)
+{
+    struct ld__bsc *c = impl;
+    if (!c->known)
+        return LD_EBUSY;
+    struct node *n = table_find(&c->entries, hash, key_hash(hash, strlen(hash)));
+    if (!n)
+        return LD_EBUSY;
+    struct entry *e = ENTRY_OF(n);
+    if (mono_ms() >= e->expires)
+        return LD_EBUSY;
+    lru_unlink(c, e);
+    lru_push(c, e);
+    *m = e->m;
+    if (!c->ok)
+        *status = LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
+    else if (ld_big_segment_is_stale(c->metadata, ld__now_ms(), stale_after_ms))
+        *status = LD_BIG_SEGMENTS_STATUS_STALE;
+    else
+        *status = LD_BIG_SEGMENTS_STATUS_HEALTHY;
+    return 0;
+}
+
 /* ---- the poll ------------------------------------------------------------ */
 
 static void answer_metadata(struct ld__bsc *c, ld_future *out)
@@ -490,6 +516,7 @@ struct ld__bsc *ld__bsc_new(struct event_base *base, ld_big_segment_store *inner
         ld__free(c);
         return NULL;
     }
+    ld__big_segment_store_set_now(c->outer, bsc_now);
     if (poll_start(c) != 0) {
         ld__bsc_free(c);
         return NULL;

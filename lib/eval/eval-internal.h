@@ -395,6 +395,7 @@ struct ld__segment {
     size_t nrules;
     struct ld__str salt;
     struct ld__str unbounded_kind;
+    struct ld__str ref; /* "{key}.g{generation}", owned; NULL unless unbounded with one */
     int64_t generation;
     bool has_generation;
     bool unbounded;

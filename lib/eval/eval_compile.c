@@ -552,6 +552,14 @@ static void compile_segment(struct cc *cc, struct ld__segment *s, const json_t *
     s->has_generation = gen > 0;
     if (gen < 0)
         bad = true;
+    if (s->unbounded && s->has_generation) { /* the membership's name for it */
+        size_t need = s->h.key.len + 24;
+        char *ref = cc_calloc(cc, need, 1);
+        int n = ref ? snprintf(ref, need, "%.*s.g%lld", (int)s->h.key.len,
+                               s->h.key.s ? s->h.key.s : "", (long long)s->generation)
+                    : 0;
+        s->ref = (struct ld__str){ref, n > 0 ? (size_t)n : 0};
+    }
     s->included = compile_keys(cc, j, "included", &bad);
     s->excluded = compile_keys(cc, j, "excluded", &bad);
     s->included_ctx = compile_ctx_keys(cc, j, "includedContexts", &s->nincluded_ctx, &bad);
@@ -592,6 +600,7 @@ static void free_segment(struct ld__segment *s)
         free_clauses(s->rules[i].clauses, s->rules[i].nclauses);
         free_attr(&s->rules[i].by);
     }
+    ld__free((char *)s->ref.s);
     ld__free(s->rules);
 }
 

@@ -415,16 +415,7 @@ static int big_segment(struct es *es, const struct ld__segment *s)
         return rc;
     big_merge(es, status);
     if (m) {
-        char small[256];
-        size_t need = s->h.key.len + 24;
-        char *ref = need <= sizeof small ? small : ld__malloc(need);
-        if (!ref)
-            return fail(es, LD_EVAL_ERROR_EXCEPTION);
-        int n = snprintf(ref, need, "%.*s.g%lld", (int)s->h.key.len, s->h.key.s,
-                         (long long)s->generation);
-        const json_t *v = n > 0 ? json_object_getn(m, ref, (size_t)n) : NULL;
-        if (ref != small)
-            ld__free(ref);
+        const json_t *v = s->ref.s ? json_object_getn(m, s->ref.s, s->ref.len) : NULL;
         if (json_is_boolean(v))
             return json_is_true(v);
     }

@@ -13,7 +13,21 @@
 struct ld_big_segment_store {
     struct ld__component c; /* first: the skeleton (front-internal.h) */
     const struct ld_big_segment_store_ops *ops;
+    ld__bss_now_fn now; /* NULL: none */
 };
+
+void ld__big_segment_store_set_now(ld_big_segment_store *s, ld__bss_now_fn fn)
+{
+    s->now = fn;
+}
+
+int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t stale_after_ms,
+                              const json_t **m, int *status)
+{
+    if (!s->now || ld__front_closed(&s->c.front) || !ld__front_idle(&s->c.front))
+        return LD_EBUSY;
+    return s->now(s->c.impl, hash, stale_after_ms, m, status);
+}
 
 ld_big_segment_store *ld_big_segment_store_new(struct event_base *base,
                                                const struct ld_big_segment_store_ops *ops,

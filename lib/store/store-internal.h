@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <ldasync/big_segments.h>
 #include <ldasync/future.h>
 #include <ldasync/kind.h>
 #include <ldasync/status.h>
@@ -165,6 +166,24 @@ const char *ld__component_text(const struct ld__component *c, const char *(*fn)(
  * data itself (as init_now does), so that the front does not walk it first
  * on the loop (the memory store's large init does it in slices). */
 void ld__store_init_validates(ld_store *s);
+
+/* A big segment store's answer within the call, which an implementation
+ * of the library's own may lend (the client's cache does): 0 with *m (the
+ * context's membership, borrowed: valid until the loop runs again; NULL
+ * when it is in no big segment) and *status (an enum
+ * ld_big_segments_status, from what the store knows of its metadata and
+ * `stale_after_ms`); LD_EBUSY when it cannot answer at once. It must not
+ * free memberships it answered before within the same loop callback. */
+typedef int (*ld__bss_now_fn)(void *impl, const char *hash, int64_t stale_after_ms,
+                              const json_t **m, int *status);
+
+/* Gives `s` its answer within the call. */
+void ld__big_segment_store_set_now(ld_big_segment_store *s, ld__bss_now_fn fn);
+
+/* The store's answer within the call, when it has one, is open and nothing
+ * waits (issue order kept); otherwise LD_EBUSY. Loop thread. */
+int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t stale_after_ms,
+                              const json_t **m, int *status);
 
 /* The store's get_now for a valid kind and a non-empty valid UTF-8 key of
  * `len` bytes, when it can answer within the call and keep issue order (it

@@ -547,6 +547,36 @@ START_TEST(test_listeners_may_remove_listeners_and_free_the_client)
 }
 END_TEST
 
+/* A membership kept answers with the status of the last poll: an
+ * evaluation served from the cache reports what the store's status is now. */
+START_TEST(test_kept_memberships_report_the_status_of_the_last_poll)
+{
+    ld_big_segment_store *bss =
+        ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
+    member(bss, H1, "s1.g1", true);
+    ld_client *c = client_of(bss, 0, 0, 10);
+    struct heard h = {0};
+    ld_client_add_big_segment_status_listener(c, hear, &h);
+    ck_assert_int_eq(eval_status(c, "user1"), LD_BIG_SEGMENTS_STATUS_HEALTHY);
+    await_heard(&h, 1);
+    static const struct {
+        enum ld_mock_big_segments_preset preset;
+        int status;
+    } steps[] = {{LD_MOCK_BIG_SEGMENTS_PRESET_ERROR, LD_BIG_SEGMENTS_STATUS_STORE_ERROR},
+                 {LD_MOCK_BIG_SEGMENTS_PRESET_STALE, LD_BIG_SEGMENTS_STATUS_STALE},
+                 {LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE, LD_BIG_SEGMENTS_STATUS_HEALTHY}};
+    for (int i = 0; i < 3; i++) {
+        ld_mock_big_segment_store_set_preset(bss, steps[i].preset);
+        await_heard(&h, i + 2);
+        ck_assert_int_eq(eval_status(c, "user1"), steps[i].status);
+        ck_assert(eval_f(c, "user1"));
+    }
+    ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 1);
+    ld_client_free(c);
+    ld_big_segment_store_free(bss);
+}
+END_TEST
+
 /* ---- close and free ------------------------------------------------------ */
 
 START_TEST(test_close_stops_polling_and_the_listeners)
@@ -670,6 +700,7 @@ Suite *ld_suite_client_big_segments(void)
     tcase_add_test(tc, test_a_short_poll_interval_polls_often_a_long_one_once);
     tcase_add_test(tc, test_listeners_hear_each_change_of_the_status);
     tcase_add_test(tc, test_listeners_may_remove_listeners_and_free_the_client);
+    tcase_add_test(tc, test_kept_memberships_report_the_status_of_the_last_poll);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("close_free");
