@@ -234,7 +234,8 @@ static void entry_keep(struct ld__bsc *c, const char *key, uint32_t h, json_t *m
         return;
     }
     e->m = json_incref(m);
-    e->expires = mono_ms() + c->cfg.ttl_ms;
+    int64_t now = mono_ms();
+    e->expires = c->cfg.ttl_ms > INT64_MAX - now ? INT64_MAX : now + c->cfg.ttl_ms;
     lru_push(c, e);
     while (c->entries.n > (size_t)c->cfg.size)
         entry_drop(c, c->oldest);

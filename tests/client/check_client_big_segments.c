@@ -6,6 +6,7 @@
  * and close and free with reads pending. The scenarios of LaunchDarkly's
  * SDK test harness for big segments are here too, on the mock store.
  */
+#include <limits.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -236,6 +237,27 @@ START_TEST(test_without_a_store_the_status_is_unavailable_and_not_stale)
     ck_assert(!st.available && !st.stale);
     ck_assert_int_eq(eval_status(c, "user1"), LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED);
     ld_client_free(c);
+}
+END_TEST
+
+START_TEST(test_extreme_settings_keep_working)
+{
+    ld_big_segment_store *bss =
+        ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
+    member(bss, H1, "s1.g1", true);
+    ld_client *c = client_of(bss, INT_MAX, INT64_MAX, INT64_MAX);
+    ck_assert(eval_f(c, "user1"));
+    ck_assert(eval_f(c, "user1"));
+    ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 1);
+    ld_big_segment_store_status st = status_of(c);
+    ck_assert(st.available && !st.stale);
+    ld_client_free(c);
+    c = client_of(bss, -5, -1, INT64_MIN); /* the defaults */
+    ck_assert(eval_f(c, "user1"));
+    ck_assert(eval_f(c, "user1"));
+    ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 2);
+    ld_client_free(c);
+    ld_big_segment_store_free(bss);
 }
 END_TEST
 
@@ -681,6 +703,7 @@ Suite *ld_suite_client_big_segments(void)
     tcase_add_checked_fixture(tc, bs_setup, bs_teardown);
     tcase_add_test(tc, test_bad_input_is_refused);
     tcase_add_test(tc, test_without_a_store_the_status_is_unavailable_and_not_stale);
+    tcase_add_test(tc, test_extreme_settings_keep_working);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memberships");
