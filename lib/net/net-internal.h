@@ -205,6 +205,9 @@ struct ld_net_config {
     char instance_id[37];
 };
 
+/* A random (version 4) UUID, lower-case hex with dashes, NUL-terminated. */
+void ld__uuid4(char out[37]);
+
 /* For tests: a poll interval below the 30 s minimum. */
 void ld__net_config_poll_interval_unclamped(ld_net_config *cfg, int64_t ms);
 /* `root` + `path` + "?filter=KEY" when a filter is set; NULL without

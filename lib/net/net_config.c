@@ -57,7 +57,7 @@ static int set_str(char **slot, const char *v)
     return 0;
 }
 
-static void uuid4(char out[37])
+void ld__uuid4(char out[37])
 {
     unsigned char b[16];
     if (RAND_bytes(b, sizeof(b)) != 1) {
@@ -107,7 +107,7 @@ ld_net_config *ld_net_config_new(const char *sdk_key)
     c->reconnect_ms = 1000;
     c->reconnect_max_ms = 30000;
     c->poll_ms = 30000;
-    uuid4(c->instance_id);
+    ld__uuid4(c->instance_id);
     return c;
 }
 

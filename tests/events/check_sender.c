@@ -1,0 +1,341 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * Delivery of event payloads (lib/events/sender.c) to a local events
+ * service (an evhttp server in the test's loop): the paths and headers of
+ * analytics and diagnostic posts, the body as given, the Date kept, one
+ * retry with the same payload ID after a recoverable status or a network
+ * error, 413 dropping one payload, 401 and 403 stopping all sending, and
+ * free with posts under way or waiting to retry.
+ */
+#include <check.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+
+#include <ldasync/error.h>
+#include <ldasync/network.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+#include "core/core-internal.h"
+#include "events/events-internal.h"
+
+#define B ld_test_base
+#define KEY "sdk-events-key"
+#define MAX_SEEN 8
+
+struct seen {
+    char path[128], auth[128], ctype[64], schema[16], payload_id[64], encoding[32], agent[64];
+    char body[256];
+    size_t body_len;
+};
+
+/* The local events service: answers each post with the next status of
+ * `statuses` (202 once they run out), with a Date header; `hold` keeps the
+ * requests unanswered. */
+static struct {
+    struct evhttp *http;
+    char url[64];
+    int port;
+    int statuses[MAX_SEEN];
+    int nstatuses;
+    struct seen seen[MAX_SEEN];
+    int n;
+    bool hold;
+    struct evhttp_request *held[MAX_SEEN];
+    int nheld;
+} E;
+
+static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
+    snprintf(out, n, "%s", v ? v : "");
+}
+
+static void serve(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    ck_assert_int_lt(E.n, MAX_SEEN);
+    struct seen *s = &E.seen[E.n];
+    snprintf(s->path, sizeof s->path, "%s", evhttp_request_get_uri(req));
+    copy_header(req, "Authorization", s->auth, sizeof s->auth);
+    copy_header(req, "Content-Type", s->ctype, sizeof s->ctype);
+    copy_header(req, "X-LaunchDarkly-Event-Schema", s->schema, sizeof s->schema);
+    copy_header(req, "X-LaunchDarkly-Payload-ID", s->payload_id, sizeof s->payload_id);
+    copy_header(req, "Content-Encoding", s->encoding, sizeof s->encoding);
+    copy_header(req, "User-Agent", s->agent, sizeof s->agent);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    s->body_len = evbuffer_get_length(in);
+    ck_assert_uint_lt(s->body_len, sizeof s->body);
+    evbuffer_copyout(in, s->body, s->body_len);
+    s->body[s->body_len] = '\0';
+    int status = E.n < E.nstatuses ? E.statuses[E.n] : 202;
+    E.n++;
+    if (E.hold) {
+        E.held[E.nheld++] = req;
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Date",
+                      "Tue, 01 Dec 2026 10:20:30 GMT");
+    evhttp_send_reply(req, status, "Answer", NULL);
+}
+
+static void events_up(void)
+{
+    ld_test_setup();
+    signal(SIGPIPE, SIG_IGN);
+    memset(&E, 0, sizeof E);
+    E.http = evhttp_new(B);
+    ck_assert_ptr_nonnull(E.http);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(E.http, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    E.port = ntohs(sin.sin_port);
+    snprintf(E.url, sizeof E.url, "http://127.0.0.1:%d/", E.port);
+    evhttp_set_gencb(E.http, serve, NULL);
+}
+
+static void events_down(void)
+{
+    for (int i = 0; i < E.nheld; i++)
+        evhttp_send_reply(E.held[i], 202, "Late", NULL);
+    E.nheld = 0;
+    evhttp_free(E.http);
+    E.http = NULL;
+    ld_test_teardown();
+}
+
+/* A sender to the local service (or to `url`), retrying after 20 ms. */
+static struct ld__ev_sender *sender_to(const char *url)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : E.url), 0);
+    struct ld__ev_sender *s = ld__ev_sender_new(B, c, 20);
+    ld_net_config_free(c);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+static char *copy(const char *s)
+{
+    char *c = ld__strdup(s);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+/* Posts `body` and waits: the bool it was fulfilled with. */
+static bool post_wait(struct ld__ev_sender *s, enum ld__ev_payload kind, const char *body,
+                      bool gzip)
+{
+    return ld_test_await_bool(ld__ev_sender_post(s, kind, copy(body), strlen(body), gzip));
+}
+
+START_TEST(test_analytics_post_has_the_sdks_headers_and_the_body)
+{
+    struct ld__ev_sender *s = sender_to(NULL);
+    ck_assert_int_eq(ld__ev_sender_server_time(s), 0);
+    ck_assert(post_wait(s, LD__EV_ANALYTICS, "[{\"kind\":\"identify\"}]", false));
+    ck_assert_int_eq(E.n, 1);
+    struct seen *e = &E.seen[0];
+    ck_assert_str_eq(e->path, "/bulk");
+    ck_assert_str_eq(e->auth, KEY);
+    ck_assert_str_eq(e->ctype, "application/json");
+    ck_assert_str_eq(e->schema, "4");
+    ck_assert_uint_eq(strlen(e->payload_id), 36);
+    ck_assert_str_eq(e->encoding, "");
+    ck_assert_str_eq(e->body, "[{\"kind\":\"identify\"}]");
+    ck_assert(strncmp(e->agent, "ldasync/", 8) == 0);
+    /* Tue, 01 Dec 2026 10:20:30 GMT */
+    ck_assert_int_eq(ld__ev_sender_server_time(s), INT64_C(1796120430) * 1000);
+    ck_assert_uint_eq(ld__ev_sender_pending(s), 0);
+    /* each payload its own ID */
+    ck_assert(post_wait(s, LD__EV_ANALYTICS, "[]", false));
+    ck_assert_str_ne(E.seen[1].payload_id, E.seen[0].payload_id);
+    ck_assert(!ld__ev_sender_stopped(s));
+    ld__ev_sender_free(s);
+}
+END_TEST
+
+START_TEST(test_diagnostic_post_has_no_schema_nor_payload_id)
+{
+    struct ld__ev_sender *s = sender_to(NULL);
+    ck_assert(post_wait(s, LD__EV_DIAGNOSTIC, "{\"kind\":\"diagnostic\"}", true));
+    ck_assert_str_eq(E.seen[0].path, "/diagnostic");
+    ck_assert_str_eq(E.seen[0].schema, "");
+    ck_assert_str_eq(E.seen[0].payload_id, "");
+    ck_assert_str_eq(E.seen[0].encoding, "gzip");
+    ck_assert_str_eq(E.seen[0].body, "{\"kind\":\"diagnostic\"}");
+    ld__ev_sender_free(s);
+}
+END_TEST
+
+START_TEST(test_a_recoverable_status_is_retried_once_with_the_same_payload_id)
+{
+    static const int recoverable[] = {400, 408, 429, 500, 503};
+    for (size_t i = 0; i < sizeof recoverable / sizeof recoverable[0]; i++) {
+        E.n = 0;
+        E.nstatuses = 1;
+        E.statuses[0] = recoverable[i];
+        struct ld__ev_sender *s = sender_to(NULL);
+        ck_assert(post_wait(s, LD__EV_ANALYTICS, "[1]", false));
+        ck_assert_int_eq(E.n, 2);
+        ck_assert_str_eq(E.seen[1].payload_id, E.seen[0].payload_id);
+        ck_assert_str_eq(E.seen[1].body, "[1]");
+        /* twice: dropped, and sending goes on */
+        E.n = 0;
+        E.nstatuses = 2;
+        E.statuses[1] = recoverable[i];
+        ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[2]", false));
+        ck_assert_int_eq(E.n, 2);
+        ck_assert(!ld__ev_sender_stopped(s));
+        ck_assert(post_wait(s, LD__EV_ANALYTICS, "[3]", false));
+        ld__ev_sender_free(s);
+    }
+}
+END_TEST
+
+START_TEST(test_401_and_403_stop_all_sending_413_drops_one_payload)
+{
+    static const int stopping[] = {401, 403, 404, 405};
+    for (size_t i = 0; i < sizeof stopping / sizeof stopping[0]; i++) {
+        E.n = 0;
+        E.nstatuses = 1;
+        E.statuses[0] = stopping[i];
+        struct ld__ev_sender *s = sender_to(NULL);
+        ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[1]", false));
+        ck_assert_int_eq(E.n, 1); /* no retry */
+        ck_assert(ld__ev_sender_stopped(s));
+        ck_assert(!post_wait(s, LD__EV_DIAGNOSTIC, "{}", false));
+        ck_assert_int_eq(E.n, 1); /* nothing more is sent */
+        ld__ev_sender_free(s);
+    }
+    E.n = 0;
+    E.statuses[0] = 413;
+    struct ld__ev_sender *s = sender_to(NULL);
+    ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[1]", false));
+    ck_assert_int_eq(E.n, 1);
+    ck_assert(!ld__ev_sender_stopped(s));
+    ck_assert(post_wait(s, LD__EV_ANALYTICS, "[2]", false));
+    ld__ev_sender_free(s);
+}
+END_TEST
+
+static int g_accepts;
+
+static void accept_and_close(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *a,
+                             int len, void *arg)
+{
+    (void)l, (void)a, (void)len, (void)arg;
+    g_accepts++;
+    evutil_closesocket(fd);
+}
+
+START_TEST(test_a_network_error_is_retried_once)
+{
+    /* a service that closes every connection at once */
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct evconnlistener *l = evconnlistener_new_bind(
+        B, accept_and_close, NULL, LEV_OPT_CLOSE_ON_FREE, -1, (struct sockaddr *)&sin, sizeof sin);
+    ck_assert_ptr_nonnull(l);
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&sin, &len), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(sin.sin_port));
+    g_accepts = 0;
+    struct ld__ev_sender *s = sender_to(url);
+    ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[1]", false));
+    ck_assert_int_eq(g_accepts, 2);
+    ck_assert(!ld__ev_sender_stopped(s));
+    ld__ev_sender_free(s);
+    evconnlistener_free(l);
+}
+END_TEST
+
+START_TEST(test_free_with_posts_under_way_or_waiting_to_retry)
+{
+    struct ld__ev_sender *s = sender_to(NULL);
+    E.hold = true;
+    ld_future *f1 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[1]"), 3, false);
+    for (int i = 0; i < 2000 && E.n < 1; i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert_int_eq(E.n, 1);
+    ck_assert_uint_eq(ld__ev_sender_pending(s), 1);
+    ld__ev_sender_free(s);
+    ld_test_expect_error(f1, LD_ECANCELED, NULL);
+
+    /* waiting for its retry */
+    E.hold = false;
+    E.n = 0;
+    E.nstatuses = 1;
+    E.statuses[0] = 503;
+    s = sender_to(NULL);
+    ld_future *f2 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[2]"), 3, false);
+    for (int i = 0; i < 2000 && E.n < 1; i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert_int_eq(E.n, 1);
+    ld__ev_sender_free(s);
+    ld_test_expect_error(f2, LD_ECANCELED, NULL);
+}
+END_TEST
+
+static void free_sender_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    ld__ev_sender_free(arg);
+}
+
+START_TEST(test_free_from_a_posts_callback_with_another_pending)
+{
+    struct ld__ev_sender *s = sender_to(NULL);
+    ld_future *f1 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[1]"), 3, false);
+    E.nstatuses = 1;
+    E.statuses[0] = 500; /* the other waits for its retry when the sender goes */
+    ld_future *f2 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[2]"), 3, false);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f1), free_sender_cb, s), 0);
+    ld_test_wait(f1);
+    ck_assert(ld_future_is_fulfilled(f1));
+    ld_future_unref(f1);
+    ld_test_wait(f2);
+    ck_assert(ld_future_is_rejected(f2) || ld_future_bool(f2));
+    ld_future_unref(f2);
+    for (int i = 0; i < 100; i++) /* the callback ran: nothing of the sender is left */
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    /* a NULL sender */
+    char *body = copy("[]");
+    ck_assert_ptr_null(ld__ev_sender_post(NULL, LD__EV_ANALYTICS, body, 2, false));
+    ck_assert_ptr_null(ld__ev_sender_new(NULL, NULL, 0));
+    ld__ev_sender_free(NULL);
+}
+END_TEST
+
+Suite *ld_suite_event_sender(void)
+{
+    Suite *s = suite_create("event_sender");
+    TCase *tc = tcase_create("delivery");
+    tcase_add_checked_fixture(tc, events_up, events_down);
+    tcase_add_test(tc, test_analytics_post_has_the_sdks_headers_and_the_body);
+    tcase_add_test(tc, test_diagnostic_post_has_no_schema_nor_payload_id);
+    tcase_add_test(tc, test_a_recoverable_status_is_retried_once_with_the_same_payload_id);
+    tcase_add_test(tc, test_401_and_403_stop_all_sending_413_drops_one_payload);
+    tcase_add_test(tc, test_a_network_error_is_retried_once);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("free");
+    tcase_add_checked_fixture(tc, events_up, events_down);
+    tcase_add_test(tc, test_free_with_posts_under_way_or_waiting_to_retry);
+    tcase_add_test(tc, test_free_from_a_posts_callback_with_another_pending);
+    suite_add_tcase(s, tc);
+    return s;
+}
