@@ -21,13 +21,16 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include <ldasync/alloc.h>
 #include <ldasync/error.h>
 #include <ldasync/network.h>
 
+#include "check_fail_alloc.h"
 #include "check_suites.h"
 #include "check_util.h"
 #include "core/core-internal.h"
 #include "events/events-internal.h"
+#include "net/net-internal.h"
 
 #define B ld_test_base
 #define KEY "sdk-events-key"
@@ -320,6 +323,50 @@ START_TEST(test_free_from_a_posts_callback_with_another_pending)
 }
 END_TEST
 
+START_TEST(test_allocation_failures)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, E.url), 0);
+    __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
+    for (long n = 1;; n++) {
+        E.n = 0;
+        E.nstatuses = 1;
+        E.statuses[0] = 500; /* the first post is retried */
+        char *b1 = copy("[1]"), *b2 = copy("{}");
+        CHAOS_BEGIN(n);
+        struct ld__ev_sender *s = ld__ev_sender_new(B, c, 1);
+        ld_future *f1 = s ? ld__ev_sender_post(s, LD__EV_ANALYTICS, b1, 3, false) : NULL;
+        ld_future *f2 = s ? ld__ev_sender_post(s, LD__EV_DIAGNOSTIC, b2, 2, true) : NULL;
+        if (!s) {
+            free(b1);
+            free(b2);
+        }
+        bool ok = s != NULL;
+        ld_future *fs[] = {f1, f2};
+        for (int i = 0; i < 2 && s; i++) {
+            ck_assert_ptr_nonnull(fs[i]);
+            for (int k = 0; k < 20000 && ld_future_is_pending(fs[i]); k++)
+                event_base_loop(B, EVLOOP_ONCE);
+            ck_assert(!ld_future_is_pending(fs[i]));
+            if (ld_future_is_rejected(fs[i]))
+                ck_assert_int_eq(ld_future_error(fs[i]), LD_ENOMEM);
+            ok = ok && ld_future_is_fulfilled(fs[i]) && ld_future_bool(fs[i]);
+            ld_future_unref(fs[i]);
+        }
+        bool failed = chaos_end(n);
+        ld__ev_sender_free(s);
+        if (!failed) {
+            ck_assert(ok);
+            ck_assert_int_eq(E.n, 3);
+            break;
+        }
+    }
+    __atomic_store_n(&ld__http_spare_curl, false, __ATOMIC_RELAXED);
+    ld_net_config_free(c);
+}
+END_TEST
+
 Suite *ld_suite_event_sender(void)
 {
     Suite *s = suite_create("event_sender");
@@ -336,6 +383,7 @@ Suite *ld_suite_event_sender(void)
     tcase_add_checked_fixture(tc, events_up, events_down);
     tcase_add_test(tc, test_free_with_posts_under_way_or_waiting_to_retry);
     tcase_add_test(tc, test_free_from_a_posts_callback_with_another_pending);
+    tcase_add_test(tc, test_allocation_failures);
     suite_add_tcase(s, tc);
     return s;
 }
