@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <event2/event.h>
@@ -28,7 +29,8 @@ struct post {
     char *body;
     size_t len;
     char **headers;
-    const char *url; /* the sender's */
+    char *url;
+    bool may_stop; /* an unrecoverable status stops the sender */
     struct ld__http_req *req;
     struct event *timer; /* the retry's */
     long status;
@@ -40,7 +42,7 @@ struct ld__ev_sender {
     struct event_base *base;
     struct ld__http *http;
     ld_net_config *cfg; /* a copy */
-    char *bulk_url, *diag_url;
+    char *auth;         /* "Authorization: KEY" */
     int64_t retry_ms;
     bool stopped;
     int64_t server_time;
@@ -76,10 +78,11 @@ struct ld__ev_sender *ld__ev_sender_new(struct event_base *base, const ld_net_co
         struct ld__http_options o;
         ld__net_http_options(s->cfg, false, &o);
         s->http = ld__http_new(base, &o);
-        s->bulk_url = url_of(s->cfg->events_uri, "/bulk");
-        s->diag_url = url_of(s->cfg->events_uri, "/diagnostic");
+        size_t n = strlen(s->cfg->sdk_key) + sizeof "Authorization: ";
+        if ((s->auth = ld__malloc(n)) != NULL)
+            snprintf(s->auth, n, "Authorization: %s", s->cfg->sdk_key);
     }
-    if (!s->cfg || !s->http || !s->bulk_url || !s->diag_url) {
+    if (!s->cfg || !s->http || !s->auth) {
         ld__ev_sender_free(s);
         return NULL;
     }
@@ -123,6 +126,7 @@ static void post_end(struct post *p, bool ok, int err)
     if (p->timer)
         event_free(p->timer);
     ld__free(p->headers);
+    ld__free(p->url);
     ld__free(p->body);
     ld__free(p);
 }
@@ -177,7 +181,8 @@ static void on_done(void *arg, int code, const char *message)
         return;
     }
     if (st != 0 && !ld__fdv1_recoverable(st)) {
-        s->stopped = true; /* 401, 403 and the like: no more events */
+        if (p->may_stop)
+            s->stopped = true; /* 401, 403 and the like: no more events */
         post_end(p, false, 0);
         return;
     }
@@ -204,25 +209,79 @@ static void attempt(struct post *p)
         post_end(p, false, LD_ENOMEM);
 }
 
-ld_future *ld__ev_sender_post(struct ld__ev_sender *s, enum ld__ev_payload kind, char *body,
-                              size_t len, bool gzip)
+/* Header lines for the relay: Authorization (ours unless `lines` has
+ * one), then `lines`; one allocation, NULL-terminated. */
+static char **relay_headers(const struct ld__ev_sender *s, const char *const *lines)
 {
-    if (!s) {
+    size_t n = 0, bytes = 0;
+    bool auth = false;
+    for (; lines && lines[n]; n++) {
+        bytes += strlen(lines[n]) + 1;
+        auth = auth || strncasecmp(lines[n], "Authorization:", 14) == 0;
+    }
+    if (!auth)
+        bytes += strlen(s->auth) + 1;
+    char **h = ld__malloc((n + 2) * sizeof *h + bytes);
+    if (!h)
+        return NULL;
+    char *at = (char *)(h + n + 2);
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const char *line = i < n ? lines[i] : auth ? NULL : s->auth;
+        if (!line)
+            break;
+        size_t len = strlen(line) + 1;
+        memcpy(at, line, len);
+        h[k++] = at;
+        at += len;
+    }
+    h[k] = NULL;
+    return h;
+}
+
+ld_future *ld__ev_sender_send(struct ld__ev_sender *s, enum ld__ev_payload kind, const char *path,
+                              const char *const *lines, char *body, size_t len)
+{
+    bool relay = kind == LD__EV_RELAY;
+    if (!s || !path) {
         ld__free(body);
         return NULL;
     }
     ld_future *out = ld_future_new(s->base);
-    struct post *p = out && !s->stopped ? ld__calloc(1, sizeof *p) : NULL;
+    bool stopped = s->stopped && !relay;
+    struct post *p = out && !stopped ? ld__calloc(1, sizeof *p) : NULL;
     if (!p) {
         ld__free(body);
         if (!out)
             return ld_future_rejected(s->base, LD_ENOMEM, NULL);
-        if (s->stopped)
+        if (stopped)
             ld_future_fulfill_bool(out, false);
         else
             ld_future_reject(out, LD_ENOMEM, NULL);
         return out;
     }
+    p->s = s;
+    p->out = ld_future_ref(out);
+    p->body = body;
+    p->len = len;
+    p->url = url_of(s->cfg->events_uri, path);
+    p->headers = relay ? relay_headers(s, lines) : ld__net_headers(s->cfg, lines);
+    p->may_stop = kind == LD__EV_ANALYTICS;
+    p->next = s->posts;
+    if (p->next)
+        p->next->prev = p;
+    s->posts = p;
+    s->n++;
+    if (!p->headers || !p->url)
+        post_end(p, false, LD_ENOMEM);
+    else
+        attempt(p);
+    return out;
+}
+
+ld_future *ld__ev_sender_post(struct ld__ev_sender *s, enum ld__ev_payload kind, char *body,
+                              size_t len, bool gzip)
+{
     char id[37], id_line[64];
     const char *extra[5] = {"Content-Type: application/json"};
     size_t n = 1;
@@ -235,22 +294,12 @@ ld_future *ld__ev_sender_post(struct ld__ev_sender *s, enum ld__ev_payload kind,
     if (gzip)
         extra[n++] = "Content-Encoding: gzip";
     extra[n] = NULL;
-    p->s = s;
-    p->out = ld_future_ref(out);
-    p->body = body;
-    p->len = len;
-    p->url = kind == LD__EV_ANALYTICS ? s->bulk_url : s->diag_url;
-    p->headers = ld__net_headers(s->cfg, extra);
-    p->next = s->posts;
-    if (p->next)
-        p->next->prev = p;
-    s->posts = p;
-    s->n++;
-    if (!p->headers)
-        post_end(p, false, LD_ENOMEM);
-    else
-        attempt(p);
-    return out;
+    if (!s) {
+        ld__free(body);
+        return NULL;
+    }
+    return ld__ev_sender_send(s, kind, kind == LD__EV_ANALYTICS ? "/bulk" : "/diagnostic", extra,
+                              body, len);
 }
 
 void ld__ev_sender_free(struct ld__ev_sender *s)
@@ -261,7 +310,6 @@ void ld__ev_sender_free(struct ld__ev_sender *s)
         post_end(s->posts, false, LD_ECANCELED);
     ld__http_free(s->http);
     ld_net_config_free(s->cfg);
-    ld__free(s->bulk_url);
-    ld__free(s->diag_url);
+    ld__free(s->auth);
     ld__free(s);
 }

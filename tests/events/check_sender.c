@@ -235,6 +235,62 @@ START_TEST(test_401_and_403_stop_all_sending_413_drops_one_payload)
 }
 END_TEST
 
+START_TEST(test_a_diagnostic_401_stops_nothing)
+{
+    E.nstatuses = 1;
+    E.statuses[0] = 401;
+    struct ld__ev_sender *s = sender_to(NULL);
+    ck_assert(!post_wait(s, LD__EV_DIAGNOSTIC, "{}", false));
+    ck_assert(!ld__ev_sender_stopped(s));
+    ck_assert(post_wait(s, LD__EV_ANALYTICS, "[]", false));
+    ld__ev_sender_free(s);
+}
+END_TEST
+
+static bool relay_wait(struct ld__ev_sender *s, const char *path, const char *const *lines,
+                       const char *body)
+{
+    return ld_test_await_bool(
+        ld__ev_sender_send(s, LD__EV_RELAY, path, lines, copy(body), strlen(body)));
+}
+
+START_TEST(test_a_relays_post_passes_the_sdks_lines_and_stops_nothing)
+{
+    struct ld__ev_sender *s = sender_to(NULL);
+    const char *lines[] = {"Content-Type: application/json",  "X-LaunchDarkly-Event-Schema: 4",
+                           "X-LaunchDarkly-Payload-ID: 0f0e", "Content-Encoding: gzip",
+                           "User-Agent: NodeJSClient/9.13.7", NULL};
+    ck_assert(relay_wait(s, "/bulk", lines, "[{}]"));
+    struct seen *e = &E.seen[0];
+    ck_assert_str_eq(e->path, "/bulk");
+    ck_assert_str_eq(e->auth, KEY);
+    ck_assert_str_eq(e->schema, "4");
+    ck_assert_str_eq(e->payload_id, "0f0e");
+    ck_assert_str_eq(e->encoding, "gzip");
+    ck_assert_str_eq(e->agent, "NodeJSClient/9.13.7");
+    ck_assert_str_eq(e->body, "[{}]");
+    /* the SDK's Authorization passed on (a mobile key), ours then absent */
+    const char *mobile[] = {"Authorization: mob-123", NULL};
+    ck_assert(relay_wait(s, "/mobile", mobile, "[]"));
+    ck_assert_str_eq(E.seen[1].path, "/mobile");
+    ck_assert_str_eq(E.seen[1].auth, "mob-123");
+    ck_assert_str_eq(E.seen[1].agent, "");
+    /* a 401 of a relayed post stops nothing; relayed posts go on once
+     * analytics stopped */
+    E.nstatuses = 4;
+    E.statuses[2] = 401;
+    ck_assert(!relay_wait(s, "/mobile", mobile, "[]"));
+    ck_assert(!ld__ev_sender_stopped(s));
+    E.statuses[3] = 401;
+    ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[]", false));
+    ck_assert(ld__ev_sender_stopped(s));
+    ck_assert(relay_wait(s, "/events/bulk/env-1", NULL, "[]"));
+    ck_assert_str_eq(E.seen[4].path, "/events/bulk/env-1");
+    ck_assert_ptr_null(ld__ev_sender_send(s, LD__EV_RELAY, NULL, NULL, copy("x"), 1));
+    ld__ev_sender_free(s);
+}
+END_TEST
+
 static int g_accepts;
 
 static void accept_and_close(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *a,
@@ -377,6 +433,8 @@ Suite *ld_suite_event_sender(void)
     tcase_add_test(tc, test_a_recoverable_status_is_retried_once_with_the_same_payload_id);
     tcase_add_test(tc, test_401_and_403_stop_all_sending_413_drops_one_payload);
     tcase_add_test(tc, test_a_network_error_is_retried_once);
+    tcase_add_test(tc, test_a_diagnostic_401_stops_nothing);
+    tcase_add_test(tc, test_a_relays_post_passes_the_sdks_lines_and_stops_nothing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("free");
