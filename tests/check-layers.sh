@@ -27,7 +27,7 @@ layer_of_header() {
     eval) echo eval ;;
     network) echo net ;;
     file_source | data_system) echo sources ;;
-    processor) echo events ;;
+    processor | events) echo events ;;
     client | ldasync) echo client ;;
     testing) echo testing ;;
     *) echo unknown ;;

@@ -51,5 +51,6 @@ Suite *ld_suite_backoff(void);            /* net/check_backoff.c */
 Suite *ld_suite_client(void);             /* check_client.c */
 Suite *ld_suite_client_big_segments(void); /* check_client_big_segments.c */
 Suite *ld_suite_event_sender(void);       /* events/check_sender.c */
+Suite *ld_suite_event_forwarder(void);    /* events/check_sender.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

@@ -15,6 +15,7 @@
 #include <ldasync/data_system.h>
 #include <ldasync/error.h>
 #include <ldasync/eval.h>
+#include <ldasync/events.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/file_source.h>
 #include <ldasync/future.h>

@@ -23,6 +23,7 @@
 
 #include <ldasync/alloc.h>
 #include <ldasync/error.h>
+#include <ldasync/events.h>
 #include <ldasync/network.h>
 
 #include "check_fail_alloc.h"
@@ -34,11 +35,12 @@
 
 #define B ld_test_base
 #define KEY "sdk-events-key"
-#define MAX_SEEN 8
+#define MAX_SEEN 16
 
 struct seen {
     char path[128], auth[128], ctype[64], schema[16], payload_id[64], encoding[32], agent[64];
-    char body[256];
+    char cookie[64];
+    char body[8192];
     size_t body_len;
 };
 
@@ -67,8 +69,7 @@ static void copy_header(struct evhttp_request *req, const char *name, char *out,
 static void serve(struct evhttp_request *req, void *arg)
 {
     (void)arg;
-    ck_assert_int_lt(E.n, MAX_SEEN);
-    struct seen *s = &E.seen[E.n];
+    struct seen *s = &E.seen[E.n < MAX_SEEN ? E.n : MAX_SEEN - 1];
     snprintf(s->path, sizeof s->path, "%s", evhttp_request_get_uri(req));
     copy_header(req, "Authorization", s->auth, sizeof s->auth);
     copy_header(req, "Content-Type", s->ctype, sizeof s->ctype);
@@ -76,6 +77,7 @@ static void serve(struct evhttp_request *req, void *arg)
     copy_header(req, "X-LaunchDarkly-Payload-ID", s->payload_id, sizeof s->payload_id);
     copy_header(req, "Content-Encoding", s->encoding, sizeof s->encoding);
     copy_header(req, "User-Agent", s->agent, sizeof s->agent);
+    copy_header(req, "Cookie", s->cookie, sizeof s->cookie);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     s->body_len = evbuffer_get_length(in);
     ck_assert_uint_lt(s->body_len, sizeof s->body);
@@ -84,6 +86,7 @@ static void serve(struct evhttp_request *req, void *arg)
     int status = E.n < E.nstatuses ? E.statuses[E.n] : 202;
     E.n++;
     if (E.hold) {
+        ck_assert_int_lt(E.nheld, MAX_SEEN);
         E.held[E.nheld++] = req;
         return;
     }
@@ -109,11 +112,17 @@ static void events_up(void)
     evhttp_set_gencb(E.http, serve, NULL);
 }
 
-static void events_down(void)
+/* Answers the requests held (202). */
+static void release_held(void)
 {
     for (int i = 0; i < E.nheld; i++)
         evhttp_send_reply(E.held[i], 202, "Late", NULL);
     E.nheld = 0;
+}
+
+static void events_down(void)
+{
+    release_held();
     evhttp_free(E.http);
     E.http = NULL;
     ld_test_teardown();
@@ -422,6 +431,231 @@ START_TEST(test_allocation_failures)
     ld_net_config_free(c);
 }
 END_TEST
+
+/* ---- the event forwarder (events.h) -------------------------------------- */
+
+static ld_event_forwarder *forwarder_to(const char *url, int64_t max)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : E.url), 0);
+    ld_event_forwarder *fw = ld_event_forwarder_new(B, c, max);
+    ld_net_config_free(c);
+    ck_assert_ptr_nonnull(fw);
+    return fw;
+}
+
+static void run_until_seen(int n)
+{
+    for (int i = 0; i < 5000 && E.n < n; i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert_int_eq(E.n, n);
+}
+
+static ld_event_forwarder_stats stats_of(const ld_event_forwarder *fw)
+{
+    ld_event_forwarder_stats st;
+    ck_assert_int_eq(ld_event_forwarder_stats_get(fw, &st), 0);
+    return st;
+}
+
+START_TEST(test_forwarder_refuses_bad_input)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_null(ld_event_forwarder_new(NULL, c, 0));
+    ck_assert_ptr_null(ld_event_forwarder_new(B, NULL, 0));
+    ld_net_config_free(c);
+    ck_assert_int_eq(ld_event_forwarder_post(NULL, "/bulk", NULL, "[]", 2), LD_EINVAL);
+    ck_assert_int_eq(ld_event_forwarder_stats_get(NULL, NULL), LD_EINVAL);
+    ck_assert_ptr_null(ld_event_forwarder_close(NULL));
+    ld_event_forwarder_free(NULL);
+    ld_event_forwarder *fw = forwarder_to(NULL, 0);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, NULL, NULL, "[]", 2), LD_EINVAL);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "bulk", NULL, "[]", 2), LD_EINVAL);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, NULL, 2), LD_EINVAL);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[]", 0), LD_EINVAL);
+    ck_assert_int_eq(ld_event_forwarder_stats_get(fw, NULL), LD_EINVAL);
+    ld_event_forwarder_stats st = stats_of(fw);
+    ck_assert(st.forwarded == 0 && st.dropped == 0 && st.refused == 0 && st.queued == 0);
+    ld_event_forwarder_free(fw);
+}
+END_TEST
+
+START_TEST(test_forwarder_passes_the_payload_and_its_lines_unchanged)
+{
+    ld_event_forwarder *fw = forwarder_to(NULL, 0);
+    static const unsigned char gz[] = {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x0a, 0xff, 0x00, 0x01};
+    const char *h[] = {"Content-Type: application/json",
+                       "content-encoding: gzip",
+                       "X-LaunchDarkly-Event-Schema: 4",
+                       "X-LaunchDarkly-Payload-ID: 5d1c",
+                       "User-Agent: NodeJSClient/9.13.7",
+                       "Cookie: secret",
+                       "Host: relay.example",
+                       NULL};
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", h, gz, sizeof gz), 0);
+    const char *m[] = {"Authorization: mob-key-1", NULL};
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/mobile", m, "[1]", 3), 0);
+    ld_test_await_ok(ld_event_forwarder_close(fw));
+    ck_assert_int_eq(E.n, 2);
+    struct seen *b = E.seen[0].path[1] == 'b' ? &E.seen[0] : &E.seen[1];
+    struct seen *mo = b == &E.seen[0] ? &E.seen[1] : &E.seen[0];
+    ck_assert_str_eq(b->path, "/bulk");
+    ck_assert_str_eq(b->auth, KEY);
+    ck_assert_str_eq(b->encoding, "gzip");
+    ck_assert_str_eq(b->schema, "4");
+    ck_assert_str_eq(b->payload_id, "5d1c");
+    ck_assert_str_eq(b->agent, "NodeJSClient/9.13.7");
+    ck_assert_str_eq(b->cookie, "");
+    ck_assert_uint_eq(b->body_len, sizeof gz);
+    ck_assert(memcmp(b->body, gz, sizeof gz) == 0);
+    ck_assert_str_eq(mo->path, "/mobile");
+    ck_assert_str_eq(mo->auth, "mob-key-1");
+    ld_event_forwarder_stats st = stats_of(fw);
+    ck_assert(st.forwarded == 2 && st.dropped == 0 && st.queued == 0 && st.bytes == 0);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[]", 2), LD_ECLOSED);
+    ld_test_await_ok(ld_event_forwarder_close(fw)); /* again */
+    ld_event_forwarder_free(fw);
+}
+END_TEST
+
+START_TEST(test_forwarder_holds_at_most_its_bound_and_five_posts_at_once)
+{
+    E.hold = true;
+    ld_event_forwarder *fw = forwarder_to(NULL, 16 * 1024);
+    char body[1000];
+    memset(body, 'x', sizeof body);
+    /* each counts 2024 bytes: 8 fit in 16 KiB */
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, body, sizeof body), 0);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, body, sizeof body), LD_EBUSY);
+    run_until_seen(5);
+    for (int i = 0; i < 50; i++)
+        event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert_int_eq(E.n, 5); /* five at once */
+    ld_event_forwarder_stats st = stats_of(fw);
+    ck_assert(st.queued == 8 && st.refused == 1 && st.bytes == 8 * 2024);
+    E.hold = false;
+    release_held();
+    ld_future *closed = ld_event_forwarder_close(fw);
+    ld_test_await_ok(closed);
+    ck_assert_int_eq(E.n, 8);
+    st = stats_of(fw);
+    ck_assert(st.forwarded == 8 && st.queued == 0 && st.bytes == 0);
+    ld_event_forwarder_free(fw);
+}
+END_TEST
+
+START_TEST(test_forwarder_memory_stays_bounded_with_a_service_that_never_answers)
+{
+    E.hold = true;
+    ld_event_forwarder *fw = forwarder_to(NULL, 1024 * 1024);
+    char body[4096];
+    memset(body, 'y', sizeof body);
+    long before = 0;
+    int refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        if (i == 1000)
+            before = ld_test_rss_kb();
+        int rc = ld_event_forwarder_post(fw, "/bulk", NULL, body, sizeof body);
+        ck_assert(rc == 0 || rc == LD_EBUSY);
+        refused += rc == LD_EBUSY;
+        if (i % 100 == 0)
+            event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    long after = ld_test_rss_kb();
+    ld_event_forwarder_stats st = stats_of(fw);
+    ck_assert_uint_le(st.bytes, 1024 * 1024);
+    ck_assert_int_gt(refused, 19000);
+    ck_assert_uint_eq(st.refused, (uint64_t)refused);
+    /* the bound is the forwarder's; RSS also counts what sanitizers and
+     * valgrind keep, so it is checked in plain builds */
+    if (before > 0 && after > 0 && !LD_TEST_SANITIZED && !getenv("LDASYNC_VALGRIND"))
+        ck_assert_msg(after - before < 4096, "RSS grew by %ld kB", after - before);
+    /* freed with posts waiting and under way, a close pending */
+    ld_future *closed = ld_event_forwarder_close(fw);
+    ld_event_forwarder_free(fw);
+    ld_test_expect_error(closed, LD_ECANCELED, NULL);
+}
+END_TEST
+
+START_TEST(test_forwarder_drops_what_the_service_refuses)
+{
+    E.nstatuses = 2;
+    E.statuses[0] = 401; /* not retried: dropped */
+    E.statuses[1] = 503; /* retried after a second: taken */
+    ld_event_forwarder *fw = forwarder_to(NULL, 0);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[1]", 3), 0);
+    run_until_seen(1);
+    ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[2]", 3), 0);
+    ld_test_await_ok(ld_event_forwarder_close(fw));
+    ck_assert_int_eq(E.n, 3);
+    ld_event_forwarder_stats st = stats_of(fw);
+    ck_assert_msg(st.forwarded == 1 && st.dropped == 1, "forwarded %llu dropped %llu",
+                  (unsigned long long)st.forwarded, (unsigned long long)st.dropped);
+    ld_event_forwarder_free(fw);
+}
+END_TEST
+
+START_TEST(test_forwarder_allocation_failures)
+{
+    ld_net_config *c = ld_net_config_new(KEY);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, E.url), 0);
+    const char *h[] = {"Content-Type: application/json", "X-LaunchDarkly-Event-Schema: 4", NULL};
+    __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
+    for (long n = 1;; n++) {
+        E.n = 0;
+        CHAOS_BEGIN(n);
+        ld_event_forwarder *fw = ld_event_forwarder_new(B, c, 0);
+        int queued = 0;
+        for (int i = 0; fw && i < 3; i++) {
+            int rc = ld_event_forwarder_post(fw, i == 2 ? "/mobile" : "/bulk", h, "[]", 2);
+            ck_assert(rc == 0 || rc == LD_ENOMEM);
+            queued += rc == 0;
+        }
+        ld_future *closed = fw ? ld_event_forwarder_close(fw) : NULL;
+        if (closed) {
+            for (int k = 0; k < 20000 && ld_future_is_pending(closed); k++)
+                event_base_loop(B, EVLOOP_ONCE);
+            ck_assert(!ld_future_is_pending(closed));
+            if (ld_future_is_rejected(closed))
+                ck_assert_int_eq(ld_future_error(closed), LD_ENOMEM);
+            ld_future_unref(closed);
+        }
+        ld_event_forwarder_stats st = {0};
+        if (fw)
+            ld_event_forwarder_stats_get(fw, &st);
+        bool failed = chaos_end(n);
+        ld_event_forwarder_free(fw);
+        if (!failed) {
+            ck_assert_int_eq(queued, 3);
+            ck_assert_uint_eq(st.forwarded, 3);
+            ck_assert_int_eq(E.n, 3);
+            break;
+        }
+        ck_assert_uint_eq(st.forwarded + st.dropped + st.queued, (uint64_t)queued);
+    }
+    __atomic_store_n(&ld__http_spare_curl, false, __ATOMIC_RELAXED);
+    ld_net_config_free(c);
+}
+END_TEST
+
+Suite *ld_suite_event_forwarder(void)
+{
+    Suite *s = suite_create("event_forwarder");
+    TCase *tc = tcase_create("forwarding");
+    tcase_add_checked_fixture(tc, events_up, events_down);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_forwarder_refuses_bad_input);
+    tcase_add_test(tc, test_forwarder_passes_the_payload_and_its_lines_unchanged);
+    tcase_add_test(tc, test_forwarder_holds_at_most_its_bound_and_five_posts_at_once);
+    tcase_add_test(tc, test_forwarder_memory_stays_bounded_with_a_service_that_never_answers);
+    tcase_add_test(tc, test_forwarder_drops_what_the_service_refuses);
+    tcase_add_test(tc, test_forwarder_allocation_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}
 
 Suite *ld_suite_event_sender(void)
 {
