@@ -73,17 +73,19 @@ json_t *ld__ctx_format(const struct ld__ctx_format *f, const ld_context *ctx,
  * 4.4):
  *   {"kind": "summary", "startDate": ms, "endDate": ms,
  *    "features": {"<flag key>": {"default": the first default seen,
- *      "contextKinds": [the kinds of the contexts evaluated, each once],
+ *      "contextKinds": [the kinds of the contexts evaluated, each once, in
+ *                       byte (strcmp) order],
  *      "counters": [{"value": the first value seen, "count": n,
  *                    "variation": i (when known),
  *                    "version": v | "unknown": true}, ...]}, ...}}
  * one counter per (variation, flag version) pair, flags and counters in
  * the order they were first recorded.
  *
- * Recording is constant time and allocates nothing once the flag, its
- * (variation, version) pair and the context's kinds have been seen (also
- * across flushes: a flush keeps what was seen, with counts at zero, and
- * drops only the flags not recorded since the flush before). Values are
+ * Recording takes constant time for a context of few kinds (it walks the
+ * context's kinds and the flag's, both sorted, once) and allocates nothing
+ * once the flag, its (variation, version) pair and the context's kinds have
+ * been seen (also across flushes: a flush keeps what was seen, with counts
+ * at zero, and drops only the flags not recorded since the flush before). Values are
  * kept by reference, taken when a counter or a flag's default is first
  * recorded in a flush interval. Not thread-safe: one thread (the loop's)
  * at a time.

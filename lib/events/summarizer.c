@@ -8,9 +8,10 @@
  * an open-addressing table of their indices. A flag's counters are in an
  * array too; those of one version of the flag (the newest recorded) are
  * also found by variation index in `by_var`, so that a record is a hash, a
- * probe and an index. What a flush does not send stays (with counts at
- * zero), so that recording allocates only on the first sight of a flag, a
- * pair or a kind; a flag not recorded in a whole interval is dropped.
+ * probe and an index; its context kinds are kept in the order of a
+ * context's (strcmp), so that one walk of both finds a context's. What a flush does not send stays
+ * (with counts at zero), so that recording allocates only on the first sight of a flag, a pair or a
+ * kind; a flag not recorded in a whole interval is dropped.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 
 #include "core/core-internal.h"
 #include "events/events-internal.h"
+#include "model/model-internal.h"
 
 /* Variation indices below this are found by index; others (which only a
  * flag with that many variations gives) by a scan of the counters. */
@@ -36,7 +38,8 @@ struct counter {
 struct kind {
     char *name;
     size_t len;
-    bool seen; /* in this interval */
+    bool seen;  /* in this interval */
+    bool fresh; /* added by the record under way */
 };
 
 struct flag {
@@ -251,42 +254,66 @@ static struct counter *counter_get(struct flag *f, int64_t version, int variatio
     return c;
 }
 
-/* Finds or adds each kind of `ctx` in f->kinds (not yet marked seen).
- * 0, or -1 when memory ran out (some may have been added). */
+/* The kind of the individual context `i` of `ctx`. */
+static const char *kind_of(const ld_context *ctx, size_t i)
+{
+    return json_string_value(ld__context_part(ctx, i)->kind);
+}
+
+/* Adds each kind of `ctx` not yet in f->kinds (unseen, marked fresh).
+ * Both lists are in strcmp order, so that one walk of each does it. 0, or
+ * -1 when memory ran out (the fresh ones stay: kinds_drop_fresh()). */
 static int kinds_add(struct flag *f, const ld_context *ctx)
 {
-    size_t n = ld_context_kind_count(ctx);
+    size_t n = ld_context_kind_count(ctx), j = 0;
     for (size_t k = 0; k < n; k++) {
-        const char *name = ld_context_kind(ctx, k);
-        size_t len = strlen(name);
-        bool found = false;
-        for (size_t i = 0; i < f->nk && !found; i++)
-            found = f->kinds[i].len == len && memcmp(f->kinds[i].name, name, len) == 0;
-        if (found)
+        const char *name = kind_of(ctx, k);
+        while (j < f->nk && strcmp(f->kinds[j].name, name) < 0)
+            j++;
+        if (j < f->nk && strcmp(f->kinds[j].name, name) == 0) {
+            j++;
             continue;
+        }
+        /* first sight */
         if (reserve((void **)&f->kinds, &f->capk, f->nk + 1, sizeof *f->kinds) != 0)
             return -1;
+        size_t len = strlen(name);
         char *copy = ld__malloc(len + 1);
         if (!copy)
             return -1;
         memcpy(copy, name, len + 1);
-        f->kinds[f->nk++] = (struct kind){copy, len, false};
+        memmove(&f->kinds[j + 1], &f->kinds[j], (f->nk - j) * sizeof *f->kinds);
+        f->kinds[j++] = (struct kind){copy, len, false, true};
+        f->nk++;
     }
     return 0;
 }
 
-/* Marks the kinds of `ctx` seen (all in f->kinds). */
+/* Takes back the kinds kinds_add() added in a record that failed. */
+static void kinds_drop_fresh(struct flag *f)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < f->nk; i++) {
+        if (f->kinds[i].fresh)
+            ld__free(f->kinds[i].name);
+        else
+            f->kinds[kept++] = f->kinds[i];
+    }
+    f->nk = kept;
+}
+
+/* Marks the kinds of `ctx` seen (all in f->kinds), in one walk of each. */
 static void kinds_see(struct flag *f, const ld_context *ctx)
 {
-    size_t n = ld_context_kind_count(ctx);
+    size_t n = ld_context_kind_count(ctx), j = 0;
     for (size_t k = 0; k < n; k++) {
-        const char *name = ld_context_kind(ctx, k);
-        size_t len = strlen(name);
-        for (size_t i = 0; i < f->nk; i++) {
-            if (f->kinds[i].len == len && memcmp(f->kinds[i].name, name, len) == 0) {
-                f->kinds[i].seen = true;
-                break;
-            }
+        const char *name = kind_of(ctx, k);
+        while (j < f->nk && strcmp(f->kinds[j].name, name) < 0)
+            j++;
+        if (j < f->nk) { /* there: kinds_add() saw to it */
+            f->kinds[j].seen = true;
+            f->kinds[j].fresh = false;
+            j++;
         }
     }
 }
@@ -332,16 +359,14 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
     struct flag *f = flag_get(s, key, len);
     if (!f)
         return LD_ENOMEM;
-    size_t nc = f->nc, nk = f->nk;
+    size_t nc = f->nc;
     struct counter *c = counter_get(f, version, variation);
     if (!c)
         return LD_ENOMEM;
     if (ctx && kinds_add(f, ctx) != 0) {
         /* take back what this record added: the order of counters and
          * kinds is the order of the records that counted */
-        for (size_t i = nk; i < f->nk; i++)
-            ld__free(f->kinds[i].name);
-        f->nk = nk;
+        kinds_drop_fresh(f);
         if (f->nc > nc) {
             f->nc = nc;
             if (mapped(f, version, variation) && (size_t)(variation + 1) < f->nvar &&

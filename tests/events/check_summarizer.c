@@ -181,8 +181,9 @@ START_TEST(test_reset_between_flushes)
 }
 END_TEST
 
-/* contextKinds: each kind once, in the order first seen, multi-kind
- * contexts contributing each of theirs; none for a NULL context. */
+/* contextKinds: each kind once, in byte order (LaunchDarkly's SDKs keep
+ * them in a set: no order), multi-kind contexts contributing each of
+ * theirs; none for a NULL context. */
 START_TEST(test_context_kinds_union)
 {
     struct ld__summarizer *s = ld__summarizer_new();
@@ -196,7 +197,7 @@ START_TEST(test_context_kinds_union)
     ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, u, 1), 0);
     ck_assert_int_eq(rec(s, "g", 1, 0, NULL, NULL, NULL, 1), 0);
     check_flush(s, "{\"kind\":\"summary\",\"startDate\":1,\"endDate\":1,\"features\":{"
-                   "\"f\":{\"default\":null,\"contextKinds\":[\"user\",\"org\",\"device\"],"
+                   "\"f\":{\"default\":null,\"contextKinds\":[\"device\",\"org\",\"user\"],"
                    "\"counters\":[{\"value\":null,\"count\":4,\"variation\":0,\"version\":1}]},"
                    "\"g\":{\"default\":null,\"contextKinds\":[],"
                    "\"counters\":[{\"value\":null,\"count\":1,\"variation\":0,\"version\":1}]}}}");
@@ -207,6 +208,51 @@ START_TEST(test_context_kinds_union)
     ld_context_unref(u);
     ld_context_unref(m);
     ld_context_unref(d);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* A multi-kind context of the kinds k<from>..k<to - 1> (4 digits). */
+static ld_context *kinds_ctx(int from, int to)
+{
+    json_t *j = json_pack("{s:s}", "kind", "multi");
+    char kind[16];
+    for (int i = from; i < to; i++) {
+        snprintf(kind, sizeof kind, "k%04d", i);
+        json_object_set_new(j, kind, json_pack("{s:s}", "key", "x"));
+    }
+    ld_context *c = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(c);
+    json_decref(j);
+    return c;
+}
+
+/* Contexts of many kinds: the union is right (each kind once, in order),
+ * and a context whose kinds were all seen records without allocating. */
+START_TEST(test_many_kinds)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *a = kinds_ctx(0, 1000), *b = kinds_ctx(500, 1500), *c = kinds_ctx(1490, 1491);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, b, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, a, 1), 0);
+    CHAOS_BEGIN(1);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, a, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, c, 1), 0);
+    ck_assert_msg(!chaos_end(1), "recording seen kinds allocated");
+    json_t *out = NULL;
+    ck_assert_int_eq(ld__summarizer_flush(s, &out), 0);
+    json_t *kinds =
+        json_object_get(json_object_get(json_object_get(out, "features"), "f"), "contextKinds");
+    ck_assert_int_eq(json_array_size(kinds), 1500);
+    char kind[16];
+    for (int i = 0; i < 1500; i++) {
+        snprintf(kind, sizeof kind, "k%04d", i);
+        ck_assert_str_eq(json_string_value(json_array_get(kinds, (size_t)i)), kind);
+    }
+    json_decref(out);
+    ld_context_unref(a);
+    ld_context_unref(b);
+    ld_context_unref(c);
     ld__summarizer_free(s);
 }
 END_TEST
@@ -428,6 +474,7 @@ Suite *ld_suite_summarizer(void)
     tcase_add_test(tc, test_unknown_flag);
     tcase_add_test(tc, test_reset_between_flushes);
     tcase_add_test(tc, test_context_kinds_union);
+    tcase_add_test(tc, test_many_kinds);
     tcase_add_test(tc, test_many_flags_and_odd_keys);
     tcase_add_test(tc, test_invalid_arguments);
     tcase_add_test(tc, test_values_held_by_reference);
