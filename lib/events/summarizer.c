@@ -108,14 +108,26 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size)
 
 /* ---- flags by key ----------------------------------------------------------- */
 
+/* A hash of the key, 8 bytes at a time (the table compares the whole hash
+ * and then the key, so it needs only to spread keys). */
 static uint64_t hash_key(const char *s, size_t len)
 {
-    uint64_t h = UINT64_C(14695981039346656037); /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= UINT64_C(1099511628211);
+    const uint64_t m = UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t h = len * m, w;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * m;
+        h ^= h >> 29;
     }
-    return h;
+    if (i < len) {
+        w = 0;
+        memcpy(&w, s + i, len - i);
+        h = (h ^ w) * m;
+        h ^= h >> 29;
+    }
+    h *= m;
+    return h ^ (h >> 32);
 }
 
 /* The slot of the flag `key` (`len` bytes, hash `h`), or the empty slot
@@ -265,12 +277,13 @@ static const char *kind_of(const ld_context *ctx, size_t i)
  * -1 when memory ran out (the fresh ones stay: kinds_drop_fresh()). */
 static int kinds_add(struct flag *f, const ld_context *ctx)
 {
-    size_t n = ld_context_kind_count(ctx), j = 0;
+    size_t n = ctx->n, j = 0;
     for (size_t k = 0; k < n; k++) {
         const char *name = kind_of(ctx, k);
-        while (j < f->nk && strcmp(f->kinds[j].name, name) < 0)
+        int cmp = 1;
+        while (j < f->nk && (cmp = strcmp(f->kinds[j].name, name)) < 0)
             j++;
-        if (j < f->nk && strcmp(f->kinds[j].name, name) == 0) {
+        if (j < f->nk && cmp == 0) {
             j++;
             continue;
         }
@@ -305,7 +318,7 @@ static void kinds_drop_fresh(struct flag *f)
 /* Marks the kinds of `ctx` seen (all in f->kinds), in one walk of each. */
 static void kinds_see(struct flag *f, const ld_context *ctx)
 {
-    size_t n = ld_context_kind_count(ctx), j = 0;
+    size_t n = ctx->n, j = 0;
     for (size_t k = 0; k < n; k++) {
         const char *name = kind_of(ctx, k);
         while (j < f->nk && strcmp(f->kinds[j].name, name) < 0)
