@@ -217,8 +217,10 @@ static void remap(struct flag *f, int64_t version)
         memset(f->by_var, 0, f->nvar * sizeof *f->by_var);
     for (size_t i = 0; i < f->nc; i++) {
         const struct counter *c = &f->counters[i];
-        if (c->version == version && (size_t)(c->variation + 1) < f->nvar)
-            f->by_var[c->variation + 1] = (uint32_t)(i + 1);
+        /* as size_t before the + 1: a variation may be INT_MAX */
+        size_t slot = (size_t)c->variation + 1; /* -1 (none): 0 */
+        if (c->version == version && slot < f->nvar)
+            f->by_var[slot] = (uint32_t)(i + 1);
     }
 }
 

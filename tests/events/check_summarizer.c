@@ -8,6 +8,7 @@
  * turn.
  */
 #include <check.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,8 +258,8 @@ START_TEST(test_many_kinds)
 }
 END_TEST
 
-/* Many flags (the table grows), keys with NUL bytes and a large variation
- * index (found by a scan): each counted apart. */
+/* Many flags (the table grows), keys with NUL bytes and large variation
+ * indices (found by a scan, INT_MAX too): each counted apart. */
 START_TEST(test_many_flags_and_odd_keys)
 {
     struct ld__summarizer *s = ld__summarizer_new();
@@ -271,10 +272,19 @@ START_TEST(test_many_flags_and_odd_keys)
     ck_assert_int_eq(ld__summarizer_record(s, "a\0b", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
     ck_assert_int_eq(ld__summarizer_record(s, "a\0c", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
     ck_assert_int_eq(ld__summarizer_record(s, "a\0c", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
+    /* the largest variation index, then a newer version (which remaps) */
+    ck_assert_int_eq(rec(s, "big", 5, INT_MAX, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(rec(s, "big", 6, 0, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(rec(s, "big", 5, INT_MAX, NULL, NULL, NULL, 1), 0);
     json_t *got = NULL;
     ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
     json_t *features = json_object_get(got, "features");
-    ck_assert_int_eq(json_object_size(features), 502);
+    ck_assert_int_eq(json_object_size(features), 503);
+    json_t *big = json_object_get(json_object_get(features, "big"), "counters");
+    ck_assert_int_eq(json_array_size(big), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(big, 0), "variation")),
+                     INT_MAX);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(big, 0), "count")), 2);
     for (int i = 0; i < 500; i++) {
         snprintf(key, sizeof key, "flag-%d", i);
         json_t *c = json_array_get(json_object_get(json_object_get(features, key), "counters"), 0);
