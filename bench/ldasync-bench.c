@@ -38,6 +38,10 @@
 
 #include <ldasync/ldasync.h>
 
+/* The summarizer is internal: lib/events/summarizer.c is compiled into
+ * this program (Makefile.am), with tests/internal_alloc.c's ld__malloc. */
+#include "events/events-internal.h"
+
 static int json_out;
 static int runs = 7;
 
@@ -2396,6 +2400,61 @@ static double bench_stream_patch_p99(struct event_base *base, long ops)
     return stream_patch(base, ops, true);
 }
 
+/* ---- events ------------------------------------------------------------- */
+
+/* Recording evaluations into the summarizer in the steady state (every
+ * flag and variation seen before the clock starts): `nflags` flags of 2
+ * variations, one user context; each op one record, the flag and
+ * variation of op i fixed by i (all in cache for 1 flag, spread for 1,000). */
+static double summary_record(long ops, long nflags)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context_builder *b = ld_context_builder_new("user", "user-1");
+    ld_context *c = ld_context_builder_build(b, NULL);
+    ld_context_builder_free(b);
+    char(*keys)[32] = malloc((size_t)nflags * sizeof(*keys));
+    size_t *lens = malloc((size_t)nflags * sizeof(*lens));
+    if (!s || !c || !keys || !lens)
+        exit(1);
+    for (long i = 0; i < nflags; i++) {
+        flag_key(keys[i], sizeof(keys[i]), i);
+        lens[i] = strlen(keys[i]);
+    }
+    json_t *values[2] = {json_false(), json_true()};
+    for (long i = 0; i < 2 * nflags; i++)
+        ld__summarizer_record(s, keys[i / 2], lens[i / 2], 7, (int)(i % 2), values[i % 2],
+                              json_false(), c, 1);
+    int bad = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        long f = (i * 7919) % nflags;
+        bad |= ld__summarizer_record(s, keys[f], lens[f], 7, (int)(i & 1), values[i & 1],
+                                     json_false(), c, 1 + (i >> 10));
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    json_t *out = NULL;
+    if (bad || ld__summarizer_flush(s, &out) != 0 || !out)
+        exit(1);
+    json_decref(out);
+    ld__summarizer_free(s);
+    ld_context_unref(c);
+    free(keys);
+    free(lens);
+    return ns;
+}
+
+static double bench_summary_record(struct event_base *base, long ops)
+{
+    (void)base;
+    return summary_record(ops, 1);
+}
+
+static double bench_summary_record_1k(struct event_base *base, long ops)
+{
+    (void)base;
+    return summary_record(ops, 1000);
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -2455,6 +2514,8 @@ static const struct workload workloads[] = {
     {"eval.compile.in_1m.pass_ms", 3, bench_compile_in_pass, 1},
     {"eval.big_segment", 200000, bench_eval_big_segment, 0},
     {"eval.big_segment.store", 200000, bench_eval_big_segment_store, 0},
+    {"events.summary_record", 10000000, bench_summary_record, 0},
+    {"events.summary_record.1k_flags", 10000000, bench_summary_record_1k, 0},
     {"file.load_stall_ms", 1, bench_file_load_stall, 1},
     {"file.load_busy_ms", 1, bench_file_load_busy, 1},
     {"file.idle_stall_ms", 1, bench_file_idle_stall, 1},

@@ -14,29 +14,9 @@
 #include "core/core-internal.h"
 #include "model/model-internal.h"
 
-/* One individual context. Every json_t here is owned and never modified
- * after the context is made. */
-struct part {
-    json_t *kind;  /* string */
-    json_t *key;   /* string */
-    json_t *attrs; /* object: "name" and custom attributes, no nulls; never
-                      "kind", "key", "anonymous" or "_meta" */
-    json_t *priv;  /* array of attribute reference strings */
-    bool anonymous;
-};
-
 /* Above this many kinds a context gets a hash table of them: the evaluator
  * looks a kind up per clause, and a context may have thousands. */
 enum { HASHED_KINDS = 8 };
-
-struct ld_context {
-    atomic_size_t refs;
-    char *fqkey;
-    uint64_t *slots; /* when n > HASHED_KINDS: (hash << 32 | index + 1), 0 empty */
-    size_t mask;     /* slots - 1, a power of two - 1, at least 2n - 1 */
-    size_t n;
-    struct part parts[]; /* sorted by kind */
-};
 
 struct ld_context_builder {
     char *kind;
@@ -107,7 +87,7 @@ static json_t *copy_value(const json_t *v, bool deep)
 
 /* ---- making contexts ---------------------------------------------------- */
 
-static void part_clear(struct part *p)
+static void part_clear(struct ld__context_part *p)
 {
     json_decref(p->kind);
     json_decref(p->key);
@@ -118,7 +98,7 @@ static void part_clear(struct part *p)
 
 static ld_context *ctx_alloc(size_t n)
 {
-    ld_context *c = ld__calloc(1, sizeof *c + n * sizeof(struct part));
+    ld_context *c = ld__calloc(1, sizeof *c + n * sizeof(struct ld__context_part));
     if (!c)
         return NULL;
     atomic_init(&c->refs, 1);
@@ -212,7 +192,7 @@ static bool index_kinds(ld_context *c)
 
 static int cmp_parts(const void *a, const void *b)
 {
-    const struct part *x = a, *y = b;
+    const struct ld__context_part *x = a, *y = b;
     return strcmp(json_string_value(x->kind), json_string_value(y->kind));
 }
 
@@ -228,7 +208,7 @@ static ld_context *ctx_finish(ld_context *c, const char **why)
             return NULL;
         }
     }
-    const struct part *p0 = &c->parts[0];
+    const struct ld__context_part *p0 = &c->parts[0];
     if (c->n == 1 && strcmp(json_string_value(p0->kind), "user") == 0) {
         c->fqkey = ld__strdup(json_string_value(p0->key));
     } else {
@@ -241,7 +221,7 @@ static ld_context *ctx_finish(ld_context *c, const char **why)
         if (c->fqkey) {
             char *o = c->fqkey;
             for (size_t i = 0; i < c->n; i++) {
-                const struct part *p = &c->parts[i];
+                const struct ld__context_part *p = &c->parts[i];
                 if (i)
                     *o++ = ':';
                 memcpy(o, json_string_value(p->kind), json_string_length(p->kind));
@@ -294,8 +274,8 @@ static json_t *literal_to_ref(const json_t *name)
 
 /* Copies the strings of `arr` (an array, or null / NULL) into p->priv,
  * literal names converted to references if `literal`. 0, or -1 with *why. */
-static int take_private(struct part *p, const json_t *arr, bool literal, const char *bad,
-                        const char **why)
+static int take_private(struct ld__context_part *p, const json_t *arr, bool literal,
+                        const char *bad, const char **why)
 {
     if (!arr || json_is_null(arr))
         return 0;
@@ -321,7 +301,7 @@ static int take_private(struct part *p, const json_t *arr, bool literal, const c
 
 /* Sets the attribute `name` of `p` to a deep copy of `v` (nulls skipped).
  * 0, or -1 with *why. */
-static int take_attr(struct part *p, const char *name, size_t len, const json_t *v,
+static int take_attr(struct ld__context_part *p, const char *name, size_t len, const json_t *v,
                      const char **why)
 {
     if (json_is_null(v))
@@ -339,7 +319,7 @@ static bool is(const char *s, size_t len, const char *lit)
 }
 
 /* The key of `obj` into p->key; `empty_ok` for old-style users. */
-static int take_key(struct part *p, const json_t *obj, bool empty_ok, const char **why)
+static int take_key(struct ld__context_part *p, const json_t *obj, bool empty_ok, const char **why)
 {
     const json_t *key = json_object_get(obj, "key");
     if (!key)
@@ -357,7 +337,8 @@ static int take_key(struct part *p, const json_t *obj, bool empty_ok, const char
     return 0;
 }
 
-static int part_init(struct part *p, const char *kind, size_t kind_len, const char **why)
+static int part_init(struct ld__context_part *p, const char *kind, size_t kind_len,
+                     const char **why)
 {
     p->kind = json_stringn_nocheck(kind, kind_len);
     p->attrs = json_object();
@@ -368,8 +349,8 @@ static int part_init(struct part *p, const char *kind, size_t kind_len, const ch
 }
 
 /* A new-style individual context from `obj` (an object), of kind `kind`. */
-static int parse_single(struct part *p, const char *kind, size_t kind_len, const json_t *obj,
-                        const char **why)
+static int parse_single(struct ld__context_part *p, const char *kind, size_t kind_len,
+                        const json_t *obj, const char **why)
 {
     if (part_init(p, kind, kind_len, why) != 0 || take_key(p, obj, false, why) != 0)
         return -1;
@@ -421,7 +402,7 @@ static const struct {
 };
 
 /* An old-style user (no "kind"). */
-static int parse_user(struct part *p, const json_t *obj, const char **why)
+static int parse_user(struct ld__context_part *p, const json_t *obj, const char **why)
 {
     if (part_init(p, "user", 4, why) != 0 || take_key(p, obj, true, why) != 0)
         return -1;
@@ -555,7 +536,7 @@ const char *ld_context_kind(const ld_context *ctx, size_t i)
     return ctx && i < ctx->n ? json_string_value(ctx->parts[i].kind) : NULL;
 }
 
-static bool part_is(const struct part *p, const char *kind, size_t len)
+static bool part_is(const struct ld__context_part *p, const char *kind, size_t len)
 {
     return json_string_length(p->kind) == len && memcmp(json_string_value(p->kind), kind, len) == 0;
 }
@@ -582,7 +563,7 @@ static int find_index(const ld_context *ctx, const char *kind, size_t len)
     return -1;
 }
 
-static const struct part *find(const ld_context *ctx, const char *kind)
+static const struct ld__context_part *find(const ld_context *ctx, const char *kind)
 {
     if (!ctx)
         return NULL;
@@ -594,7 +575,7 @@ static const struct part *find(const ld_context *ctx, const char *kind)
 
 const char *ld_context_key(const ld_context *ctx, const char *kind)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     return p ? json_string_value(p->key) : NULL;
 }
 
@@ -605,24 +586,24 @@ const char *ld_context_fully_qualified_key(const ld_context *ctx)
 
 bool ld_context_anonymous(const ld_context *ctx, const char *kind)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     return p && p->anonymous;
 }
 
 size_t ld_context_private_count(const ld_context *ctx, const char *kind)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     return p ? json_array_size(p->priv) : 0;
 }
 
 const char *ld_context_private(const ld_context *ctx, const char *kind, size_t i)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     return p ? json_string_value(json_array_get(p->priv, i)) : NULL;
 }
 
 /* The top-level attribute `name` (`len` bytes) of `p`. */
-static json_t *top(const struct part *p, const char *name, size_t len)
+static json_t *top(const struct ld__context_part *p, const char *name, size_t len)
 {
     if (len == 4 && memcmp(name, "kind", 4) == 0)
         return p->kind;
@@ -635,7 +616,7 @@ static json_t *top(const struct part *p, const char *name, size_t len)
 
 json_t *ld_context_get_literal(const ld_context *ctx, const char *kind, const char *name)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     if (!p || !name || !*name)
         return NULL;
     return top(p, name, strlen(name));
@@ -643,7 +624,7 @@ json_t *ld_context_get_literal(const ld_context *ctx, const char *kind, const ch
 
 json_t *ld_context_get(const ld_context *ctx, const char *kind, const char *ref)
 {
-    const struct part *p = find(ctx, kind);
+    const struct ld__context_part *p = find(ctx, kind);
     if (!p || !ref || !*ref)
         return NULL;
     if (ref[0] != '/')
@@ -695,7 +676,7 @@ json_t *ld_context_get(const ld_context *ctx, const char *kind, const char *ref)
 
 /* ---- JSON out ----------------------------------------------------------- */
 
-static json_t *part_to_json(const struct part *p, bool with_kind)
+static json_t *part_to_json(const struct ld__context_part *p, bool with_kind)
 {
     json_t *o = copy_value(p->attrs, true);
     if (!o)
@@ -752,7 +733,7 @@ static json_t *ref_to_literal(const json_t *ref)
 }
 
 /* An old-style user: the only form in which the key may be empty. */
-static json_t *old_user_to_json(const struct part *p)
+static json_t *old_user_to_json(const struct ld__context_part *p)
 {
     json_t *o = json_object();
     if (!o || json_object_set_new(o, "key", json_copy(p->key)) != 0 ||
@@ -901,7 +882,7 @@ ld_context *ld_context_builder_build(const ld_context_builder *b, const char **w
     ld_context *c = ctx_alloc(1);
     if (!c)
         return fail(why, NOMEM);
-    struct part *p = &c->parts[0];
+    struct ld__context_part *p = &c->parts[0];
     p->kind = json_string_nocheck(b->kind);
     p->key = json_string_nocheck(b->key);
     p->attrs = copy_value(b->attrs, false);
@@ -944,8 +925,8 @@ ld_context *ld_context_multi(const ld_context *const *parts, size_t n, const cha
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < parts[i]->n; j++) {
-            const struct part *from = &parts[i]->parts[j];
-            struct part *to = &c->parts[k++];
+            const struct ld__context_part *from = &parts[i]->parts[j];
+            struct ld__context_part *to = &c->parts[k++];
             /* copies, not shared: jansson's json_incref() reads the count
              * without an atomic load, a data race with another thread that
              * frees a context sharing the value (TSan) */

@@ -6,6 +6,7 @@
 #ifndef LDASYNC_MODEL_INTERNAL_H
 #define LDASYNC_MODEL_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,6 +85,42 @@ int ld__item_parse_hinted(const json_t *item, struct ld_item_info *info, const c
  * reference counts. `ctx` is never NULL here; `i` is below
  * ld_context_kind_count(). Every json_t is borrowed from the context.
  */
+
+/*
+ * The layout of a context, for the inline readers below (lib/events reads
+ * a context's attributes through them: a file compiled into the test
+ * program as well as into the library cannot call the library's ld__
+ * functions). Only context.c makes and changes contexts.
+ */
+
+/* One individual context. Every json_t here is owned and never modified
+ * after the context is made. */
+struct ld__context_part {
+    json_t *kind;  /* string */
+    json_t *key;   /* string */
+    json_t *attrs; /* object: "name" and custom attributes, no nulls; never
+                      "kind", "key", "anonymous" or "_meta" */
+    json_t *priv;  /* array of attribute reference strings */
+    bool anonymous;
+};
+
+struct ld_context {
+    atomic_size_t refs;
+    char *fqkey;
+    uint64_t *slots; /* when n > HASHED_KINDS (context.c): (hash << 32 | index + 1), 0 empty */
+    size_t mask;     /* slots - 1, a power of two - 1, at least 2n - 1 */
+    size_t n;
+    struct ld__context_part parts[]; /* sorted by kind */
+};
+
+/* The `i`th individual context of `ctx` (kinds in byte order), borrowed:
+ * its kind and key (strings), whether it is anonymous, its attributes (an
+ * object of "name" and the custom attributes, in the order they were set)
+ * and its private attribute references (an array of strings). */
+static inline const struct ld__context_part *ld__context_part(const ld_context *ctx, size_t i)
+{
+    return &ctx->parts[i];
+}
 
 /* The index of the individual context of kind `kind` (`len` bytes), or -1. */
 int ld__context_find(const ld_context *ctx, const char *kind, size_t len);

@@ -1,0 +1,533 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The summary of evaluations (events-internal.h): counters per flag,
+ * variation and flag version, as LaunchDarkly's SDKs send them in the
+ * summary event.
+ *
+ * Flags are in an array, in the order first recorded, found by key through
+ * an open-addressing table of their indices. A flag's counters are in an
+ * array too; those of one version of the flag (the newest recorded) are
+ * also found by variation index in `by_var`, so that a record is a hash, a
+ * probe and an index; its context kinds are kept in the order of a
+ * context's (strcmp), so that one walk of both finds a context's. What a flush does not send stays
+ * (with counts at zero), so that recording allocates only on the first sight of a flag, a pair or a
+ * kind; a flag not recorded in a whole interval is dropped.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <ldasync/context.h>
+#include <ldasync/error.h>
+
+#include "core/core-internal.h"
+#include "events/events-internal.h"
+#include "model/model-internal.h"
+
+/* Variation indices below this are found by index; others (which only a
+ * flag with that many variations gives) by a scan of the counters. */
+enum { MAPPED_VARIATIONS = 1024 };
+
+struct counter {
+    int64_t version; /* LD__NO_VERSION: the flag was unknown */
+    int variation;   /* LD__NO_VARIATION: none */
+    uint64_t count;  /* in this interval */
+    json_t *value;   /* the first value of the interval (held), or NULL */
+};
+
+struct kind {
+    char *name;
+    size_t len;
+    bool seen;  /* in this interval */
+    bool fresh; /* added by the record under way */
+};
+
+struct flag {
+    char *key;
+    size_t len;
+    uint64_t hash;
+    bool active; /* recorded in this interval */
+    json_t *def; /* the first default of the interval (held), or NULL */
+    struct counter *counters;
+    size_t nc, capc;
+    int64_t map_version; /* the version whose counters by_var finds */
+    uint32_t *by_var;    /* [variation + 1]: index + 1 in counters, 0: none */
+    size_t nvar;
+    struct kind *kinds;
+    size_t nk, capk;
+};
+
+struct ld__summarizer {
+    struct flag *flags;
+    size_t n, cap;
+    uint32_t *slots; /* index + 1 in flags, 0: empty; mask + 1 of them */
+    size_t mask;
+    bool any; /* something recorded in this interval */
+    int64_t start, end;
+};
+
+/* ---- values held by reference ------------------------------------------- */
+
+/* Takes a reference to `v` (NULL: JSON null), atomically: values come from
+ * flags and callers that other threads may release. */
+static json_t *hold(json_t *v)
+{
+    if (!v)
+        return json_null();
+    if (!ld__json_immortal(v))
+        ld__json_incref(v);
+    return v;
+}
+
+static void release(json_t *v)
+{
+    if (v && !ld__json_immortal(v))
+        ld__json_decref(v);
+}
+
+/* ---- growing arrays ------------------------------------------------------- */
+
+/* Makes room for `need` elements of `size` bytes in *p (capacity *cap),
+ * doubling. 0 or -1 (nothing changed). */
+static int reserve(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 4;
+    while (n < need)
+        n *= 2;
+    if (n > SIZE_MAX / size)
+        return -1;
+    void *q = ld__realloc(*p, n * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* ---- flags by key ----------------------------------------------------------- */
+
+/* A hash of the key, 8 bytes at a time (the table compares the whole hash
+ * and then the key, so it needs only to spread keys). */
+static uint64_t hash_key(const char *s, size_t len)
+{
+    const uint64_t m = UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t h = len * m, w;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * m;
+        h ^= h >> 29;
+    }
+    if (i < len) {
+        w = 0;
+        memcpy(&w, s + i, len - i);
+        h = (h ^ w) * m;
+        h ^= h >> 29;
+    }
+    h *= m;
+    return h ^ (h >> 32);
+}
+
+/* The slot of the flag `key` (`len` bytes, hash `h`), or the empty slot
+ * where it would go. */
+static size_t probe(const struct ld__summarizer *s, const char *key, size_t len, uint64_t h)
+{
+    size_t i = (size_t)h & s->mask;
+    for (;; i = (i + 1) & s->mask) {
+        uint32_t x = s->slots[i];
+        if (!x)
+            return i;
+        const struct flag *f = &s->flags[x - 1];
+        if (f->hash == h && f->len == len && memcmp(f->key, key, len) == 0)
+            return i;
+    }
+}
+
+/* Puts every flag in a table of `size` slots (a power of two). */
+static void rehash(struct ld__summarizer *s, uint32_t *slots, size_t size)
+{
+    memset(slots, 0, size * sizeof *slots);
+    s->slots = slots;
+    s->mask = size - 1;
+    for (size_t k = 0; k < s->n; k++) {
+        const struct flag *f = &s->flags[k];
+        s->slots[probe(s, f->key, f->len, f->hash)] = (uint32_t)(k + 1);
+    }
+}
+
+/* The flag `key`, added (inactive, with nothing counted) if new; NULL when
+ * memory ran out (nothing changed). */
+static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t len)
+{
+    uint64_t h = hash_key(key, len);
+    size_t i = probe(s, key, len, h);
+    if (s->slots[i])
+        return &s->flags[s->slots[i] - 1];
+    if (s->n >= UINT32_MAX - 1)
+        return NULL;
+    /* at most half full */
+    if ((s->n + 1) * 2 > s->mask + 1) {
+        size_t size = (s->mask + 1) * 2;
+        uint32_t *slots = ld__malloc(size * sizeof *slots);
+        if (!slots)
+            return NULL;
+        ld__free(s->slots);
+        rehash(s, slots, size);
+        i = probe(s, key, len, h);
+    }
+    if (reserve((void **)&s->flags, &s->cap, s->n + 1, sizeof *s->flags) != 0)
+        return NULL;
+    char *copy = ld__malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, key, len);
+    copy[len] = '\0';
+    struct flag *f = &s->flags[s->n];
+    memset(f, 0, sizeof *f);
+    f->key = copy;
+    f->len = len;
+    f->hash = h;
+    f->map_version = INT64_MIN;
+    s->slots[i] = (uint32_t)(++s->n);
+    return f;
+}
+
+static void flag_clear(struct flag *f)
+{
+    ld__free(f->key);
+    release(f->def);
+    for (size_t i = 0; i < f->nc; i++)
+        release(f->counters[i].value);
+    ld__free(f->counters);
+    ld__free(f->by_var);
+    for (size_t i = 0; i < f->nk; i++)
+        ld__free(f->kinds[i].name);
+    ld__free(f->kinds);
+}
+
+/* ---- counters ----------------------------------------------------------------- */
+
+/* Makes by_var find the counters of `version` (which is newer). */
+static void remap(struct flag *f, int64_t version)
+{
+    f->map_version = version;
+    if (f->nvar)
+        memset(f->by_var, 0, f->nvar * sizeof *f->by_var);
+    for (size_t i = 0; i < f->nc; i++) {
+        const struct counter *c = &f->counters[i];
+        /* as size_t before the + 1: a variation may be INT_MAX */
+        size_t slot = (size_t)c->variation + 1; /* -1 (none): 0 */
+        if (c->version == version && slot < f->nvar)
+            f->by_var[slot] = (uint32_t)(i + 1);
+    }
+}
+
+static bool mapped(const struct flag *f, int64_t version, int variation)
+{
+    return version == f->map_version && variation < MAPPED_VARIATIONS;
+}
+
+/* The counter of (variation, version), added (at zero) if new; NULL when
+ * memory ran out (nothing changed). */
+static struct counter *counter_get(struct flag *f, int64_t version, int variation)
+{
+    if (version > f->map_version)
+        remap(f, version);
+    if (mapped(f, version, variation) && (size_t)(variation + 1) < f->nvar) {
+        uint32_t x = f->by_var[variation + 1];
+        if (x)
+            return &f->counters[x - 1];
+    } else if (!mapped(f, version, variation)) {
+        for (size_t i = 0; i < f->nc; i++)
+            if (f->counters[i].version == version && f->counters[i].variation == variation)
+                return &f->counters[i];
+    }
+    /* first sight */
+    if (f->nc >= UINT32_MAX - 1 ||
+        reserve((void **)&f->counters, &f->capc, f->nc + 1, sizeof *f->counters) != 0)
+        return NULL;
+    if (mapped(f, version, variation)) {
+        size_t need = (size_t)variation + 2, old = f->nvar;
+        if (need > old) {
+            uint32_t *m = ld__realloc(f->by_var, need * sizeof *m);
+            if (!m)
+                return NULL;
+            memset(m + old, 0, (need - old) * sizeof *m);
+            f->by_var = m;
+            f->nvar = need;
+        }
+        f->by_var[variation + 1] = (uint32_t)(f->nc + 1);
+    }
+    struct counter *c = &f->counters[f->nc++];
+    c->version = version;
+    c->variation = variation;
+    c->count = 0;
+    c->value = NULL;
+    return c;
+}
+
+/* The kind of the individual context `i` of `ctx`. */
+static const char *kind_of(const ld_context *ctx, size_t i)
+{
+    return json_string_value(ld__context_part(ctx, i)->kind);
+}
+
+/* Adds each kind of `ctx` not yet in f->kinds (unseen, marked fresh).
+ * Both lists are in strcmp order, so that one walk of each does it. 0, or
+ * -1 when memory ran out (the fresh ones stay: kinds_drop_fresh()). */
+static int kinds_add(struct flag *f, const ld_context *ctx)
+{
+    size_t n = ctx->n, j = 0;
+    for (size_t k = 0; k < n; k++) {
+        const char *name = kind_of(ctx, k);
+        int cmp = 1;
+        while (j < f->nk && (cmp = strcmp(f->kinds[j].name, name)) < 0)
+            j++;
+        if (j < f->nk && cmp == 0) {
+            j++;
+            continue;
+        }
+        /* first sight */
+        if (reserve((void **)&f->kinds, &f->capk, f->nk + 1, sizeof *f->kinds) != 0)
+            return -1;
+        size_t len = strlen(name);
+        char *copy = ld__malloc(len + 1);
+        if (!copy)
+            return -1;
+        memcpy(copy, name, len + 1);
+        memmove(&f->kinds[j + 1], &f->kinds[j], (f->nk - j) * sizeof *f->kinds);
+        f->kinds[j++] = (struct kind){copy, len, false, true};
+        f->nk++;
+    }
+    return 0;
+}
+
+/* Takes back the kinds kinds_add() added in a record that failed. */
+static void kinds_drop_fresh(struct flag *f)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < f->nk; i++) {
+        if (f->kinds[i].fresh)
+            ld__free(f->kinds[i].name);
+        else
+            f->kinds[kept++] = f->kinds[i];
+    }
+    f->nk = kept;
+}
+
+/* Marks the kinds of `ctx` seen (all in f->kinds), in one walk of each. */
+static void kinds_see(struct flag *f, const ld_context *ctx)
+{
+    size_t n = ctx->n, j = 0;
+    for (size_t k = 0; k < n; k++) {
+        const char *name = kind_of(ctx, k);
+        while (j < f->nk && strcmp(f->kinds[j].name, name) < 0)
+            j++;
+        if (j < f->nk) { /* there: kinds_add() saw to it */
+            f->kinds[j].seen = true;
+            f->kinds[j].fresh = false;
+            j++;
+        }
+    }
+}
+
+/* ---- the interface ------------------------------------------------------------ */
+
+struct ld__summarizer *ld__summarizer_new(void)
+{
+    struct ld__summarizer *s = ld__calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->mask = 15;
+    s->slots = ld__calloc(s->mask + 1, sizeof *s->slots);
+    if (!s->slots) {
+        ld__free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ld__summarizer_free(struct ld__summarizer *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        flag_clear(&s->flags[i]);
+    ld__free(s->flags);
+    ld__free(s->slots);
+    ld__free(s);
+}
+
+int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len, int64_t version,
+                          int variation, json_t *value, json_t *default_value,
+                          const ld_context *ctx, int64_t now_ms)
+{
+    if (!s || !key)
+        return LD_EINVAL;
+    if (version < 0)
+        version = LD__NO_VERSION;
+    if (variation < 0)
+        variation = LD__NO_VARIATION;
+    /* everything that may allocate first: on failure nothing is counted */
+    struct flag *f = flag_get(s, key, len);
+    if (!f)
+        return LD_ENOMEM;
+    size_t nc = f->nc;
+    struct counter *c = counter_get(f, version, variation);
+    if (!c)
+        return LD_ENOMEM;
+    if (ctx && kinds_add(f, ctx) != 0) {
+        /* take back what this record added: the order of counters and
+         * kinds is the order of the records that counted */
+        kinds_drop_fresh(f);
+        if (f->nc > nc) {
+            f->nc = nc;
+            if (mapped(f, version, variation) && (size_t)(variation + 1) < f->nvar &&
+                f->by_var[variation + 1] == nc + 1)
+                f->by_var[variation + 1] = 0;
+        }
+        return LD_ENOMEM;
+    }
+    if (c->count++ == 0) {
+        json_t *old = c->value;
+        c->value = hold(value);
+        release(old);
+    }
+    if (!f->active) {
+        json_t *old = f->def;
+        f->def = hold(default_value);
+        release(old);
+        f->active = true;
+    }
+    if (ctx)
+        kinds_see(f, ctx);
+    if (!s->any || now_ms < s->start)
+        s->start = now_ms;
+    if (!s->any || now_ms > s->end)
+        s->end = now_ms;
+    s->any = true;
+    return 0;
+}
+
+bool ld__summarizer_empty(const struct ld__summarizer *s)
+{
+    return !s || !s->any;
+}
+
+/* A copy of a held value for the summary (shares nothing with it). */
+static json_t *copy_of(const json_t *v)
+{
+    return json_deep_copy(v ? v : json_null());
+}
+
+/* The object of flag `f` in "features", or NULL when memory ran out. */
+static json_t *flag_json(const struct flag *f)
+{
+    json_t *o = json_object();
+    json_t *kinds = json_array();
+    json_t *counters = json_array();
+    if (!o || !kinds || !counters) {
+        json_decref(kinds);
+        json_decref(counters);
+        goto fail;
+    }
+    if (json_object_set_new_nocheck(o, "contextKinds", kinds) != 0) {
+        json_decref(counters);
+        goto fail;
+    }
+    if (json_object_set_new_nocheck(o, "counters", counters) != 0 ||
+        json_object_set_new_nocheck(o, "default", copy_of(f->def)) != 0)
+        goto fail;
+    for (size_t i = 0; i < f->nk; i++)
+        if (f->kinds[i].seen &&
+            json_array_append_new(kinds, json_stringn_nocheck(f->kinds[i].name, f->kinds[i].len)) !=
+                0)
+            goto fail;
+    for (size_t i = 0; i < f->nc; i++) {
+        const struct counter *c = &f->counters[i];
+        if (!c->count)
+            continue;
+        json_t *e = json_object();
+        if (json_array_append_new(counters, e) != 0 ||
+            json_object_set_new_nocheck(e, "value", copy_of(c->value)) != 0 ||
+            json_object_set_new_nocheck(e, "count", json_integer((json_int_t)c->count)) != 0 ||
+            (c->variation != LD__NO_VARIATION &&
+             json_object_set_new_nocheck(e, "variation", json_integer(c->variation)) != 0) ||
+            (c->version != LD__NO_VERSION
+                 ? json_object_set_new_nocheck(e, "version", json_integer(c->version))
+                 : json_object_set_new_nocheck(e, "unknown", json_true())) != 0)
+            goto fail;
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* The summary event, or NULL when memory ran out. */
+static json_t *summary_json(const struct ld__summarizer *s)
+{
+    json_t *ev = json_object();
+    json_t *features = json_object();
+    if (!ev || !features) {
+        json_decref(features);
+        goto fail;
+    }
+    if (json_object_set_new_nocheck(ev, "features", features) != 0 ||
+        json_object_set_new_nocheck(ev, "kind", json_string_nocheck("summary")) != 0 ||
+        json_object_set_new_nocheck(ev, "startDate", json_integer(s->start)) != 0 ||
+        json_object_set_new_nocheck(ev, "endDate", json_integer(s->end)) != 0)
+        goto fail;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct flag *f = &s->flags[i];
+        if (f->active && json_object_setn_new_nocheck(features, f->key, f->len, flag_json(f)) != 0)
+            goto fail;
+    }
+    return ev;
+fail:
+    json_decref(ev);
+    return NULL;
+}
+
+/* A new interval: counts at zero, values released, the flags of the
+ * interval that ends kept (what they have seen stays), the others dropped. */
+static void reset(struct ld__summarizer *s)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        struct flag *f = &s->flags[i];
+        if (!f->active) {
+            flag_clear(f);
+            continue;
+        }
+        f->active = false;
+        release(f->def);
+        f->def = NULL;
+        for (size_t k = 0; k < f->nc; k++) {
+            f->counters[k].count = 0;
+            release(f->counters[k].value);
+            f->counters[k].value = NULL;
+        }
+        for (size_t k = 0; k < f->nk; k++)
+            f->kinds[k].seen = false;
+        s->flags[kept++] = *f;
+    }
+    if (kept != s->n) {
+        s->n = kept;
+        rehash(s, s->slots, s->mask + 1);
+    }
+    s->any = false;
+}
+
+int ld__summarizer_flush(struct ld__summarizer *s, json_t **out)
+{
+    if (!s || !out)
+        return LD_EINVAL;
+    *out = NULL;
+    if (s->any && !(*out = summary_json(s)))
+        return LD_ENOMEM;
+    reset(s);
+    return 0;
+}

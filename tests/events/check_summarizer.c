@@ -1,0 +1,495 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * The summary of evaluations (lib/events/summarizer.c): the summary event
+ * LaunchDarkly's SDKs send, compared field by field:
+ * counts over many records, several versions of a flag, unknown flags,
+ * the reset at each flush, the union of context kinds; recording without
+ * allocating once things have been seen; and every allocation failing in
+ * turn.
+ */
+#include <check.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/context.h>
+#include <ldasync/error.h>
+
+#include "check_fail_alloc.h"
+#include "check_suites.h"
+#include "events/events-internal.h"
+
+static ld_context *ctx_of(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ld_context *c = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(c);
+    json_decref(j);
+    return c;
+}
+
+static ld_context *user(void)
+{
+    return ctx_of("{\"kind\":\"user\",\"key\":\"u\"}");
+}
+
+/* Records with a key given as a C string. */
+static int rec(struct ld__summarizer *s, const char *key, int64_t version, int variation,
+               json_t *value, json_t *def, const ld_context *c, int64_t now)
+{
+    return ld__summarizer_record(s, key, strlen(key), version, variation, value, def, c, now);
+}
+
+/* Flushes `s` and checks the summary equals `want` (JSON text; NULL: no
+ * summary), objects field by field, arrays in order. */
+static void check_flush(struct ld__summarizer *s, const char *want)
+{
+    json_t *got = (json_t *)1;
+    ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+    if (!want) {
+        ck_assert_ptr_null(got);
+        return;
+    }
+    ck_assert_ptr_nonnull(got);
+    json_t *w = json_loads(want, 0, NULL);
+    ck_assert_ptr_nonnull(w);
+    char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_msg(json_equal(got, w), "\n got  %s\n want %s", g, want);
+    free(g);
+    json_decref(w);
+    json_decref(got);
+}
+
+START_TEST(test_empty)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ck_assert_ptr_nonnull(s);
+    ck_assert(ld__summarizer_empty(s));
+    check_flush(s, NULL);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* Counts over many records of two variations; start and end the earliest
+ * and latest times, whatever the order they come in. */
+START_TEST(test_counts_many_records)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user();
+    json_t *on = json_string("on"), *off = json_string("off"), *def = json_string("dflt");
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(
+            rec(s, "f", 3, i % 3 == 0, i % 3 == 0 ? on : off, def, u, 1000 + (i * 7919) % 1000), 0);
+    ck_assert(!ld__summarizer_empty(s));
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":1000,\"endDate\":1999,\"features\":"
+                   "{\"f\":{\"default\":\"dflt\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":\"on\",\"count\":334,\"variation\":1,\"version\":3},"
+                   "{\"value\":\"off\",\"count\":666,\"variation\":0,\"version\":3}]}}}");
+    ck_assert(ld__summarizer_empty(s));
+    json_decref(on);
+    json_decref(off);
+    json_decref(def);
+    ld_context_unref(u);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* One counter per (variation, version), an older version after a newer
+ * included; the value of each the first seen, the default the first. */
+START_TEST(test_several_versions)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user();
+    json_t *a = json_integer(10), *b = json_integer(20), *d1 = json_integer(0),
+           *d2 = json_integer(-1);
+    ck_assert_int_eq(rec(s, "f", 1, 0, a, d1, u, 5), 0);
+    ck_assert_int_eq(rec(s, "f", 2, 0, b, d2, u, 6), 0); /* value b first for (0, 2) */
+    ck_assert_int_eq(rec(s, "f", 1, 1, b, d2, u, 7), 0); /* older version after newer */
+    ck_assert_int_eq(rec(s, "f", 2, 0, a, d2, u, 8), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, b, d2, u, 9), 0);
+    ck_assert_int_eq(rec(s, "f", 0, 0, a, d2, u, 9), 0); /* version 0 is a version */
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":5,\"endDate\":9,\"features\":"
+                   "{\"f\":{\"default\":0,\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":10,\"count\":2,\"variation\":0,\"version\":1},"
+                   "{\"value\":20,\"count\":2,\"variation\":0,\"version\":2},"
+                   "{\"value\":20,\"count\":1,\"variation\":1,\"version\":1},"
+                   "{\"value\":10,\"count\":1,\"variation\":0,\"version\":0}]}}}");
+    json_decref(a);
+    json_decref(b);
+    json_decref(d1);
+    json_decref(d2);
+    ld_context_unref(u);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* A flag not found: "unknown": true, no version, no variation, its value
+ * the default; a known flag serving the default has a version and no
+ * variation; NULL values are null. Several flags side by side. */
+START_TEST(test_unknown_flag)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user();
+    json_t *d = json_string("d");
+    ck_assert_int_eq(rec(s, "missing", LD__NO_VERSION, LD__NO_VARIATION, d, d, u, 1), 0);
+    ck_assert_int_eq(rec(s, "missing", LD__NO_VERSION, LD__NO_VARIATION, d, d, u, 2), 0);
+    ck_assert_int_eq(rec(s, "off", 7, LD__NO_VARIATION, d, d, u, 3), 0);
+    ck_assert_int_eq(rec(s, "nulls", LD__NO_VERSION, LD__NO_VARIATION, NULL, NULL, u, 3), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":1,\"endDate\":3,\"features\":{"
+                   "\"missing\":{\"default\":\"d\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":\"d\",\"count\":2,\"unknown\":true}]},"
+                   "\"off\":{\"default\":\"d\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":\"d\",\"count\":1,\"version\":7}]},"
+                   "\"nulls\":{\"default\":null,\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":null,\"count\":1,\"unknown\":true}]}}}");
+    json_decref(d);
+    ld_context_unref(u);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* A flush resets the counts, the dates, the first values and defaults and
+ * the kinds: the next summary has only what came after. */
+START_TEST(test_reset_between_flushes)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user(), *o = ctx_of("{\"kind\":\"org\",\"key\":\"o\"}");
+    json_t *d1 = json_string("d1"), *d2 = json_string("d2");
+    ck_assert_int_eq(rec(s, "a", LD__NO_VERSION, LD__NO_VARIATION, d1, d1, u, 100), 0);
+    ck_assert_int_eq(rec(s, "b", 1, 0, json_true(), d1, u, 100), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":100,\"endDate\":100,\"features\":{"
+                   "\"a\":{\"default\":\"d1\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":\"d1\",\"count\":1,\"unknown\":true}]},"
+                   "\"b\":{\"default\":\"d1\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":true,\"count\":1,\"variation\":0,\"version\":1}]}}}");
+    check_flush(s, NULL);
+    ck_assert_int_eq(rec(s, "a", LD__NO_VERSION, LD__NO_VARIATION, d2, d2, o, 200), 0);
+    ck_assert_int_eq(rec(s, "a", LD__NO_VERSION, LD__NO_VARIATION, d1, d1, o, 300), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":200,\"endDate\":300,\"features\":{"
+                   "\"a\":{\"default\":\"d2\",\"contextKinds\":[\"org\"],\"counters\":["
+                   "{\"value\":\"d2\",\"count\":2,\"unknown\":true}]}}}");
+    /* b, idle for an interval, was dropped; it comes back as new */
+    ck_assert_int_eq(rec(s, "b", 1, 0, json_false(), d2, u, 400), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":400,\"endDate\":400,\"features\":{"
+                   "\"b\":{\"default\":\"d2\",\"contextKinds\":[\"user\"],\"counters\":["
+                   "{\"value\":false,\"count\":1,\"variation\":0,\"version\":1}]}}}");
+    json_decref(d1);
+    json_decref(d2);
+    ld_context_unref(u);
+    ld_context_unref(o);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* contextKinds: each kind once, in byte order (LaunchDarkly's SDKs keep
+ * them in a set: no order), multi-kind contexts contributing each of
+ * theirs; none for a NULL context. */
+START_TEST(test_context_kinds_union)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user(),
+               *m = ctx_of("{\"kind\":\"multi\",\"user\":{\"key\":\"u\"},"
+                           "\"org\":{\"key\":\"o\"}}"),
+               *d = ctx_of("{\"kind\":\"device\",\"key\":\"d\"}");
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, u, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, m, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, d, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, u, 1), 0);
+    ck_assert_int_eq(rec(s, "g", 1, 0, NULL, NULL, NULL, 1), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":1,\"endDate\":1,\"features\":{"
+                   "\"f\":{\"default\":null,\"contextKinds\":[\"device\",\"org\",\"user\"],"
+                   "\"counters\":[{\"value\":null,\"count\":4,\"variation\":0,\"version\":1}]},"
+                   "\"g\":{\"default\":null,\"contextKinds\":[],"
+                   "\"counters\":[{\"value\":null,\"count\":1,\"variation\":0,\"version\":1}]}}}");
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, d, 2), 0);
+    check_flush(s, "{\"kind\":\"summary\",\"startDate\":2,\"endDate\":2,\"features\":{"
+                   "\"f\":{\"default\":null,\"contextKinds\":[\"device\"],"
+                   "\"counters\":[{\"value\":null,\"count\":1,\"variation\":0,\"version\":1}]}}}");
+    ld_context_unref(u);
+    ld_context_unref(m);
+    ld_context_unref(d);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* A multi-kind context of the kinds k<from>..k<to - 1> (4 digits). */
+static ld_context *kinds_ctx(int from, int to)
+{
+    json_t *j = json_pack("{s:s}", "kind", "multi");
+    char kind[16];
+    for (int i = from; i < to; i++) {
+        snprintf(kind, sizeof kind, "k%04d", i);
+        json_object_set_new(j, kind, json_pack("{s:s}", "key", "x"));
+    }
+    ld_context *c = ld_context_from_json(j, NULL);
+    ck_assert_ptr_nonnull(c);
+    json_decref(j);
+    return c;
+}
+
+/* Contexts of many kinds: the union is right (each kind once, in order),
+ * and a context whose kinds were all seen records without allocating. */
+START_TEST(test_many_kinds)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *a = kinds_ctx(0, 1000), *b = kinds_ctx(500, 1500), *c = kinds_ctx(1490, 1491);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, b, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, a, 1), 0);
+    CHAOS_BEGIN(1);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, a, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, c, 1), 0);
+    ck_assert_msg(!chaos_end(1), "recording seen kinds allocated");
+    json_t *out = NULL;
+    ck_assert_int_eq(ld__summarizer_flush(s, &out), 0);
+    json_t *kinds =
+        json_object_get(json_object_get(json_object_get(out, "features"), "f"), "contextKinds");
+    ck_assert_int_eq(json_array_size(kinds), 1500);
+    char kind[16];
+    for (int i = 0; i < 1500; i++) {
+        snprintf(kind, sizeof kind, "k%04d", i);
+        ck_assert_str_eq(json_string_value(json_array_get(kinds, (size_t)i)), kind);
+    }
+    json_decref(out);
+    ld_context_unref(a);
+    ld_context_unref(b);
+    ld_context_unref(c);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* Many flags (the table grows), keys with NUL bytes and large variation
+ * indices (found by a scan, INT_MAX too): each counted apart. */
+START_TEST(test_many_flags_and_odd_keys)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    char key[32];
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 500; i++) {
+            snprintf(key, sizeof key, "flag-%d", i);
+            ck_assert_int_eq(rec(s, key, i, i % 5, NULL, NULL, NULL, 1), 0);
+        }
+    ck_assert_int_eq(ld__summarizer_record(s, "a\0b", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(ld__summarizer_record(s, "a\0c", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(ld__summarizer_record(s, "a\0c", 3, 1, 5000, NULL, NULL, NULL, 1), 0);
+    /* the largest variation index, then a newer version (which remaps) */
+    ck_assert_int_eq(rec(s, "big", 5, INT_MAX, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(rec(s, "big", 6, 0, NULL, NULL, NULL, 1), 0);
+    ck_assert_int_eq(rec(s, "big", 5, INT_MAX, NULL, NULL, NULL, 1), 0);
+    json_t *got = NULL;
+    ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+    json_t *features = json_object_get(got, "features");
+    ck_assert_int_eq(json_object_size(features), 503);
+    json_t *big = json_object_get(json_object_get(features, "big"), "counters");
+    ck_assert_int_eq(json_array_size(big), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(big, 0), "variation")),
+                     INT_MAX);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(big, 0), "count")), 2);
+    for (int i = 0; i < 500; i++) {
+        snprintf(key, sizeof key, "flag-%d", i);
+        json_t *c = json_array_get(json_object_get(json_object_get(features, key), "counters"), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(c, "count")), 3);
+        ck_assert_int_eq(json_integer_value(json_object_get(c, "version")), i);
+        ck_assert_int_eq(json_integer_value(json_object_get(c, "variation")), i % 5);
+    }
+    json_t *c =
+        json_array_get(json_object_get(json_object_getn(features, "a\0c", 3), "counters"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "count")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "variation")), 5000);
+    json_decref(got);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+START_TEST(test_invalid_arguments)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    json_t *out = NULL;
+    ck_assert_int_eq(ld__summarizer_record(NULL, "f", 1, 1, 0, NULL, NULL, NULL, 1), LD_EINVAL);
+    ck_assert_int_eq(ld__summarizer_record(s, NULL, 1, 1, 0, NULL, NULL, NULL, 1), LD_EINVAL);
+    ck_assert_int_eq(ld__summarizer_flush(NULL, &out), LD_EINVAL);
+    ck_assert_int_eq(ld__summarizer_flush(s, NULL), LD_EINVAL);
+    ck_assert(ld__summarizer_empty(NULL));
+    ld__summarizer_free(s);
+    ld__summarizer_free(NULL);
+}
+END_TEST
+
+/* The values are held by reference: the summarizer keeps them alive, and
+ * gives its references back at the flush. */
+START_TEST(test_values_held_by_reference)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    json_t *v = json_string("v"), *d = json_string("d");
+    ck_assert_int_eq(rec(s, "f", 1, 0, v, d, NULL, 1), 0);
+    ck_assert_int_eq(v->refcount, 2);
+    ck_assert_int_eq(d->refcount, 2);
+    ck_assert_int_eq(rec(s, "f", 1, 0, v, d, NULL, 1), 0); /* no new references */
+    ck_assert_int_eq(v->refcount, 2);
+    json_t *out = NULL;
+    ck_assert_int_eq(ld__summarizer_flush(s, &out), 0);
+    ck_assert_int_eq(v->refcount, 1);
+    ck_assert_int_eq(d->refcount, 1);
+    ck_assert_ptr_ne(
+        json_object_get(json_object_get(json_object_get(out, "features"), "f"), "default"),
+        d); /* a copy */
+    json_decref(out);
+    json_decref(v);
+    json_decref(d);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* Once a flag, its pairs and kinds have been seen, recording allocates
+ * nothing (neither ldasync nor jansson), also after a flush. */
+START_TEST(test_steady_state_allocates_nothing)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *m = ctx_of("{\"kind\":\"multi\",\"user\":{\"key\":\"u\"},\"org\":{\"key\":\"o\"}}");
+    json_t *v[3] = {json_string("a"), json_string("b"), json_string("c")};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rec(s, "f", 2, i, v[i], v[0], m, 1), 0);
+        ck_assert_int_eq(rec(s, "g", LD__NO_VERSION, LD__NO_VARIATION, v[i], v[i], m, 1), 0);
+    }
+    for (int round = 0; round < 2; round++) {
+        g_json = true;
+        CHAOS_BEGIN(1);
+        json_set_alloc_funcs(chaos_json_malloc, free);
+        for (int i = 0; i < 3000; i++) {
+            ck_assert_int_eq(rec(s, "f", 2, i % 3, v[i % 3], v[0], m, i), 0);
+            ck_assert_int_eq(rec(s, "g", LD__NO_VERSION, LD__NO_VARIATION, v[0], v[0], m, i), 0);
+        }
+        bool allocated = chaos_end(1);
+        json_set_alloc_funcs(malloc, free);
+        g_json = false;
+        ck_assert_msg(!allocated, "round %d: recording allocated", round);
+        json_t *out = NULL;
+        ck_assert_int_eq(ld__summarizer_flush(s, &out), 0);
+        json_t *c =
+            json_object_get(json_object_get(json_object_get(out, "features"), "f"), "counters");
+        ck_assert_int_eq(json_array_size(c), 3);
+        ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(c, 1), "count")),
+                         round ? 1000 : 1001);
+        json_decref(out);
+    }
+    for (int i = 0; i < 3; i++)
+        json_decref(v[i]);
+    ld_context_unref(m);
+    ld__summarizer_free(s);
+}
+END_TEST
+
+/* Every allocation failing in turn (the library's, then jansson's too):
+ * each record counts or gives LD_ENOMEM having counted nothing, a flush
+ * gives the summary or LD_ENOMEM having reset nothing; the summary in the
+ * end is that of the records that counted. */
+struct rec_args {
+    const char *key;
+    int64_t version;
+    int variation;
+    int kind; /* 0 user, 1 multi, 2 none */
+};
+
+static const struct rec_args RECS[] = {
+    {"a", 1, 0, 0}, {"a", 1, 1, 1}, {"b", -1, -1, 0}, {"a", 2, 0, 1}, {"c", 3, 2000, 2},
+    {"a", 1, 0, 0}, {"d", 1, 0, 1}, {"e", 1, 0, 0},   {"f", 1, 0, 0}, {"g", 1, 0, 0},
+};
+#define NRECS (sizeof RECS / sizeof RECS[0])
+
+static void feed(struct ld__summarizer *s, ld_context *const *ctxs, json_t *value,
+                 const bool *which, bool *counted, bool chaos)
+{
+    for (size_t i = 0; i < NRECS; i++) {
+        if (which && !which[i])
+            continue;
+        const struct rec_args *r = &RECS[i];
+        int rc = rec(s, r->key, r->version, r->variation, value, value,
+                     r->kind < 2 ? ctxs[r->kind] : NULL, (int64_t)i);
+        if (chaos)
+            ck_assert(rc == 0 || rc == LD_ENOMEM);
+        else
+            ck_assert_int_eq(rc, 0);
+        if (counted)
+            counted[i] = rc == 0;
+    }
+}
+
+START_TEST(test_chaos)
+{
+    ld_context *ctxs[2] = {user(), ctx_of("{\"kind\":\"multi\",\"user\":{\"key\":\"u\"},"
+                                          "\"org\":{\"key\":\"o\"}}")};
+    json_t *value = json_pack("{s:[i,i]}", "x", 1, 2);
+    for (int js = 0; js < 2; js++) {
+        long n, failures = 0;
+        for (n = 1; n < 100000; n++) {
+            bool counted[NRECS];
+            json_t *got = NULL;
+            g_json = js;
+            CHAOS_BEGIN(n);
+            json_set_alloc_funcs(chaos_json_malloc, free);
+            struct ld__summarizer *s = ld__summarizer_new();
+            int frc = 0;
+            if (s) {
+                feed(s, ctxs, value, NULL, counted, true);
+                frc = ld__summarizer_flush(s, &got);
+                ck_assert(frc == 0 || frc == LD_ENOMEM);
+            }
+            bool failed = chaos_end(n);
+            json_set_alloc_funcs(malloc, free);
+            g_json = false;
+            if (!s) {
+                ck_assert_msg(failed, "N=%ld: no summarizer, no failure", n);
+            } else {
+                if (frc == LD_ENOMEM) { /* nothing was reset: the next flush has it */
+                    ck_assert(failed);
+                    ck_assert_ptr_null(got);
+                    ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+                }
+                struct ld__summarizer *ref = ld__summarizer_new();
+                feed(ref, ctxs, value, counted, NULL, false);
+                json_t *want = NULL;
+                ck_assert_int_eq(ld__summarizer_flush(ref, &want), 0);
+                char *g = got ? json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+                char *w = want ? json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+                ck_assert_msg(want == got || json_equal(got, want),
+                              "N=%ld (jansson %d): a wrong summary\n got  %s\n want %s", n, js,
+                              g ? g : "none", w ? w : "none");
+                free(g);
+                free(w);
+                json_decref(want);
+                ld__summarizer_free(ref);
+                json_decref(got);
+                ld__summarizer_free(s);
+            }
+            if (!failed)
+                break;
+            failures++;
+        }
+        ck_assert_msg(failures > 10, "only %ld allocations failed", failures);
+    }
+    ck_assert_int_eq(value->refcount, 1);
+    json_decref(value);
+    ld_context_unref(ctxs[0]);
+    ld_context_unref(ctxs[1]);
+}
+END_TEST
+
+Suite *ld_suite_summarizer(void)
+{
+    Suite *s = suite_create("summarizer");
+    TCase *tc = tcase_create("summary");
+    tcase_add_test(tc, test_empty);
+    tcase_add_test(tc, test_counts_many_records);
+    tcase_add_test(tc, test_several_versions);
+    tcase_add_test(tc, test_unknown_flag);
+    tcase_add_test(tc, test_reset_between_flushes);
+    tcase_add_test(tc, test_context_kinds_union);
+    tcase_add_test(tc, test_many_kinds);
+    tcase_add_test(tc, test_many_flags_and_odd_keys);
+    tcase_add_test(tc, test_invalid_arguments);
+    tcase_add_test(tc, test_values_held_by_reference);
+    tcase_add_test(tc, test_steady_state_allocates_nothing);
+    tcase_add_test(tc, test_chaos);
+    suite_add_tcase(s, tc);
+    return s;
+}
