@@ -19,6 +19,8 @@ static const char *reason_of(int code)
     switch (code) {
     case 200:
         return "OK";
+    case 202:
+        return "Accepted";
     case 204:
         return "No Content";
     case 304:
@@ -53,7 +55,7 @@ static const char *reason_of(int code)
 static void add_cors(struct evkeyvalq *h)
 {
     evhttp_add_header(h, "Access-Control-Allow-Origin", "*");
-    evhttp_add_header(h, "Access-Control-Allow-Methods", "GET, REPORT, OPTIONS");
+    evhttp_add_header(h, "Access-Control-Allow-Methods", "GET, POST, REPORT, OPTIONS");
     evhttp_add_header(h, "Access-Control-Allow-Headers",
                       "Content-Type, Content-Length, Accept-Encoding, X-LaunchDarkly-User-Agent, "
                       "X-LaunchDarkly-Payload-ID, X-LaunchDarkly-Wrapper, "

@@ -19,13 +19,14 @@ struct lds_app {
     ld_data_system *ds;
     ld_evaluator *ev;
     lds_server *srv;
+    ld_event_forwarder *events; /* relaying: the events SDKs post go upstream */
     lds_log_fn log;
     void *log_arg;
     int log_level;
     int64_t error_logged_ms; /* the last error logged (its time and kind) */
     enum ld_data_source_error_kind error_logged_kind;
     /* the shutdown's steps (held to cancel them when freed first) */
-    ld_future *closing[3];
+    ld_future *closing[4];
 };
 
 LD_PRINTF(3, 4) static void app_log(struct lds_app *app, int level, const char *fmt, ...)
@@ -130,9 +131,12 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
         ld_data_system_add_change_listener(app->ds, on_change, app) <= 0 ||
         ld_data_system_add_status_listener(app->ds, on_status, app) <= 0)
         goto fail;
+    if (options->upstream && !(app->events = ld_event_forwarder_new(base, options->upstream, 0)))
+        goto fail;
     struct lds_server_options o = options->server;
     o.status = status_of;
     o.status_arg = app;
+    o.events = app->events;
     app->srv = lds_server_new(base, app->store, app->ev, &o);
     if (!app->srv) {
         lds_app_free(app); /* the server logged why */
@@ -195,6 +199,19 @@ static void then_after(ld_future *out, ld_future *step)
         ld_future_fulfill(out);
 }
 
+/* What the forwarder holds gets 5 s to go upstream. */
+static void close_events(ld_future *in, ld_future *out, void *arg)
+{
+    (void)in;
+    struct lds_app *app = arg;
+    if (!app->events) {
+        ld_future_fulfill(out);
+        return;
+    }
+    struct timeval five = {5, 0};
+    then_after(out, ld_future_timeout(ld_event_forwarder_close(app->events), &five));
+}
+
 static void close_ds(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
@@ -221,24 +238,26 @@ ld_future *lds_app_close(lds_app *app)
 {
     if (!app)
         return NULL;
-    if (!app->closing[2]) {
-        ld_future *a = ld_future_then(settled(lds_server_close(app->srv)), close_ds, app);
+    if (!app->closing[3]) {
+        ld_future *e = ld_future_then(settled(lds_server_close(app->srv)), close_events, app);
+        ld_future *a = ld_future_then(e ? ld_future_ref(e) : NULL, close_ds, app);
         ld_future *b = ld_future_then(a ? ld_future_ref(a) : NULL, close_store, app);
         ld_future *c = ld_future_then(b ? ld_future_ref(b) : NULL, closed, app);
         if (!c) {
-            if (a)
-                ld_future_cancel(a);
-            if (b)
-                ld_future_cancel(b);
-            ld_future_unref(a);
-            ld_future_unref(b);
+            ld_future *steps[] = {e, a, b};
+            for (int i = 0; i < 3; i++) {
+                if (steps[i])
+                    ld_future_cancel(steps[i]);
+                ld_future_unref(steps[i]);
+            }
             return NULL;
         }
-        app->closing[0] = a;
-        app->closing[1] = b;
-        app->closing[2] = c;
+        app->closing[0] = e;
+        app->closing[1] = a;
+        app->closing[2] = b;
+        app->closing[3] = c;
     }
-    return ld_future_ref(app->closing[2]);
+    return ld_future_ref(app->closing[3]);
 }
 
 /* Runs what is queued (future.h's lifetime rule) without blocking. */
@@ -255,7 +274,7 @@ void lds_app_free(lds_app *app)
         return;
     /* a close still running stops here: its steps must not run on a freed
      * app (a step that is complete is left as it is) */
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (app->closing[i]) {
             ld_future_cancel(app->closing[i]);
             ld_future_unref(app->closing[i]);
@@ -264,6 +283,8 @@ void lds_app_free(lds_app *app)
     }
     lds_server_free(app->srv);
     app->srv = NULL;
+    ld_event_forwarder_free(app->events); /* after the server, which borrows it */
+    app->events = NULL;
     ld_data_system_free(app->ds);
     app->ds = NULL;
     ld_evaluator_free(app->ev);

@@ -9,6 +9,7 @@
  *                        | change listener -> lds_server_changed()
  *                        | status          -> /status (ld_data_system_status)
  *   evaluator (on the store) -> evalx
+ *   relaying, an event forwarder -> the events SDKs post, sent upstream
  *
  * Log lines (through the server options' log function, at or below their
  * level): each data-source status change ("data source STATE", or "data
@@ -70,14 +71,15 @@ ld_evaluator *lds_app_evaluator(const lds_app *app);
 lds_server *lds_app_server(const lds_app *app);
 
 /* The orderly shutdown (what SIGINT or SIGTERM do): the server closes
- * (streams ended, waiting requests answered), then the data system, then
- * the store, one after the other whatever each one's outcome, and "stopped"
- * is logged. @return a new reference, fulfilled once all that is done (the
+ * (streams ended, waiting requests answered), then the event forwarder
+ * (what it holds gets 5 s to go upstream), the data system, and the store,
+ * one after the other whatever each one's outcome, and "stopped" is
+ * logged. @return a new reference, fulfilled once all that is done (the
  * same future if called again); NULL if `app` is NULL or memory ran out. */
 ld_future *lds_app_close(lds_app *app);
 
-/* Frees everything: the server, the data system, the evaluator and the
- * store, closed or not (a close still running is cancelled: its future is
+/* Frees everything: the server, the event forwarder, the data system, the
+ * evaluator and the store, closed or not (a close still running is cancelled: its future is
  * rejected with LD_ECANCELED). Runs the loop without blocking between the
  * steps (future.h's lifetime rule), so call it from outside the loop's
  * callbacks; let the loop run once more before freeing the base.

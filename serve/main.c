@@ -98,6 +98,9 @@ static void usage(FILE *to)
           "                         come from (default: the system's)\n"
           "  --proxy URL            an HTTP proxy to the upstream (default: as $https_proxy\n"
           "                         says; \"\": none)\n"
+          "  --events-uri URI       where the events SDKs post here (/bulk, /diagnostic,\n"
+          "                         /mobile..., /events/bulk/ENV) are forwarded (default\n"
+          "                         " LD_DEFAULT_EVENTS_URI ")\n"
           "Serving:\n"
           "  --client-side-id ID    the client-side ID (environment) whose evalx requests\n"
           "                         are answered; repeatable; others get 404 (default:\n"
@@ -174,6 +177,7 @@ int main(int argc, char **argv)
         O_POLLING,
         O_CA_FILE,
         O_PROXY,
+        O_EVENTS_URI,
         O_HELP,
         O_VERSION
     };
@@ -192,6 +196,7 @@ int main(int argc, char **argv)
                                          {"polling", no_argument, NULL, O_POLLING},
                                          {"ca-file", required_argument, NULL, O_CA_FILE},
                                          {"proxy", required_argument, NULL, O_PROXY},
+                                         {"events-uri", required_argument, NULL, O_EVENTS_URI},
                                          {"help", no_argument, NULL, O_HELP},
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
@@ -205,6 +210,7 @@ int main(int argc, char **argv)
     const char *bind = "127.0.0.1";
     const char *key = getenv("LDASYNC_SDK_KEY");
     const char *stream_uri = NULL, *base_uri = NULL, *ca_file = NULL, *proxy = NULL;
+    const char *events_uri = NULL;
     int polling = 0, upstream_opts = 0;
     if (!paths || !ids) {
         free(paths);
@@ -280,6 +286,10 @@ int main(int argc, char **argv)
             proxy = optarg;
             upstream_opts++;
             break;
+        case O_EVENTS_URI:
+            events_uri = optarg;
+            upstream_opts++;
+            break;
         case O_LOG:
             app.log_level = lds_log_level_parse(optarg);
             if (app.log_level < 0) {
@@ -313,8 +323,8 @@ int main(int argc, char **argv)
     }
     if (n_paths > 0 && upstream_opts > 0) {
         fprintf(stderr, "ldasync-serve: --data serves files: the upstream's options "
-                        "(--stream-uri, --base-uri, --polling, --ca-file, --proxy) are for "
-                        "relaying, without --data\n");
+                        "(--stream-uri, --base-uri, --polling, --ca-file, --proxy, "
+                        "--events-uri) are for relaying, without --data\n");
         goto bad_usage;
     }
     ld_net_config *upstream = NULL;
@@ -325,6 +335,7 @@ int main(int argc, char **argv)
                           : ld_net_config_set_base_uri(upstream, base_uri) != 0     ? "--base-uri"
                           : ld_net_config_set_ca_file(upstream, ca_file) != 0       ? "--ca-file"
                           : ld_net_config_set_proxy(upstream, proxy) != 0           ? "--proxy"
+                          : ld_net_config_set_events_uri(upstream, events_uri) != 0 ? "--events-uri"
                                                                                     : NULL;
         if (bad) {
             fprintf(stderr, "ldasync-serve: %s: not valid%s\n", bad,
@@ -400,10 +411,12 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_paths; i++)
         logf_(&app, LDS_LOG_INFO, "data file: %s", paths[i]);
-    if (upstream)
+    if (upstream) {
         logf_(&app, LDS_LOG_INFO, "relaying %s by %s",
               polling ? ld_net_config_base_uri(upstream) : ld_net_config_stream_uri(upstream),
               polling ? "polling" : "streaming");
+        logf_(&app, LDS_LOG_INFO, "forwarding events to %s", ld_net_config_events_uri(upstream));
+    }
     for (size_t i = 0; i < n_ids; i++)
         logf_(&app, LDS_LOG_INFO, "client-side ID: %s", ids[i]);
     if (!key || !key[0])

@@ -7,6 +7,7 @@
 
 #define GET EVHTTP_REQ_GET
 #define HEAD EVHTTP_REQ_HEAD
+#define POST EVHTTP_REQ_POST
 
 const struct lds_route lds_routes[] = {
     {{"status"}, 1, GET | HEAD, "GET, HEAD", 0, lds_status_begin, lds_status_finish, 0},
@@ -67,6 +68,36 @@ const struct lds_route lds_routes[] = {
      lds_evalx_report_begin,
      lds_evalx_finish,
      0},
+    /* the events SDKs post (events.c) */
+    {{"bulk"}, 1, POST, "POST", LDS_R_KEY, lds_events_begin, NULL, LDS_E_BULK},
+    {{"diagnostic"}, 1, POST, "POST", LDS_R_KEY, lds_events_begin, NULL, LDS_E_DIAGNOSTIC},
+    {{"mobile"}, 1, POST, "POST", 0, lds_events_begin, NULL, LDS_E_MOBILE},
+    {{"mobile", "events"}, 2, POST, "POST", 0, lds_events_begin, NULL, LDS_E_MOBILE},
+    {{"mobile", "events", "bulk"}, 3, POST, "POST", 0, lds_events_begin, NULL, LDS_E_MOBILE},
+    {{"mobile", "events", "diagnostic"},
+     3,
+     POST,
+     "POST",
+     0,
+     lds_events_begin,
+     NULL,
+     LDS_E_MOBILE_DIAGNOSTIC},
+    {{"events", "bulk", "+"},
+     3,
+     POST,
+     "POST, OPTIONS",
+     LDS_R_CORS | LDS_R_PREFLIGHT | LDS_R_ENV,
+     lds_events_begin,
+     NULL,
+     LDS_E_JS_BULK},
+    {{"events", "diagnostic", "+"},
+     3,
+     POST,
+     "POST, OPTIONS",
+     LDS_R_CORS | LDS_R_PREFLIGHT | LDS_R_ENV,
+     lds_events_begin,
+     NULL,
+     LDS_E_JS_DIAGNOSTIC},
     /* anything else under /sdk/evalx/ is a 404 with CORS headers */
     {{"sdk", "evalx", "*"}, -3, LDS_M_ANY, NULL, LDS_R_CORS, lds_not_found, NULL, 0},
     {{NULL}, 0, 0, NULL, 0, NULL, NULL, 0},

@@ -395,6 +395,18 @@ void lds_status_begin(lds_server *srv, struct evhttp_request *req, const struct 
 void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                        ld_future *f, int flags);
 
+/* events.c: the events SDKs post, forwarded (route arg: which path). */
+enum {
+    LDS_E_BULK,
+    LDS_E_DIAGNOSTIC,
+    LDS_E_MOBILE,
+    LDS_E_MOBILE_DIAGNOSTIC,
+    LDS_E_JS_BULK,
+    LDS_E_JS_DIAGNOSTIC
+};
+void lds_events_begin(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
+                      char *const *seg, const char *query);
+
 /* server.c: 404 (with CORS headers on a route with LDS_R_CORS). */
 void lds_not_found(lds_server *srv, struct evhttp_request *req, const struct lds_route *rt,
                    char *const *seg, const char *query);

@@ -300,7 +300,10 @@ static bool within_limits(lds_server *srv, struct evhttp_request *req)
         return false;
     }
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
-    if (evbuffer_get_length(body) > srv->o.max_body) {
+    size_t limit = srv->o.events && evhttp_request_get_command(req) == EVHTTP_REQ_POST
+                       ? srv->o.max_event_body
+                       : srv->o.max_body;
+    if (evbuffer_get_length(body) > limit) {
         lds_send_error(srv, req, 413, "request body too large", LDS_F_CLOSE);
         return false;
     }
@@ -406,6 +409,8 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
         srv->o.max_headers = 16384;
     if (!srv->o.max_body)
         srv->o.max_body = 65536;
+    if (!srv->o.max_event_body)
+        srv->o.max_event_body = 4 << 20;
     if (!srv->o.max_stream_buffer)
         srv->o.max_stream_buffer = 1 << 20;
     if (srv->o.heartbeat_ms <= 0)
@@ -454,7 +459,9 @@ lds_server *lds_server_new(struct event_base *base, ld_store *store, ld_evaluato
     evhttp_set_gencb(srv->http, handle, srv);
     evhttp_set_bevcb(srv->http, lds_conn_make_bev, srv);
     evhttp_set_max_headers_size(srv->http, (ev_ssize_t)(4 * (srv->o.max_uri + srv->o.max_headers)));
-    evhttp_set_max_body_size(srv->http, (ev_ssize_t)(4 * srv->o.max_body));
+    size_t most = srv->o.events && srv->o.max_event_body > srv->o.max_body ? srv->o.max_event_body
+                                                                           : srv->o.max_body;
+    evhttp_set_max_body_size(srv->http, (ev_ssize_t)(4 * most));
     evhttp_set_timeout(srv->http, srv->o.timeout_s);
     srv->sock =
         evhttp_bind_socket_with_handle(srv->http, srv->o.bind_address, (ev_uint16_t)srv->o.port);

@@ -17,6 +17,12 @@
  *   OPTIONS on the evalx paths       CORS preflight
  *   ({env}: any, or one of the client_side_ids option's: else 404)
  *   GET /status                      data-source status, counts, uptime (no key)
+ *   POST /bulk, /diagnostic          events of server-side SDKs (SDK key), and
+ *   POST /mobile, /mobile/events, /mobile/events/bulk, /mobile/events/diagnostic,
+ *        /events/bulk/{env}, /events/diagnostic/{env}   those of mobile and
+ *                                    JavaScript SDKs: forwarded upstream by the
+ *                                    options' event forwarder (202; 503 when it
+ *                                    is full; 404 without one)
  *
  * Polling answers carry an ETag: a 64-bit FNV-1a hash of the body, so it is
  * right whatever the store does; the serialized bodies of the three
@@ -93,7 +99,10 @@ struct lds_server_options {
     size_t n_client_side_ids;
     lds_status_fn status; /* NULL: /status says the state is unknown */
     void *status_arg;
-    int loop_probe_ms; /* 0: no probe; else the loop probe's period (lds_server_probe()) */
+    int loop_probe_ms;          /* 0: no probe; else the loop probe's period (lds_server_probe()) */
+    ld_event_forwarder *events; /* borrowed (free the server first); NULL: the
+                                   event paths answer 404 */
+    size_t max_event_body;      /* 4 MiB: a larger body posted to an event path gets 413 */
 };
 
 typedef struct lds_server lds_server;

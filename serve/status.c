@@ -2,7 +2,8 @@
 /*
  * serve/status.c: /status, the server's health (no key needed): the data
  * source's status, the store's counts, uptime, connections and streams,
- * and the loop probe's counts when it runs.
+ * the loop probe's counts when it runs, and the event forwarder's when the
+ * server forwards events.
  */
 #include "serve-internal.h"
 
@@ -86,6 +87,13 @@ void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct
     const struct lds_probe_stats *ps = lds_server_probe(srv);
     if (ps)
         json_object_set_new(j, "loop", probe_json(srv, ps));
+    ld_event_forwarder_stats es;
+    if (srv->o.events && ld_event_forwarder_stats_get(srv->o.events, &es) == 0)
+        json_object_set_new(j, "events",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "forwarded",
+                                      (json_int_t)es.forwarded, "dropped", (json_int_t)es.dropped,
+                                      "refused", (json_int_t)es.refused, "queued",
+                                      (json_int_t)es.queued, "queuedBytes", (json_int_t)es.bytes));
     struct lds_blob *b = lds_blob_json(j);
     json_decref(j);
     if (!b) {

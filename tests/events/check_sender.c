@@ -27,6 +27,7 @@
 #include <ldasync/network.h>
 
 #include "check_fail_alloc.h"
+#include "check_receiver.h"
 #include "check_suites.h"
 #include "check_util.h"
 #include "core/core-internal.h"
@@ -35,96 +36,16 @@
 
 #define B ld_test_base
 #define KEY "sdk-events-key"
-#define MAX_SEEN 16
-
-struct seen {
-    char path[128], auth[128], ctype[64], schema[16], payload_id[64], encoding[32], agent[64];
-    char cookie[64];
-    char body[8192];
-    size_t body_len;
-};
-
-/* The local events service: answers each post with the next status of
- * `statuses` (202 once they run out), with a Date header; `hold` keeps the
- * requests unanswered. */
-static struct {
-    struct evhttp *http;
-    char url[64];
-    int port;
-    int statuses[MAX_SEEN];
-    int nstatuses;
-    struct seen seen[MAX_SEEN];
-    int n;
-    bool hold;
-    struct evhttp_request *held[MAX_SEEN];
-    int nheld;
-} E;
-
-static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
-{
-    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
-    snprintf(out, n, "%s", v ? v : "");
-}
-
-static void serve(struct evhttp_request *req, void *arg)
-{
-    (void)arg;
-    struct seen *s = &E.seen[E.n < MAX_SEEN ? E.n : MAX_SEEN - 1];
-    snprintf(s->path, sizeof s->path, "%s", evhttp_request_get_uri(req));
-    copy_header(req, "Authorization", s->auth, sizeof s->auth);
-    copy_header(req, "Content-Type", s->ctype, sizeof s->ctype);
-    copy_header(req, "X-LaunchDarkly-Event-Schema", s->schema, sizeof s->schema);
-    copy_header(req, "X-LaunchDarkly-Payload-ID", s->payload_id, sizeof s->payload_id);
-    copy_header(req, "Content-Encoding", s->encoding, sizeof s->encoding);
-    copy_header(req, "User-Agent", s->agent, sizeof s->agent);
-    copy_header(req, "Cookie", s->cookie, sizeof s->cookie);
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    s->body_len = evbuffer_get_length(in);
-    ck_assert_uint_lt(s->body_len, sizeof s->body);
-    evbuffer_copyout(in, s->body, s->body_len);
-    s->body[s->body_len] = '\0';
-    int status = E.n < E.nstatuses ? E.statuses[E.n] : 202;
-    E.n++;
-    if (E.hold) {
-        ck_assert_int_lt(E.nheld, MAX_SEEN);
-        E.held[E.nheld++] = req;
-        return;
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Date",
-                      "Tue, 01 Dec 2026 10:20:30 GMT");
-    evhttp_send_reply(req, status, "Answer", NULL);
-}
-
 static void events_up(void)
 {
     ld_test_setup();
     signal(SIGPIPE, SIG_IGN);
-    memset(&E, 0, sizeof E);
-    E.http = evhttp_new(B);
-    ck_assert_ptr_nonnull(E.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(E.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    E.port = ntohs(sin.sin_port);
-    snprintf(E.url, sizeof E.url, "http://127.0.0.1:%d/", E.port);
-    evhttp_set_gencb(E.http, serve, NULL);
-}
-
-/* Answers the requests held (202). */
-static void release_held(void)
-{
-    for (int i = 0; i < E.nheld; i++)
-        evhttp_send_reply(E.held[i], 202, "Late", NULL);
-    E.nheld = 0;
+    evr_start();
 }
 
 static void events_down(void)
 {
-    release_held();
-    evhttp_free(E.http);
-    E.http = NULL;
+    evr_stop();
     ld_test_teardown();
 }
 
@@ -133,7 +54,7 @@ static struct ld__ev_sender *sender_to(const char *url)
 {
     ld_net_config *c = ld_net_config_new(KEY);
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : E.url), 0);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : evr.url), 0);
     struct ld__ev_sender *s = ld__ev_sender_new(B, c, 20);
     ld_net_config_free(c);
     ck_assert_ptr_nonnull(s);
@@ -159,8 +80,8 @@ START_TEST(test_analytics_post_has_the_sdks_headers_and_the_body)
     struct ld__ev_sender *s = sender_to(NULL);
     ck_assert_int_eq(ld__ev_sender_server_time(s), 0);
     ck_assert(post_wait(s, LD__EV_ANALYTICS, "[{\"kind\":\"identify\"}]", false));
-    ck_assert_int_eq(E.n, 1);
-    struct seen *e = &E.seen[0];
+    ck_assert_int_eq(evr.n, 1);
+    struct evr_seen *e = &evr.seen[0];
     ck_assert_str_eq(e->path, "/bulk");
     ck_assert_str_eq(e->auth, KEY);
     ck_assert_str_eq(e->ctype, "application/json");
@@ -174,7 +95,7 @@ START_TEST(test_analytics_post_has_the_sdks_headers_and_the_body)
     ck_assert_uint_eq(ld__ev_sender_pending(s), 0);
     /* each payload its own ID */
     ck_assert(post_wait(s, LD__EV_ANALYTICS, "[]", false));
-    ck_assert_str_ne(E.seen[1].payload_id, E.seen[0].payload_id);
+    ck_assert_str_ne(evr.seen[1].payload_id, evr.seen[0].payload_id);
     ck_assert(!ld__ev_sender_stopped(s));
     ld__ev_sender_free(s);
 }
@@ -184,11 +105,11 @@ START_TEST(test_diagnostic_post_has_no_schema_nor_payload_id)
 {
     struct ld__ev_sender *s = sender_to(NULL);
     ck_assert(post_wait(s, LD__EV_DIAGNOSTIC, "{\"kind\":\"diagnostic\"}", true));
-    ck_assert_str_eq(E.seen[0].path, "/diagnostic");
-    ck_assert_str_eq(E.seen[0].schema, "");
-    ck_assert_str_eq(E.seen[0].payload_id, "");
-    ck_assert_str_eq(E.seen[0].encoding, "gzip");
-    ck_assert_str_eq(E.seen[0].body, "{\"kind\":\"diagnostic\"}");
+    ck_assert_str_eq(evr.seen[0].path, "/diagnostic");
+    ck_assert_str_eq(evr.seen[0].schema, "");
+    ck_assert_str_eq(evr.seen[0].payload_id, "");
+    ck_assert_str_eq(evr.seen[0].encoding, "gzip");
+    ck_assert_str_eq(evr.seen[0].body, "{\"kind\":\"diagnostic\"}");
     ld__ev_sender_free(s);
 }
 END_TEST
@@ -197,20 +118,20 @@ START_TEST(test_a_recoverable_status_is_retried_once_with_the_same_payload_id)
 {
     static const int recoverable[] = {400, 408, 429, 500, 503};
     for (size_t i = 0; i < sizeof recoverable / sizeof recoverable[0]; i++) {
-        E.n = 0;
-        E.nstatuses = 1;
-        E.statuses[0] = recoverable[i];
+        evr.n = 0;
+        evr.nstatuses = 1;
+        evr.statuses[0] = recoverable[i];
         struct ld__ev_sender *s = sender_to(NULL);
         ck_assert(post_wait(s, LD__EV_ANALYTICS, "[1]", false));
-        ck_assert_int_eq(E.n, 2);
-        ck_assert_str_eq(E.seen[1].payload_id, E.seen[0].payload_id);
-        ck_assert_str_eq(E.seen[1].body, "[1]");
+        ck_assert_int_eq(evr.n, 2);
+        ck_assert_str_eq(evr.seen[1].payload_id, evr.seen[0].payload_id);
+        ck_assert_str_eq(evr.seen[1].body, "[1]");
         /* twice: dropped, and sending goes on */
-        E.n = 0;
-        E.nstatuses = 2;
-        E.statuses[1] = recoverable[i];
+        evr.n = 0;
+        evr.nstatuses = 2;
+        evr.statuses[1] = recoverable[i];
         ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[2]", false));
-        ck_assert_int_eq(E.n, 2);
+        ck_assert_int_eq(evr.n, 2);
         ck_assert(!ld__ev_sender_stopped(s));
         ck_assert(post_wait(s, LD__EV_ANALYTICS, "[3]", false));
         ld__ev_sender_free(s);
@@ -222,22 +143,22 @@ START_TEST(test_401_and_403_stop_all_sending_413_drops_one_payload)
 {
     static const int stopping[] = {401, 403, 404, 405};
     for (size_t i = 0; i < sizeof stopping / sizeof stopping[0]; i++) {
-        E.n = 0;
-        E.nstatuses = 1;
-        E.statuses[0] = stopping[i];
+        evr.n = 0;
+        evr.nstatuses = 1;
+        evr.statuses[0] = stopping[i];
         struct ld__ev_sender *s = sender_to(NULL);
         ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[1]", false));
-        ck_assert_int_eq(E.n, 1); /* no retry */
+        ck_assert_int_eq(evr.n, 1); /* no retry */
         ck_assert(ld__ev_sender_stopped(s));
         ck_assert(!post_wait(s, LD__EV_DIAGNOSTIC, "{}", false));
-        ck_assert_int_eq(E.n, 1); /* nothing more is sent */
+        ck_assert_int_eq(evr.n, 1); /* nothing more is sent */
         ld__ev_sender_free(s);
     }
-    E.n = 0;
-    E.statuses[0] = 413;
+    evr.n = 0;
+    evr.statuses[0] = 413;
     struct ld__ev_sender *s = sender_to(NULL);
     ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[1]", false));
-    ck_assert_int_eq(E.n, 1);
+    ck_assert_int_eq(evr.n, 1);
     ck_assert(!ld__ev_sender_stopped(s));
     ck_assert(post_wait(s, LD__EV_ANALYTICS, "[2]", false));
     ld__ev_sender_free(s);
@@ -246,8 +167,8 @@ END_TEST
 
 START_TEST(test_a_diagnostic_401_stops_nothing)
 {
-    E.nstatuses = 1;
-    E.statuses[0] = 401;
+    evr.nstatuses = 1;
+    evr.statuses[0] = 401;
     struct ld__ev_sender *s = sender_to(NULL);
     ck_assert(!post_wait(s, LD__EV_DIAGNOSTIC, "{}", false));
     ck_assert(!ld__ev_sender_stopped(s));
@@ -270,7 +191,7 @@ START_TEST(test_a_relays_post_passes_the_sdks_lines_and_stops_nothing)
                            "X-LaunchDarkly-Payload-ID: 0f0e", "Content-Encoding: gzip",
                            "User-Agent: NodeJSClient/9.13.7", NULL};
     ck_assert(relay_wait(s, "/bulk", lines, "[{}]"));
-    struct seen *e = &E.seen[0];
+    struct evr_seen *e = &evr.seen[0];
     ck_assert_str_eq(e->path, "/bulk");
     ck_assert_str_eq(e->auth, KEY);
     ck_assert_str_eq(e->schema, "4");
@@ -281,20 +202,20 @@ START_TEST(test_a_relays_post_passes_the_sdks_lines_and_stops_nothing)
     /* the SDK's Authorization passed on (a mobile key), ours then absent */
     const char *mobile[] = {"Authorization: mob-123", NULL};
     ck_assert(relay_wait(s, "/mobile", mobile, "[]"));
-    ck_assert_str_eq(E.seen[1].path, "/mobile");
-    ck_assert_str_eq(E.seen[1].auth, "mob-123");
-    ck_assert_str_eq(E.seen[1].agent, "");
+    ck_assert_str_eq(evr.seen[1].path, "/mobile");
+    ck_assert_str_eq(evr.seen[1].auth, "mob-123");
+    ck_assert_str_eq(evr.seen[1].agent, "");
     /* a 401 of a relayed post stops nothing; relayed posts go on once
      * analytics stopped */
-    E.nstatuses = 4;
-    E.statuses[2] = 401;
+    evr.nstatuses = 4;
+    evr.statuses[2] = 401;
     ck_assert(!relay_wait(s, "/mobile", mobile, "[]"));
     ck_assert(!ld__ev_sender_stopped(s));
-    E.statuses[3] = 401;
+    evr.statuses[3] = 401;
     ck_assert(!post_wait(s, LD__EV_ANALYTICS, "[]", false));
     ck_assert(ld__ev_sender_stopped(s));
     ck_assert(relay_wait(s, "/events/bulk/env-1", NULL, "[]"));
-    ck_assert_str_eq(E.seen[4].path, "/events/bulk/env-1");
+    ck_assert_str_eq(evr.seen[4].path, "/events/bulk/env-1");
     ck_assert_ptr_null(ld__ev_sender_send(s, LD__EV_RELAY, NULL, NULL, copy("x"), 1));
     ld__ev_sender_free(s);
 }
@@ -334,25 +255,25 @@ END_TEST
 START_TEST(test_free_with_posts_under_way_or_waiting_to_retry)
 {
     struct ld__ev_sender *s = sender_to(NULL);
-    E.hold = true;
+    evr.hold = true;
     ld_future *f1 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[1]"), 3, false);
-    for (int i = 0; i < 2000 && E.n < 1; i++)
+    for (int i = 0; i < 2000 && evr.n < 1; i++)
         event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    ck_assert_int_eq(E.n, 1);
+    ck_assert_int_eq(evr.n, 1);
     ck_assert_uint_eq(ld__ev_sender_pending(s), 1);
     ld__ev_sender_free(s);
     ld_test_expect_error(f1, LD_ECANCELED, NULL);
 
     /* waiting for its retry */
-    E.hold = false;
-    E.n = 0;
-    E.nstatuses = 1;
-    E.statuses[0] = 503;
+    evr.hold = false;
+    evr.n = 0;
+    evr.nstatuses = 1;
+    evr.statuses[0] = 503;
     s = sender_to(NULL);
     ld_future *f2 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[2]"), 3, false);
-    for (int i = 0; i < 2000 && E.n < 1; i++)
+    for (int i = 0; i < 2000 && evr.n < 1; i++)
         event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    ck_assert_int_eq(E.n, 1);
+    ck_assert_int_eq(evr.n, 1);
     ld__ev_sender_free(s);
     ld_test_expect_error(f2, LD_ECANCELED, NULL);
 }
@@ -368,8 +289,8 @@ START_TEST(test_free_from_a_posts_callback_with_another_pending)
 {
     struct ld__ev_sender *s = sender_to(NULL);
     ld_future *f1 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[1]"), 3, false);
-    E.nstatuses = 1;
-    E.statuses[0] = 500; /* the other waits for its retry when the sender goes */
+    evr.nstatuses = 1;
+    evr.statuses[0] = 500; /* the other waits for its retry when the sender goes */
     ld_future *f2 = ld__ev_sender_post(s, LD__EV_ANALYTICS, copy("[2]"), 3, false);
     ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f1), free_sender_cb, s), 0);
     ld_test_wait(f1);
@@ -392,12 +313,12 @@ START_TEST(test_allocation_failures)
 {
     ld_net_config *c = ld_net_config_new(KEY);
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_events_uri(c, E.url), 0);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, evr.url), 0);
     __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
     for (long n = 1;; n++) {
-        E.n = 0;
-        E.nstatuses = 1;
-        E.statuses[0] = 500; /* the first post is retried */
+        evr.n = 0;
+        evr.nstatuses = 1;
+        evr.statuses[0] = 500; /* the first post is retried */
         char *b1 = copy("[1]"), *b2 = copy("{}");
         CHAOS_BEGIN(n);
         struct ld__ev_sender *s = ld__ev_sender_new(B, c, 1);
@@ -423,7 +344,7 @@ START_TEST(test_allocation_failures)
         ld__ev_sender_free(s);
         if (!failed) {
             ck_assert(ok);
-            ck_assert_int_eq(E.n, 3);
+            ck_assert_int_eq(evr.n, 3);
             break;
         }
     }
@@ -438,7 +359,7 @@ static ld_event_forwarder *forwarder_to(const char *url, int64_t max)
 {
     ld_net_config *c = ld_net_config_new(KEY);
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : E.url), 0);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, url ? url : evr.url), 0);
     ld_event_forwarder *fw = ld_event_forwarder_new(B, c, max);
     ld_net_config_free(c);
     ck_assert_ptr_nonnull(fw);
@@ -447,9 +368,9 @@ static ld_event_forwarder *forwarder_to(const char *url, int64_t max)
 
 static void run_until_seen(int n)
 {
-    for (int i = 0; i < 5000 && E.n < n; i++)
+    for (int i = 0; i < 5000 && evr.n < n; i++)
         event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    ck_assert_int_eq(E.n, n);
+    ck_assert_int_eq(evr.n, n);
 }
 
 static ld_event_forwarder_stats stats_of(const ld_event_forwarder *fw)
@@ -497,9 +418,9 @@ START_TEST(test_forwarder_passes_the_payload_and_its_lines_unchanged)
     const char *m[] = {"Authorization: mob-key-1", NULL};
     ck_assert_int_eq(ld_event_forwarder_post(fw, "/mobile", m, "[1]", 3), 0);
     ld_test_await_ok(ld_event_forwarder_close(fw));
-    ck_assert_int_eq(E.n, 2);
-    struct seen *b = E.seen[0].path[1] == 'b' ? &E.seen[0] : &E.seen[1];
-    struct seen *mo = b == &E.seen[0] ? &E.seen[1] : &E.seen[0];
+    ck_assert_int_eq(evr.n, 2);
+    struct evr_seen *b = evr.seen[0].path[1] == 'b' ? &evr.seen[0] : &evr.seen[1];
+    struct evr_seen *mo = b == &evr.seen[0] ? &evr.seen[1] : &evr.seen[0];
     ck_assert_str_eq(b->path, "/bulk");
     ck_assert_str_eq(b->auth, KEY);
     ck_assert_str_eq(b->encoding, "gzip");
@@ -521,7 +442,7 @@ END_TEST
 
 START_TEST(test_forwarder_holds_at_most_its_bound_and_five_posts_at_once)
 {
-    E.hold = true;
+    evr.hold = true;
     ld_event_forwarder *fw = forwarder_to(NULL, 16 * 1024);
     char body[1000];
     memset(body, 'x', sizeof body);
@@ -532,14 +453,14 @@ START_TEST(test_forwarder_holds_at_most_its_bound_and_five_posts_at_once)
     run_until_seen(5);
     for (int i = 0; i < 50; i++)
         event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-    ck_assert_int_eq(E.n, 5); /* five at once */
+    ck_assert_int_eq(evr.n, 5); /* five at once */
     ld_event_forwarder_stats st = stats_of(fw);
     ck_assert(st.queued == 8 && st.refused == 1 && st.bytes == 8 * 2024);
-    E.hold = false;
-    release_held();
+    evr.hold = false;
+    evr_release_held();
     ld_future *closed = ld_event_forwarder_close(fw);
     ld_test_await_ok(closed);
-    ck_assert_int_eq(E.n, 8);
+    ck_assert_int_eq(evr.n, 8);
     st = stats_of(fw);
     ck_assert(st.forwarded == 8 && st.queued == 0 && st.bytes == 0);
     ld_event_forwarder_free(fw);
@@ -548,7 +469,7 @@ END_TEST
 
 START_TEST(test_forwarder_memory_stays_bounded_with_a_service_that_never_answers)
 {
-    E.hold = true;
+    evr.hold = true;
     ld_event_forwarder *fw = forwarder_to(NULL, 1024 * 1024);
     char body[4096];
     memset(body, 'y', sizeof body);
@@ -581,15 +502,15 @@ END_TEST
 
 START_TEST(test_forwarder_drops_what_the_service_refuses)
 {
-    E.nstatuses = 2;
-    E.statuses[0] = 401; /* not retried: dropped */
-    E.statuses[1] = 503; /* retried after a second: taken */
+    evr.nstatuses = 2;
+    evr.statuses[0] = 401; /* not retried: dropped */
+    evr.statuses[1] = 503; /* retried after a second: taken */
     ld_event_forwarder *fw = forwarder_to(NULL, 0);
     ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[1]", 3), 0);
     run_until_seen(1);
     ck_assert_int_eq(ld_event_forwarder_post(fw, "/bulk", NULL, "[2]", 3), 0);
     ld_test_await_ok(ld_event_forwarder_close(fw));
-    ck_assert_int_eq(E.n, 3);
+    ck_assert_int_eq(evr.n, 3);
     ld_event_forwarder_stats st = stats_of(fw);
     ck_assert_msg(st.forwarded == 1 && st.dropped == 1, "forwarded %llu dropped %llu",
                   (unsigned long long)st.forwarded, (unsigned long long)st.dropped);
@@ -601,11 +522,11 @@ START_TEST(test_forwarder_allocation_failures)
 {
     ld_net_config *c = ld_net_config_new(KEY);
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(ld_net_config_set_events_uri(c, E.url), 0);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, evr.url), 0);
     const char *h[] = {"Content-Type: application/json", "X-LaunchDarkly-Event-Schema: 4", NULL};
     __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
     for (long n = 1;; n++) {
-        E.n = 0;
+        evr.n = 0;
         CHAOS_BEGIN(n);
         ld_event_forwarder *fw = ld_event_forwarder_new(B, c, 0);
         int queued = 0;
@@ -631,7 +552,7 @@ START_TEST(test_forwarder_allocation_failures)
         if (!failed) {
             ck_assert_int_eq(queued, 3);
             ck_assert_uint_eq(st.forwarded, 3);
-            ck_assert_int_eq(E.n, 3);
+            ck_assert_int_eq(evr.n, 3);
             break;
         }
         ck_assert_uint_eq(st.forwarded + st.dropped + st.queued, (uint64_t)queued);

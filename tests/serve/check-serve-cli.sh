@@ -78,6 +78,9 @@ expect 2 '--sdk-key: not valid' err --sdk-key 'a key'
 expect 2 '--stream-uri: not valid' err --sdk-key sdk-1 --stream-uri ftp://127.0.0.1
 expect 2 '--base-uri: not valid' err --sdk-key sdk-1 --base-uri http://
 expect 2 '--proxy: not valid' err --sdk-key sdk-1 --proxy 'http://a b'
+expect 2 '--events-uri: not valid' err --sdk-key sdk-1 --events-uri ftp://127.0.0.1
+expect 2 '--data serves files' err --data "$data" --events-uri http://127.0.0.1:1
+expect 0 '^  --events-uri URI' out --help
 
 # The program serving: start it, find its port in the log, stop it with SIG.
 # run_and_stop SIG

@@ -24,6 +24,7 @@
 #include "../../serve/server.h"
 #include "check_suites.h"
 #include "check_util.h"
+#include "events/check_receiver.h"
 
 #if LD_TEST_SANITIZED
 #include <sanitizer/allocator_interface.h>
@@ -2768,7 +2769,8 @@ START_TEST(test_evalx_cors_and_preflight)
         ck_assert_int_eq(raw_exchange(&x, req, (size_t)n, &r), 200);
         const char *t = raw_text(&r);
         ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Origin: *"));
-        ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Methods: GET, REPORT, OPTIONS"));
+        ck_assert_ptr_nonnull(
+            strstr(t, "Access-Control-Allow-Methods: GET, POST, REPORT, OPTIONS"));
         ck_assert_ptr_nonnull(strstr(t, "Access-Control-Allow-Headers: Content-Type"));
         raw_close(&r);
     }
@@ -3028,6 +3030,221 @@ START_TEST(test_bind_failure_is_reported)
 }
 END_TEST
 
+/* ---- events, forwarded (serve/events.c) ------------------------------------------ */
+
+/* POSTs `body` to `path` with Authorization `auth` (NULL: none) and the
+ * header lines `lines` ("Name", "value" pairs, NULL-ended); waits. */
+static void post(struct fix *x, const char *path, const char *auth, const char *const *lines,
+                 const char *body, size_t len, struct resp *r)
+{
+    memset(r, 0, sizeof *r);
+    struct evhttp_request *req = evhttp_request_new(resp_cb, r);
+    ck_assert_ptr_nonnull(req);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Host", "localhost");
+    if (auth)
+        evhttp_add_header(h, "Authorization", auth);
+    for (size_t i = 0; lines && lines[i]; i += 2)
+        evhttp_add_header(h, lines[i], lines[i + 1]);
+    evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+    ck_assert_int_eq(evhttp_make_request(conn_of(x), req, EVHTTP_REQ_POST, path), 0);
+    wait_resp(r);
+}
+
+/* A server forwarding events to the local events service (check_receiver.h),
+ * holding at most `max` bytes of them. */
+static ld_event_forwarder *start_forwarding(struct fix *x, int64_t max)
+{
+    evr_start();
+    ld_net_config *c = ld_net_config_new("sdk-upstream-key");
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, evr.url), 0);
+    ld_event_forwarder *fw = ld_event_forwarder_new(ld_test_base, c, max);
+    ld_net_config_free(c);
+    ck_assert_ptr_nonnull(fw);
+    struct lds_server_options o = {0};
+    o.events = fw;
+    o.max_event_body = 200000;
+    start_with(x, &o, false);
+    return fw;
+}
+
+/* The server first (it borrows the forwarder), then the forwarder and the
+ * events service, whose connections would keep the loop busy. */
+static void stop_forwarding(struct fix *x, ld_event_forwarder *fw)
+{
+    ld_future *f = lds_server_close(x->srv);
+    ld_test_await_ok(f);
+    lds_server_free(x->srv);
+    x->srv = NULL;
+    ld_test_await_ok(ld_event_forwarder_close(fw));
+    ld_event_forwarder_free(fw);
+    evr_stop();
+    stop(x);
+}
+
+START_TEST(test_without_a_forwarder_event_paths_are_404)
+{
+    struct fix x;
+    start(&x);
+    struct resp r;
+    const char *paths[] = {"/bulk", "/diagnostic", "/mobile", "/events/bulk/env"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        post(&x, paths[i], KEY, NULL, "[]", 2, &r);
+        expect_error(&r, 404);
+        resp_free(&r);
+    }
+    /* GET on an event path: 405 */
+    http(&x, EVHTTP_REQ_GET, "/bulk", KEY, NULL, &r);
+    ck_assert_int_eq(r.code, 405);
+    ck_assert_str_eq(r.allow, "POST");
+    resp_free(&r);
+    stop(&x);
+}
+END_TEST
+
+START_TEST(test_server_side_events_go_upstream_with_the_upstream_key)
+{
+    struct fix x;
+    ld_event_forwarder *fw = start_forwarding(&x, 0);
+    struct resp r;
+    const char *lines[] = {"Content-Type",
+                           "application/json",
+                           "X-LaunchDarkly-Event-Schema",
+                           "4",
+                           "X-LaunchDarkly-Payload-ID",
+                           "p-1",
+                           "User-Agent",
+                           "NodeJSClient/9",
+                           "Cookie",
+                           "c=1",
+                           NULL};
+    post(&x, "/bulk", KEY, lines, "[{\"kind\":\"identify\"}]", 21, &r);
+    ck_assert_int_eq(r.code, 202);
+    resp_free(&r);
+    post(&x, "/bulk", "sdk-wrong", lines, "[]", 2, &r);
+    expect_error(&r, 401);
+    resp_free(&r);
+    post(&x, "/diagnostic", KEY, NULL, "{}", 2, &r);
+    ck_assert_int_eq(r.code, 202);
+    resp_free(&r);
+    post(&x, "/bulk", KEY, NULL, "", 0, &r);
+    expect_error(&r, 400);
+    resp_free(&r);
+    for (int i = 0; i < 5000 && evr.n < 2; i++)
+        loop_once();
+    ck_assert_int_eq(evr.n, 2);
+    struct evr_seen *b = strcmp(evr.seen[0].path, "/bulk") == 0 ? &evr.seen[0] : &evr.seen[1];
+    struct evr_seen *d = b == &evr.seen[0] ? &evr.seen[1] : &evr.seen[0];
+    ck_assert_str_eq(b->path, "/bulk");
+    ck_assert_str_eq(b->auth, "sdk-upstream-key");
+    ck_assert_str_eq(b->schema, "4");
+    ck_assert_str_eq(b->payload_id, "p-1");
+    ck_assert_str_eq(b->agent, "NodeJSClient/9");
+    ck_assert_str_eq(b->cookie, "");
+    ck_assert_str_eq(b->body, "[{\"kind\":\"identify\"}]");
+    ck_assert_str_eq(d->path, "/diagnostic");
+    ck_assert_str_eq(d->body, "{}");
+    /* /status counts them */
+    http(&x, EVHTTP_REQ_GET, "/status", NULL, NULL, &r);
+    json_t *j = body_json(&r);
+    json_t *ev = json_object_get(j, "events");
+    ck_assert_int_eq(json_integer_value(json_object_get(ev, "forwarded")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(ev, "queued")), 0);
+    json_decref(j);
+    resp_free(&r);
+    stop_forwarding(&x, fw);
+}
+END_TEST
+
+START_TEST(test_mobile_and_javascript_events_go_upstream_as_they_came)
+{
+    struct fix x;
+    ld_event_forwarder *fw = start_forwarding(&x, 0);
+    struct resp r;
+    const char *mobile[] = {"/mobile", "/mobile/events", "/mobile/events/bulk"};
+    for (size_t i = 0; i < 3; i++) {
+        post(&x, mobile[i], "api_key mob-1", NULL, "[1]", 3, &r);
+        ck_assert_int_eq(r.code, 202);
+        resp_free(&r);
+    }
+    post(&x, "/mobile/events/diagnostic", "api_key mob-1", NULL, "{}", 2, &r);
+    ck_assert_int_eq(r.code, 202);
+    resp_free(&r);
+    post(&x, "/mobile", NULL, NULL, "[1]", 3, &r);
+    expect_error(&r, 401);
+    resp_free(&r);
+    post(&x, "/events/bulk/env-7", NULL, NULL, "[2]", 3, &r);
+    ck_assert_int_eq(r.code, 202);
+    ck_assert_str_eq(r.cors, "*");
+    resp_free(&r);
+    post(&x, "/events/diagnostic/env-7", NULL, NULL, "{}", 2, &r);
+    ck_assert_int_eq(r.code, 202);
+    resp_free(&r);
+    http(&x, EVHTTP_REQ_OPTIONS, "/events/bulk/env-7", NULL, NULL, &r);
+    ck_assert_int_eq(r.code, 200);
+    ck_assert_str_eq(r.cors, "*");
+    resp_free(&r);
+    for (int i = 0; i < 5000 && evr.n < 6; i++)
+        loop_once();
+    ck_assert_int_eq(evr.n, 6);
+    int mobiles = 0, js = 0, diag = 0;
+    for (int i = 0; i < 6; i++) {
+        struct evr_seen *e = &evr.seen[i];
+        if (strcmp(e->path, "/mobile") == 0) {
+            mobiles++;
+            ck_assert_str_eq(e->auth, "api_key mob-1");
+            ck_assert_str_eq(e->body, "[1]");
+        } else if (strcmp(e->path, "/mobile/events/diagnostic") == 0) {
+            diag++;
+            ck_assert_str_eq(e->auth, "api_key mob-1");
+        } else if (strcmp(e->path, "/events/bulk/env-7") == 0) {
+            js++;
+            ck_assert_str_eq(e->body, "[2]");
+        } else {
+            ck_assert_str_eq(e->path, "/events/diagnostic/env-7");
+            diag++;
+        }
+    }
+    ck_assert_int_eq(mobiles, 3);
+    ck_assert_int_eq(js, 1);
+    ck_assert_int_eq(diag, 2);
+    stop_forwarding(&x, fw);
+}
+END_TEST
+
+START_TEST(test_a_full_forwarder_answers_503_and_large_bodies_pass)
+{
+    struct fix x;
+    ld_event_forwarder *fw = start_forwarding(&x, 200 * 1024);
+    evr.hold = true;
+    static char big[150000];
+    memset(big, 'e', sizeof big);
+    struct resp r;
+    /* over the server's body limit for requests (64 KiB), within the events' */
+    post(&x, "/bulk", KEY, NULL, big, sizeof big, &r);
+    ck_assert_int_eq(r.code, 202);
+    resp_free(&r);
+    /* the forwarder holds 150 KiB of 200: the next big one does not fit */
+    post(&x, "/bulk", KEY, NULL, big, sizeof big, &r);
+    expect_error(&r, 503);
+    resp_free(&r);
+    /* beyond max_event_body: 413 */
+    static char huge[210000];
+    memset(huge, 'h', sizeof huge);
+    post(&x, "/bulk", KEY, NULL, huge, sizeof huge, &r);
+    ck_assert_int_eq(r.code, 413);
+    resp_free(&r);
+    ld_event_forwarder_stats st;
+    ck_assert_int_eq(ld_event_forwarder_stats_get(fw, &st), 0);
+    ck_assert_uint_eq(st.refused, 1);
+    ck_assert_uint_eq(st.queued, 1);
+    evr.hold = false;
+    evr_release_held();
+    stop_forwarding(&x, fw);
+}
+END_TEST
+
 Suite *ld_suite_serve(void)
 {
     Suite *s = suite_create("serve");
@@ -3095,6 +3312,13 @@ Suite *ld_suite_serve(void)
     tcase_add_test(tc, test_report_with_a_chunked_body_is_read);
     tcase_add_test(tc, test_report_keeps_the_connection);
     tcase_add_test(tc, test_report_chunked_body_is_read_once_as_it_comes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("events");
+    tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
+    tcase_add_test(tc, test_without_a_forwarder_event_paths_are_404);
+    tcase_add_test(tc, test_server_side_events_go_upstream_with_the_upstream_key);
+    tcase_add_test(tc, test_mobile_and_javascript_events_go_upstream_as_they_came);
+    tcase_add_test(tc, test_a_full_forwarder_answers_503_and_large_bodies_pass);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);

@@ -22,6 +22,7 @@
 #include "../../serve/app.h"
 #include "check_suites.h"
 #include "check_util.h"
+#include "events/check_receiver.h"
 
 #define KEY "sdk-e2e-key"
 #define B ld_test_base
@@ -157,7 +158,15 @@ static void resp_cb(struct evhttp_request *req, void *arg)
     r->body[len] = '\0';
 }
 
+static void send_req(enum evhttp_cmd_type m, const char *path, const char *body, struct resp *r);
+
 static void get(const char *path, struct resp *r)
+{
+    send_req(EVHTTP_REQ_GET, path, NULL, r);
+}
+
+/* `m` of `path` (with `body`, if not NULL) with the SDK key; waits. */
+static void send_req(enum evhttp_cmd_type m, const char *path, const char *body, struct resp *r)
 {
     if (!g.conn) {
         g.conn = evhttp_connection_base_new(B, NULL, "127.0.0.1", (ev_uint16_t)g.port);
@@ -168,7 +177,9 @@ static void get(const char *path, struct resp *r)
     ck_assert_ptr_nonnull(req);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Host", "localhost");
     evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization", KEY);
-    ck_assert_int_eq(evhttp_make_request(g.conn, req, EVHTTP_REQ_GET, path), 0);
+    if (body)
+        evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
+    ck_assert_int_eq(evhttp_make_request(g.conn, req, m, path), 0);
     while (!r->done)
         loop_once();
 }
@@ -1214,7 +1225,8 @@ START_TEST(test_app_that_cannot_listen_is_not_made_and_leaks_nothing)
 END_TEST
 
 /* ldasync-serve relaying another: what the files give the first reaches
- * the relay, by streaming (a change of the file too) and by polling. */
+ * the relay, by streaming (a change of the file too) and by polling; the
+ * events SDKs post to the relay reach its events URI. */
 START_TEST(test_a_relay_serves_what_its_upstream_serves)
 {
     write_data("{'flags':{'f1':{'key':'f1','version':1,'on':true}}}");
@@ -1227,6 +1239,8 @@ START_TEST(test_a_relay_serves_what_its_upstream_serves)
         ld_net_config *c = ld_net_config_new(KEY);
         ck_assert_int_eq(ld_net_config_set_stream_uri(c, uri), 0);
         ck_assert_int_eq(ld_net_config_set_base_uri(c, uri), 0);
+        evr_start();
+        ck_assert_int_eq(ld_net_config_set_events_uri(c, evr.url), 0);
         struct lds_app_options o = {0};
         o.upstream = c;
         o.polling = polling;
@@ -1247,6 +1261,20 @@ START_TEST(test_a_relay_serves_what_its_upstream_serves)
         /* polling comes after the change streamed */
         ck_assert(json_is_true(json_object_get(j, "on")) == !polling);
         json_decref(j);
+        struct resp r;
+        send_req(EVHTTP_REQ_POST, "/bulk", "[{\"kind\":\"custom\"}]", &r);
+        ck_assert_int_eq(r.code, 202);
+        free(r.body);
+        for (int i = 0; i < 5000 && evr.n < 1; i++)
+            loop_once();
+        ck_assert_int_eq(evr.n, 1);
+        ck_assert_str_eq(evr.seen[0].path, "/bulk");
+        ck_assert_str_eq(evr.seen[0].auth, KEY);
+        ck_assert_str_eq(evr.seen[0].body, "[{\"kind\":\"custom\"}]");
+        j = get_json("/status", 200);
+        ck_assert_int_eq(
+            json_integer_value(json_object_get(json_object_get(j, "events"), "forwarded")), 1);
+        json_decref(j);
         if (!polling) {
             write_data("{'flags':{'f1':{'key':'f1','version':1,'on':false}}}");
             j = poll_for("/sdk/latest-flags/f1", "on", "false");
@@ -1258,6 +1286,7 @@ START_TEST(test_a_relay_serves_what_its_upstream_serves)
         g.port = up_port;
         ld_test_await_ok(lds_app_close(relay));
         lds_app_free(relay);
+        evr_stop();
     }
     app_stop();
 }

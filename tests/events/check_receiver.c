@@ -1,0 +1,80 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/* The local events service of the tests (check_receiver.h). */
+#include <check.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "check_receiver.h"
+#include "check_util.h"
+
+struct evr evr;
+
+static void copy_header(struct evhttp_request *req, const char *name, char *out, size_t n)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
+    snprintf(out, n, "%s", v ? v : "");
+}
+
+static void serve(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    struct evr_seen *s = &evr.seen[evr.n < EVR_MAX ? evr.n : EVR_MAX - 1];
+    snprintf(s->path, sizeof s->path, "%s", evhttp_request_get_uri(req));
+    copy_header(req, "Authorization", s->auth, sizeof s->auth);
+    copy_header(req, "Content-Type", s->ctype, sizeof s->ctype);
+    copy_header(req, "X-LaunchDarkly-Event-Schema", s->schema, sizeof s->schema);
+    copy_header(req, "X-LaunchDarkly-Payload-ID", s->payload_id, sizeof s->payload_id);
+    copy_header(req, "Content-Encoding", s->encoding, sizeof s->encoding);
+    copy_header(req, "User-Agent", s->agent, sizeof s->agent);
+    copy_header(req, "Cookie", s->cookie, sizeof s->cookie);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    s->body_len = evbuffer_get_length(in);
+    size_t keep = s->body_len < sizeof s->body ? s->body_len : sizeof s->body - 1;
+    evbuffer_copyout(in, s->body, keep);
+    s->body[keep] = '\0';
+    int status = evr.n < evr.nstatuses ? evr.statuses[evr.n] : 202;
+    evr.n++;
+    if (evr.hold) {
+        ck_assert_int_lt(evr.nheld, EVR_MAX);
+        evr.held[evr.nheld++] = req;
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Date",
+                      "Tue, 01 Dec 2026 10:20:30 GMT");
+    evhttp_send_reply(req, status, "Answer", NULL);
+}
+
+void evr_start(void)
+{
+    memset(&evr, 0, sizeof evr);
+    evr.http = evhttp_new(ld_test_base);
+    ck_assert_ptr_nonnull(evr.http);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(evr.http, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    evr.port = ntohs(sin.sin_port);
+    snprintf(evr.url, sizeof evr.url, "http://127.0.0.1:%d/", evr.port);
+    evhttp_set_gencb(evr.http, serve, NULL);
+}
+
+void evr_release_held(void)
+{
+    for (int i = 0; i < evr.nheld; i++)
+        evhttp_send_reply(evr.held[i], 202, "Late", NULL);
+    evr.nheld = 0;
+}
+
+void evr_stop(void)
+{
+    evr_release_held();
+    evhttp_free(evr.http);
+    evr.http = NULL;
+}

@@ -1,0 +1,49 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * A local events service for the tests (check_receiver.c): an evhttp
+ * server on ld_test_base that records what is posted to it and answers
+ * each post with the next status the test gives (202 once they run out),
+ * with a Date header ("Tue, 01 Dec 2026 10:20:30 GMT"), or holds the
+ * requests unanswered.
+ */
+#ifndef LDASYNC_CHECK_RECEIVER_H
+#define LDASYNC_CHECK_RECEIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <event2/http.h>
+
+#define EVR_MAX 16
+
+/* One post as it came (the headers' values, "" when absent). */
+struct evr_seen {
+    char path[128], auth[128], ctype[64], schema[16], payload_id[64], encoding[32], agent[64];
+    char cookie[64];
+    char body[8192]; /* its first bytes, NUL-terminated */
+    size_t body_len; /* all of it */
+};
+
+struct evr {
+    struct evhttp *http;
+    char url[64]; /* "http://127.0.0.1:PORT/" */
+    int port;
+    int statuses[EVR_MAX]; /* the answer to the i-th post */
+    int nstatuses;
+    struct evr_seen seen[EVR_MAX]; /* the posts (the last slot takes those beyond) */
+    int n;                         /* posts seen */
+    bool hold;                     /* keep the requests unanswered */
+    struct evhttp_request *held[EVR_MAX];
+    int nheld;
+};
+
+extern struct evr evr;
+
+/* Starts the service (evr zeroed first). */
+void evr_start(void);
+/* Answers the requests held (202). */
+void evr_release_held(void);
+/* Answers what is held, and stops the service. */
+void evr_stop(void);
+
+#endif /* LDASYNC_CHECK_RECEIVER_H */
