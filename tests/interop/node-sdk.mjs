@@ -15,9 +15,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basicLogger, init, integrations } from '@launchdarkly/node-server-sdk';
 
-const [baseUrl, sdkKey, dataFile] = process.argv.slice(2);
+const [baseUrl, sdkKey, dataFile, eventsFile] = process.argv.slice(2);
 if (!dataFile) {
-  console.error('usage: node node-sdk.mjs BASE_URL SDK_KEY DATA_FILE');
+  console.error('usage: node node-sdk.mjs BASE_URL SDK_KEY DATA_FILE [EVENTS_FILE]');
   process.exit(2);
 }
 const logger = basicLogger({ level: 'warn' });
@@ -124,6 +124,41 @@ for (const stream of [false, true]) {
   const seen = await client.variation(key, contexts[0], null);
   if (seen !== value) fail(`streaming: ${key} is ${JSON.stringify(seen)}, not ${value}`);
   console.log(`ok: streaming: the change of ${key} arrived in ${Date.now() - t0} ms`);
+  client.close();
+}
+
+// Through a relay: the SDK's events, posted to the relay, reach the events
+// service it forwards to (eventsFile: what that service received).
+if (eventsFile) {
+  const client = init(sdkKey, {
+    baseUri: baseUrl,
+    streamUri: baseUrl,
+    eventsUri: baseUrl,
+    diagnosticOptOut: true,
+    logger,
+  });
+  await started(client, 'events');
+  const who = { kind: 'user', key: 'interop-events' };
+  client.identify(who);
+  client.track('interop-metric', who, { n: 1 }, 42);
+  await client.flush();
+  const t0 = Date.now();
+  let found = null;
+  while (!found && Date.now() - t0 < 5000) {
+    for (const line of readFileSync(eventsFile, 'utf8').split('\n').filter(Boolean)) {
+      const post = JSON.parse(line);
+      if (post.path === '/bulk' && post.body.includes('interop-metric')) found = post;
+    }
+    if (!found) await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!found) fail('events: the SDK\'s events did not reach the events service through the relay');
+  const events = JSON.parse(found.body);
+  const custom = events.find((e) => e.kind === 'custom');
+  if (found.authorization !== sdkKey || found.schema !== '4' || !custom ||
+      custom.metricValue !== 42 || !events.some((e) => e.kind === 'identify')) {
+    fail(`events: not as the SDK sent them: ${JSON.stringify(found)}`);
+  }
+  console.log(`ok: events: ${events.length} events went through the relay in ${Date.now() - t0} ms`);
   client.close();
 }
 process.exit(0);

@@ -7,7 +7,9 @@
 # file itself, and a change of the file must reach the streaming client.
 # Then the same through a relay chain: the file -> ldasync-serve ->
 # ldasync-serve relaying it by streaming -> the SDK (the change of the file
-# must travel the whole chain). See node-sdk.mjs.
+# must travel the whole chain), and the SDK's events must reach, through
+# the relay, the events service the relay forwards to (events-receiver.mjs
+# stands in for it). See node-sdk.mjs.
 #
 # usage, from the top of the tree: tests/interop/node-sdk.sh [BUILD_DIR]
 # Needs node (18 or later) and npm with the npm registry (`npm ci` runs
@@ -25,8 +27,9 @@ serve=$build/serve/ldasync-serve
 tmp=$(mktemp -d)
 pid=
 relay=
+receiver=
 cleanup() {
-    for p in $relay $pid; do
+    for p in $relay $pid $receiver; do
         kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     rm -rf "$tmp"
@@ -54,12 +57,15 @@ if [ $status -eq 0 ]; then
     "$serve" --data "$tmp/flags.json" --port "$port" --sdk-key "$key" 2>"$tmp/serve.log" &
     pid=$!
     wait_up "$port" "$tmp/serve.log"
+    : >"$tmp/events.jsonl"
+    node "$here/events-receiver.mjs" $((port + 2)) "$tmp/events.jsonl" 2>"$tmp/receiver.log" &
+    receiver=$!
     "$serve" --sdk-key "$key" --stream-uri "http://127.0.0.1:$port" --port $((port + 1)) \
-        2>"$tmp/relay.log" &
+        --events-uri "http://127.0.0.1:$((port + 2))" 2>"$tmp/relay.log" &
     relay=$!
     wait_up $((port + 1)) "$tmp/relay.log"
-    node "$here/node-sdk.mjs" "http://127.0.0.1:$((port + 1))" "$key" "$tmp/flags.json" ||
-        status=$?
+    node "$here/node-sdk.mjs" "http://127.0.0.1:$((port + 1))" "$key" "$tmp/flags.json" \
+        "$tmp/events.jsonl" || status=$?
 fi
 if [ $status -ne 0 ]; then
     echo "---- ldasync-serve's log ----" >&2
