@@ -75,6 +75,8 @@ static const char *const capabilities[] = {
 #define DEFAULT_START_WAIT_MS 5000
 /* A request body larger than this is refused (the harness sends small ones). */
 #define MAX_BODY (16 * 1024 * 1024)
+/* And headers larger than this (evhttp buffers them whole otherwise). */
+#define MAX_HEADERS (64 * 1024)
 
 struct svc;
 
@@ -1163,6 +1165,9 @@ int main(int argc, char **argv)
     evhttp_set_allowed_methods(svc.http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                              EVHTTP_REQ_DELETE);
     evhttp_set_gencb(svc.http, on_request, &svc);
+    /* evhttp refuses (413) what is larger as it comes, before buffering it. */
+    evhttp_set_max_body_size(svc.http, MAX_BODY);
+    evhttp_set_max_headers_size(svc.http, MAX_HEADERS);
     struct evhttp_bound_socket *bound =
         evhttp_bind_socket_with_handle(svc.http, host, (ev_uint16_t)port);
     if (!bound) {
