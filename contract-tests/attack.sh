@@ -6,6 +6,9 @@
 #     nesting, fields of the wrong type): 400 with a message; a chunked
 #     body is read; a body or headers larger than the service takes are
 #     refused at once, without waiting for (and buffering) all of it;
+#   - a big segment callback service that accepts and never answers:
+#     evaluations running side by side each answer STORE_ERROR within a
+#     few seconds (not one after the other);
 #   - a stream that accepts and never answers: a create that waits for it
 #     does not stop the service; a requester that goes away while its
 #     create waits; creating and deleting 200 clients leaves the open
@@ -204,6 +207,28 @@ case $code in
 4??) ;;
 *) fail "800 kB of headers: status $code, not 4xx" ;;
 esac
+
+# ---- A big segment store that never answers ------------------------------
+create '{"tag":"silent store","configuration":{"credential":"'$key'","streaming":{"baseUri":"'$upstream'"},
+  "bigSegments":{"callbackUri":"'$silent'/cb"}}}'
+[ "$code" = 201 ] || fail "create with a silent big segment store: $code $(cat "$tmp/body")"
+silent_client=$client
+for n in 1 2 3; do
+    curl -s -m 8 -o "$tmp/eval$n" -w '%{http_code}' -X POST --data-binary \
+        '{"command":"evaluate","evaluate":{"flagKey":"big-flag","context":{"kind":"user","key":"user-'$n'"},"valueType":"bool","defaultValue":false,"detail":true}}' \
+        "$url$silent_client" >"$tmp/eval$n.code" &
+    bg_pids="$bg_pids $!"
+done
+req GET /
+[ "$code" = 200 ] || fail "GET / while evaluations wait for the store: $code"
+wait $bg_pids
+bg_pids=
+for n in 1 2 3; do
+    [ "$(cat "$tmp/eval$n.code")" = 200 ] && grep -q '"bigSegmentsStatus":"STORE_ERROR"' "$tmp/eval$n" ||
+        fail "evaluation $n of 3 with a silent store: not STORE_ERROR within 8 s: $(cat "$tmp/eval$n.code") $(cat "$tmp/eval$n")"
+done
+req DELETE "$silent_client"
+[ "$code" = 204 ] || fail "delete the client with a silent store: $code"
 
 # ---- Orders --------------------------------------------------------------
 fds_before=$(nfds)
