@@ -13,8 +13,9 @@
 #     does not stop the service; a requester that goes away while its
 #     create waits; creating and deleting 200 clients leaves the open
 #     descriptors as they were;
-#   - DELETE / while a create waits: a second DELETE / is answered 503
-#     (or finds nothing listening), the service exits 0;
+#   - DELETE / while a create waits: that create is answered 503, a
+#     second DELETE / too (or finds nothing listening), the service
+#     exits 0;
 #   - SIGTERM while clients exist and a create waits: exit 0.
 # bigseg-fixture ("hang") plays the silent peer, ldasync-serve the
 # LaunchDarkly stream. Built with ASan or under SERVICE_WRAPPER
@@ -251,7 +252,8 @@ fi
 req POST "$good" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"org","key":"org-acme"},"valueType":"bool","defaultValue":false}}'
 [ "$code" = 200 ] && [ "$(cat "$tmp/body")" = '{"value":true}' ] || fail "evaluate after the churn: $code $(cat "$tmp/body")"
 
-# DELETE / while a create waits for a silent stream: the service stops.
+# DELETE / while a create waits for a silent stream: that create is
+# answered (503), the service stops.
 curl -s -m 20 -o "$tmp/pending.body" -w '%{http_code}' -X POST --data-binary \
     '{"tag":"pending","configuration":{"credential":"'$key'","startWaitTimeMs":60000,"streaming":{"baseUri":"'$silent'"}}}' \
     "$url/" >"$tmp/pending.code" &
@@ -268,6 +270,7 @@ case $code in
 esac
 wait $pending
 bg_pids=
+[ "$(cat "$tmp/pending.code")" = 503 ] || fail "the create pending at DELETE /: status $(cat "$tmp/pending.code"), not 503"
 stopped "DELETE / with a create pending"
 
 # SIGTERM while clients exist and a create waits.

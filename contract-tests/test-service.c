@@ -1195,7 +1195,8 @@ int main(int argc, char **argv)
 
     /* Stop: answer what still waits (the requests must be answered before
      * evhttp_free frees them), free the clients, then let their futures
-     * complete from the loop. */
+     * complete from the loop, which also writes the answers (evhttp_free
+     * drops what is not written yet). */
     for (struct pending *p = svc.pending; p; p = p->next) {
         reply_text(p->req, 503, "the service is stopping");
         p->req = NULL;
@@ -1203,7 +1204,6 @@ int main(int argc, char **argv)
             tclient_free(p->tc);
         ld_future_cancel(p->fut);
     }
-    evhttp_free(svc.http);
     while (svc.clients)
         tclient_free(svc.clients);
     for (int i = 0; i < 1000 && svc.pending; i++)
@@ -1214,6 +1214,7 @@ int main(int argc, char **argv)
         event_free(sigterm);
     /* Callbacks of the futures that completed last: one more pass. */
     event_base_loop(svc.base, EVLOOP_NONBLOCK);
+    evhttp_free(svc.http);
     event_base_free(svc.base);
     fprintf(stderr, "ldasync-test-service: stopped\n");
     return 0;
