@@ -16,7 +16,8 @@
 #   - DELETE / while a create waits: that create is answered 503, a
 #     second DELETE / too (or finds nothing listening), the service
 #     exits 0;
-#   - SIGTERM while clients exist and a create waits: exit 0.
+#   - SIGTERM while clients exist and a create waits: exit 0;
+#   - out of descriptors: no busy loop of accept() errors, SIGTERM stops.
 # bigseg-fixture ("hang") plays the silent peer, ldasync-serve the
 # LaunchDarkly stream. Built with ASan or under SERVICE_WRAPPER
 # (valgrind), an error or a leak makes the service's exit status non-zero.
@@ -286,6 +287,30 @@ bg_pids=$!
 sleep 1
 kill -TERM "$service_pid"
 stopped "SIGTERM"
+wait $bg_pids
+bg_pids=
+
+# Out of descriptors (32 at most, 40 requesters waiting on a silent
+# stream): the service pauses accepting instead of trying again at once,
+# and logging it, in a busy loop; SIGTERM still stops it.
+: >"$tmp/service.log"
+(ulimit -n 32 && exec $wrap "$service" --port 0 --verbose) 2>"$tmp/service.log" &
+service_pid=$!
+port=$(port_of "$tmp/service.log" "$service_pid") || fail "the service with 32 descriptors did not start"
+url=http://127.0.0.1:$port
+i=0
+while [ $i -lt 40 ]; do
+    curl -s -m 10 -o /dev/null -X POST --data-binary \
+        '{"tag":"hold","configuration":{"credential":"'$key'","startWaitTimeMs":60000,"streaming":{"baseUri":"'$silent'"}}}' \
+        "$url/" &
+    bg_pids="$bg_pids $!"
+    i=$((i + 1))
+done
+sleep 3
+n=$(grep -c 'accept' "$tmp/service.log")
+[ "$n" -lt 100 ] || fail "out of descriptors: $n lines about accept() in 3 s"
+kill -TERM "$service_pid"
+stopped "SIGTERM, out of descriptors"
 wait $bg_pids
 bg_pids=
 

@@ -40,6 +40,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <event2/thread.h>
 #include <jansson.h>
 #include <ldasync/ldasync.h>
@@ -1102,6 +1103,26 @@ static void usage(FILE *to)
           to);
 }
 
+/* accept() failed, out of descriptors most likely (EMFILE): libevent would
+ * try again at once, and log it, for as long as they lack (a busy loop and
+ * megabytes of log a second). The listener pauses 100 ms instead. */
+static struct event *accept_pause;
+
+static void on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    (void)arg;
+    const struct timeval pause = {0, 100 * 1000};
+    if (evconnlistener_disable(listener) == 0)
+        event_add(accept_pause, &pause);
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
 static void on_signal(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -1182,6 +1203,10 @@ int main(int argc, char **argv)
     if (getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&ss, &len) == 0)
         port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    struct evconnlistener *listener = evhttp_bound_socket_get_listener(bound);
+    accept_pause = evtimer_new(svc.base, on_accept_resume, listener);
+    if (accept_pause)
+        evconnlistener_set_error_cb(listener, on_accept_error);
     struct event *sigint = evsignal_new(svc.base, SIGINT, on_signal, &svc);
     struct event *sigterm = evsignal_new(svc.base, SIGTERM, on_signal, &svc);
     if (sigint)
@@ -1212,6 +1237,8 @@ int main(int argc, char **argv)
         event_free(sigint);
     if (sigterm)
         event_free(sigterm);
+    if (accept_pause)
+        event_free(accept_pause);
     /* Callbacks of the futures that completed last: one more pass. */
     event_base_loop(svc.base, EVLOOP_NONBLOCK);
     evhttp_free(svc.http);
