@@ -6,6 +6,7 @@
 #     nesting, fields of the wrong type): 400 with a message; a chunked
 #     body is read; a body or headers larger than the service takes are
 #     refused at once, without waiting for (and buffering) all of it;
+#   - ints past 2^53 and reals past INT64_MAX: as ld_client_int_variation();
 #   - a big segment callback service that accepts and never answers:
 #     evaluations running side by side each answer STORE_ERROR within a
 #     few seconds (not one after the other);
@@ -126,7 +127,9 @@ nfds() {
 : >"$tmp/fixture.log"
 : >"$tmp/serve.log"
 cat >"$tmp/bigseg.json" <<'JSON'
-{"flags": {"big-flag": {"key": "big-flag", "version": 1, "on": true, "variations": [false, true],
+{"flags": {"huge-int": {"key": "huge-int", "version": 1, "on": true, "variations": [1e300, -1e300],
+  "offVariation": 0, "fallthrough": {"variation": 0}, "salt": "s"},
+ "big-flag": {"key": "big-flag", "version": 1, "on": true, "variations": [false, true],
   "offVariation": 0, "fallthrough": {"variation": 0}, "salt": "s",
   "rules": [{"id": "in-big", "variation": 1,
     "clauses": [{"attribute": "key", "op": "segmentMatch", "values": ["big-seg"], "negate": false}]}]}},
@@ -209,6 +212,24 @@ case $code in
 4??) ;;
 *) fail "800 kB of headers: status $code, not 4xx" ;;
 esac
+
+# ---- Numbers at the edges ------------------------------------------------
+# An int as ld_client_int_variation() serves it: integers exact (past
+# 2^53), reals truncated and saturated at INT64_MIN and INT64_MAX, with or
+# without detail.
+ev_int() {
+    req POST "$good" '{"command":"evaluate","evaluate":{"flagKey":"'$1'","context":{"kind":"user","key":"u"},"valueType":"int","defaultValue":'$2',"detail":'$3'}}'
+}
+ev_int no-such-flag 9007199254740993 false
+[ "$(cat "$tmp/body")" = '{"value":9007199254740993}' ] || fail "an int default past 2^53: $code $(cat "$tmp/body")"
+ev_int no-such-flag -9007199254740993 true
+grep -q '"value":-9007199254740993}' "$tmp/body" || fail "an int default past -2^53, detail: $code $(cat "$tmp/body")"
+ev_int huge-int 0 false
+[ "$(cat "$tmp/body")" = '{"value":9223372036854775807}' ] || fail "an int flag of 1e300: $code $(cat "$tmp/body")"
+ev_int huge-int 0 true
+grep -q '"value":9223372036854775807,' "$tmp/body" || fail "an int flag of 1e300, detail: $code $(cat "$tmp/body")"
+ev_int no-such-flag -1e300 true
+grep -q '"value":-9223372036854775808}' "$tmp/body" || fail "an int default of -1e300, detail: $code $(cat "$tmp/body")"
 
 # ---- A big segment store that never answers ------------------------------
 create '{"tag":"silent store","configuration":{"credential":"'$key'","streaming":{"baseUri":"'$upstream'"},

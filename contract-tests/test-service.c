@@ -659,16 +659,17 @@ static void create_client(struct svc *svc, struct evhttp_request *req, json_t *b
 /* ------------------------------------------------------------------------- */
 /* Commands                                                                  */
 
-/* A number as the int variations serve it: truncated toward zero. */
+/* A number as the int variations serve it: an integer as it is, a real
+ * truncated toward zero and saturated at INT64_MIN and INT64_MAX. */
 static json_t *int_value(json_t *v)
 {
-    if (!json_is_number(v))
+    if (!json_is_real(v))
         return json_incref(v);
-    double d = trunc(json_number_value(v));
-    if (d >= 9.2e18)
-        d = 9.2e18;
-    if (d <= -9.2e18)
-        d = -9.2e18;
+    double d = trunc(json_real_value(v));
+    if (d >= 9223372036854775807.0)
+        return json_integer(INT64_MAX);
+    if (d <= -9223372036854775808.0)
+        return json_integer(INT64_MIN);
     return json_integer((json_int_t)d);
 }
 
