@@ -21,7 +21,8 @@
 #   - out of descriptors: no busy loop of accept() errors, SIGTERM stops.
 # bigseg-fixture ("hang") plays the silent peer, ldasync-serve the
 # LaunchDarkly stream. Built with ASan or under SERVICE_WRAPPER
-# (valgrind), an error or a leak makes the service's exit status non-zero.
+# (valgrind), an error or a leak makes the service's exit status non-zero;
+# an UBSan report in its log fails the test too.
 #
 # Needs curl; without it the test is skipped (77).
 # Environment (set by Makefile.am): top_builddir, top_srcdir.
@@ -95,6 +96,9 @@ stopped() {
     service_pid=
     [ "$rc" = 0 ] || fail "$1: the service exited $rc: $(tail -20 "$tmp/service.log")"
     grep -q 'stopped' "$tmp/service.log" || fail "$1: no 'stopped' in the log"
+    # UBSan reports without changing the exit status.
+    ! grep -q 'runtime error' "$tmp/service.log" ||
+        fail "$1: $(grep -m 3 'runtime error' "$tmp/service.log")"
 }
 
 # req METHOD PATH [BODY]: the status in $code, the body in $tmp/body.
