@@ -8,9 +8,12 @@
  *   POST /getMembership  {"values": memberships[contextHash] or null};
  *                        the hash is recorded
  *   GET  /queries        {"membership": [hashes in order], "metadata": n}
- *   POST /control        {"status": "healthy" | "stale" | "error",
+ *   POST /control        {"status": "healthy" | "stale" | "error" | "hang",
  *                         "memberships": {hash: {ref: bool | null} | null}}
- *                        (each optional) changes what it answers
+ *                        (each optional) changes what it answers; "hang":
+ *                        getMetadata, getMembership and any other path (a
+ *                        stream's GET /all) are never answered, as a peer
+ *                        that accepts and says nothing
  *   DELETE /             stops it
  *
  * The path before the last segment is ignored, so any callback URI prefix
@@ -18,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +38,7 @@ struct fixture {
     json_t *memberships; /* hash -> object or null */
     json_t *queries;     /* the hashes asked for */
     long metadata_queries;
-    const char *status; /* "healthy", "stale", "error" */
+    const char *status; /* "healthy", "stale", "error", "hang" */
 };
 
 static void reply(struct evhttp_request *req, int code, json_t *body)
@@ -73,9 +77,12 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *last = strrchr(uri, '/');
     last = last ? last + 1 : uri;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    bool known = strcmp(last, "queries") == 0 || strcmp(last, "control") == 0;
     if (cmd == EVHTTP_REQ_DELETE) {
         reply(req, 200, NULL);
         event_base_loopexit(fx->base, NULL);
+    } else if (!known && strcmp(fx->status, "hang") == 0) {
+        /* never answered: evhttp_free() frees it at the end */
     } else if (strcmp(last, "getMetadata") == 0) {
         fx->metadata_queries++;
         if (strcmp(fx->status, "error") == 0)
@@ -109,6 +116,8 @@ static void on_request(struct evhttp_request *req, void *arg)
             fx->status = "stale";
         else if (status && strcmp(status, "error") == 0)
             fx->status = "error";
+        else if (status && strcmp(status, "hang") == 0)
+            fx->status = "hang";
         json_t *m = json_object_get(body, "memberships");
         if (json_is_object(m))
             json_object_update(fx->memberships, m);

@@ -8,18 +8,24 @@
  *   get_membership: POST {uri}/getMembership {"contextHash": h}
  *                   -> {"values": {ref: true | false | null}} (null or
  *                   absent "values": no membership at all)
- * A transport failure, a status other than 2xx or a body that is not what
- * the service says rejects with LD_ESTORE.
+ * A transport failure, a status other than 2xx, a body that is not what
+ * the service says or no answer within OP_TIMEOUT_S rejects with LD_ESTORE.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <jansson.h>
 #include <ldasync/ldasync.h>
 
 #include "test-service.h"
+
+/* An operation not answered by then is rejected: the requests share one
+ * connection, one at a time, so a callback service that never answers (or
+ * answers a byte at a time) would otherwise hold every evaluation after. */
+#define OP_TIMEOUT_S 5
 
 struct cb_store;
 
@@ -29,10 +35,12 @@ struct cb_op {
     struct cb_store *st;
     ld_future *out; /* the front's future, ours to complete */
     struct evhttp_request *req;
+    struct event *deadline;
     bool membership;
 };
 
 struct cb_store {
+    struct event_base *base;
     struct evhttp_connection *conn;
     char *host; /* the Host header */
     char *path; /* the callback URI's path, without a trailing '/' */
@@ -48,6 +56,28 @@ static void op_unlink(struct cb_op *op)
         st->ops = op->next;
     if (op->next)
         op->next->prev = op->prev;
+}
+
+static void op_free(struct cb_op *op)
+{
+    op_unlink(op);
+    if (op->deadline)
+        event_free(op->deadline);
+    ld_future_unref(op->out);
+    free(op);
+}
+
+/* No answer in time: the request is cancelled (its callback does not
+ * run; the connection goes on with the next one). */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct cb_op *op = arg;
+    evhttp_cancel_request(op->req);
+    ld_future_reject(op->out, LD_ESTORE, "the callback service did not answer within %d s",
+                     OP_TIMEOUT_S);
+    op_free(op);
 }
 
 /* The answer's body as JSON (a new reference), or NULL. */
@@ -115,9 +145,7 @@ static void on_answer(struct evhttp_request *req, void *arg)
         json_decref(body);
     }
     /* libevent frees the request once this returns. */
-    op_unlink(op);
-    ld_future_unref(op->out);
-    free(op);
+    op_free(op);
 }
 
 static void post(struct cb_store *st, const char *what, json_t *body, bool membership,
@@ -128,9 +156,13 @@ static void post(struct cb_store *st, const char *what, json_t *body, bool membe
     size_t plen = strlen(st->path) + strlen(what) + 2;
     char *path = malloc(plen);
     struct evhttp_request *req = op ? evhttp_request_new(on_answer, op) : NULL;
-    if (!op || !path || !req || (body && !text)) {
+    struct event *deadline = op ? evtimer_new(st->base, on_deadline, op) : NULL;
+    const struct timeval after = {OP_TIMEOUT_S, 0};
+    if (!op || !path || !req || !deadline || (body && !text)) {
         if (req)
             evhttp_request_free(req);
+        if (deadline)
+            event_free(deadline);
         free(op);
         free(path);
         free(text);
@@ -148,6 +180,7 @@ static void post(struct cb_store *st, const char *what, json_t *body, bool membe
     op->st = st;
     op->out = out;
     op->req = req;
+    op->deadline = deadline;
     op->membership = membership;
     op->next = st->ops;
     if (op->next)
@@ -156,10 +189,12 @@ static void post(struct cb_store *st, const char *what, json_t *body, bool membe
     /* On failure libevent has freed the request, without calling
      * on_answer: complete here. */
     if (evhttp_make_request(st->conn, req, EVHTTP_REQ_POST, path) != 0) {
-        op_unlink(op);
         ld_future_reject(out, LD_ESTORE, "cannot reach the callback service");
-        ld_future_unref(out);
-        free(op);
+        op_free(op);
+    } else if (evtimer_add(deadline, &after) != 0) {
+        evhttp_cancel_request(req);
+        ld_future_reject(out, LD_ESTORE, "cannot time the callback service");
+        op_free(op);
     }
     free(path);
 }
@@ -182,12 +217,8 @@ static void cb_free(void *impl)
     /* Frees the requests in flight without calling on_answer: their
      * futures were cancelled before this runs (big_segments.h). */
     evhttp_connection_free(st->conn);
-    while (st->ops) {
-        struct cb_op *op = st->ops;
-        op_unlink(op);
-        ld_future_unref(op->out);
-        free(op);
-    }
+    while (st->ops)
+        op_free(st->ops);
     free(st->host);
     free(st->path);
     free(st);
@@ -223,6 +254,7 @@ ld_big_segment_store *ts_callback_store_new(struct event_base *base, const char 
     const char *path = evhttp_uri_get_path(u);
     struct cb_store *st = calloc(1, sizeof *st);
     if (st) {
+        st->base = base;
         size_t hlen = strlen(host) + 8;
         st->host = malloc(hlen);
         if (st->host)

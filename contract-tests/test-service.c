@@ -41,6 +41,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <event2/thread.h>
 #include <jansson.h>
 #include <ldasync/ldasync.h>
@@ -75,6 +76,8 @@ static const char *const capabilities[] = {
 #define DEFAULT_START_WAIT_MS 5000
 /* A request body larger than this is refused (the harness sends small ones). */
 #define MAX_BODY (16 * 1024 * 1024)
+/* And headers larger than this (evhttp buffers them whole otherwise). */
+#define MAX_HEADERS (64 * 1024)
 
 struct svc;
 
@@ -688,16 +691,17 @@ static void create_client(struct svc *svc, struct evhttp_request *req, json_t *b
 /* ------------------------------------------------------------------------- */
 /* Commands                                                                  */
 
-/* A number as the int variations serve it: truncated toward zero. */
+/* A number as the int variations serve it: an integer as it is, a real
+ * truncated toward zero and saturated at INT64_MIN and INT64_MAX. */
 static json_t *int_value(json_t *v)
 {
-    if (!json_is_number(v))
+    if (!json_is_real(v))
         return json_incref(v);
-    double d = trunc(json_number_value(v));
-    if (d >= 9.2e18)
-        d = 9.2e18;
-    if (d <= -9.2e18)
-        d = -9.2e18;
+    double d = trunc(json_real_value(v));
+    if (d >= 9223372036854775807.0)
+        return json_integer(INT64_MAX);
+    if (d <= -9223372036854775808.0)
+        return json_integer(INT64_MIN);
     return json_integer((json_int_t)d);
 }
 
@@ -1176,6 +1180,26 @@ static void usage(FILE *to)
           to);
 }
 
+/* accept() failed, out of descriptors most likely (EMFILE): libevent would
+ * try again at once, and log it, for as long as they lack (a busy loop and
+ * megabytes of log a second). The listener pauses 100 ms instead. */
+static struct event *accept_pause;
+
+static void on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    (void)arg;
+    const struct timeval pause = {0, 100 * 1000};
+    if (evconnlistener_disable(listener) == 0)
+        event_add(accept_pause, &pause);
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
 static void on_signal(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -1239,6 +1263,9 @@ int main(int argc, char **argv)
     evhttp_set_allowed_methods(svc.http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                              EVHTTP_REQ_DELETE);
     evhttp_set_gencb(svc.http, on_request, &svc);
+    /* evhttp refuses (413) what is larger as it comes, before buffering it. */
+    evhttp_set_max_body_size(svc.http, MAX_BODY);
+    evhttp_set_max_headers_size(svc.http, MAX_HEADERS);
     struct evhttp_bound_socket *bound =
         evhttp_bind_socket_with_handle(svc.http, host, (ev_uint16_t)port);
     if (!bound) {
@@ -1253,6 +1280,10 @@ int main(int argc, char **argv)
     if (getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&ss, &len) == 0)
         port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    struct evconnlistener *listener = evhttp_bound_socket_get_listener(bound);
+    accept_pause = evtimer_new(svc.base, on_accept_resume, listener);
+    if (accept_pause)
+        evconnlistener_set_error_cb(listener, on_accept_error);
     struct event *sigint = evsignal_new(svc.base, SIGINT, on_signal, &svc);
     struct event *sigterm = evsignal_new(svc.base, SIGTERM, on_signal, &svc);
     if (sigint)
@@ -1266,7 +1297,8 @@ int main(int argc, char **argv)
 
     /* Stop: answer what still waits (the requests must be answered before
      * evhttp_free frees them), free the clients, then let their futures
-     * complete from the loop. */
+     * complete from the loop, which also writes the answers (evhttp_free
+     * drops what is not written yet). */
     for (struct pending *p = svc.pending; p; p = p->next) {
         reply_text(p->req, 503, "the service is stopping");
         p->req = NULL;
@@ -1274,7 +1306,6 @@ int main(int argc, char **argv)
             tclient_free(p->tc);
         ld_future_cancel(p->fut);
     }
-    evhttp_free(svc.http);
     while (svc.clients)
         tclient_free(svc.clients);
     for (int i = 0; i < 1000 && svc.pending; i++)
@@ -1283,8 +1314,11 @@ int main(int argc, char **argv)
         event_free(sigint);
     if (sigterm)
         event_free(sigterm);
+    if (accept_pause)
+        event_free(accept_pause);
     /* Callbacks of the futures that completed last: one more pass. */
     event_base_loop(svc.base, EVLOOP_NONBLOCK);
+    evhttp_free(svc.http);
     event_base_free(svc.base);
     fprintf(stderr, "ldasync-test-service: stopped\n");
     return 0;
