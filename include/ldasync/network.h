@@ -112,8 +112,9 @@ LD_EXPORT void ld_net_config_free(ld_net_config *cfg);
 
 /** The streaming service's URI (NULL: LD_DEFAULT_STREAM_URI), "http://" or
  *  "https://" and a host, optionally a port and a path; trailing '/' are
- *  dropped. LD_EINVAL: another scheme, no host, or a space or control
- *  byte. @since 0.1.0 */
+ *  dropped. LD_EINVAL: another scheme, no host, a space or control byte,
+ *  or a URI libcurl does not take (a port out of range, an IPv6 address
+ *  without its closing bracket, ...). @since 0.1.0 */
 LD_EXPORT int ld_net_config_set_stream_uri(ld_net_config *cfg, const char *uri);
 
 /** The polling service's URI (NULL: LD_DEFAULT_BASE_URI), as

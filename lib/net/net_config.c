@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
 #include <openssl/rand.h>
 
 #include <ldasync/error.h>
@@ -168,6 +170,17 @@ static int set_uri(char **slot, const char *uri, const char *dflt)
         return LD_EINVAL;
     if (!no_space(uri) || uri[skip] == '\0' || uri[skip] == '/' || uri[skip] == ':' ||
         uri[skip] == '?' || uri[skip] == '#')
+        return LD_EINVAL;
+    /* the rest (an IPv6 address's brackets, a port in range, the host's
+     * characters) as libcurl, which will connect to it, parses it */
+    CURLU *u = curl_url();
+    if (!u)
+        return LD_ENOMEM;
+    CURLUcode rc = curl_url_set(u, CURLUPART_URL, uri, 0);
+    curl_url_cleanup(u);
+    if (rc == CURLUE_OUT_OF_MEMORY)
+        return LD_ENOMEM;
+    if (rc != CURLUE_OK)
         return LD_EINVAL;
     size_t n = strlen(uri);
     while (n > skip && uri[n - 1] == '/')

@@ -982,6 +982,10 @@ START_TEST(test_config_refuses_bad_values)
     ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://"), LD_EINVAL);
     ck_assert_int_eq(ld_net_config_set_stream_uri(c, "https:///x"), LD_EINVAL);
     ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://a b"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://127.0.0.1:99999"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_stream_uri(c, "http://[::1"), LD_EINVAL);
+    ck_assert_int_eq(ld_net_config_set_events_uri(c, "http://[::1]:8030/x"), 0);
+    ck_assert_str_eq(ld_net_config_stream_uri(c), LD_DEFAULT_STREAM_URI); /* unchanged */
     ck_assert_int_eq(ld_net_config_set_base_uri(c, "http://relay:8030/ld//"), 0);
     ck_assert_str_eq(ld_net_config_base_uri(c), "http://relay:8030/ld");
     ck_assert_int_eq(ld_net_config_set_base_uri(c, NULL), 0);
