@@ -27,7 +27,7 @@ static Suite *(*const suites[])(void) = {
     ld_suite_serve,          ld_suite_serve_e2e,    ld_suite_serve_chaos, ld_suite_serve_loop,
     ld_suite_sse,            ld_suite_http,         ld_suite_backoff,     ld_suite_data_system,
     ld_suite_client,         ld_suite_secure_mode,  ld_suite_streaming,   ld_suite_polling,
-    ld_suite_network_attack, ld_suite_client_big_segments,
+    ld_suite_network_attack, ld_suite_client_big_segments, ld_suite_client_big_segments_attack,
 };
 /* clang-format on */
 

@@ -50,5 +50,6 @@ Suite *ld_suite_network_attack(void);     /* net/check_network_attack.c */
 Suite *ld_suite_backoff(void);            /* net/check_backoff.c */
 Suite *ld_suite_client(void);             /* check_client.c */
 Suite *ld_suite_client_big_segments(void); /* check_client_big_segments.c */
+Suite *ld_suite_client_big_segments_attack(void); /* check_client_big_segments_attack.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */
