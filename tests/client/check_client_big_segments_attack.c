@@ -697,11 +697,13 @@ START_TEST(test_a_hung_read_does_not_hold_a_kept_context)
     ld_future *fh = ld_client_bool_variation(c, "f", hung, false);
     await_n(&s, 1);
     ld_future *fk = ld_client_bool_variation(c, "f", kept, false);
+    ld_future *fa = ld_client_all_flags(c, kept, 0);
     run_for(50);
-    bool done = !ld_future_is_pending(fk);
+    bool done = !ld_future_is_pending(fk), all_done = !ld_future_is_pending(fa);
     ctl_release(&s, false);
     ld_test_wait(fh);
     ld_test_wait(fk);
+    ld_test_await_ok(fa);
     ck_assert(ld_future_bool(fk));
     ld_future_unref(fh);
     ld_future_unref(fk);
@@ -711,6 +713,7 @@ START_TEST(test_a_hung_read_does_not_hold_a_kept_context)
     ld_context_unref(kept);
     ctl_done(&s, bss);
     ck_assert_msg(done, "the kept context waited for another context's read");
+    ck_assert_msg(all_done, "the kept context's all-flags state waited for another's read");
 }
 END_TEST
 
