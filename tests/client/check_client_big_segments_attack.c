@@ -134,6 +134,7 @@ struct ctl {
     json_t *seen; /* hash -> count, when set */
     int memberships, metadatas, frees;
     int64_t meta_value; /* 0: now */
+    bool meta_err_once; /* meta_err for the first metadata read only */
 };
 
 static json_t *ctl_membership(struct ctl *s, const char *hash)
@@ -155,6 +156,8 @@ static void ctl_answer(struct ctl *s, const char *hash, ld_future *out)
 static void ctl_meta_answer(struct ctl *s, ld_future *out)
 {
     bool fail = s->flip ? s->metadatas % 2 == 0 : s->meta_err != 0;
+    if (s->meta_err_once && s->metadatas > 1)
+        fail = false;
     if (fail)
         ld_future_reject(out, s->meta_err ? s->meta_err : LD_ESTORE, "metadata failed");
     else
@@ -813,6 +816,38 @@ START_TEST(test_rejections_with_odd_codes)
 }
 END_TEST
 
+/* One poll that ran out of memory: the status says the store is
+ * unavailable until the next poll, and evaluations meanwhile report a store
+ * error; they are not rejected with LD_ENOMEM for as long as the poll
+ * interval (their own reads did not run out of memory). */
+START_TEST(test_a_poll_out_of_memory_is_not_replayed_as_out_of_memory)
+{
+    struct ctl s = {.meta_err = LD_ENOMEM, .meta_err_once = true};
+    ld_big_segment_store *bss = ctl_store(&s);
+    ld_client *c = client_of(bss, 0, 0, 60000);
+    ld_big_segment_store_status st;
+    for (int i = 0; i < 100 && ld_client_big_segment_store_status(c, &st) == LD_EBUSY; i++)
+        run_for(1);
+    ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), 0);
+    ck_assert(!st.available);
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "m%d", i);
+        ld_context *u = user(key);
+        ld_future *f = ld_test_done(detail_of(c, "f", u));
+        ck_assert_msg(ld_future_is_fulfilled(f), "evaluation %d rejected with %d", i,
+                      ld_future_error(f));
+        ck_assert_int_eq(ld_detail_big_segments_status(ld_future_ptr(f)),
+                         LD_BIG_SEGMENTS_STATUS_STORE_ERROR);
+        ld_future_unref(f);
+        ld_context_unref(u);
+    }
+    ck_assert_int_eq(s.metadatas, 1);
+    ld_client_free(c);
+    ctl_done(&s, bss);
+}
+END_TEST
+
 /* ---- odd keys and multi-kind contexts -------------------------------------- */
 
 START_TEST(test_odd_context_keys)
@@ -1118,6 +1153,7 @@ Suite *ld_suite_client_big_segments_attack(void)
     tcase_add_checked_fixture(tc, at_setup, at_teardown);
     tcase_add_test(tc, test_odd_membership_values_serve_the_rules);
     tcase_add_test(tc, test_rejections_with_odd_codes);
+    tcase_add_test(tc, test_a_poll_out_of_memory_is_not_replayed_as_out_of_memory);
     tcase_add_test(tc, test_odd_context_keys);
     tcase_add_test(tc, test_multi_kind_contexts_share_or_differ_in_key);
     suite_add_tcase(s, tc);
