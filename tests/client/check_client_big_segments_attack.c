@@ -537,6 +537,121 @@ START_TEST(test_a_store_answering_after_the_client_is_gone)
 }
 END_TEST
 
+/* Two clients on one big segment store, both with reads held: freeing one
+ * (its reads are cancelled on the shared store) leaves the other's reads
+ * to complete with their own answers. */
+START_TEST(test_two_clients_on_one_store_one_freed)
+{
+    struct ctl s = {.hold = true, .by = json_object()};
+    char h[LD__BIG_SEGMENT_HASH_LEN + 1];
+    hash_of("b1", h);
+    json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 1));
+    ld_big_segment_store *bss = ctl_store(&s);
+    ld_client *a = client_of(bss, 0, 0, 1), *b = client_of(bss, 0, 0, 1);
+    ld_context *a1 = user("a1"), *b1 = user("b1"), *b2 = user("b2");
+    ld_future *fa = ld_client_bool_variation(a, "f", a1, false);
+    ld_future *fb1 = ld_client_bool_variation(b, "f", b1, false);
+    ld_future *fb2 = ld_client_bool_variation(b, "f", b2, false);
+    ld_future *fa2 = ld_client_bool_variation(a, "f", b1, false);
+    await_n(&s, 4);
+    ld_client_free(a);
+    ld_test_expect_error(fa, LD_ECANCELED, NULL);
+    ld_test_expect_error(fa2, LD_ECANCELED, NULL);
+    ctl_release(&s, true);
+    ck_assert(ld_test_await_bool(fb1));
+    ck_assert(!ld_test_await_bool(fb2));
+    ck_assert(ld_future_is_pending(fb1) == false);
+    s.hold = false;
+    ck_assert(ld_test_await_bool(ld_client_bool_variation(b, "f", b1, false))); /* kept */
+    ck_assert_int_eq(s.memberships, 4);
+    ld_client_free(b);
+    ld_context_unref(a1);
+    ld_context_unref(b1);
+    ld_context_unref(b2);
+    ctl_done(&s, bss);
+}
+END_TEST
+
+/* A cache of one context kept 1 ms, 7 contexts evaluated 300 at a time,
+ * reads answered in reverse: each evaluation gets its context's answer. */
+START_TEST(test_a_cache_of_one_thrashed)
+{
+    struct ctl s = {.hold = true, .by = json_object()};
+    for (int k = 0; k < 7; k += 2) {
+        char key[8], h[LD__BIG_SEGMENT_HASH_LEN + 1];
+        snprintf(key, sizeof key, "t%d", k);
+        hash_of(key, h);
+        json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 1));
+    }
+    ld_big_segment_store *bss = ctl_store(&s);
+    ld_client *c = client_of(bss, 1, 1, 1);
+    ld_context *ctx[7];
+    for (int k = 0; k < 7; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "t%d", k);
+        ctx[k] = user(key);
+    }
+    for (int round = 0; round < 5; round++) {
+        ld_future *f[300];
+        for (int i = 0; i < 300; i++)
+            f[i] = ld_client_bool_variation(c, "f", ctx[(i * 5 + round) % 7], false);
+        for (int i = 0; i < 20 && s.n < 7; i++)
+            run_for(1);
+        run_for(2);
+        ck_assert_uint_le(s.n, 7); /* one read per context at a time */
+        ctl_release(&s, true);
+        for (int i = 0; i < 300; i++) {
+            int k = (i * 5 + round) % 7;
+            ld_test_wait(f[i]);
+            ck_assert_msg(ld_future_is_fulfilled(f[i]) && ld_future_bool(f[i]) == (k % 2 == 0),
+                          "round %d evaluation %d (t%d)", round, i, k);
+            ld_future_unref(f[i]);
+        }
+        run_for(3); /* everything kept expires */
+    }
+    ld_client_free(c);
+    for (int k = 0; k < 7; k++)
+        ld_context_unref(ctx[k]);
+    ctl_done(&s, bss);
+}
+END_TEST
+
+/* Evaluations started from inside a status listener, which then frees the
+ * client: they are rejected with LD_ECANCELED. */
+static ld_future *in_listener[4];
+static ld_context *in_listener_ctx;
+
+static void eval_then_free(ld_client *c, const ld_big_segment_store_status *st, void *arg)
+{
+    (void)st;
+    (void)arg;
+    for (int i = 0; i < 4; i++)
+        in_listener[i] = i % 2 ? ld_client_bool_variation(c, "f", in_listener_ctx, false)
+                               : ld_client_all_flags(c, in_listener_ctx, 0);
+    ld_client_free(c);
+}
+
+START_TEST(test_evaluations_from_a_listener_that_frees_the_client)
+{
+    struct ctl s = {.hold = true};
+    ld_big_segment_store *bss = ctl_store(&s);
+    ld_client *c = client_of(bss, 0, 0, 1);
+    in_listener_ctx = user("l1");
+    memset(in_listener, 0, sizeof in_listener);
+    ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, eval_then_free, NULL), 0);
+    for (int i = 0; i < 200 && !in_listener[3]; i++)
+        run_for(1);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_ptr_nonnull(in_listener[i]);
+        ld_test_expect_error(in_listener[i], LD_ECANCELED, NULL);
+    }
+    ctl_release(&s, false);
+    run_for(5);
+    ld_context_unref(in_listener_ctx);
+    ctl_done(&s, bss);
+}
+END_TEST
+
 /* ---- many contexts --------------------------------------------------------- */
 
 static long json_live, lib_live;
@@ -1138,6 +1253,8 @@ Suite *ld_suite_client_big_segments_attack(void)
     tcase_add_test(tc, test_store_freed_right_after_the_client);
     tcase_add_test(tc, test_a_store_that_never_answers);
     tcase_add_test(tc, test_a_store_answering_after_the_client_is_gone);
+    tcase_add_test(tc, test_two_clients_on_one_store_one_freed);
+    tcase_add_test(tc, test_evaluations_from_a_listener_that_frees_the_client);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("volume");
@@ -1147,6 +1264,7 @@ Suite *ld_suite_client_big_segments_attack(void)
     tcase_add_test(tc, test_1000_concurrent_contexts_answered_in_reverse);
     tcase_add_test(tc, test_a_hung_read_does_not_hold_a_kept_context);
     tcase_add_test(tc, test_a_membership_of_10000_refs);
+    tcase_add_test(tc, test_a_cache_of_one_thrashed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("odd");
