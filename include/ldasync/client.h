@@ -108,10 +108,13 @@ LD_EXPORT int ld_client_options_set_big_segments(ld_client_options *opts, ld_big
  *  segment store's status, as LaunchDarkly's SDKs do. Each context's
  *  membership is read once and kept for `cache_ms` (<= 0: 5000), for at
  *  most `cache_size` contexts (<= 0: 1000; the least recently used goes
- *  first); concurrent evaluations for one context share one read. The
- *  store's metadata is read when the client is made and every `poll_ms`
- *  (<= 0: 5000) after the last read ended; evaluations take its
- *  staleness from the last read instead of asking the store.
+ *  first); concurrent evaluations for one context share one read, and a
+ *  membership kept is used at once, also while other contexts' reads are
+ *  under way. The store's metadata is read when the client is made and
+ *  every `poll_ms` (<= 0: 5000) after the last read ended; evaluations
+ *  take its staleness from the last read instead of asking the store
+ *  (after a read that failed, whatever its code, they report STORE_ERROR
+ *  until the next one).
  *  Only used with ld_client_options_set_big_segments().
  *  @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
 LD_EXPORT int ld_client_options_set_big_segment_cache(ld_client_options *opts, int cache_size,

@@ -412,8 +412,13 @@ static void poll_ended(struct ld__bsc *c, bool ok, int64_t metadata, int err, co
     c->known = true;
     c->ok = ok;
     c->metadata = metadata;
-    c->err = err;
+    /* Answered to the reads until the next poll as the store's failure:
+     * one read that ran out of memory does not fail every evaluation with
+     * LD_ENOMEM for as long as the poll interval. */
+    c->err = err == LD_ENOMEM ? LD_ESTORE : err;
     ld__free(c->errmsg);
+    if (!msg && err == LD_ENOMEM)
+        msg = "the big segment store's metadata read ran out of memory";
     c->errmsg = msg ? ld__strdup(msg) : NULL;
     for (size_t i = 0; i < c->meta_outs.n; i++)
         answer_metadata(c, c->meta_outs.v[i]);

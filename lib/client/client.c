@@ -195,14 +195,15 @@ struct ld_client {
 };
 
 /* The cache's poll changed the status: the listeners hear of it, in the
- * order they were added (those added meanwhile wait for the next change). */
+ * order they were added (those added meanwhile wait for the next change;
+ * once one closed the client, the others hear nothing). */
 static void bs_status_changed(void *arg, const ld_big_segment_store_status *status)
 {
     ld_client *c = arg;
     bool freed = false;
     int64_t last = c->last_id;
     c->bs_freed = &freed;
-    for (struct bs_listener *l = c->bs_listeners; l && l->id <= last; l = l->next) {
+    for (struct bs_listener *l = c->bs_listeners; l && l->id <= last && !c->closed; l = l->next) {
         if (!l->fn)
             continue;
         l->fn(c, status, l->arg);

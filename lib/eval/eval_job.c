@@ -51,6 +51,7 @@ struct ld__mslot {
     json_t *membership; /* referenced, or NULL */
     int status;
     uint8_t state;
+    bool now; /* answered within the call: `status` is its status */
 };
 
 void ld__job_free(struct ld__job *j)
@@ -369,6 +370,8 @@ static int64_t now_ms(void)
 /* The status of a membership that came back. */
 static int membership_status(const struct ld__job *j, const struct ld__mslot *s)
 {
+    if (s->now)
+        return s->status;
     if (s->status == LD_BIG_SEGMENTS_STATUS_STORE_ERROR || j->metadata_error)
         return LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
     if (ld_big_segment_is_stale(j->metadata, now_ms(), j->ev->stale_after))
@@ -438,7 +441,21 @@ static int job_membership(void *arg, const json_t *key, const json_t **m, int *s
     s->state = S_WANTED;
     s->next = j->mslots;
     j->mslots = s;
-    return LD__E_NEED;
+    /* a membership the store answers within the call (the client's cache
+     * keeps it) is not read: it waits for no other context's read */
+    char hash[LD__BIG_SEGMENT_HASH_LEN + 1];
+    const json_t *kept;
+    int kept_status;
+    ld__big_segment_hash(json_string_value(key), json_string_length(key), hash);
+    if (ld__big_segment_store_now(j->ev->bss, hash, j->ev->stale_after, &kept, &kept_status) != 0)
+        return LD__E_NEED;
+    s->state = S_DONE;
+    s->now = true;
+    s->membership = json_incref((json_t *)kept);
+    s->status = kept_status;
+    *m = s->membership;
+    *status = kept_status;
+    return 0;
 }
 
 static void job_stopped(void *arg, const struct ld__item *it)

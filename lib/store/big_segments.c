@@ -24,7 +24,10 @@ void ld__big_segment_store_set_now(ld_big_segment_store *s, ld__bss_now_fn fn)
 int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t stale_after_ms,
                               const json_t **m, int *status)
 {
-    if (!s->now || ld__front_closed(&s->c.front) || !ld__front_idle(&s->c.front))
+    /* Not held back by reads under way: a membership kept does not wait
+     * for another context's read (the answer is a snapshot, and nothing is
+     * written through this store). */
+    if (!s->now || ld__front_closed(&s->c.front))
         return LD_EBUSY;
     return s->now(s->c.impl, hash, stale_after_ms, m, status);
 }

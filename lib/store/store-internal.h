@@ -180,8 +180,9 @@ typedef int (*ld__bss_now_fn)(void *impl, const char *hash, int64_t stale_after_
 /* Gives `s` its answer within the call. */
 void ld__big_segment_store_set_now(ld_big_segment_store *s, ld__bss_now_fn fn);
 
-/* The store's answer within the call, when it has one, is open and nothing
- * waits (issue order kept); otherwise LD_EBUSY. Loop thread. */
+/* The store's answer within the call, when it has one and is open, also
+ * while reads are under way (a kept membership does not wait for another
+ * context's read); otherwise LD_EBUSY. Loop thread. */
 int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t stale_after_ms,
                               const json_t **m, int *status);
 
