@@ -51,24 +51,7 @@ trap cleanup EXIT INT TERM
 
 command -v curl >/dev/null || { echo "smoke: no curl: skipped"; exit 77; }
 
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-# port_of LOG PID: waits for "listening on http://127.0.0.1:PORT/" in LOG.
-port_of() {
-    i=0
-    while :; do
-        p=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$1")
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        i=$((i + 1))
-        if [ $i -gt 600 ] || ! kill -0 "$2" 2>/dev/null; then
-            return 1
-        fi
-        sleep 0.1
-    done
-}
+. "$top_srcdir/contract-tests/common.sh"
 
 : >"$tmp/serve.log"
 : >"$tmp/service.log"

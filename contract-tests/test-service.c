@@ -181,32 +181,49 @@ static void reply_json(struct evhttp_request *req, json_t *v)
  * service specification says, and fails (returns -1, with `*why`) on a
  * value of another type, which the service answers with 400. */
 
-static int get_obj(const json_t *o, const char *name, json_t **out, const char **why)
+/* The member `name` of `o` when it is of the type `is` checks: 0 with *v
+ * (NULL when absent or null); -1 with `*why` for another type. */
+static int get_typed(const json_t *o, const char *name, int (*is)(const json_t *), json_t **v,
+                     const char **why)
 {
-    json_t *v = json_object_get(o, name);
-    *out = NULL;
-    if (!v || json_is_null(v))
+    *v = json_object_get(o, name);
+    if (!*v || json_is_null(*v)) {
+        *v = NULL;
         return 0;
-    if (!json_is_object(v)) {
+    }
+    if (!is(*v)) {
         *why = name;
         return -1;
     }
-    *out = v;
     return 0;
+}
+
+static int is_object(const json_t *v)
+{
+    return json_is_object(v);
+}
+
+static int is_string(const json_t *v)
+{
+    return json_is_string(v);
+}
+
+static int is_boolean(const json_t *v)
+{
+    return json_is_boolean(v);
+}
+
+static int get_obj(const json_t *o, const char *name, json_t **out, const char **why)
+{
+    return get_typed(o, name, is_object, out, why);
 }
 
 static int get_str(const json_t *o, const char *name, const char **out, const char **why)
 {
-    json_t *v = json_object_get(o, name);
-    *out = NULL;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v)) {
-        *why = name;
-        return -1;
-    }
-    *out = json_string_value(v);
-    return 0;
+    json_t *v;
+    int rc = get_typed(o, name, is_string, &v, why);
+    *out = v ? json_string_value(v) : NULL;
+    return rc;
 }
 
 /* A string that is also absent when empty (the harness's URIs). */
@@ -221,16 +238,10 @@ static int get_nonempty_str(const json_t *o, const char *name, const char **out,
 
 static int get_bool(const json_t *o, const char *name, bool *out, const char **why)
 {
-    json_t *v = json_object_get(o, name);
-    *out = false;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_boolean(v)) {
-        *why = name;
-        return -1;
-    }
+    json_t *v;
+    int rc = get_typed(o, name, is_boolean, &v, why);
     *out = json_is_true(v);
-    return 0;
+    return rc;
 }
 
 /* A number of milliseconds (the harness sends integers); absent: -1. */

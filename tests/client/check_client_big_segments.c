@@ -14,6 +14,7 @@
 
 #include <ldasync/testing.h>
 
+#include "check_bigseg.h"
 #include "check_suites.h"
 #include "check_util.h"
 
@@ -30,45 +31,16 @@ static const char FLAGS[] =
 static const char SEGMENTS[] = "{'s1': {'unbounded': true, 'generation': 1},"
                                " 's2': {'unbounded': true, 'generation': 2}}";
 
+static void bs_setup(void)
+{
+    bsu_setup(FLAGS, SEGMENTS);
+}
+
 /* base64(SHA-256(key)) of the contexts "user1", "user2", "user3" (as
  * LaunchDarkly's test harness has them) */
 static const char H1[] = "CgQblGLKpKMbrDVn4Lbm/ZEAeH2yq0M9lvbReMq/zpA=";
 static const char H2[] = "YCXRj+SKvUUWhSjxioLiZd2Y1CGnCEqgn2GzQXA5AaM=";
 static const char H3[] = "WGD68CtrxiIrpaylI1YPDjZMzYtnvuSG/ov3wB1JLMs=";
-
-static ld_store *STORE;
-
-static void bs_setup(void)
-{
-    ld_test_setup();
-    json_t *data = ld_test_data_of(FLAGS, SEGMENTS);
-    STORE = ld_test_memory_with(data);
-    json_decref(data);
-}
-
-static void bs_teardown(void)
-{
-    ld_test_await_ok(ld_store_close(STORE));
-    ld_store_free(STORE);
-    STORE = NULL;
-    ld_test_teardown();
-}
-
-/* A client on STORE (offline: the data is there) reading `bss`, with the
- * cache settings given (0: the defaults). */
-static ld_client *client_of(ld_big_segment_store *bss, int size, int64_t ttl_ms, int64_t poll_ms)
-{
-    ld_client_options *o = ld_client_options_new();
-    ck_assert_ptr_nonnull(o);
-    ck_assert_int_eq(ld_client_options_set_store(o, STORE), 0);
-    ck_assert_int_eq(ld_client_options_set_offline(o, true), 0);
-    ck_assert_int_eq(ld_client_options_set_big_segments(o, bss, 0), 0);
-    ck_assert_int_eq(ld_client_options_set_big_segment_cache(o, size, ttl_ms, poll_ms), 0);
-    ld_client *c = ld_client_new(B, o);
-    ld_client_options_free(o);
-    ck_assert_ptr_nonnull(c);
-    return c;
-}
 
 /* Membership {ref: included} for one context hash of the mock. */
 static void member(ld_big_segment_store *bss, const char *hash, const char *ref, bool included)
@@ -78,26 +50,10 @@ static void member(ld_big_segment_store *bss, const char *hash, const char *ref,
     json_decref(m);
 }
 
-static ld_context *user(const char *key)
-{
-    ld_context_builder *b = ld_context_builder_new("user", key);
-    ld_context *ctx = ld_context_builder_build(b, NULL);
-    ld_context_builder_free(b);
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 /* Evaluates "f" for context `key`: its value. */
 static bool eval_f(ld_client *c, const char *key)
 {
-    ld_context *ctx = user(key);
+    ld_context *ctx = bsu_user(key);
     bool v = ld_test_await_bool(ld_client_bool_variation(c, "f", ctx, false));
     ld_context_unref(ctx);
     return v;
@@ -106,23 +62,13 @@ static bool eval_f(ld_client *c, const char *key)
 /* Evaluates "f" for context `key`: its big segments status. */
 static int eval_status(ld_client *c, const char *key)
 {
-    ld_context *ctx = user(key);
+    ld_context *ctx = bsu_user(key);
     ld_future *f =
         ld_test_fulfilled(ld_client_variation_detail(c, "f", ctx, LD_VALUE_BOOL, json_false()));
     int st = ld_detail_big_segments_status(ld_future_ptr(f));
     ld_future_unref(f);
     ld_context_unref(ctx);
     return st;
-}
-
-/* Lets the loop run for `ms`. */
-static void run_for(int64_t ms)
-{
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
-    ld_future *f = ld_future_timeout(ld_future_new(B), &tv);
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ld_future_unref(f);
 }
 
 static void query_is(ld_big_segment_store *bss, size_t i, const char *hash)
@@ -135,7 +81,7 @@ static ld_big_segment_store_status status_of(ld_client *c)
 {
     ld_big_segment_store_status st;
     for (int i = 0; i < 1000 && ld_client_big_segment_store_status(c, &st) == LD_EBUSY; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), 0);
     return st;
 }
@@ -157,7 +103,7 @@ static void held_metadata(void *impl, ld_future *out)
         h->outs[h->n++] = out;
         return;
     }
-    ld_future_fulfill_int(out, wall_ms());
+    ld_future_fulfill_int(out, bsu_wall_ms());
     ld_future_unref(out);
 }
 
@@ -216,7 +162,7 @@ START_TEST(test_bad_input_is_refused)
     ck_assert_int_eq(ld_client_add_big_segment_status_listener(NULL, never_called, NULL),
                      LD_EINVAL);
     ck_assert_int_eq(ld_client_remove_big_segment_status_listener(NULL, 1), LD_EINVAL);
-    ld_client *c = client_of(NULL, 0, 0, 0);
+    ld_client *c = bsu_client(NULL, 0, 0, 0);
     ck_assert_int_eq(ld_client_big_segment_store_status(c, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_client_add_big_segment_status_listener(c, NULL, NULL), LD_EINVAL);
     ck_assert_int_eq(ld_client_remove_big_segment_status_listener(c, 1), LD_EINVAL);
@@ -230,7 +176,7 @@ END_TEST
 
 START_TEST(test_without_a_store_the_status_is_unavailable_and_not_stale)
 {
-    ld_client *c = client_of(NULL, 0, 0, 0);
+    ld_client *c = bsu_client(NULL, 0, 0, 0);
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, never_called, NULL), 0);
     ld_big_segment_store_status st = {.available = true, .stale = true};
     ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), 0);
@@ -245,14 +191,14 @@ START_TEST(test_extreme_settings_keep_working)
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
-    ld_client *c = client_of(bss, INT_MAX, INT64_MAX, INT64_MAX);
+    ld_client *c = bsu_client(bss, INT_MAX, INT64_MAX, INT64_MAX);
     ck_assert(eval_f(c, "user1"));
     ck_assert(eval_f(c, "user1"));
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 1);
     ld_big_segment_store_status st = status_of(c);
     ck_assert(st.available && !st.stale);
     ld_client_free(c);
-    c = client_of(bss, -5, -1, INT64_MIN); /* the defaults */
+    c = bsu_client(bss, -5, -1, INT64_MIN); /* the defaults */
     ck_assert(eval_f(c, "user1"));
     ck_assert(eval_f(c, "user1"));
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 2);
@@ -270,7 +216,7 @@ START_TEST(test_one_read_serves_several_segments_of_one_evaluation)
     json_t *m = json_pack("{sbsb}", "s1.g1", 0, "s2.g2", 1);
     ld_mock_big_segment_store_set_membership(bss, H1, m);
     json_decref(m);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     ck_assert(eval_f(c, "user1"));
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 1);
     query_is(bss, 0, H1);
@@ -285,7 +231,7 @@ START_TEST(test_membership_is_kept_across_evaluations_per_context)
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
     member(bss, H2, "s1.g1", true);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     ck_assert(eval_f(c, "user1"));
     member(bss, H1, "s1.g1", false); /* not read again: the cache answers */
     member(bss, H2, "s1.g1", false);
@@ -306,10 +252,10 @@ START_TEST(test_membership_is_read_again_after_the_cache_time)
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
-    ld_client *c = client_of(bss, 0, 10, 0);
+    ld_client *c = bsu_client(bss, 0, 10, 0);
     ck_assert(eval_f(c, "user1"));
     member(bss, H1, "s1.g1", false);
-    run_for(30);
+    bsu_run_for(30);
     ck_assert(!eval_f(c, "user1"));
     ck_assert_int_eq(ld_mock_big_segment_store_membership_query_count(bss), 2);
     query_is(bss, 1, H1);
@@ -324,7 +270,7 @@ START_TEST(test_the_least_recently_used_context_goes_first)
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
     member(bss, H2, "s2.g2", true);
-    ld_client *c = client_of(bss, 2, 0, 0);
+    ld_client *c = bsu_client(bss, 2, 0, 0);
     ck_assert(eval_f(c, "user1"));
     ck_assert(eval_f(c, "user2"));
     ck_assert(eval_f(c, "user2"));
@@ -346,14 +292,14 @@ START_TEST(test_concurrent_evaluations_of_one_context_share_one_read)
 {
     struct held h = {0};
     ld_big_segment_store *bss = ld_big_segment_store_new(B, &held_ops, &h);
-    ld_client *c = client_of(bss, 0, 0, 0);
-    ld_context *u1 = user("user1"), *u2 = user("user2");
+    ld_client *c = bsu_client(bss, 0, 0, 0);
+    ld_context *u1 = bsu_user("user1"), *u2 = bsu_user("user2");
     ld_future *f[4] = {
         ld_client_bool_variation(c, "f", u1, false), ld_client_bool_variation(c, "f", u1, false),
         ld_client_bool_variation(c, "f", u2, false), ld_client_bool_variation(c, "f", u1, false)};
     for (int i = 0; i < 50 && h.memberships < 2; i++)
-        run_for(1);
-    run_for(5);
+        bsu_run_for(1);
+    bsu_run_for(5);
     ck_assert_int_eq(h.memberships, 2); /* user1 once, user2 once */
     for (int i = 0; i < 4; i++)
         ck_assert(ld_future_is_pending(f[i]));
@@ -373,13 +319,13 @@ START_TEST(test_a_failed_read_is_a_store_error_and_is_not_kept)
 {
     struct held h = {0};
     ld_big_segment_store *bss = ld_big_segment_store_new(B, &held_ops, &h);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     for (int round = 0; round < 2; round++) {
-        ld_context *u1 = user("user1");
+        ld_context *u1 = bsu_user("user1");
         ld_future *f = ld_client_variation_detail(c, "f", u1, LD_VALUE_BOOL, json_false());
         ld_context_unref(u1);
         for (int i = 0; i < 100 && h.n == 0; i++)
-            run_for(1);
+            bsu_run_for(1);
         ck_assert_uint_eq(h.n, 1);
         held_release(&h, LD_ESTORE);
         ld_test_fulfilled(f);
@@ -410,7 +356,7 @@ START_TEST(test_status_follows_the_metadata)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ld_big_segment_store *bss = ld_mock_big_segment_store_new(B, cases[i].preset);
-        ld_client *c = client_of(bss, 0, 0, 0);
+        ld_client *c = bsu_client(bss, 0, 0, 0);
         ld_big_segment_store_status st;
         ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), LD_EBUSY);
         st = status_of(c);
@@ -428,17 +374,17 @@ START_TEST(test_evaluations_before_the_first_poll_wait_for_it)
 {
     struct held h = {.hold_metadata = true};
     ld_big_segment_store *bss = ld_big_segment_store_new(B, &held_ops, &h);
-    ld_client *c = client_of(bss, 0, 0, 0);
-    ld_context *u1 = user("user1");
+    ld_client *c = bsu_client(bss, 0, 0, 0);
+    ld_context *u1 = bsu_user("user1");
     ld_future *f = ld_client_variation_detail(c, "f", u1, LD_VALUE_BOOL, json_false());
     ld_context_unref(u1);
     for (int i = 0; i < 100 && h.n < 2; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_uint_eq(h.n, 2); /* the poll and the membership */
     ck_assert_int_eq(h.metadatas, 1);
     ck_assert(ld_future_is_pending(f));
     h.hold_metadata = false;
-    ld_future_fulfill_int(h.outs[0], wall_ms());
+    ld_future_fulfill_int(h.outs[0], bsu_wall_ms());
     ld_future_unref(h.outs[0]);
     h.outs[0] = h.outs[1];
     h.n = 1;
@@ -458,15 +404,15 @@ START_TEST(test_a_short_poll_interval_polls_often_a_long_one_once)
 {
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
-    ld_client *c = client_of(bss, 0, 0, 10);
+    ld_client *c = bsu_client(bss, 0, 0, 10);
     for (int i = 0; i < 500 && ld_mock_big_segment_store_metadata_query_count(bss) < 3; i++)
-        run_for(2);
+        bsu_run_for(2);
     ck_assert_int_ge(ld_mock_big_segment_store_metadata_query_count(bss), 3);
     ld_client_free(c);
     ld_big_segment_store_free(bss);
 
     bss = ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
-    c = client_of(bss, 0, 0, 10000);
+    c = bsu_client(bss, 0, 0, 10000);
     ld_big_segment_store_status st = status_of(c);
     ck_assert(st.available && !st.stale);
     for (int i = 0; i < 10; i++) {
@@ -474,7 +420,7 @@ START_TEST(test_a_short_poll_interval_polls_often_a_long_one_once)
         snprintf(key, sizeof key, "user-%d", i);
         ck_assert_int_eq(eval_status(c, key), LD_BIG_SEGMENTS_STATUS_HEALTHY);
     }
-    run_for(50);
+    bsu_run_for(50);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), 1);
     ld_client_free(c);
     ld_big_segment_store_free(bss);
@@ -506,7 +452,7 @@ static void hear(ld_client *c, const ld_big_segment_store_status *st, void *arg)
 static void await_heard(struct heard *h, int n)
 {
     for (int i = 0; i < 1000 && h->n < n; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_int_eq(h->n, n);
 }
 
@@ -522,13 +468,13 @@ START_TEST(test_listeners_hear_each_change_of_the_status)
     };
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
         ld_big_segment_store *bss = ld_mock_big_segment_store_new(B, changes[i].from);
-        ld_client *c = client_of(bss, 0, 0, 10);
+        ld_client *c = bsu_client(bss, 0, 0, 10);
         struct heard h = {0};
         ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, hear, &h), 0);
         await_heard(&h, 1);
         bool was = changes[i].from != LD_MOCK_BIG_SEGMENTS_PRESET_ERROR;
         ck_assert(h.st[0].available == was);
-        run_for(40); /* polls that change nothing say nothing */
+        bsu_run_for(40); /* polls that change nothing say nothing */
         ck_assert_int_eq(h.n, 1);
         ld_mock_big_segment_store_set_preset(bss, changes[i].to);
         await_heard(&h, 2);
@@ -546,7 +492,7 @@ START_TEST(test_listeners_may_remove_listeners_and_free_the_client)
 {
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
-    ld_client *c = client_of(bss, 0, 0, 10);
+    ld_client *c = bsu_client(bss, 0, 0, 10);
     struct heard a = {0}, b = {0}, d = {0};
     int64_t ia = ld_client_add_big_segment_status_listener(c, hear, &a);
     int64_t ib = ld_client_add_big_segment_status_listener(c, hear, &b);
@@ -561,9 +507,9 @@ START_TEST(test_listeners_may_remove_listeners_and_free_the_client)
     ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_PRESET_ERROR);
     await_heard(&d, 2);
     ck_assert_ptr_null(d.free_me);
-    run_for(30); /* nothing polls any more */
+    bsu_run_for(30); /* nothing polls any more */
     int polls = ld_mock_big_segment_store_metadata_query_count(bss);
-    run_for(30);
+    bsu_run_for(30);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), polls);
     ld_big_segment_store_free(bss);
 }
@@ -576,7 +522,7 @@ START_TEST(test_kept_memberships_report_the_status_of_the_last_poll)
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
-    ld_client *c = client_of(bss, 0, 0, 10);
+    ld_client *c = bsu_client(bss, 0, 0, 10);
     struct heard h = {0};
     ld_client_add_big_segment_status_listener(c, hear, &h);
     ck_assert_int_eq(eval_status(c, "user1"), LD_BIG_SEGMENTS_STATUS_HEALTHY);
@@ -605,15 +551,15 @@ START_TEST(test_close_stops_polling_and_the_listeners)
 {
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
-    ld_client *c = client_of(bss, 0, 0, 5);
+    ld_client *c = bsu_client(bss, 0, 0, 5);
     struct heard h = {0};
     ld_client_add_big_segment_status_listener(c, hear, &h);
     await_heard(&h, 1);
     ld_test_await_ok(ld_client_close(c));
     ld_mock_big_segment_store_set_preset(bss, LD_MOCK_BIG_SEGMENTS_PRESET_ERROR);
-    run_for(20);
+    bsu_run_for(20);
     int polls = ld_mock_big_segment_store_metadata_query_count(bss);
-    run_for(30);
+    bsu_run_for(30);
     ck_assert_int_eq(ld_mock_big_segment_store_metadata_query_count(bss), polls);
     ck_assert_int_eq(h.n, 1);
     ld_big_segment_store_status st = status_of(c); /* the last one read */
@@ -627,22 +573,22 @@ START_TEST(test_free_with_reads_pending_cancels_the_evaluations)
 {
     struct held h = {.hold_metadata = true};
     ld_big_segment_store *bss = ld_big_segment_store_new(B, &held_ops, &h);
-    ld_client *c = client_of(bss, 0, 0, 0);
-    ld_context *u1 = user("user1"), *u2 = user("user2");
+    ld_client *c = bsu_client(bss, 0, 0, 0);
+    ld_context *u1 = bsu_user("user1"), *u2 = bsu_user("user2");
     ld_future *f[3] = {ld_client_bool_variation(c, "f", u1, false),
                        ld_client_bool_variation(c, "f", u1, false),
                        ld_client_variation_detail(c, "f", u2, LD_VALUE_BOOL, NULL)};
     for (int i = 0; i < 100 && h.n < 3; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_uint_eq(h.n, 3); /* the poll and two memberships */
     ld_client_free(c);
     for (int i = 0; i < 3; i++)
         ld_test_expect_error(f[i], LD_ECANCELED, NULL);
-    run_for(5);
+    bsu_run_for(5);
     /* the store answers after the client went: nobody is left to hear it */
     ck_assert_uint_eq(h.n, 3);
     held_release(&h, 0);
-    run_for(5);
+    bsu_run_for(5);
     ld_context_unref(u1);
     ld_context_unref(u2);
     ld_big_segment_store_free(bss);
@@ -668,8 +614,8 @@ START_TEST(test_free_from_an_evaluations_callback_and_right_after_close)
     ld_big_segment_store *bss =
         ld_mock_big_segment_store_new(B, LD_MOCK_BIG_SEGMENTS_PRESET_UP_TO_DATE);
     member(bss, H1, "s1.g1", true);
-    struct free_in_cb x = {.c = client_of(bss, 0, 0, 1)};
-    ld_context *u1 = user("user1");
+    struct free_in_cb x = {.c = bsu_client(bss, 0, 0, 1)};
+    ld_context *u1 = bsu_user("user1");
     ld_future *f1 = ld_client_bool_variation(x.c, "f", u1, false);
     ld_future *f2 = ld_client_bool_variation(x.c, "f", u1, false);
     ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f1), free_client_cb, &x), 0);
@@ -680,10 +626,10 @@ START_TEST(test_free_from_an_evaluations_callback_and_right_after_close)
     ck_assert(ld_future_is_rejected(f2) || ld_future_bool(f2));
     ld_future_unref(f1);
     ld_future_unref(f2);
-    run_for(5);
+    bsu_run_for(5);
     ck_assert_int_eq(x.calls, 2);
 
-    ld_client *c = client_of(bss, 0, 0, 1);
+    ld_client *c = bsu_client(bss, 0, 0, 1);
     ld_future *f = ld_client_bool_variation(c, "f", u1, false);
     ld_future *closed = ld_client_close(c);
     ld_client_free(c);
@@ -691,7 +637,7 @@ START_TEST(test_free_from_an_evaluations_callback_and_right_after_close)
     ld_test_done(closed);
     ld_future_unref(closed);
     ld_context_unref(u1);
-    run_for(5);
+    bsu_run_for(5);
     ld_big_segment_store_free(bss);
 }
 END_TEST
@@ -700,14 +646,14 @@ Suite *ld_suite_client_big_segments(void)
 {
     Suite *s = suite_create("client_big_segments");
     TCase *tc = tcase_create("input");
-    tcase_add_checked_fixture(tc, bs_setup, bs_teardown);
+    tcase_add_checked_fixture(tc, bs_setup, bsu_teardown);
     tcase_add_test(tc, test_bad_input_is_refused);
     tcase_add_test(tc, test_without_a_store_the_status_is_unavailable_and_not_stale);
     tcase_add_test(tc, test_extreme_settings_keep_working);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memberships");
-    tcase_add_checked_fixture(tc, bs_setup, bs_teardown);
+    tcase_add_checked_fixture(tc, bs_setup, bsu_teardown);
     tcase_add_test(tc, test_one_read_serves_several_segments_of_one_evaluation);
     tcase_add_test(tc, test_membership_is_kept_across_evaluations_per_context);
     tcase_add_test(tc, test_membership_is_read_again_after_the_cache_time);
@@ -717,7 +663,7 @@ Suite *ld_suite_client_big_segments(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("status");
-    tcase_add_checked_fixture(tc, bs_setup, bs_teardown);
+    tcase_add_checked_fixture(tc, bs_setup, bsu_teardown);
     tcase_add_test(tc, test_status_follows_the_metadata);
     tcase_add_test(tc, test_evaluations_before_the_first_poll_wait_for_it);
     tcase_add_test(tc, test_a_short_poll_interval_polls_often_a_long_one_once);
@@ -727,7 +673,7 @@ Suite *ld_suite_client_big_segments(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("close_free");
-    tcase_add_checked_fixture(tc, bs_setup, bs_teardown);
+    tcase_add_checked_fixture(tc, bs_setup, bsu_teardown);
     tcase_add_test(tc, test_close_stops_polling_and_the_listeners);
     tcase_add_test(tc, test_free_with_reads_pending_cancels_the_evaluations);
     tcase_add_test(tc, test_free_from_an_evaluations_callback_and_right_after_close);

@@ -24,6 +24,7 @@
 #include <ldasync/alloc.h>
 #include <ldasync/testing.h>
 
+#include "check_bigseg.h"
 #include "check_suites.h"
 #include "check_util.h"
 #include "eval/eval-internal.h"
@@ -48,67 +49,9 @@ static const char SEGMENTS[] = "{'s1': {'unbounded': true, 'generation': 1},"
                                " 'so': {'unbounded': true, 'generation': 1,"
                                "        'unboundedContextKind': 'org'}}";
 
-static ld_store *STORE;
-
 static void at_setup(void)
 {
-    ld_test_setup();
-    json_t *data = ld_test_data_of(FLAGS, SEGMENTS);
-    STORE = ld_test_memory_with(data);
-    json_decref(data);
-}
-
-static void at_teardown(void)
-{
-    ld_test_await_ok(ld_store_close(STORE));
-    ld_store_free(STORE);
-    STORE = NULL;
-    ld_test_teardown();
-}
-
-static ld_client *client_of(ld_big_segment_store *bss, int size, int64_t ttl_ms, int64_t poll_ms)
-{
-    ld_client_options *o = ld_client_options_new();
-    ck_assert_ptr_nonnull(o);
-    ck_assert_int_eq(ld_client_options_set_store(o, STORE), 0);
-    ck_assert_int_eq(ld_client_options_set_offline(o, true), 0);
-    ck_assert_int_eq(ld_client_options_set_big_segments(o, bss, 0), 0);
-    ck_assert_int_eq(ld_client_options_set_big_segment_cache(o, size, ttl_ms, poll_ms), 0);
-    ld_client *c = ld_client_new(B, o);
-    ld_client_options_free(o);
-    ck_assert_ptr_nonnull(c);
-    return c;
-}
-
-static ld_context *kctx(const char *kind, const char *key)
-{
-    ld_context_builder *b = ld_context_builder_new(kind, key);
-    ld_context *ctx = ld_context_builder_build(b, NULL);
-    ld_context_builder_free(b);
-    return ctx;
-}
-
-static ld_context *user(const char *key)
-{
-    ld_context *ctx = kctx("user", key);
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static void run_for(int64_t ms)
-{
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000)};
-    ld_future *f = ld_future_timeout(ld_future_new(B), &tv);
-    ck_assert_ptr_nonnull(f);
-    ld_test_wait(f);
-    ld_future_unref(f);
+    bsu_setup(FLAGS, SEGMENTS);
 }
 
 static void hash_of(const char *key, char out[LD__BIG_SEGMENT_HASH_LEN + 1])
@@ -161,7 +104,7 @@ static void ctl_meta_answer(struct ctl *s, ld_future *out)
     if (fail)
         ld_future_reject(out, s->meta_err ? s->meta_err : LD_ESTORE, "metadata failed");
     else
-        ld_future_fulfill_int(out, s->meta_value ? s->meta_value : wall_ms());
+        ld_future_fulfill_int(out, s->meta_value ? s->meta_value : bsu_wall_ms());
     ld_future_unref(out);
 }
 
@@ -254,7 +197,7 @@ static void ctl_done(struct ctl *s, ld_big_segment_store *bss)
 {
     ld_big_segment_store_free(bss);
     for (int i = 0; i < 200 && s->frees == 0; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_int_eq(s->frees, 1);
     json_decref(s->m);
     json_decref(s->by);
@@ -265,13 +208,13 @@ static void ctl_done(struct ctl *s, ld_big_segment_store *bss)
 static void await_n(struct ctl *s, size_t n)
 {
     for (int i = 0; i < 5000 && s->n < n; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_uint_eq(s->n, n);
 }
 
 static bool eval_f(ld_client *c, const char *flag, const char *key)
 {
-    ld_context *ctx = user(key);
+    ld_context *ctx = bsu_user(key);
     bool v = ld_test_await_bool(ld_client_bool_variation(c, flag, ctx, false));
     ld_context_unref(ctx);
     return v;
@@ -289,23 +232,23 @@ START_TEST(test_free_and_close_right_after_new)
     for (int hold = 0; hold < 2; hold++) {
         struct ctl s = {.hold_meta = hold};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 1);
+        ld_client *c = bsu_client(bss, 0, 0, 1);
         ld_client_free(c); /* the first poll was just issued */
-        c = client_of(bss, 0, 0, 1);
+        c = bsu_client(bss, 0, 0, 1);
         ld_future *closed = ld_client_close(c);
         ld_client_free(c);
         ld_test_await_ok(closed);
-        c = client_of(bss, 0, 0, 1);
+        c = bsu_client(bss, 0, 0, 1);
         ld_test_await_ok(ld_client_close(c));
         ld_test_await_ok(ld_client_close(c)); /* twice */
-        run_for(5); /* the poll issued before close ends as usual, if answered */
+        bsu_run_for(5); /* the poll issued before close ends as usual, if answered */
         ld_big_segment_store_status st;
         int rc = ld_client_big_segment_store_status(c, &st);
         ck_assert_int_eq(rc, (hold ? LD_EBUSY : 0));
         ld_client_free(c);
-        run_for(10); /* nothing polls after close or free */
+        bsu_run_for(10); /* nothing polls after close or free */
         int polls = s.metadatas;
-        run_for(20);
+        bsu_run_for(20);
         ck_assert_int_eq(s.metadatas, polls);
         ctl_done(&s, bss);
     }
@@ -316,8 +259,8 @@ START_TEST(test_close_then_reads_complete_as_usual)
 {
     struct ctl s = {.hold = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 1);
-    ld_context *u = user("u1");
+    ld_client *c = bsu_client(bss, 0, 0, 1);
+    ld_context *u = bsu_user("u1");
     ld_future *f = ld_client_bool_variation(c, "f", u, false);
     await_n(&s, 1);
     ld_future *closed = ld_client_close(c);
@@ -353,13 +296,13 @@ START_TEST(test_free_inside_an_evaluation_callback_with_reads_pending)
 {
     struct ctl s = {.hold = true, .hold_meta = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    struct cb_free x = {.c = client_of(bss, 0, 0, 1)};
+    struct cb_free x = {.c = bsu_client(bss, 0, 0, 1)};
     ld_future *f[51];
     ld_context *ctx[51];
     for (int i = 0; i < 51; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
-        ctx[i] = user(key);
+        ctx[i] = bsu_user(key);
         f[i] = ld_client_bool_variation(x.c, "f", ctx[i], false);
     }
     await_n(&s, 51);
@@ -378,7 +321,7 @@ START_TEST(test_free_inside_an_evaluation_callback_with_reads_pending)
         ld_test_expect_error(f[i], LD_ECANCELED, NULL);
     ld_future_unref(f[0]);
     ctl_release(&s, true); /* answered after the client went */
-    run_for(5);
+    bsu_run_for(5);
     for (int i = 0; i < 51; i++)
         ld_context_unref(ctx[i]);
     ctl_done(&s, bss);
@@ -409,21 +352,21 @@ START_TEST(test_free_inside_a_status_listener_with_reads_pending)
 {
     struct ctl s = {.hold = true, .hold_meta = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    struct lfree x = {.c = client_of(bss, 0, 0, 1)};
+    struct lfree x = {.c = bsu_client(bss, 0, 0, 1)};
     struct lfree y = {0};
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(x.c, free_in_listener, &x), 0);
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(x.c, free_in_listener, &y), 0);
-    ld_context *u = user("u1");
+    ld_context *u = bsu_user("u1");
     ld_future *f = ld_client_bool_variation(x.c, "f", u, false);
     await_n(&s, 1);
     ctl_release_meta(&s); /* the first poll ends: the listener frees the client */
     for (int i = 0; i < 100 && x.calls == 0; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_int_eq(x.calls, 1);
     ck_assert_int_eq(y.calls, 0); /* the client had gone */
     ld_test_expect_error(f, LD_ECANCELED, NULL);
     ctl_release(&s, false);
-    run_for(5);
+    bsu_run_for(5);
     ld_context_unref(u);
     ctl_done(&s, bss);
 }
@@ -435,13 +378,13 @@ START_TEST(test_close_inside_a_status_listener_silences_the_others)
 {
     struct ctl s = {0};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 1);
+    ld_client *c = bsu_client(bss, 0, 0, 1);
     struct lfree x = {.c = c, .close_instead = true}, y = {.c = c, .close_instead = true};
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, free_in_listener, &x), 0);
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, free_in_listener, &y), 0);
     for (int i = 0; i < 100 && x.calls == 0; i++)
-        run_for(1);
-    run_for(10);
+        bsu_run_for(1);
+    bsu_run_for(10);
     ck_assert_int_eq(x.calls, 1);
     ck_assert_int_eq(y.calls, 0);
     ld_client_free(c);
@@ -456,8 +399,8 @@ START_TEST(test_store_freed_right_after_the_client)
     for (int order = 0; order < 2; order++) {
         struct ctl s = {.hold = true, .hold_meta = true};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 1);
-        ld_context *u1 = user("u1"), *u2 = user("u2");
+        ld_client *c = bsu_client(bss, 0, 0, 1);
+        ld_context *u1 = bsu_user("u1"), *u2 = bsu_user("u2");
         ld_future *f[3] = {ld_client_bool_variation(c, "f", u1, false),
                            ld_client_bool_variation(c, "f", u2, false),
                            ld_client_bool_variation(c, "f", u1, false)};
@@ -469,7 +412,7 @@ START_TEST(test_store_freed_right_after_the_client)
         for (int i = 0; i < 3; i++)
             ld_test_expect_error(f[i], LD_ECANCELED, NULL);
         for (int i = 0; i < 100 && s.frees == 0; i++)
-            run_for(1);
+            bsu_run_for(1);
         ck_assert_int_eq(s.frees, 1);
         ld_context_unref(u1);
         ld_context_unref(u2);
@@ -483,13 +426,13 @@ START_TEST(test_a_store_that_never_answers)
 {
     struct ctl s = {.hold = true, .hold_meta = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 1);
+    ld_client *c = bsu_client(bss, 0, 0, 1);
     enum { N = 20 };
     ld_future *f[N];
-    ld_context *u = user("u1"), *v = user("u2");
+    ld_context *u = bsu_user("u1"), *v = bsu_user("u2");
     for (int i = 0; i < N; i++)
         f[i] = i % 2 ? ld_client_bool_variation(c, "f", u, false) : ld_client_all_flags(c, v, 0);
-    run_for(50);
+    bsu_run_for(50);
     for (int i = 0; i < N; i++)
         ck_assert(ld_future_is_pending(f[i]));
     ld_big_segment_store_status st;
@@ -498,7 +441,7 @@ START_TEST(test_a_store_that_never_answers)
     ld_client_free(c);
     for (int i = 0; i < N; i++)
         ld_test_expect_error(f[i], LD_ECANCELED, NULL);
-    run_for(10);
+    bsu_run_for(10);
     ld_context_unref(u);
     ld_context_unref(v);
     ctl_done(&s, bss);
@@ -511,25 +454,25 @@ START_TEST(test_a_store_answering_after_the_client_is_gone)
     for (int way = 0; way < 3; way++) {
         struct ctl s = {.hold = true, .hold_meta = true};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 1);
+        ld_client *c = bsu_client(bss, 0, 0, 1);
         ld_future *f[10];
         ld_context *ctx[10];
         for (int i = 0; i < 10; i++) {
             char key[16];
             snprintf(key, sizeof key, "k%d", i);
-            ctx[i] = user(key);
+            ctx[i] = bsu_user(key);
             f[i] = ld_client_bool_variation(c, "f", ctx[i], false);
         }
         await_n(&s, 10);
         ld_client_free(c);
         for (int i = 0; i < 10; i++)
             ld_test_expect_error(f[i], LD_ECANCELED, NULL);
-        run_for(5); /* the cache is gone */
+        bsu_run_for(5); /* the cache is gone */
         s.err = way == 1 ? LD_ESTORE : 0;
         s.meta_err = way == 2 ? LD_ETIMEDOUT : 0;
         ctl_release(&s, way == 2);
         ctl_release_meta(&s);
-        run_for(5);
+        bsu_run_for(5);
         for (int i = 0; i < 10; i++)
             ld_context_unref(ctx[i]);
         ctl_done(&s, bss);
@@ -547,8 +490,8 @@ START_TEST(test_two_clients_on_one_store_one_freed)
     hash_of("b1", h);
     json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 1));
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *a = client_of(bss, 0, 0, 1), *b = client_of(bss, 0, 0, 1);
-    ld_context *a1 = user("a1"), *b1 = user("b1"), *b2 = user("b2");
+    ld_client *a = bsu_client(bss, 0, 0, 1), *b = bsu_client(bss, 0, 0, 1);
+    ld_context *a1 = bsu_user("a1"), *b1 = bsu_user("b1"), *b2 = bsu_user("b2");
     ld_future *fa = ld_client_bool_variation(a, "f", a1, false);
     ld_future *fb1 = ld_client_bool_variation(b, "f", b1, false);
     ld_future *fb2 = ld_client_bool_variation(b, "f", b2, false);
@@ -583,20 +526,20 @@ START_TEST(test_a_cache_of_one_thrashed)
         json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 1));
     }
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 1, 1, 1);
+    ld_client *c = bsu_client(bss, 1, 1, 1);
     ld_context *ctx[7];
     for (int k = 0; k < 7; k++) {
         char key[8];
         snprintf(key, sizeof key, "t%d", k);
-        ctx[k] = user(key);
+        ctx[k] = bsu_user(key);
     }
     for (int round = 0; round < 5; round++) {
         ld_future *f[300];
         for (int i = 0; i < 300; i++)
             f[i] = ld_client_bool_variation(c, "f", ctx[(i * 5 + round) % 7], false);
         for (int i = 0; i < 20 && s.n < 7; i++)
-            run_for(1);
-        run_for(2);
+            bsu_run_for(1);
+        bsu_run_for(2);
         ck_assert_uint_le(s.n, 7); /* one read per context at a time */
         ctl_release(&s, true);
         for (int i = 0; i < 300; i++) {
@@ -606,7 +549,7 @@ START_TEST(test_a_cache_of_one_thrashed)
                           "round %d evaluation %d (t%d)", round, i, k);
             ld_future_unref(f[i]);
         }
-        run_for(3); /* everything kept expires */
+        bsu_run_for(3); /* everything kept expires */
     }
     ld_client_free(c);
     for (int k = 0; k < 7; k++)
@@ -634,18 +577,18 @@ START_TEST(test_evaluations_from_a_listener_that_frees_the_client)
 {
     struct ctl s = {.hold = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 1);
-    in_listener_ctx = user("l1");
+    ld_client *c = bsu_client(bss, 0, 0, 1);
+    in_listener_ctx = bsu_user("l1");
     memset(in_listener, 0, sizeof in_listener);
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, eval_then_free, NULL), 0);
     for (int i = 0; i < 200 && !in_listener[3]; i++)
-        run_for(1);
+        bsu_run_for(1);
     for (int i = 0; i < 4; i++) {
         ck_assert_ptr_nonnull(in_listener[i]);
         ld_test_expect_error(in_listener[i], LD_ECANCELED, NULL);
     }
     ctl_release(&s, false);
-    run_for(5);
+    bsu_run_for(5);
     ld_context_unref(in_listener_ctx);
     ctl_done(&s, bss);
 }
@@ -703,7 +646,7 @@ static void eval_range(ld_client *c, int from, int to, int batch)
         for (int k = 0; k < n; k++) {
             char key[24];
             snprintf(key, sizeof key, "key-%d", i + k);
-            ld_context *ctx = user(key);
+            ld_context *ctx = bsu_user(key);
             f[k] = ld_client_bool_variation(c, "f", ctx, false);
             ld_context_unref(ctx);
         }
@@ -726,16 +669,16 @@ START_TEST(test_many_contexts_through_a_cache_of_1000)
     json_live = lib_live = 0;
     json_set_alloc_funcs(json_count_malloc, json_count_free);
     ck_assert_int_eq(ld_set_alloc_funcs(lib_count_malloc, lib_count_realloc, lib_count_free), 0);
-    ld_client *c = client_of(bss, 1000, 600000, 0);
+    ld_client *c = bsu_client(bss, 1000, 600000, 0);
     long rss0 = ld_test_rss_kb();
-    int64_t t0 = wall_ms();
+    int64_t t0 = bsu_wall_ms();
     eval_range(c, 0, 10000, 500);
-    run_for(5);
+    bsu_run_for(5);
     long json10k = json_live, lib10k = lib_live, rss10k = ld_test_rss_kb();
     eval_range(c, 10000, n, 500);
-    run_for(5);
+    bsu_run_for(5);
     long json100k = json_live, lib100k = lib_live, rss100k = ld_test_rss_kb();
-    int64_t t1 = wall_ms();
+    int64_t t1 = bsu_wall_ms();
     ck_assert_int_eq(s.memberships, n);
     /* the last 1,000 are kept, the others were dropped */
     eval_range(c, n - 1000, n, 500);
@@ -767,7 +710,7 @@ START_TEST(test_1000_concurrent_contexts_answered_in_reverse)
     enum { N = 1000 };
     struct ctl s = {.hold = true, .by = json_object()};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     ld_future *f[N];
     for (int i = 0; i < N; i++) {
         char key[16], h[LD__BIG_SEGMENT_HASH_LEN + 1];
@@ -777,15 +720,15 @@ START_TEST(test_1000_concurrent_contexts_answered_in_reverse)
             json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 1));
         else if (i % 3 == 1) /* excluded */
             json_object_set_new(s.by, h, json_pack("{sb}", "s1.g1", 0));
-        ld_context *ctx = user(key);
+        ld_context *ctx = bsu_user(key);
         f[i] = ld_client_bool_variation(c, "f", ctx, false);
         ld_context_unref(ctx);
     }
     await_n(&s, N);
-    run_for(5);
+    bsu_run_for(5);
     for (int i = 0; i < N; i++)
         ck_assert(ld_future_is_pending(f[i]));
-    int64_t t0 = wall_ms();
+    int64_t t0 = bsu_wall_ms();
     ctl_release(&s, true);
     for (int i = 0; i < N; i++) {
         ld_test_wait(f[i]);
@@ -794,7 +737,7 @@ START_TEST(test_1000_concurrent_contexts_answered_in_reverse)
         ld_future_unref(f[i]);
     }
     printf("bs attack: 1,000 held reads answered in reverse: all done in %lld ms\n",
-           (long long)(wall_ms() - t0));
+           (long long)(bsu_wall_ms() - t0));
     ck_assert_int_eq(s.memberships, N);
     ck_assert(eval_f(c, "f", "c999")); /* kept */
     ck_assert(!eval_f(c, "f", "c998"));
@@ -810,15 +753,15 @@ START_TEST(test_a_hung_read_does_not_hold_a_kept_context)
 {
     struct ctl s = {0};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     ck_assert(eval_f(c, "f", "kept")); /* read and kept */
     s.hold = true;
-    ld_context *hung = user("hung"), *kept = user("kept");
+    ld_context *hung = bsu_user("hung"), *kept = bsu_user("kept");
     ld_future *fh = ld_client_bool_variation(c, "f", hung, false);
     await_n(&s, 1);
     ld_future *fk = ld_client_bool_variation(c, "f", kept, false);
     ld_future *fa = ld_client_all_flags(c, kept, 0);
-    run_for(50);
+    bsu_run_for(50);
     bool done = !ld_future_is_pending(fk), all_done = !ld_future_is_pending(fa);
     ctl_release(&s, false);
     ld_test_wait(fh);
@@ -850,12 +793,12 @@ START_TEST(test_a_membership_of_10000_refs)
     json_object_set_new(s.m, "s1.g1", json_true());
     ck_assert_uint_eq(json_object_size(s.m), 10001);
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 0);
-    int64_t t0 = wall_ms();
+    ld_client *c = bsu_client(bss, 0, 0, 0);
+    int64_t t0 = bsu_wall_ms();
     for (int i = 0; i < 1000; i++)
         ck_assert(eval_f(c, "f", "big"));
     printf("bs attack: 1,000 evaluations against a membership of 10,001 refs: %lld ms\n",
-           (long long)(wall_ms() - t0));
+           (long long)(bsu_wall_ms() - t0));
     ck_assert_int_eq(s.memberships, 1);
     json_object_set_new(s.m, "s1.g1", json_false()); /* a new object would be read next */
     ld_client_free(c);
@@ -879,7 +822,7 @@ START_TEST(test_odd_membership_values_serve_the_rules)
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
         struct ctl s = {.m = odd[i]};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 0);
+        ld_client *c = bsu_client(bss, 0, 0, 0);
         ck_assert_msg(!eval_f(c, "f", "odd"), "membership %zu", i);
         ck_assert_msg(!eval_f(c, "f", "odd"), "membership %zu (kept)", i);
         ck_assert_int_eq(s.memberships, 1);
@@ -891,7 +834,7 @@ START_TEST(test_odd_membership_values_serve_the_rules)
     for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
         struct ctl s = {.meta_value = times[i]};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 0);
+        ld_client *c = bsu_client(bss, 0, 0, 0);
         ck_assert(eval_f(c, "f", "odd"));
         ld_big_segment_store_status st;
         ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), 0);
@@ -911,8 +854,8 @@ START_TEST(test_rejections_with_odd_codes)
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         struct ctl s = {.err = codes[i], .meta_err = codes[i]};
         ld_big_segment_store *bss = ctl_store(&s);
-        ld_client *c = client_of(bss, 0, 0, 0);
-        ld_context *u = user("u");
+        ld_client *c = bsu_client(bss, 0, 0, 0);
+        ld_context *u = bsu_user("u");
         for (int round = 0; round < 2; round++) {
             ld_future *f = ld_test_done(detail_of(c, "f", u));
             ck_assert_msg(ld_future_is_fulfilled(f), "code %d: rejected with %d", codes[i],
@@ -941,16 +884,16 @@ START_TEST(test_a_poll_out_of_memory_is_not_replayed_as_out_of_memory)
 {
     struct ctl s = {.meta_err = LD_ENOMEM, .meta_err_once = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 60000);
+    ld_client *c = bsu_client(bss, 0, 0, 60000);
     ld_big_segment_store_status st;
     for (int i = 0; i < 100 && ld_client_big_segment_store_status(c, &st) == LD_EBUSY; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_int_eq(ld_client_big_segment_store_status(c, &st), 0);
     ck_assert(!st.available);
     for (int i = 0; i < 3; i++) {
         char key[16];
         snprintf(key, sizeof key, "m%d", i);
-        ld_context *u = user(key);
+        ld_context *u = bsu_user(key);
         ld_future *f = ld_test_done(detail_of(c, "f", u));
         ck_assert_msg(ld_future_is_fulfilled(f), "evaluation %d rejected with %d", i,
                       ld_future_error(f));
@@ -971,7 +914,7 @@ START_TEST(test_odd_context_keys)
 {
     struct ctl s = {.seen = json_object()};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 0);
+    ld_client *c = bsu_client(bss, 0, 0, 0);
     char *big = malloc(100 * 1024 + 1);
     ck_assert_ptr_nonnull(big);
     memset(big, 'k', 100 * 1024);
@@ -986,7 +929,7 @@ START_TEST(test_odd_context_keys)
     size_t n_keys = sizeof keys / sizeof keys[0];
     int built = 0;
     for (size_t i = 0; i < n_keys; i++) {
-        ld_context *ctx = kctx("user", keys[i]);
+        ld_context *ctx = bsu_ctx("user", keys[i]);
         if (!ctx) {
             printf("bs attack: the builder refuses key %zu (%zu bytes)\n", i, strlen(keys[i]));
             continue;
@@ -1024,8 +967,9 @@ START_TEST(test_multi_kind_contexts_share_or_differ_in_key)
     json_object_set_new(s.by, hu, json_pack("{sb}", "so.g1", 1)); /* "same" is in "so" */
     json_object_set_new(s.by, hv, json_pack("{sb}", "s1.g1", 1)); /* "other" is in "s1" */
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 0);
-    ld_context *u = kctx("user", "same"), *o = kctx("org", "same"), *u2 = kctx("user", "other");
+    ld_client *c = bsu_client(bss, 0, 0, 0);
+    ld_context *u = bsu_ctx("user", "same"), *o = bsu_ctx("org", "same"),
+               *u2 = bsu_ctx("user", "other");
     const ld_context *p1[] = {u, o}, *p2[] = {u2, o};
     ld_context *shared = ld_context_multi(p1, 2, NULL), *differ = ld_context_multi(p2, 2, NULL);
     ck_assert(shared && differ);
@@ -1094,17 +1038,17 @@ static void lis_fn(ld_client *c, const ld_big_segment_store_status *st, void *ar
 static void next_round(struct ctl *s)
 {
     for (int i = 0; i < 500 && s->nmeta == 0; i++)
-        run_for(1);
+        bsu_run_for(1);
     ck_assert_uint_eq(s->nmeta, 1);
     ctl_release_meta(s);
-    run_for(5);
+    bsu_run_for(5);
 }
 
 START_TEST(test_listeners_that_add_remove_and_free)
 {
     struct ctl s = {.flip = true, .hold_meta = true};
     ld_big_segment_store *bss = ctl_store(&s);
-    ld_client *c = client_of(bss, 0, 0, 1);
+    ld_client *c = bsu_client(bss, 0, 0, 1);
     struct lis added = {0};
     struct lis a = {.add = true, .added = &added, .remove_self = true};
     struct lis b = {.remove_other = true};
@@ -1134,7 +1078,7 @@ START_TEST(test_listeners_that_add_remove_and_free)
     ck_assert_int_eq(added.calls, 2);
     ck_assert_int_eq(e.calls, 3);
     int polls = s.metadatas;
-    run_for(20);
+    bsu_run_for(20);
     ck_assert_int_eq(s.metadatas, polls);
     ctl_done(&s, bss);
 }
@@ -1184,31 +1128,31 @@ static void poll_every_ms(bool flip)
     ld_big_segment_store *bss = ctl_store(&s);
     lib_live = 0;
     ck_assert_int_eq(ld_set_alloc_funcs(lib_count_malloc, lib_count_realloc, lib_count_free), 0);
-    ld_client *c = client_of(bss, 10, 1, 1);
+    ld_client *c = bsu_client(bss, 10, 1, 1);
     int heard = 0;
     ck_assert_int_gt(ld_client_add_big_segment_status_listener(c, flips_heard, &heard), 0);
     struct pass_timer t = {0};
     t.ev = event_new(B, -1, EV_PERSIST, tick, &t);
     struct timeval one = {0, 1000};
     event_add(t.ev, &one);
-    run_for(200);
+    bsu_run_for(200);
     long lib_start = lib_live, rss_start = ld_test_rss_kb();
     int polls_start = s.metadatas;
-    int64_t end = wall_ms() + 2000;
+    int64_t end = bsu_wall_ms() + 2000;
     int evals = 0;
-    while (wall_ms() < end) {
+    while (bsu_wall_ms() < end) {
         char key[16];
         snprintf(key, sizeof key, "p%d", evals++ % 50);
-        ld_context *ctx = user(key);
+        ld_context *ctx = bsu_user(key);
         ld_future *f = ld_client_bool_variation(c, "f", ctx, false);
         ld_context_unref(ctx);
         ld_test_wait(f);
         ck_assert(ld_future_is_fulfilled(f));
         ld_future_unref(f);
         if (evals % 64 == 0)
-            run_for(1);
+            bsu_run_for(1);
     }
-    run_for(5);
+    bsu_run_for(5);
     long lib_end = lib_live, rss_end = ld_test_rss_kb();
     int polls = s.metadatas - polls_start;
     event_free(t.ev);
@@ -1246,7 +1190,7 @@ Suite *ld_suite_client_big_segments_attack(void)
 {
     Suite *s = suite_create("client_big_segments_attack");
     TCase *tc = tcase_create("free_close");
-    tcase_add_checked_fixture(tc, at_setup, at_teardown);
+    tcase_add_checked_fixture(tc, at_setup, bsu_teardown);
     tcase_add_test(tc, test_free_and_close_right_after_new);
     tcase_add_test(tc, test_close_then_reads_complete_as_usual);
     tcase_add_test(tc, test_free_inside_an_evaluation_callback_with_reads_pending);
@@ -1260,7 +1204,7 @@ Suite *ld_suite_client_big_segments_attack(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("volume");
-    tcase_add_checked_fixture(tc, at_setup, at_teardown);
+    tcase_add_checked_fixture(tc, at_setup, bsu_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_many_contexts_through_a_cache_of_1000);
     tcase_add_test(tc, test_1000_concurrent_contexts_answered_in_reverse);
@@ -1270,7 +1214,7 @@ Suite *ld_suite_client_big_segments_attack(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("odd");
-    tcase_add_checked_fixture(tc, at_setup, at_teardown);
+    tcase_add_checked_fixture(tc, at_setup, bsu_teardown);
     tcase_add_test(tc, test_odd_membership_values_serve_the_rules);
     tcase_add_test(tc, test_rejections_with_odd_codes);
     tcase_add_test(tc, test_a_poll_out_of_memory_is_not_replayed_as_out_of_memory);
@@ -1279,7 +1223,7 @@ Suite *ld_suite_client_big_segments_attack(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listeners_polls");
-    tcase_add_checked_fixture(tc, at_setup, at_teardown);
+    tcase_add_checked_fixture(tc, at_setup, bsu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_listeners_that_add_remove_and_free);
     tcase_add_test(tc, test_a_poll_every_millisecond_for_two_seconds);

@@ -194,9 +194,9 @@ static struct evhttp_connection *conn_of(struct fix *x)
     return x->conn;
 }
 
-/* Sends a request and returns at once; the answer lands in *r. */
-static void http_send(struct evhttp_connection *c, enum evhttp_cmd_type m, const char *path,
-                      const char *auth, const char *inm, struct resp *r)
+/* A request whose answer lands in *r, with Host and (unless NULL) an
+ * Authorization of `auth`. */
+static struct evhttp_request *req_new(struct resp *r, const char *auth)
 {
     memset(r, 0, sizeof *r);
     struct evhttp_request *req = evhttp_request_new(resp_cb, r);
@@ -205,6 +205,15 @@ static void http_send(struct evhttp_connection *c, enum evhttp_cmd_type m, const
     evhttp_add_header(h, "Host", "localhost");
     if (auth)
         evhttp_add_header(h, "Authorization", auth);
+    return req;
+}
+
+/* Sends a request and returns at once; the answer lands in *r. */
+static void http_send(struct evhttp_connection *c, enum evhttp_cmd_type m, const char *path,
+                      const char *auth, const char *inm, struct resp *r)
+{
+    struct evhttp_request *req = req_new(r, auth);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (inm)
         evhttp_add_header(h, "If-None-Match", inm);
     ck_assert_int_eq(evhttp_make_request(c, req, m, path), 0);
@@ -3037,13 +3046,8 @@ END_TEST
 static void post(struct fix *x, const char *path, const char *auth, const char *const *lines,
                  const char *body, size_t len, struct resp *r)
 {
-    memset(r, 0, sizeof *r);
-    struct evhttp_request *req = evhttp_request_new(resp_cb, r);
-    ck_assert_ptr_nonnull(req);
+    struct evhttp_request *req = req_new(r, auth);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Host", "localhost");
-    if (auth)
-        evhttp_add_header(h, "Authorization", auth);
     for (size_t i = 0; lines && lines[i]; i += 2)
         evhttp_add_header(h, lines[i], lines[i + 1]);
     evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
