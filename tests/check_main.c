@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "check_suites.h"
+#include "net/net-internal.h"
 
 /* the suites, a table in columns */
 /* clang-format off */
@@ -51,6 +52,13 @@ static bool in_shard(size_t pos, bool *bad)
 
 int main(void)
 {
+    /* libcurl's memory hooks: this program's copy of http.c, whose
+     * ld__http_spare_curl the suites set, not the library's (in one
+     * process, CK_FORK=no, the first to use libcurl would win) */
+    if (!ld__http_global_init()) {
+        fprintf(stderr, "libcurl cannot be initialised\n");
+        return EXIT_FAILURE;
+    }
     SRunner *runner = srunner_create(NULL);
     bool bad = false;
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)

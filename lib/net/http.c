@@ -107,6 +107,12 @@ static void curl_init_once(void)
                                      curl_realloc_fn, curl_strdup_fn, curl_calloc_fn) == CURLE_OK;
 }
 
+bool ld__http_global_init(void)
+{
+    pthread_once(&g_curl_once, curl_init_once);
+    return g_curl_ok;
+}
+
 /* ---- requests ------------------------------------------------------------ */
 
 static void headers_clear(struct ld__http_req *r)

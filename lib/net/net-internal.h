@@ -160,6 +160,12 @@ void ld__http_cancel(struct ld__http_req *r);
  * allocation of a connection fails; check_http.c fails libcurl's
  * allocations on the paths where it copes). */
 extern bool ld__http_spare_curl;
+/* Initialises libcurl with the allocator hook (once per process; the first
+ * ld__http_new() does it too). @return whether libcurl is usable. The
+ * test program, which holds a copy of this file beside the library's, calls
+ * it first: libcurl's hooks are then the copy's, whose
+ * ld__http_spare_curl the tests set. */
+bool ld__http_global_init(void);
 /* Requests started and not over yet (for tests). */
 size_t ld__http_active(const struct ld__http *h);
 
