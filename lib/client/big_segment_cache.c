@@ -64,7 +64,6 @@ struct query {
 };
 
 struct ld__bsc {
-    struct event_base *base;
     ld_big_segment_store *inner; /* borrowed */
     ld_big_segment_store *outer; /* owns this */
     struct ld__bsc_config cfg;
@@ -218,9 +217,27 @@ static void entry_drop(struct ld__bsc *c, struct entry *e)
     ld__free(e);
 }
 
-/* Keeps `m` for `key`; memory running out only means it is not kept. */
+/* The entry of `hash` (its hash `h`) when it is fresh, made the most
+ * recently used; else NULL (an expired one stays until entry_keep()
+ * replaces it or the LRU drops it). */
+static struct entry *entry_fresh(struct ld__bsc *c, const char *hash, uint32_t h)
+{
+    struct node *n = table_find(&c->entries, hash, h);
+    struct entry *e = n ? ENTRY_OF(n) : NULL;
+    if (!e || mono_ms() >= e->expires)
+        return NULL;
+    lru_unlink(c, e);
+    lru_push(c, e);
+    return e;
+}
+
+/* Keeps `m` for `key`, in place of an expired entry of it; memory running
+ * out only means it is not kept. */
 static void entry_keep(struct ld__bsc *c, const char *key, uint32_t h, json_t *m)
 {
+    struct node *old = table_find(&c->entries, key, h);
+    if (old)
+        entry_drop(c, ENTRY_OF(old));
     size_t len = strlen(key);
     struct entry *e = ld__malloc(sizeof *e + len + 1);
     if (!e)
@@ -288,19 +305,14 @@ static void bsc_get_membership(void *impl, const char *hash, ld_future *out)
     struct ld__bsc *c = impl;
     size_t len = strlen(hash);
     uint32_t h = key_hash(hash, len);
-    struct node *n = table_find(&c->entries, hash, h);
-    if (n) {
-        struct entry *e = ENTRY_OF(n);
-        if (mono_ms() < e->expires) {
-            lru_unlink(c, e);
-            lru_push(c, e);
-            ld_future_fulfill_json(out, json_incref(e->m));
-            ld_future_unref(out);
-            return;
-        }
-        entry_drop(c, e);
+    struct entry *e = entry_fresh(c, hash, h);
+    if (e) {
+        ld_future_fulfill_json(out, json_incref(e->m));
+        ld_future_unref(out);
+        return;
     }
-    if ((n = table_find(&c->queries, hash, h)) != NULL) {
+    struct node *n = table_find(&c->queries, hash, h);
+    if (n) {
         if (waiters_add(&QUERY_OF(n)->outs, out) != 0)
             refuse(out, LD_ENOMEM);
         return;
@@ -338,21 +350,15 @@ static void bsc_get_membership(void *impl, const char *hash, ld_future *out)
 }
 
 /* The answer within the call (store-internal.h): a membership kept and
- * fresh, once the first poll ended. Nothing is dropped here. */
+ * fresh, once the first poll ended. Nothing is dropped here (the caller
+ * may hold memberships answered before). */
 static int bsc_now(void *impl, const char *hash, int64_t stale_after_ms, const json_t **m,
                    int *status)
 {
     struct ld__bsc *c = impl;
-    if (!c->known)
+    struct entry *e = c->known ? entry_fresh(c, hash, key_hash(hash, strlen(hash))) : NULL;
+    if (!e)
         return LD_EBUSY;
-    struct node *n = table_find(&c->entries, hash, key_hash(hash, strlen(hash)));
-    if (!n)
-        return LD_EBUSY;
-    struct entry *e = ENTRY_OF(n);
-    if (mono_ms() >= e->expires)
-        return LD_EBUSY;
-    lru_unlink(c, e);
-    lru_push(c, e);
     *m = e->m;
     if (!c->ok)
         *status = LD_BIG_SEGMENTS_STATUS_STORE_ERROR;
@@ -506,7 +512,6 @@ struct ld__bsc *ld__bsc_new(struct event_base *base, ld_big_segment_store *inner
     struct ld__bsc *c = ld__calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->base = base;
     c->inner = inner;
     c->cfg = *cfg;
     c->fn = fn;

@@ -674,6 +674,12 @@ struct ld_evaluator {
     bool resuming;      /* the queue is running a slice */
 };
 
+/* The membership of the context key `key` (a JSON string) when the big
+ * segment store (set: ev->bss) answers within the call: 0 with *m
+ * (borrowed until the loop runs; NULL: in no big segment) and *status;
+ * else LD__E_NEED (*m NULL). */
+int ld__membership_now(ld_evaluator *ev, const json_t *key, const json_t **m, int *status);
+
 /* Tells ev's limit function that a `matches` clause of `it` stopped. */
 void ld__evaluator_stopped(ld_evaluator *ev, const struct ld__item *it);
 

@@ -74,15 +74,8 @@ static int now_item(void *arg, enum ld__item_type type, const struct ld__str *ke
     return now_read(arg, type, key, out, true);
 }
 
-/* A membership the big segment store has at hand (the client's cache),
- * else the job path reads it. */
-static int now_membership(void *arg, const json_t *key, const json_t **m, int *status)
+int ld__membership_now(ld_evaluator *ev, const json_t *key, const json_t **m, int *status)
 {
-    ld_evaluator *ev = arg;
-    *m = NULL;
-    *status = LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED;
-    if (!ev->bss)
-        return 0;
     char hash[LD__BIG_SEGMENT_HASH_LEN + 1];
     ld__big_segment_hash(json_string_value(key), json_string_length(key), hash);
     if (ld__big_segment_store_now(ev->bss, hash, ev->stale_after, m, status) == 0)
@@ -90,6 +83,16 @@ static int now_membership(void *arg, const json_t *key, const json_t **m, int *s
     *m = NULL;
     *status = LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED;
     return LD__E_NEED;
+}
+
+/* A membership the big segment store has at hand (the client's cache),
+ * else the job path reads it. */
+static int now_membership(void *arg, const json_t *key, const json_t **m, int *status)
+{
+    ld_evaluator *ev = arg;
+    *m = NULL;
+    *status = LD_BIG_SEGMENTS_STATUS_NOT_CONFIGURED;
+    return ev->bss ? ld__membership_now(ev, key, m, status) : 0;
 }
 
 static void now_stopped(void *arg, const struct ld__item *it)

@@ -443,11 +443,9 @@ static int job_membership(void *arg, const json_t *key, const json_t **m, int *s
     j->mslots = s;
     /* a membership the store answers within the call (the client's cache
      * keeps it) is not read: it waits for no other context's read */
-    char hash[LD__BIG_SEGMENT_HASH_LEN + 1];
     const json_t *kept;
     int kept_status;
-    ld__big_segment_hash(json_string_value(key), json_string_length(key), hash);
-    if (ld__big_segment_store_now(j->ev->bss, hash, j->ev->stale_after, &kept, &kept_status) != 0)
+    if (ld__membership_now(j->ev, key, &kept, &kept_status) != 0)
         return LD__E_NEED;
     s->state = S_DONE;
     s->now = true;
