@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <event2/http.h>
 #include <openssl/evp.h>
 
 #include "check_util.h"
@@ -709,4 +713,15 @@ int ld_test_count_fds(void)
         n++;
     closedir(d);
     return n;
+}
+
+int ld_test_http_listen(struct evhttp *http)
+{
+    ck_assert_ptr_nonnull(http);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
+    ck_assert_ptr_nonnull(bs);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    return ntohs(sin.sin_port);
 }

@@ -40,6 +40,11 @@ long ld_test_rss_kb(void);
 /* The descriptors this process has open (-1 if unknown). */
 int ld_test_count_fds(void);
 
+struct evhttp;
+/* Binds `http` (asserted not NULL) to a free port of 127.0.0.1.
+ * @return the port. */
+int ld_test_http_listen(struct evhttp *http);
+
 /* Waits for f (ld_future_wait) and asserts it returned 0. */
 void ld_test_wait(ld_future *f);
 

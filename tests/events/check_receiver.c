@@ -54,13 +54,7 @@ void evr_start(void)
 {
     memset(&evr, 0, sizeof evr);
     evr.http = evhttp_new(ld_test_base);
-    ck_assert_ptr_nonnull(evr.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(evr.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    evr.port = ntohs(sin.sin_port);
+    evr.port = ld_test_http_listen(evr.http);
     snprintf(evr.url, sizeof evr.url, "http://127.0.0.1:%d/", evr.port);
     evhttp_set_gencb(evr.http, serve, NULL);
 }

@@ -131,12 +131,7 @@ void fake_up(void)
     F.ctype = "text/event-stream; charset=utf-8";
     F.http = evhttp_new(B);
     ck_assert_ptr_nonnull(F.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(F.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    F.port = ntohs(sin.sin_port);
+    F.port = ld_test_http_listen(F.http);
     snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", F.port);
     evhttp_set_gencb(F.http, fake_serve, NULL);
 }

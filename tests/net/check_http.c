@@ -139,18 +139,6 @@ static void serve(struct evhttp_request *req, void *arg)
     evbuffer_free(out);
 }
 
-/* Binds `http` to a free port of 127.0.0.1: @return the port. */
-static int listen_on(struct evhttp *http)
-{
-    ck_assert_ptr_nonnull(http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    return ntohs(sin.sin_port);
-}
-
 static void server_up(void)
 {
     ld_test_setup();
@@ -161,7 +149,7 @@ static void server_up(void)
     S.http = evhttp_new(B);
     ck_assert_ptr_nonnull(S.http);
     evhttp_set_allowed_methods(S.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-    S.port = listen_on(S.http);
+    S.port = ld_test_http_listen(S.http);
     snprintf(S.url, sizeof S.url, "http://127.0.0.1:%d", S.port);
     evhttp_set_gencb(S.http, serve, NULL);
     S.drip = evtimer_new(B, drip, NULL);
@@ -608,7 +596,7 @@ static void tls_up(void)
     memset(&T, 0, sizeof T);
     ld_test_tls_make(&T.t);
     T.http = evhttp_new(B);
-    T.port = listen_on(T.http);
+    T.port = ld_test_http_listen(T.http);
     evhttp_set_bevcb(T.http, ld_test_tls_bev, T.t.ctx);
     evhttp_set_gencb(T.http, serve, NULL);
 }

@@ -116,12 +116,7 @@ static void fake_up(void)
     F.body = ALL1;
     F.http = evhttp_new(B);
     ck_assert_ptr_nonnull(F.http);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(F.http, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
-    snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(F.url, sizeof F.url, "http://127.0.0.1:%d", ld_test_http_listen(F.http));
     evhttp_set_gencb(F.http, serve, NULL);
 }
 

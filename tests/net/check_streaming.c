@@ -644,17 +644,13 @@ START_TEST(test_tls_custom_ca_refusal_and_verification_off)
     struct ld_test_tls t;
     ld_test_tls_make(&t);
     struct evhttp *https = evhttp_new(B);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(https, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    int port = ld_test_http_listen(https);
     evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
     evhttp_set_gencb(https, fake_serve, NULL);
     F.initial = PUT1;
     char localhost[80], by_ip[80];
-    snprintf(localhost, sizeof localhost, "https://localhost:%d", ntohs(sin.sin_port));
-    snprintf(by_ip, sizeof by_ip, "https://127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(localhost, sizeof localhost, "https://localhost:%d", port);
+    snprintf(by_ip, sizeof by_ip, "https://127.0.0.1:%d", port);
     struct {
         const char *uri, *ca;
         bool verify, ok;
@@ -827,19 +823,15 @@ START_TEST(test_through_a_connect_proxy)
     struct ld_test_tls t;
     ld_test_tls_make(&t);
     struct evhttp *https = evhttp_new(B);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(https, "127.0.0.1", 0);
-    ck_assert_ptr_nonnull(bs);
-    struct sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
+    int port = ld_test_http_listen(https);
     evhttp_set_bevcb(https, ld_test_tls_bev, t.ctx);
     evhttp_set_gencb(https, fake_serve, NULL);
     proxy_up();
     F.initial = PUT1;
     char uri[80], proxy[80], want[80];
-    snprintf(uri, sizeof uri, "https://localhost:%d", ntohs(sin.sin_port));
+    snprintf(uri, sizeof uri, "https://localhost:%d", port);
     snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", P.port);
-    snprintf(want, sizeof want, "localhost:%d", ntohs(sin.sin_port));
+    snprintf(want, sizeof want, "localhost:%d", port);
     for (int how = 0; how < 6; how++) {
         /* 0: the option; 1: https_proxy; 2: https_proxy, but the option "";
          * 3: a refusing proxy; 4: no proxy there; 5: a proxy that holds */
