@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <ldasync/context.h>
+#include <ldasync/eval.h>
 #include <ldasync/future.h>
 #include <ldasync/network.h>
 
@@ -125,6 +126,57 @@ bool ld__summarizer_empty(const struct ld__summarizer *s);
  * NULL when nothing was recorded. Returns 0; LD_EINVAL (NULL argument);
  * LD_ENOMEM, with nothing reset (the next flush has it all). */
 int ld__summarizer_flush(struct ld__summarizer *s, json_t **out);
+
+
+/* ---- payloads (payload.c) --------------------------------------------------
+ *
+ * The loop keeps what each analytics event needs as a record (no JSON is
+ * made while evaluating); a flush hands the records to the processor's
+ * worker, which writes the payload's JSON text (and compresses it). The
+ * writer only reads what a record points to: the loop keeps it all alive
+ * (and releases it) around the write.
+ */
+
+enum ld__ev_kind {
+    LD__EV_FEATURE,  /* {"kind":"feature", ...}: context anonymous-redacted */
+    LD__EV_DEBUG,    /* the same with "kind":"debug"; context not anonymous-redacted */
+    LD__EV_INDEX,    /* {"kind":"index","creationDate","context"} */
+    LD__EV_IDENTIFY, /* {"kind":"identify","creationDate","context"} */
+    LD__EV_CUSTOM,   /* {"kind":"custom","creationDate","key","context","data"?,"metricValue"?} */
+    LD__EV_RAW       /* `data`, written as it is (ld_event_processor_send_event()) */
+};
+
+struct ld__ev_record {
+    uint8_t kind;    /* enum ld__ev_kind */
+    bool has_metric; /* custom: write "metricValue" */
+    int variation;   /* feature, debug: LD__NO_VARIATION: not written */
+    int64_t creation_ms;
+    int64_t version; /* feature, debug: LD__NO_VERSION: not written */
+    const char *key; /* feature, debug: the flag's key; custom: the event's */
+    size_t key_len;
+    const char *prereq_of; /* feature, debug: "prereqOf" (NULL: not written) */
+    size_t prereq_of_len;
+    json_t *value; /* feature, debug: "value" (NULL: null) */
+    json_t *dflt;  /* feature, debug: "default" (NULL: null); custom: "data"
+                      (NULL: not written); raw: the event */
+    const ld_detail *reason; /* feature, debug: "reason" (NULL: not written) */
+    ld_context *ctx;         /* all but raw */
+    double metric;
+    void *hold; /* the loop's: what keeps the pointers above alive */
+};
+
+/* Writes the payload of `n` records and then `summary` (NULL: none) as a
+ * JSON array, compact, in that order, each context formatted by `fmt`
+ * (ld__ctx_format(); redacting anonymous contexts for feature and custom
+ * events); gzip-compressed when `gzip`. Reads only: any thread, with the
+ * records' values read by no one that changes them. @return 0 with *body
+ * (ld__malloc()ed, the caller's) and *len; LD_ENOMEM. */
+int ld__payload_write(const struct ld__ctx_format *fmt, const struct ld__ev_record *recs, size_t n,
+                      const json_t *summary, bool gzip, char **body, size_t *len);
+
+/* `in` (`len` bytes) gzip-compressed (zlib; RFC 1952) into *out
+ * (ld__malloc()ed) and *out_len. @return 0; LD_ENOMEM. Any thread. */
+int ld__gzip(const void *in, size_t len, char **out, size_t *out_len);
 
 struct event_base;
 
