@@ -169,13 +169,20 @@ struct ld__ev_record {
  * JSON array, compact, in that order, each context formatted by `fmt`
  * (ld__ctx_format(); redacting anonymous contexts for feature and custom
  * events); gzip-compressed when `gzip`. Reads only: any thread, with the
- * records' values read by no one that changes them. @return 0 with *body
- * (ld__malloc()ed, the caller's) and *len; LD_ENOMEM. */
+ * records' values read by no one that changes them (other threads may
+ * count references to them meanwhile: the writer never does). A custom
+ * event's metric that is not finite is left out. @return 0 with *body
+ * (ld__malloc()ed, the caller's) and *len; LD_EINVAL (NULL `fmt`, `body`
+ * or `len`, NULL `recs` with `n` > 0, a record of no known kind, or one
+ * but raw without a context); LD_ENOMEM (also for a string jansson cannot
+ * write: invalid UTF-8). */
 int ld__payload_write(const struct ld__ctx_format *fmt, const struct ld__ev_record *recs, size_t n,
                       const json_t *summary, bool gzip, char **body, size_t *len);
 
 /* `in` (`len` bytes) gzip-compressed (zlib; RFC 1952) into *out
- * (ld__malloc()ed) and *out_len. @return 0; LD_ENOMEM. Any thread. */
+ * (ld__malloc()ed) and *out_len; zlib allocates through ld__malloc().
+ * @return 0; LD_EINVAL (NULL `out` or `out_len`, NULL `in` with `len` > 0);
+ * LD_ENOMEM. Any thread. */
 int ld__gzip(const void *in, size_t len, char **out, size_t *out_len);
 
 struct event_base;
