@@ -29,6 +29,7 @@ Suite *ld_suite_file_source(void);                /* check_file_source.c */
 Suite *ld_suite_processor(void);                  /* check_processor.c */
 Suite *ld_suite_context_format(void);             /* events/check_context_format.c */
 Suite *ld_suite_summarizer(void);                 /* events/check_summarizer.c */
+Suite *ld_suite_event_payload(void);              /* events/check_payload.c */
 Suite *ld_suite_fronts(void);                     /* check_fronts.c */
 Suite *ld_suite_contract(void);                   /* check_contract.c */
 Suite *ld_suite_mock_store(void);                 /* check_mock_store.c */
