@@ -724,17 +724,74 @@ struct ld__resolver {
     void (*stopped)(void *arg, const struct ld__item *it);
 };
 
+/* ---- what an evaluation tells analytics events (the client's) */
+
+/* One evaluation, as the recorder is told of it (all borrowed for the
+ * call): the flag asked for, or one of the prerequisites its evaluation
+ * entered (`prereq_of` then names the flag whose prerequisite it is). */
+struct ld__eval_rec {
+    const char *key; /* the flag's key */
+    size_t key_len;
+    const ld_context *ctx;
+    const struct ld__flag *flag; /* NULL: not found (or not read: a store error) */
+    const ld_detail *d;          /* the result (its value: NULL for the fallback) */
+    const json_t *fallback;      /* the caller's; NULL (JSON null) for a prerequisite */
+    const struct ld__flag *prereq_of;
+    bool with_reason; /* the caller asked for the detail */
+};
+
+/* Told of each evaluation that completes, from the loop thread: the
+ * prerequisites it entered first, in the order they were entered, then the
+ * flag asked for. An evaluation that waits for the store is told of once,
+ * when it completes (never for a walk that stopped to read). */
+struct ld__recorder {
+    void (*fn)(void *arg, const struct ld__eval_rec *r);
+    void *arg;
+    bool with_reason;
+};
+
+/* The prerequisites one walk entered, for the recorder. */
+struct ld__prereq_ent {
+    const struct ld__flag *flag, *of;
+    int index, rule;
+    struct ld__str rule_id, prereq;
+    uint8_t kind;
+    bool in_experiment;
+};
+
+struct ld__prereq_log {
+    struct ld__prereq_ent *e; /* `inl`, or ld__malloc()ed */
+    size_t n, cap;
+    struct ld__prereq_ent inl[8];
+};
+
 /* Evaluates `f` (NULL: not found) into `d`, whose value and strings it
- * borrows from `f` (value NULL: the fallback is served). @return 0 or
- * LD__E_NEED (d is then undefined). */
+ * borrows from `f` (value NULL: the fallback is served); `log`, unless
+ * NULL, receives the prerequisites entered (appended; past what memory
+ * allows, the rest are left out). @return 0 or LD__E_NEED (d is then
+ * undefined). */
 int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                       const struct ld__item *f, ld_value_type type, const json_t *fallback,
-                      ld_detail *d);
+                      ld_detail *d, struct ld__prereq_log *log);
 
 /* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
- * out; fallback stolen), or LD__E_NEED (fallback not taken). */
+ * out; fallback stolen), or LD__E_NEED (fallback not taken). When it
+ * completes, `rec` (unless NULL) is told of it, `key` (`len` bytes) being
+ * the flag asked for. */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
-                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out);
+                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out,
+                 const struct ld__recorder *rec, const char *key, size_t len);
+
+/* Tells `rec` of an evaluation that ended without a walk (the flag could
+ * not be read): `d` for `key`, `fallback` the caller's. */
+void ld__record_one(const struct ld__recorder *rec, const char *key, size_t len,
+                    const ld_context *ctx, const ld_detail *d, const json_t *fallback);
+
+/* ld_evaluator_detail() told to `rec` (borrowed: it must outlive the
+ * evaluation, which freeing the evaluator ends). */
+ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
+                                    ld_value_type type, json_t *fallback,
+                                    const struct ld__recorder *rec);
 
 /* ---- reading the store (eval.c, eval_job.c) */
 
@@ -788,7 +845,8 @@ struct ld__job {
     struct ld_flags_state *partial;
     json_t *st, *meta;
     struct ld__job *qnext;
-    struct ld__cwait *waits; /* compiles waited for (each counts in outstanding) */
+    struct ld__cwait *waits;        /* compiles waited for (each counts in outstanding) */
+    const struct ld__recorder *rec; /* told of the evaluation, or NULL */
 };
 
 /* An all-flags state is made in slices of about this many nanoseconds,

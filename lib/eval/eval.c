@@ -190,6 +190,13 @@ int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)
 ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
                                ld_value_type type, json_t *fallback)
 {
+    return ld__evaluator_detail_rec(ev, flag_key, ctx, type, fallback, NULL);
+}
+
+ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
+                                    ld_value_type type, json_t *fallback,
+                                    const struct ld__recorder *rec)
+{
     if (!ev) {
         json_decref(fallback);
         return NULL;
@@ -207,7 +214,7 @@ ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_contex
     int rc = len ? now_read(ev, LD__FLAG, &key, &f, false) : 0;
     ld_detail *d = NULL;
     if (rc == 0)
-        rc = ld__evaluate(ctx, &NOW, ev, f, type, fallback, &d);
+        rc = ld__evaluate(ctx, &NOW, ev, f, type, fallback, &d, rec, flag_key, len);
     if (rc == 0) {
         ld_future *r = d ? ld__future_later_ptr(ev->base, d, ld__detail_free) : NULL;
         return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
@@ -227,6 +234,7 @@ ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_contex
     j->len = len;
     j->type = (uint8_t)type;
     j->fallback = fallback;
+    j->rec = rec;
     ld__job_want(j, LD__FLAG, k, len);
     return ld__job_start(j);
 }

@@ -158,7 +158,7 @@ static int flag_result(struct ld__job *j, struct ld__flag *f, const char *key, s
                        struct ld__flag_result *r)
 {
     ld_detail *d = &r->d;
-    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d) == LD__E_NEED)
+    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d, NULL) == LD__E_NEED)
         return LD__E_NEED;
     bool track_reason = d->in_experiment ||
                         (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&

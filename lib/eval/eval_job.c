@@ -665,12 +665,15 @@ void ld__job_step(struct ld__job *j)
             d->index = d->rule = d->big = -1;
             d->kind = LD_REASON_ERROR;
             d->error = LD_EVAL_ERROR_EXCEPTION;
+            if (j->rec)
+                ld__record_one(j->rec, j->key, j->len, j->ctx, d, j->fallback);
             d->value = j->fallback;
             j->fallback = NULL;
         }
     } else if (rc == 0) {
         json_t *fb = json_incref(j->fallback);
-        rc = ld__evaluate(j->ctx, &ld__job_resolver, j, f, (ld_value_type)j->type, fb, &d);
+        rc = ld__evaluate(j->ctx, &ld__job_resolver, j, f, (ld_value_type)j->type, fb, &d, j->rec,
+                          j->key, j->len);
         if (rc == LD__E_NEED) {
             json_decref(fb);
             if (!j->nomem && (job_issue(j) > 0 || j->outstanding > 0))

@@ -35,6 +35,7 @@ struct es {
     int error;                   /* enum ld_eval_error after LD__E_FAIL */
     size_t top_prereqs;          /* prerequisites of the evaluated flag entered */
     const struct ld__item *flag; /* the flag whose rules run (of a prerequisite, inside one) */
+    struct ld__prereq_log *log;  /* NULL: prerequisites not logged */
 };
 
 struct res {
@@ -269,6 +270,32 @@ static bool on_stack(const struct ld__item *const *stack, int n, const struct ld
 
 static int eval_flag(struct es *es, const struct ld__flag *f, struct res *r);
 
+/* Appends prerequisite `pf` of `of`, evaluated to `r`, to `log`. */
+static void log_prereq(struct ld__prereq_log *log, const struct ld__flag *pf,
+                       const struct ld__flag *of, const struct res *r)
+{
+    if (log->n == log->cap) {
+        size_t cap = log->cap * 2;
+        struct ld__prereq_ent *e =
+            log->e == log->inl ? ld__malloc(cap * sizeof *e) : ld__realloc(log->e, cap * sizeof *e);
+        if (!e)
+            return; /* out of memory: this one is not told */
+        if (log->e == log->inl)
+            memcpy(e, log->inl, sizeof log->inl);
+        log->e = e;
+        log->cap = cap;
+    }
+    struct ld__prereq_ent *x = &log->e[log->n++];
+    x->flag = pf;
+    x->of = of;
+    x->index = r->index;
+    x->rule = r->rule;
+    x->rule_id = r->rule_id;
+    x->prereq = r->prereq;
+    x->kind = r->kind;
+    x->in_experiment = r->in_experiment;
+}
+
 /* The prerequisites: 1 when all are met, 0 (r set to PREREQUISITE_FAILED)
  * when one is not, or an error. */
 static int prerequisites(struct es *es, const struct ld__flag *f, struct res *r)
@@ -290,6 +317,8 @@ static int prerequisites(struct es *es, const struct ld__flag *f, struct res *r)
                 es->top_prereqs++;
             if (rc < 0)
                 return rc;
+            if (es->log)
+                log_prereq(es->log, pf, f, &pr);
             met = pf->on && pr.index >= 0 && pr.index == p->variation;
         }
         if (!met) {
@@ -461,7 +490,7 @@ static bool of_type(const json_t *v, ld_value_type type)
  * LD__E_NEED (d is then undefined). */
 int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                       const struct ld__item *f, ld_value_type type, const json_t *fallback,
-                      ld_detail *d)
+                      ld_detail *d, struct ld__prereq_log *log)
 {
     struct es es;
     es.ctx = ctx;
@@ -473,6 +502,7 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
     es.error = LD_EVAL_ERROR_NONE;
     es.top_prereqs = 0;
     es.flag = NULL;
+    es.log = log;
     struct res r;
     int rc;
     if (!f || f->deleted) {
@@ -547,12 +577,60 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
 /* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
  * out; fallback stolen), or LD__E_NEED (fallback not taken). */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
-                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out)
+                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out,
+                 const struct ld__recorder *rec, const char *key, size_t len)
 {
     ld_detail tmp;
     *out = NULL;
-    if (ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp) == LD__E_NEED)
-        return LD__E_NEED;
-    *out = detail_new(&tmp, f, fallback);
-    return 0;
+    if (!rec) {
+        if (ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, NULL) == LD__E_NEED)
+            return LD__E_NEED;
+        *out = detail_new(&tmp, f, fallback);
+        return 0;
+    }
+    struct ld__prereq_log log;
+    log.e = log.inl;
+    log.n = 0;
+    log.cap = sizeof log.inl / sizeof log.inl[0];
+    int rc = ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, &log);
+    if (rc != LD__E_NEED) {
+        struct ld__eval_rec r = {NULL, 0, ctx, NULL, NULL, NULL, NULL, rec->with_reason};
+        for (size_t i = 0; i < log.n; i++) {
+            const struct ld__prereq_ent *x = &log.e[i];
+            ld_detail pd;
+            memset(&pd, 0, sizeof pd);
+            pd.index = x->index;
+            pd.rule = x->rule;
+            pd.rule_id = x->rule_id;
+            pd.prereq = x->prereq;
+            pd.kind = x->kind;
+            pd.in_experiment = x->in_experiment;
+            pd.big = -1;
+            pd.value = x->index >= 0 ? x->flag->vars[x->index] : NULL;
+            r.key = x->flag->h.key.s;
+            r.key_len = x->flag->h.key.len;
+            r.flag = x->flag;
+            r.d = &pd;
+            r.prereq_of = x->of;
+            rec->fn(rec->arg, &r);
+        }
+        r.key = key;
+        r.key_len = len;
+        r.flag = f && !f->deleted ? (const struct ld__flag *)f : NULL;
+        r.d = &tmp;
+        r.fallback = fallback;
+        r.prereq_of = NULL;
+        rec->fn(rec->arg, &r);
+        *out = detail_new(&tmp, f, fallback);
+    }
+    if (log.e != log.inl)
+        ld__free(log.e);
+    return rc == LD__E_NEED ? LD__E_NEED : 0;
+}
+
+void ld__record_one(const struct ld__recorder *rec, const char *key, size_t len,
+                    const ld_context *ctx, const ld_detail *d, const json_t *fallback)
+{
+    struct ld__eval_rec r = {key, len, ctx, NULL, d, fallback, NULL, rec->with_reason};
+    rec->fn(rec->arg, &r);
 }
