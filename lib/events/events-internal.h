@@ -127,7 +127,6 @@ bool ld__summarizer_empty(const struct ld__summarizer *s);
  * LD_ENOMEM, with nothing reset (the next flush has it all). */
 int ld__summarizer_flush(struct ld__summarizer *s, json_t **out);
 
-
 /* ---- payloads (payload.c) --------------------------------------------------
  *
  * The loop keeps what each analytics event needs as a record (no JSON is
@@ -156,13 +155,13 @@ struct ld__ev_record {
     size_t key_len;
     const char *prereq_of; /* feature, debug: "prereqOf" (NULL: not written) */
     size_t prereq_of_len;
-    json_t *value; /* feature, debug: "value" (NULL: null) */
-    json_t *dflt;  /* feature, debug: "default" (NULL: null); custom: "data"
-                      (NULL: not written); raw: the event */
+    json_t *value;           /* feature, debug: "value" (NULL: null) */
+    json_t *dflt;            /* feature, debug: "default" (NULL: null); custom: "data"
+                                (NULL: not written); raw: the event */
     const ld_detail *reason; /* feature, debug: "reason" (NULL: not written) */
     ld_context *ctx;         /* all but raw */
     double metric;
-    void *hold; /* the loop's: what keeps the pointers above alive */
+    void *hold, *hold_of; /* the loop's: what keeps the pointers above alive */
 };
 
 /* Writes the payload of `n` records and then `summary` (NULL: none) as a
@@ -243,5 +242,38 @@ size_t ld__ev_sender_pending(const struct ld__ev_sender *s);
 /* Frees the sender: posts under way are abandoned and their futures
  * rejected with LD_ECANCELED (from the loop). NULL-safe. */
 void ld__ev_sender_free(struct ld__ev_sender *s);
+
+/* ---- the default event processor (event_processor.c) ---------------------- */
+
+struct ld__events;
+struct ld__eval_rec;
+typedef struct ld_event_processor ld_event_processor;
+typedef struct ld_events_config ld_events_config;
+
+/* The implementation of `ep` when its ops are `ops`, else NULL
+ * (processor.c). */
+void *ld__event_processor_impl(const ld_event_processor *ep, const void *ops);
+
+/* The default processor behind `ep`, or NULL when it is another. */
+struct ld__events *ld__events_of(const ld_event_processor *ep);
+
+/* A copy of `cfg` (NULL: the defaults), or NULL without memory. */
+ld_events_config *ld__events_config_copy(const ld_events_config *cfg);
+
+/* An evaluation (a struct ld__recorder's function; `arg` is the struct
+ * ld__events): counted in the summary, with an index event for a new
+ * context and the feature and debug events the flag asks for. Nothing
+ * once closed. Loop thread. */
+void ld__events_record_eval(void *arg, const struct ld__eval_rec *r);
+
+/* An identify event of `ctx` (borrowed). @return 0; LD_EBUSY (the buffer
+ * is full: dropped); LD_ECLOSED. */
+int ld__events_identify(struct ld__events *e, ld_context *ctx);
+
+/* A custom event `key` (copied) of `ctx` with `data` (borrowed; NULL:
+ * none) and a metric value when `has_metric`. @return 0; LD_EBUSY;
+ * LD_ECLOSED; LD_ENOMEM. */
+int ld__events_custom(struct ld__events *e, const char *key, ld_context *ctx, json_t *data,
+                      bool has_metric, double metric);
 
 #endif /* LDASYNC_EVENTS_INTERNAL_H */

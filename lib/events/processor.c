@@ -9,6 +9,7 @@
 #include <ldasync/processor.h>
 
 #include "core/core-internal.h"
+#include "events/events-internal.h"
 #include "store/store-internal.h"
 
 /* ---- event processor ------------------------------------------------------ */
@@ -29,6 +30,11 @@ ld_event_processor *ld_event_processor_new(struct event_base *base,
     if (ep)
         ep->ops = ops;
     return ep;
+}
+
+void *ld__event_processor_impl(const ld_event_processor *ep, const void *ops)
+{
+    return ep && (const void *)ep->ops == ops ? ep->c.impl : NULL;
 }
 
 int ld_event_processor_send_event(ld_event_processor *ep, json_t *event)
