@@ -50,6 +50,7 @@
 #include <ldasync/context.h>
 #include <ldasync/data_system.h>
 #include <ldasync/eval.h>
+#include <ldasync/events.h>
 #include <ldasync/fdv2.h>
 #include <ldasync/future.h>
 #include <ldasync/network.h>
@@ -136,6 +137,21 @@ LD_EXPORT int ld_client_options_set_offline(ld_client_options *opts, bool offlin
  *  LD_EINVAL if `opts` is NULL; LD_ENOMEM (nothing changes).
  *  @since 0.1.0 */
 LD_EXPORT int ld_client_options_set_net_config(ld_client_options *opts, const ld_net_config *cfg);
+
+/** Analytics events (events.h) on or off. They are on by default when the
+ *  client has a network configuration and is not offline: the client then
+ *  has a default event processor sending to the configuration's events
+ *  URI, and every evaluation (the typed variations and
+ *  ld_client_variation_detail(); not the all-flags states) is counted in
+ *  its summary, with the feature and debug events the flag asks for.
+ *  @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_events(ld_client_options *opts, bool enabled);
+
+/** How the client's event processor behaves (events.h); `cfg` is copied
+ *  (NULL: LaunchDarkly's defaults). @return 0; LD_EINVAL if `opts` is
+ *  NULL; LD_ENOMEM (nothing changes). @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_events_config(ld_client_options *opts,
+                                                  const ld_events_config *cfg);
 
 /** Polls LaunchDarkly (ld_polling_synchronizer_new()) instead of
  *  streaming, when the client makes its own data source from the network
@@ -301,14 +317,49 @@ LD_EXPORT int ld_client_secure_mode_hash(const ld_client *client, const ld_conte
                                          char out[65]);
 
 /* ------------------------------------------------------------------------- */
+/* Analytics events                                                          */
+
+/** Sends a custom event `key` (copied; valid UTF-8, not empty) for `ctx`
+ *  (referenced until sent), with `data` (borrowed: referenced until sent,
+ *  so it must not be modified afterwards; NULL: none). Does nothing when
+ *  events are off. @return 0; LD_EINVAL (NULL client or context, a bad
+ *  key); LD_ECLOSED after close; LD_EBUSY (the event buffer is full: the
+ *  event was dropped); LD_ENOMEM. Loop thread. @since 0.1.0 */
+LD_EXPORT int ld_client_track(ld_client *client, const char *key, ld_context *ctx, json_t *data);
+
+/** ld_client_track() with a metric value (finite, else LD_EINVAL), for
+ *  LaunchDarkly's numeric metrics. @since 0.1.0 */
+LD_EXPORT int ld_client_track_metric(ld_client *client, const char *key, ld_context *ctx,
+                                     json_t *data, double metric);
+
+/** Sends an identify event for `ctx`, so that LaunchDarkly knows the
+ *  context and its attributes. Does nothing when events are off.
+ *  @return as ld_client_track()'s. @since 0.1.0 */
+LD_EXPORT int ld_client_identify(ld_client *client, ld_context *ctx);
+
+/** Sends what the event processor holds now, without waiting for the
+ *  flush interval. @return a new reference, fulfilled with a bool: true if
+ *  the events service took it all (or there was nothing to send, or events
+ *  are off), false if some was dropped; rejected with LD_ECLOSED after
+ *  close. NULL only if `client` is NULL. @since 0.1.0 */
+LD_EXPORT ld_future *ld_client_flush(ld_client *client);
+
+/** The client's event processor (borrowed; for
+ *  ld_default_event_processor_stats()), NULL when events are off.
+ *  @since 0.1.0 */
+LD_EXPORT ld_event_processor *ld_client_event_processor(const ld_client *client);
+
+/* ------------------------------------------------------------------------- */
 /* Closing                                                                   */
 
-/** Closes the client: its data system closes (data_system.h), the big
+/** Closes the client: its data system closes (data_system.h), its event
+ *  processor sends what it holds and closes, the big
  *  segment store is no longer polled (its last status stays readable, and
  *  its status listeners are not called again); evaluations
  *  issued before complete as usual, later ones reject with LD_ECLOSED. The
  *  store is left as it is. @return a new reference, fulfilled once the
- *  data sources have stopped; closing twice fulfils again. NULL only if
+ *  data sources have stopped and the last events were sent (or given
+ *  up); closing twice fulfils again. NULL only if
  *  `client` is NULL. @since 0.1.0 */
 LD_EXPORT ld_future *ld_client_close(ld_client *client);
 

@@ -16,10 +16,13 @@
 
 #include <ldasync/client.h>
 #include <ldasync/error.h>
+#include <ldasync/events.h>
 #include <ldasync/network.h>
 
 #include "client/client-internal.h"
 #include "core/core-internal.h"
+#include "eval/eval-internal.h"
+#include "events/events-internal.h"
 #include "model/model-internal.h"
 #include "store/store-internal.h"
 
@@ -38,6 +41,8 @@ struct ld_client_options {
     bool offline;
     ld_net_config *net; /* a copy; NULL: none */
     bool polling;
+    bool no_events;
+    ld_events_config *events; /* a copy; NULL: the defaults */
 };
 
 ld_client_options *ld_client_options_new(void)
@@ -63,6 +68,7 @@ void ld_client_options_free(ld_client_options *o)
         return;
     drop_sources(o);
     ld_net_config_free(o->net);
+    ld_events_config_free(o->events);
     ld__free(o);
 }
 
@@ -75,6 +81,26 @@ int ld_client_options_set_net_config(ld_client_options *o, const ld_net_config *
         return LD_ENOMEM;
     ld_net_config_free(o->net);
     o->net = copy;
+    return 0;
+}
+
+int ld_client_options_set_events(ld_client_options *o, bool enabled)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->no_events = !enabled;
+    return 0;
+}
+
+int ld_client_options_set_events_config(ld_client_options *o, const ld_events_config *cfg)
+{
+    if (!o)
+        return LD_EINVAL;
+    ld_events_config *copy = NULL;
+    if (cfg && !(copy = ld__events_config_copy(cfg)))
+        return LD_ENOMEM;
+    ld_events_config_free(o->events);
+    o->events = copy;
     return 0;
 }
 
@@ -190,8 +216,11 @@ struct ld_client {
     struct status_listener *listeners;
     struct ld__bsc *bsc; /* NULL without a big segment store */
     struct bs_listener *bs_listeners;
-    bool *bs_freed; /* set while the listeners are called: the client was freed */
-    char *sdk_key;  /* the network configuration's, for the secure mode hash */
+    bool *bs_freed;         /* set while the listeners are called: the client was freed */
+    char *sdk_key;          /* the network configuration's, for the secure mode hash */
+    ld_event_processor *ep; /* NULL: events are off */
+    struct ld__events *events;
+    struct ld__recorder rec_plain, rec_detail; /* NULL functions when events are off */
 };
 
 /* The cache's poll changed the status: the listeners hear of it, in the
@@ -258,6 +287,14 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
         if (!c->bsc || ld_evaluator_set_big_segment_store(c->ev, ld__bsc_store(c->bsc),
                                                           cfg.stale_after_ms) != 0)
             goto fail;
+    }
+    if (o->net && !o->offline && !o->no_events) {
+        c->ep = ld_default_event_processor_new(base, o->net, o->events);
+        if (!c->ep)
+            goto fail;
+        c->events = ld__events_of(c->ep);
+        c->rec_plain = (struct ld__recorder){ld__events_record_eval, c->events, false};
+        c->rec_detail = (struct ld__recorder){ld__events_record_eval, c->events, true};
     }
     if (o->offline) {
         c->ready = ld_future_new(base);
@@ -338,6 +375,18 @@ static void convert(ld_future *in, ld_future *out, void *arg)
     }
 }
 
+/* An evaluation, told to `rec` (analytics events) when events are on. */
+static ld_future *evaluate(ld_client *c, const char *key, ld_context *ctx, ld_value_type type,
+                           json_t *fallback, const struct ld__recorder *rec)
+{
+    if (c->closed) {
+        json_decref(fallback);
+        ld_future *f = ld_future_rejected(c->base, LD_ECLOSED, "the client is closed");
+        return f ? f : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+    }
+    return ld__evaluator_detail_rec(c->ev, key, ctx, type, fallback, rec->fn ? rec : NULL);
+}
+
 ld_future *ld_client_variation_detail(ld_client *c, const char *key, ld_context *ctx,
                                       ld_value_type type, json_t *fallback)
 {
@@ -345,22 +394,14 @@ ld_future *ld_client_variation_detail(ld_client *c, const char *key, ld_context 
         json_decref(fallback);
         return NULL;
     }
-    if (c->closed) {
-        json_decref(fallback);
-        ld_future *f = ld_future_rejected(c->base, LD_ECLOSED, "the client is closed");
-        return f ? f : ld_future_rejected(c->base, LD_ENOMEM, NULL);
-    }
-    /* The seam for analytics events: when the client gets an event
-     * processor, an evaluation is recorded here, by a continuation of this
-     * future that hands the detail, `key` and `ctx` to it. */
-    return ld_evaluator_detail(c->ev, key, ctx, type, fallback);
+    return evaluate(c, key, ctx, type, fallback, &c->rec_detail);
 }
 
 /* A typed variation: the detail converted by `to`. */
 static ld_future *typed(ld_client *c, const char *key, ld_context *ctx, ld_value_type type,
                         json_t *fallback, enum conversion to)
 {
-    ld_future *detail = ld_client_variation_detail(c, key, ctx, type, fallback);
+    ld_future *detail = evaluate(c, key, ctx, type, fallback, &c->rec_plain);
     if (!detail)
         return NULL;
     ld_future *out = ld_future_then(detail, convert, (void *)&conversions[to]);
@@ -578,15 +619,87 @@ ld_future *ld_client_close(ld_client *c)
     c->closed = true;
     if (c->bsc)
         ld__bsc_stop(c->bsc);
-    /* The seam for analytics events: the event processor is flushed and
-     * closed here, and the close future waits for it too. */
+    /* The data system and the event processor (which sends what it holds)
+     * close together; the close is over when both are. */
+    ld_future *fs[2];
+    size_t n = 0;
     if (c->ds)
-        return ld_data_system_close(c->ds);
-    ld_future *f = ld_future_new(c->base);
-    if (!f)
-        return ld_future_rejected(c->base, LD_ENOMEM, NULL);
-    ld_future_fulfill(f);
-    return f;
+        fs[n++] = ld_data_system_close(c->ds);
+    if (c->ep)
+        fs[n++] = ld_event_processor_close(c->ep);
+    for (size_t i = 0; i < n; i++) {
+        if (!fs[i]) { /* out of memory: the other is let go of */
+            for (size_t k = 0; k < n; k++)
+                ld_future_unref(fs[k]);
+            return ld_future_rejected(c->base, LD_ENOMEM, NULL);
+        }
+    }
+    ld_future *all = ld_future_all(c->base, fs, n); /* steals them; fulfils with no value */
+    return all ? all : ld_future_rejected(c->base, LD_ENOMEM, NULL);
+}
+
+ld_future *ld_client_flush(ld_client *c)
+{
+    if (!c)
+        return NULL;
+    if (c->closed)
+        return refused(c, LD_ECLOSED, "the client is closed");
+    if (!c->ep) {
+        ld_future *f = ld_future_new(c->base);
+        if (!f)
+            return ld_future_rejected(c->base, LD_ENOMEM, NULL);
+        ld_future_fulfill_bool(f, true);
+        return f;
+    }
+    return ld_event_processor_flush(c->ep);
+}
+
+/* The checks of track and identify: 0 to go on (events on), 1 for
+ * nothing to do (events off), or the error. */
+static int event_check(const ld_client *c, const ld_context *ctx)
+{
+    if (!c || !ctx)
+        return LD_EINVAL;
+    if (c->closed)
+        return LD_ECLOSED;
+    return c->events ? 0 : 1;
+}
+
+static int track(ld_client *c, const char *key, ld_context *ctx, json_t *data, bool has_metric,
+                 double metric)
+{
+    int rc = event_check(c, ctx);
+    if (rc == 0 && (!key || !*key || !ld__utf8_valid(key, strlen(key))))
+        rc = LD_EINVAL;
+    if (rc == 0 && has_metric && !isfinite(metric))
+        rc = LD_EINVAL;
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    return ld__events_custom(c->events, key, ctx, data, has_metric, metric);
+}
+
+int ld_client_track(ld_client *c, const char *key, ld_context *ctx, json_t *data)
+{
+    return track(c, key, ctx, data, false, 0);
+}
+
+int ld_client_track_metric(ld_client *c, const char *key, ld_context *ctx, json_t *data,
+                           double metric)
+{
+    return track(c, key, ctx, data, true, metric);
+}
+
+int ld_client_identify(ld_client *c, ld_context *ctx)
+{
+    int rc = event_check(c, ctx);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    return ld__events_identify(c->events, ctx);
+}
+
+ld_event_processor *ld_client_event_processor(const ld_client *c)
+{
+    return c ? c->ep : NULL;
 }
 
 void ld_client_free(ld_client *c)
@@ -605,7 +718,8 @@ void ld_client_free(ld_client *c)
         *c->bs_freed = true;
     ld_future_unref(c->ready);
     ld_evaluator_free(c->ev);
-    ld__bsc_free(c->bsc); /* after the evaluator, which reads it */
+    ld_event_processor_free(c->ep); /* after the evaluator, which records into it */
+    ld__bsc_free(c->bsc);           /* after the evaluator, which reads it */
     ld_data_system_free(c->ds);
     if (c->own_store)
         ld_store_free(c->store);
