@@ -56,5 +56,6 @@ Suite *ld_suite_client_big_segments(void);        /* check_client_big_segments.c
 Suite *ld_suite_event_sender(void);               /* events/check_sender.c */
 Suite *ld_suite_event_forwarder(void);            /* events/check_sender.c */
 Suite *ld_suite_client_big_segments_attack(void); /* check_client_big_segments_attack.c */
+Suite *ld_suite_client_events(void);              /* events/check_events.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

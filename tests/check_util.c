@@ -12,6 +12,8 @@
 #include <event2/http.h>
 #include <openssl/evp.h>
 
+#include <ldasync/testing.h>
+
 #include "check_util.h"
 
 struct event_base *ld_test_base;
@@ -724,4 +726,34 @@ int ld_test_http_listen(struct evhttp *http)
     socklen_t len = sizeof sin;
     ck_assert_int_eq(getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len), 0);
     return ntohs(sin.sin_port);
+}
+
+/* A full change set of `data`. */
+static ld_fdv2_change_set *full_of(const json_t *data)
+{
+    ld_fdv2_change_set_builder *b = ld_fdv2_change_set_builder_new();
+    ld_fdv2_change_set_builder_start(b, LD_FDV2_INTENT_XFER_FULL);
+    const ld_kind *kinds[] = {ld_kind_features(), ld_kind_segments()};
+    for (int k = 0; k < 2; k++) {
+        const char *key;
+        json_t *item;
+        json_object_foreach(json_object_get(data, ld_kind_namespace(kinds[k])), key, item)
+        {
+            int64_t v = json_integer_value(json_object_get(item, "version"));
+            ck_assert_int_eq(ld_fdv2_change_set_builder_add_put(b, kinds[k], key, v, item), 0);
+        }
+    }
+    ld_fdv2_change_set *cs = NULL;
+    ck_assert_int_eq(ld_fdv2_change_set_builder_finish(b, NULL, &cs), 0);
+    ld_fdv2_change_set_builder_free(b);
+    return cs;
+}
+
+ld_initializer *ld_test_initializer_of(const json_t *data)
+{
+    ld_initializer *in = ld_mock_initializer_new(ld_test_base, "flags");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_int_eq(
+        ld_mock_initializer_set_basis(in, ld_fdv2_basis_new(full_of(data), true, NULL)), 0);
+    return in;
 }

@@ -184,6 +184,8 @@ json_t *ld_test_j(const char *text);
 json_t *ld_test_data_of(const char *flags, const char *segments);
 /* A memory store on ld_test_base holding `data` (borrowed). */
 ld_store *ld_test_memory_with(const json_t *data);
+/* A mock initializer on ld_test_base whose basis is `data` (borrowed). */
+ld_initializer *ld_test_initializer_of(const json_t *data);
 /* A context from such a text (the test fails if it is invalid). */
 ld_context *ld_test_ctx_of(const char *text);
 ld_evaluator *ld_test_evaluator_of(ld_store *s);

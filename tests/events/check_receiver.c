@@ -3,8 +3,10 @@
 #include <check.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <zlib.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -19,6 +21,43 @@ static void copy_header(struct evhttp_request *req, const char *name, char *out,
 {
     const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
     snprintf(out, n, "%s", v ? v : "");
+}
+
+/* The body as JSON, inflated first when `gzip`; NULL if it is not. */
+static json_t *parse_body(struct evbuffer *in, bool gzip)
+{
+    size_t len = evbuffer_get_length(in);
+    const unsigned char *p = evbuffer_pullup(in, -1);
+    if (!gzip)
+        return json_loadb((const char *)p, len, 0, NULL);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return NULL;
+    size_t cap = len * 4 + 1024, n = 0;
+    char *out = malloc(cap);
+    z.next_in = (unsigned char *)p;
+    z.avail_in = (uInt)len;
+    int rc = Z_OK;
+    while (out && rc == Z_OK) {
+        if (n == cap) {
+            char *more = realloc(out, cap *= 2);
+            if (!more) {
+                free(out);
+                out = NULL;
+                break;
+            }
+            out = more;
+        }
+        z.next_out = (unsigned char *)out + n;
+        z.avail_out = (uInt)(cap - n);
+        rc = inflate(&z, Z_NO_FLUSH);
+        n = cap - z.avail_out;
+    }
+    inflateEnd(&z);
+    json_t *j = out && rc == Z_STREAM_END ? json_loadb(out, n, 0, NULL) : NULL;
+    free(out);
+    return j;
 }
 
 static void serve(struct evhttp_request *req, void *arg)
@@ -38,6 +77,8 @@ static void serve(struct evhttp_request *req, void *arg)
     size_t keep = s->body_len < sizeof s->body ? s->body_len : sizeof s->body - 1;
     evbuffer_copyout(in, s->body, keep);
     s->body[keep] = '\0';
+    json_decref(s->json);
+    s->json = parse_body(in, strcmp(s->encoding, "gzip") == 0);
     int status = evr.n < evr.nstatuses ? evr.statuses[evr.n] : 202;
     evr.n++;
     if (evr.hold) {
@@ -46,12 +87,21 @@ static void serve(struct evhttp_request *req, void *arg)
         return;
     }
     evhttp_add_header(evhttp_request_get_output_headers(req), "Date",
-                      "Tue, 01 Dec 2026 10:20:30 GMT");
+                      evr.date ? evr.date : "Tue, 01 Dec 2026 10:20:30 GMT");
     evhttp_send_reply(req, status, "Answer", NULL);
+}
+
+static void forget_bodies(void)
+{
+    for (int i = 0; i < EVR_MAX; i++) {
+        json_decref(evr.seen[i].json);
+        evr.seen[i].json = NULL;
+    }
 }
 
 void evr_start(void)
 {
+    forget_bodies();
     memset(&evr, 0, sizeof evr);
     evr.http = evhttp_new(ld_test_base);
     evr.port = ld_test_http_listen(evr.http);
@@ -71,4 +121,25 @@ void evr_stop(void)
     evr_release_held();
     evhttp_free(evr.http);
     evr.http = NULL;
+    forget_bodies();
+}
+
+json_t *evr_events(int i)
+{
+    ck_assert_int_lt(i, evr.n);
+    json_t *j = evr.seen[i < EVR_MAX ? i : EVR_MAX - 1].json;
+    ck_assert_msg(json_is_array(j), "post %d is not a JSON array: %.200s", i, evr.seen[i].body);
+    return j;
+}
+
+json_t *evr_event_of(int post, const char *kind, int i)
+{
+    json_t *a = evr_events(post), *e;
+    size_t k;
+    json_array_foreach(a, k, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "kind")) ?: "", kind) == 0 && i-- == 0)
+            return e;
+    }
+    return NULL;
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include <event2/http.h>
+#include <jansson.h>
 
 #define EVR_MAX 16
 
@@ -22,6 +23,7 @@ struct evr_seen {
     char cookie[64];
     char body[8192]; /* its first bytes, NUL-terminated */
     size_t body_len; /* all of it */
+    json_t *json;    /* all of it parsed (gunzipped first for Content-Encoding: gzip), or NULL */
 };
 
 struct evr {
@@ -33,6 +35,7 @@ struct evr {
     struct evr_seen seen[EVR_MAX]; /* the posts (the last slot takes those beyond) */
     int n;                         /* posts seen */
     bool hold;                     /* keep the requests unanswered */
+    const char *date;              /* the Date answered (NULL: the one above) */
     struct evhttp_request *held[EVR_MAX];
     int nheld;
 };
@@ -43,6 +46,12 @@ extern struct evr evr;
 void evr_start(void);
 /* Answers the requests held (202). */
 void evr_release_held(void);
+/* The events of post `i` (borrowed): its JSON array (the test fails if
+ * it is not one). */
+json_t *evr_events(int i);
+/* The event `i` of post `post` whose "kind" is `kind` (`i` counts those
+ * only), or NULL. */
+json_t *evr_event_of(int post, const char *kind, int i);
 /* Answers what is held, and stops the service. */
 void evr_stop(void);
 
