@@ -18,7 +18,7 @@
 #     client 404;
 #   - events: identifyEvent, customEvent (with a metric) and flushEvents
 #     reach an events service (a python3 receiver, when python3 is there)
-#     as one POST to /bulk;
+#     as one POST to /bulk; what a client holds is sent when it is deleted;
 #   - big segments through the harness's callback store (bigseg-fixture):
 #     memberships evaluated and cached, the store's status, and its
 #     changes seen by a client polling every 10 ms;
@@ -262,8 +262,13 @@ assert c["key"] == "ev-metric" and c["metricValue"] == 2.5 and c["data"] == {"a"
 assert c["context"]["key"] == "ev-user", c
 assert not [r for r in reqs if r["path"] == "/diagnostic"], "diagnostics were not asked for"
 EOF
+    # Deleting the client closes it: what it holds is sent first.
+    req POST "$events" '{"command":"customEvent","customEvent":{"eventKey":"ev-at-close","context":{"kind":"user","key":"ev-user"}}}'
+    expect_code 202 "customEvent before the delete"
     req DELETE "$events"
     expect_code 204 "delete the client with events"
+    grep '"/bulk"' "$tmp/received" | sed -n 2p | grep -q 'ev-at-close' ||
+        fail "the events held were not sent at close: $(cat "$tmp/received")"
     kill "$recv_pid" 2>/dev/null
     wait "$recv_pid" 2>/dev/null
     recv_pid=

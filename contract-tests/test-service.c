@@ -102,7 +102,7 @@ struct tclient {
 /* A request that waits for a future: answered from the future's callback.
  * libevent keeps a request whose connection went away until it is
  * answered, so answering late is always safe. */
-enum pending_kind { P_CREATE, P_EVAL, P_ALL, P_BS_STATUS, P_FLUSH };
+enum pending_kind { P_CREATE, P_EVAL, P_ALL, P_BS_STATUS, P_FLUSH, P_CLOSE };
 
 struct pending {
     struct pending *prev, *next;
@@ -110,7 +110,7 @@ struct pending {
     struct evhttp_request *req; /* NULL once answered at shutdown */
     ld_future *fut;             /* our reference, to cancel it at shutdown */
     enum pending_kind kind;
-    /* P_CREATE */
+    /* P_CREATE, P_CLOSE (NULL once freed at shutdown) */
     struct tclient *tc;
     bool init_can_fail;
     /* P_EVAL */
@@ -382,7 +382,8 @@ static int listen_big_segments(struct tclient *tc)
     return 0;
 }
 
-static void tclient_free(struct tclient *tc)
+/* Takes `tc` out of the service's list (if it is there). */
+static void tclient_unlink(struct tclient *tc)
 {
     struct svc *svc = tc->svc;
     if (tc->prev)
@@ -391,6 +392,12 @@ static void tclient_free(struct tclient *tc)
         svc->clients = tc->next;
     if (tc->next)
         tc->next->prev = tc->prev;
+    tc->prev = tc->next = NULL;
+}
+
+static void tclient_free(struct tclient *tc)
+{
+    tclient_unlink(tc);
     ld_client_free(tc->client);
     if (tc->bs_first) /* a getBigSegmentStoreStatus waiting for it answers */
         ld_future_reject(tc->bs_first, LD_ECANCELED, "the client was deleted");
@@ -1280,6 +1287,38 @@ static void client_command(struct svc *svc, struct tclient *tc, struct evhttp_re
         reply_text(req, 400, "unknown command \"%s\"", command);
 }
 
+static void on_closed(ld_future *done, void *arg)
+{
+    struct pending *p = arg;
+    if (p->tc) {
+        vlog(p->svc, "client %" PRIu64 " (%s): deleted%s", p->tc->id, p->tc->tag,
+             ld_future_is_fulfilled(done) ? "" : " (its close did not end in time)");
+        tclient_free(p->tc);
+    }
+    if (p->req)
+        reply_text(p->req, 204, NULL);
+    pending_free(p);
+}
+
+/* DELETE /clients/N: closes the client (its event processor sends what it
+ * holds), frees it and answers once that is done, 5 s at most; meanwhile
+ * the client is no longer found. */
+static void delete_client(struct svc *svc, struct tclient *tc, struct evhttp_request *req)
+{
+    tclient_unlink(tc);
+    struct timeval after = {5, 0};
+    struct pending *p = pending_new(svc, req, P_CLOSE);
+    if (p)
+        p->tc = tc;
+    if (!p ||
+        pending_wait(p, ld_future_timeout(ld_client_close(tc->client), &after), on_closed) != 0) {
+        if (p)
+            pending_free(p);
+        tclient_free(tc);
+        reply_text(req, 204, NULL);
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* The service                                                               */
 
@@ -1339,9 +1378,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         if (!tc) {
             reply_text(req, 404, "no such client: %s", path);
         } else if (cmd == EVHTTP_REQ_DELETE) {
-            vlog(svc, "client %" PRIu64 " (%s): deleted", tc->id, tc->tag);
-            tclient_free(tc);
-            reply_text(req, 204, NULL);
+            delete_client(svc, tc, req);
         } else if (cmd == EVHTTP_REQ_POST) {
             const char *why = NULL;
             json_t *body = read_body(req, &why);
@@ -1490,8 +1527,11 @@ int main(int argc, char **argv)
     for (struct pending *p = svc.pending; p; p = p->next) {
         reply_text(p->req, 503, "the service is stopping");
         p->req = NULL;
-        if (p->kind == P_CREATE)
+        if (p->kind == P_CREATE || p->kind == P_CLOSE) {
             tclient_free(p->tc);
+            if (p->kind == P_CLOSE)
+                p->tc = NULL;
+        }
         ld_future_cancel(p->fut);
     }
     while (svc.clients)
