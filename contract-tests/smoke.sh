@@ -16,6 +16,9 @@
 #     HMAC-SHA256 of the key, computed when this test was written),
 #     contextBuild, contextConvert; an unknown command is 400, an unknown
 #     client 404;
+#   - events: identifyEvent, customEvent (with a metric) and flushEvents
+#     reach an events service (a python3 receiver, when python3 is there)
+#     as one POST to /bulk; what a client holds is sent when it is deleted;
 #   - big segments through the harness's callback store (bigseg-fixture):
 #     memberships evaluated and cached, the store's status, and its
 #     changes seen by a client polling every 10 ms;
@@ -39,10 +42,12 @@ tmp=$(mktemp -d)
 serve_pid=
 service_pid=
 fixture_pid=
+recv_pid=
 failures=0
 
 cleanup() {
     [ -n "$fixture_pid" ] && kill -9 "$fixture_pid" 2>/dev/null
+    [ -n "$recv_pid" ] && kill -9 "$recv_pid" 2>/dev/null
     [ -n "$serve_pid" ] && kill -9 "$serve_pid" 2>/dev/null
     [ -n "$service_pid" ] && kill -9 "$service_pid" 2>/dev/null
     rm -rf "$tmp"
@@ -114,8 +119,12 @@ req GET /
 expect_code 200 "GET /"
 for cap in '"name":"ldasync"' '"server-side"' '"server-side-polling"' '"strongly-typed"' \
     '"secure-mode-hash"' '"tags"' '"service-endpoints"' '"filtering"' '"tls:custom-ca"' \
-    '"all-flags-with-reasons"' '"context-type"' '"user-type"' '"big-segments"'; do
+    '"all-flags-with-reasons"' '"context-type"' '"user-type"' '"big-segments"' \
+    '"event-gzip"' '"optional-event-gzip"' '"omit-anonymous-contexts"' '"inline-context-all"'; do
     grep -q "$cap" "$tmp/body" || fail "GET / lacks $cap: $(cat "$tmp/body")"
+done
+for cap in '"event-sampling"' '"client-prereq-events"' '"migrations"'; do
+    grep -q "$cap" "$tmp/body" && fail "GET / has $cap: $(cat "$tmp/body")"
 done
 
 # create JSON: POST /, the client's path in $client.
@@ -195,6 +204,78 @@ polling=$client
 req POST "$polling" '{"command":"evaluate","evaluate":{"flagKey":"new-checkout","context":{"kind":"org","key":"org-acme"},"valueType":"any","defaultValue":null}}'
 expect_body '{"value":true}' "evaluate with the polling client"
 
+# Events, to a receiver that writes each request as a JSON line
+# {"method", "path", "body"} and answers 202.
+rport=
+if command -v python3 >/dev/null; then
+    cat >"$tmp/recv.py" <<'EOF'
+import http.server, json, sys
+out = open(sys.argv[1], "a")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        out.write(json.dumps({"method": "POST", "path": self.path,
+                              "body": body.decode("utf-8", "replace")}) + "\n")
+        out.flush()
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("listening on http://127.0.0.1:%d/" % s.server_address[1], file=sys.stderr, flush=True)
+s.serve_forever()
+EOF
+    : >"$tmp/recv.log"
+    : >"$tmp/received"
+    python3 "$tmp/recv.py" "$tmp/received" 2>"$tmp/recv.log" &
+    recv_pid=$!
+    rport=$(port_of "$tmp/recv.log" "$recv_pid") || fail "the events receiver did not start: $(cat "$tmp/recv.log")"
+fi
+if [ -n "$rport" ]; then
+    create '{"tag":"events","configuration":{"credential":"'$key'","streaming":{"baseUri":"'$upstream'"},
+      "events":{"baseUri":"http://127.0.0.1:'$rport'","flushIntervalMs":600000,"enableDiagnostics":false}}}'
+    expect_code 201 "create a client with events"
+    events=$client
+    req POST "$events" '{"command":"identifyEvent","identifyEvent":{"context":{"kind":"user","key":"ev-user","name":"Ev"}}}'
+    expect_code 202 "identifyEvent"
+    req POST "$events" '{"command":"customEvent","customEvent":{"eventKey":"ev-metric","context":{"kind":"user","key":"ev-user"},"data":{"a":1},"metricValue":2.5}}'
+    expect_code 202 "customEvent"
+    req POST "$events" '{"command":"customEvent","customEvent":{"eventKey":"ev-key","context":7}}'
+    expect_code 202 "customEvent, an invalid context (dropped)"
+    req POST "$events" '{"command":"customEvent","customEvent":{"eventKey":5,"context":{"key":"a"}}}'
+    expect_code 400 "customEvent, an event key of the wrong type"
+    req POST "$events" '{"command":"flushEvents"}'
+    expect_code 202 "flushEvents"
+    python3 - "$tmp/received" <<'EOF' || fail "the events received: $(cat "$tmp/received")"
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+bulk = [r for r in reqs if r["method"] == "POST" and r["path"] == "/bulk"]
+assert len(bulk) == 1, "not one POST to /bulk"
+events = json.loads(bulk[0]["body"])
+ident = [e for e in events if e["kind"] == "identify"]
+assert len(ident) == 1 and ident[0]["context"] == {"kind": "user", "key": "ev-user", "name": "Ev"}, ident
+custom = [e for e in events if e["kind"] == "custom"]
+assert len(custom) == 1, custom
+c = custom[0]
+assert c["key"] == "ev-metric" and c["metricValue"] == 2.5 and c["data"] == {"a": 1}, c
+assert c["context"]["key"] == "ev-user", c
+assert not [r for r in reqs if r["path"] == "/diagnostic"], "diagnostics were not asked for"
+EOF
+    # Deleting the client closes it: what it holds is sent first.
+    req POST "$events" '{"command":"customEvent","customEvent":{"eventKey":"ev-at-close","context":{"kind":"user","key":"ev-user"}}}'
+    expect_code 202 "customEvent before the delete"
+    req DELETE "$events"
+    expect_code 204 "delete the client with events"
+    grep '"/bulk"' "$tmp/received" | sed -n 2p | grep -q 'ev-at-close' ||
+        fail "the events held were not sent at close: $(cat "$tmp/received")"
+    kill "$recv_pid" 2>/dev/null
+    wait "$recv_pid" 2>/dev/null
+    recv_pid=
+else
+    echo "smoke: no python3: the events check skipped"
+fi
+
 # Big segments through the harness's callback store. The context hash of
 # "user-key" is LaunchDarkly's (base64 of its SHA-256), as the harness
 # checks it.
@@ -271,6 +352,12 @@ create '{"tag":"a number","configuration":{"credential":"'$key'","streaming":{"b
 expect_code 400 "a base URI of the wrong type"
 create '{"tag":"a bad URI","configuration":{"credential":"'$key'","streaming":{"baseUri":"ftp://x"}}}'
 expect_code 400 "a base URI the SDK refuses"
+create '{"tag":"events, a capacity","configuration":{"credential":"'$key'","events":{"capacity":"x"}}}'
+expect_code 400 "an event capacity of the wrong type"
+create '{"tag":"events, private","configuration":{"credential":"'$key'","events":{"globalPrivateAttributes":["a",1]}}}'
+expect_code 400 "a private attribute of the wrong type"
+create '{"tag":"events, gzip","configuration":{"credential":"'$key'","events":{"enableGzip":"yes"}}}'
+expect_code 400 "enableGzip of the wrong type"
 
 # Deleting.
 req DELETE "$streaming"

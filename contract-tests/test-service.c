@@ -3,10 +3,11 @@
  * ldasync-test-service: the REST service that LaunchDarkly's SDK test
  * harness (sdk-test-harness) drives, as every LaunchDarkly SDK ships one.
  * The harness creates clients with a configuration (POST /), sends them
- * commands (POST /clients/N: evaluate, evaluateAll, secureModeHash,
- * contextBuild, contextConvert), and deletes them (DELETE /clients/N);
+ * commands (POST /clients/N: evaluate, evaluateAll, identifyEvent,
+ * customEvent, flushEvents, secureModeHash, contextBuild, contextConvert,
+ * getBigSegmentStoreStatus), and deletes them (DELETE /clients/N);
  * GET / says what this SDK can do, DELETE / stops the service. The
- * harness plays LaunchDarkly's streaming and polling services, and checks
+ * harness plays LaunchDarkly's streaming, polling and events services, and checks
  * what each client asks of them and what it answers.
  *
  * Everything runs on one libevent loop, the service's HTTP server and the
@@ -48,8 +49,9 @@
 
 #include "test-service.h"
 
-/* What the harness may run against this SDK. Events ("event-*" and the
- * identify, custom and flush commands) come with the event processor. */
+/* What the harness may run against this SDK. Events: the identify, custom
+ * and flush commands, gzip when "enableGzip" asks for it, anonymous
+ * contexts omitted or redacted, contexts inline in every event. */
 static const char *const capabilities[] = {
     "server-side",
     "server-side-polling",
@@ -70,6 +72,11 @@ static const char *const capabilities[] = {
     "tls:skip-verify-peer",
     "tls:custom-ca",
     "big-segments",
+    "event-gzip",
+    "optional-event-gzip",
+    "omit-anonymous-contexts",
+    "anonymous-redaction",
+    "inline-context-all",
 };
 
 /* The harness waits 5 s for a client when it does not say otherwise. */
@@ -95,7 +102,7 @@ struct tclient {
 /* A request that waits for a future: answered from the future's callback.
  * libevent keeps a request whose connection went away until it is
  * answered, so answering late is always safe. */
-enum pending_kind { P_CREATE, P_EVAL, P_ALL, P_BS_STATUS };
+enum pending_kind { P_CREATE, P_EVAL, P_ALL, P_BS_STATUS, P_FLUSH, P_CLOSE };
 
 struct pending {
     struct pending *prev, *next;
@@ -103,7 +110,7 @@ struct pending {
     struct evhttp_request *req; /* NULL once answered at shutdown */
     ld_future *fut;             /* our reference, to cancel it at shutdown */
     enum pending_kind kind;
-    /* P_CREATE */
+    /* P_CREATE, P_CLOSE (NULL once freed at shutdown) */
     struct tclient *tc;
     bool init_can_fail;
     /* P_EVAL */
@@ -375,7 +382,8 @@ static int listen_big_segments(struct tclient *tc)
     return 0;
 }
 
-static void tclient_free(struct tclient *tc)
+/* Takes `tc` out of the service's list (if it is there). */
+static void tclient_unlink(struct tclient *tc)
 {
     struct svc *svc = tc->svc;
     if (tc->prev)
@@ -384,6 +392,12 @@ static void tclient_free(struct tclient *tc)
         svc->clients = tc->next;
     if (tc->next)
         tc->next->prev = tc->prev;
+    tc->prev = tc->next = NULL;
+}
+
+static void tclient_free(struct tclient *tc)
+{
+    tclient_unlink(tc);
     ld_client_free(tc->client);
     if (tc->bs_first) /* a getBigSegmentStoreStatus waiting for it answers */
         ld_future_reject(tc->bs_first, LD_ECANCELED, "the client was deleted");
@@ -467,21 +481,83 @@ static int apply_big_segments(struct event_base *base, const json_t *bs, ld_clie
     return 0;
 }
 
+/* "events" (present: events on): the event processor's settings. An
+ * attribute reference the SDK refuses is left out, as LaunchDarkly's SDKs
+ * log and ignore it. */
+static int apply_events(const json_t *ev, ld_client_options *opts, const char **why)
+{
+    int64_t capacity, flush_ms;
+    bool diagnostics, all_private, gzip, omit_anonymous;
+    json_t *privates = json_object_get(ev, "globalPrivateAttributes");
+    if (json_is_null(privates))
+        privates = NULL;
+    if (privates && !json_is_array(privates)) {
+        *why = "events.globalPrivateAttributes";
+        return -1;
+    }
+    if (get_ms(ev, "capacity", &capacity, why) || get_ms(ev, "flushIntervalMs", &flush_ms, why) ||
+        get_bool(ev, "enableDiagnostics", &diagnostics, why) ||
+        get_bool(ev, "allAttributesPrivate", &all_private, why) ||
+        get_bool(ev, "enableGzip", &gzip, why) ||
+        get_bool(ev, "omitAnonymousContexts", &omit_anonymous, why))
+        return -1;
+    ld_events_config *ec = ld_events_config_new();
+    if (!ec) {
+        *why = "out of memory";
+        return -1;
+    }
+    const char *bad = NULL;
+    size_t i;
+    json_t *ref;
+    json_array_foreach(privates, i, ref)
+    {
+        if (!json_is_string(ref)) {
+            bad = "events.globalPrivateAttributes";
+            break;
+        }
+        if (ld_events_config_add_private_attribute(ec, json_string_value(ref)) == LD_ENOMEM) {
+            bad = "out of memory";
+            break;
+        }
+    }
+    /* A capacity or an interval of 0 means the SDK's default. */
+    if (!bad && capacity > 0 &&
+        ld_events_config_set_capacity(ec, capacity > INT_MAX ? INT_MAX : (int)capacity) != 0)
+        bad = "events.capacity";
+    if (!bad && flush_ms > 0 && ld_events_config_set_flush_interval(ec, flush_ms) != 0)
+        bad = "events.flushIntervalMs";
+    if (!bad && (ld_events_config_set_diagnostics(ec, diagnostics, 900000) != 0 ||
+                 ld_events_config_set_all_attributes_private(ec, all_private) != 0 ||
+                 ld_events_config_set_gzip(ec, gzip) != 0 ||
+                 ld_events_config_set_omit_anonymous_contexts(ec, omit_anonymous) != 0))
+        bad = "events";
+    if (!bad && (ld_client_options_set_events_config(opts, ec) != 0 ||
+                 ld_client_options_set_events(opts, true) != 0))
+        bad = "out of memory";
+    ld_events_config_free(ec);
+    if (bad) {
+        *why = bad;
+        return -1;
+    }
+    return 0;
+}
+
 /* Applies the harness's "configuration" to `cfg` and `opts` (and makes
  * the big segment store, `*bss`). -1 with `*why` (a 400) for a field of
  * the wrong type or a value the SDK refuses. */
 static int apply_config(struct event_base *base, const json_t *conf, ld_net_config *cfg,
                         ld_client_options *opts, ld_big_segment_store **bss, const char **why)
 {
-    json_t *endpoints, *streaming, *polling, *tags, *tls, *wrapper, *bigseg;
+    json_t *endpoints, *streaming, *polling, *tags, *tls, *wrapper, *bigseg, *events;
     if (get_obj(conf, "serviceEndpoints", &endpoints, why) ||
         get_obj(conf, "streaming", &streaming, why) || get_obj(conf, "polling", &polling, why) ||
         get_obj(conf, "tags", &tags, why) || get_obj(conf, "tls", &tls, why) ||
-        get_obj(conf, "wrapper", &wrapper, why) || get_obj(conf, "bigSegments", &bigseg, why))
+        get_obj(conf, "wrapper", &wrapper, why) || get_obj(conf, "bigSegments", &bigseg, why) ||
+        get_obj(conf, "events", &events, why))
         return -1;
-    /* Accepted and not used (yet): events, persistentDataStore,
-     * persistence, hooks, clientSide. Their type is still checked. */
-    static const char *const ignored[] = {"events", "persistentDataStore", "persistence", "hooks",
+    /* Accepted and not used (yet): persistentDataStore, persistence,
+     * hooks, clientSide. Their type is still checked. */
+    static const char *const ignored[] = {"persistentDataStore", "persistence", "hooks",
                                           "clientSide"};
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
         json_t *unused;
@@ -528,6 +604,13 @@ static int apply_config(struct event_base *base, const json_t *conf, ld_net_conf
             *why = "polling.pollIntervalMs";
             return -1;
         }
+    }
+    if (events) {
+        const char *uri;
+        if (get_nonempty_str(events, "baseUri", &uri, why))
+            return -1;
+        if (uri)
+            events_uri = uri;
     }
     if (ld_net_config_set_stream_uri(cfg, stream_uri) != 0) {
         *why = "the streaming URI";
@@ -580,6 +663,13 @@ static int apply_config(struct event_base *base, const json_t *conf, ld_net_conf
     }
     if (bigseg && apply_big_segments(base, bigseg, opts, bss, why) != 0)
         return -1;
+    /* Events only when "events" is there. */
+    if (events ? apply_events(events, opts, why) != 0
+               : ld_client_options_set_events(opts, false) != 0) {
+        if (!events)
+            *why = "events";
+        return -1;
+    }
     if (ld_client_options_set_net_config(opts, cfg) != 0 ||
         ld_client_options_set_polling(opts, use_polling) != 0) {
         *why = "out of memory";
@@ -1070,6 +1160,94 @@ static void cmd_context_convert(struct evhttp_request *req, json_t *params)
     answer_context(req, ctx, why);
 }
 
+/* identifyEvent: an identify event for the context. A context that is not
+ * valid sends nothing, as LaunchDarkly's SDKs log and drop it. */
+static void cmd_identify_event(struct tclient *tc, struct evhttp_request *req, json_t *params)
+{
+    const char *why = "no \"identifyEvent\"";
+    ld_context *ctx = params ? command_context(params, &why) : NULL;
+    if (!ctx) {
+        vlog(tc->svc, "client %" PRIu64 ": identifyEvent: nothing sent: %s", tc->id, why);
+        reply_text(req, 202, NULL);
+        return;
+    }
+    int rc = ld_client_identify(tc->client, ctx);
+    ld_context_unref(ctx);
+    if (rc != 0 && rc != LD_EBUSY) {
+        reply_text(req, 500, "identifyEvent: %s", ld_strerror(rc));
+        return;
+    }
+    reply_text(req, 202, NULL);
+}
+
+/* customEvent: ld_client_track(), or ld_client_track_metric() with a
+ * "metricValue". "data": none when absent, or null with "omitNullData". */
+static void cmd_custom_event(struct tclient *tc, struct evhttp_request *req, json_t *params)
+{
+    const char *why = NULL, *key;
+    bool omit_null;
+    if (!params) {
+        reply_text(req, 400, "no \"customEvent\"");
+        return;
+    }
+    json_t *metric = json_object_get(params, "metricValue");
+    if (json_is_null(metric))
+        metric = NULL;
+    if (get_str(params, "eventKey", &key, &why) ||
+        get_bool(params, "omitNullData", &omit_null, &why) || (metric && !json_is_number(metric))) {
+        reply_text(req, 400, "customEvent: \"%s\" has the wrong type", why ? why : "metricValue");
+        return;
+    }
+    if (!key) {
+        reply_text(req, 400, "customEvent: no \"eventKey\"");
+        return;
+    }
+    json_t *data = json_object_get(params, "data");
+    if (json_is_null(data) && omit_null)
+        data = NULL;
+    ld_context *ctx = command_context(params, &why);
+    if (!ctx) {
+        vlog(tc->svc, "client %" PRIu64 ": customEvent: nothing sent: %s", tc->id, why);
+        reply_text(req, 202, NULL);
+        return;
+    }
+    int rc = metric ? ld_client_track_metric(tc->client, key, ctx, data, json_number_value(metric))
+                    : ld_client_track(tc->client, key, ctx, data);
+    ld_context_unref(ctx);
+    if (rc == LD_EINVAL) {
+        reply_text(req, 400, "customEvent: the SDK refused the event key");
+        return;
+    }
+    if (rc != 0 && rc != LD_EBUSY) {
+        reply_text(req, 500, "customEvent: %s", ld_strerror(rc));
+        return;
+    }
+    reply_text(req, 202, NULL);
+}
+
+static void on_flushed(ld_future *done, void *arg)
+{
+    struct pending *p = arg;
+    if (p->req) {
+        if (ld_future_is_fulfilled(done))
+            reply_text(p->req, 202, NULL);
+        else
+            reply_text(p->req, 500, "flushEvents: %s", ld_future_error_message(done));
+    }
+    pending_free(p);
+}
+
+/* flushEvents: answered once the flush is done (sent, or given up). */
+static void cmd_flush_events(struct tclient *tc, struct evhttp_request *req)
+{
+    struct pending *p = pending_new(tc->svc, req, P_FLUSH);
+    if (!p || pending_wait(p, ld_client_flush(tc->client), on_flushed) != 0) {
+        if (p)
+            pending_free(p);
+        reply_text(req, 500, "out of memory");
+    }
+}
+
 /* POST /clients/N */
 static void client_command(struct svc *svc, struct tclient *tc, struct evhttp_request *req,
                            json_t *body)
@@ -1093,6 +1271,12 @@ static void client_command(struct svc *svc, struct tclient *tc, struct evhttp_re
         cmd_evaluate_all(tc, req, params);
     else if (strcmp(command, "getBigSegmentStoreStatus") == 0)
         cmd_big_segment_status(tc, req);
+    else if (strcmp(command, "identifyEvent") == 0)
+        cmd_identify_event(tc, req, params);
+    else if (strcmp(command, "customEvent") == 0)
+        cmd_custom_event(tc, req, params);
+    else if (strcmp(command, "flushEvents") == 0)
+        cmd_flush_events(tc, req);
     else if (strcmp(command, "secureModeHash") == 0)
         cmd_secure_mode_hash(tc, req, params);
     else if (strcmp(command, "contextBuild") == 0)
@@ -1101,6 +1285,38 @@ static void client_command(struct svc *svc, struct tclient *tc, struct evhttp_re
         cmd_context_convert(req, params);
     else
         reply_text(req, 400, "unknown command \"%s\"", command);
+}
+
+static void on_closed(ld_future *done, void *arg)
+{
+    struct pending *p = arg;
+    if (p->tc) {
+        vlog(p->svc, "client %" PRIu64 " (%s): deleted%s", p->tc->id, p->tc->tag,
+             ld_future_is_fulfilled(done) ? "" : " (its close did not end in time)");
+        tclient_free(p->tc);
+    }
+    if (p->req)
+        reply_text(p->req, 204, NULL);
+    pending_free(p);
+}
+
+/* DELETE /clients/N: closes the client (its event processor sends what it
+ * holds), frees it and answers once that is done, 5 s at most; meanwhile
+ * the client is no longer found. */
+static void delete_client(struct svc *svc, struct tclient *tc, struct evhttp_request *req)
+{
+    tclient_unlink(tc);
+    struct timeval after = {5, 0};
+    struct pending *p = pending_new(svc, req, P_CLOSE);
+    if (p)
+        p->tc = tc;
+    if (!p ||
+        pending_wait(p, ld_future_timeout(ld_client_close(tc->client), &after), on_closed) != 0) {
+        if (p)
+            pending_free(p);
+        tclient_free(tc);
+        reply_text(req, 204, NULL);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1162,9 +1378,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         if (!tc) {
             reply_text(req, 404, "no such client: %s", path);
         } else if (cmd == EVHTTP_REQ_DELETE) {
-            vlog(svc, "client %" PRIu64 " (%s): deleted", tc->id, tc->tag);
-            tclient_free(tc);
-            reply_text(req, 204, NULL);
+            delete_client(svc, tc, req);
         } else if (cmd == EVHTTP_REQ_POST) {
             const char *why = NULL;
             json_t *body = read_body(req, &why);
@@ -1313,8 +1527,11 @@ int main(int argc, char **argv)
     for (struct pending *p = svc.pending; p; p = p->next) {
         reply_text(p->req, 503, "the service is stopping");
         p->req = NULL;
-        if (p->kind == P_CREATE)
+        if (p->kind == P_CREATE || p->kind == P_CLOSE) {
             tclient_free(p->tc);
+            if (p->kind == P_CLOSE)
+                p->tc = NULL;
+        }
         ld_future_cancel(p->fut);
     }
     while (svc.clients)
