@@ -515,8 +515,9 @@ static void feature_record(struct ld__events *e, const struct ld__eval_rec *ev, 
     }
     r->kind = kind;
     r->creation_ms = now;
-    r->key = ev->key;
-    r->key_len = ev->key_len;
+    /* The flag's own key: `ev->key` is the caller's, gone after the call. */
+    r->key = ev->flag->h.key.s;
+    r->key_len = ev->flag->h.key.len;
     r->hold = ld__item_ref((struct ld__item *)&ev->flag->h);
     r->version = ev->flag->h.version;
     r->variation = d->index;

@@ -18,12 +18,15 @@
 
 #include <event2/event.h>
 
+#include <ldasync/alloc.h>
 #include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
 
+#include "check_fail_alloc.h"
 #include "check_receiver.h"
 #include "check_suites.h"
 #include "check_util.h"
+#include "net/net-internal.h"
 
 #define B ld_test_base
 #define KEY "sdk-events-key"
@@ -843,6 +846,78 @@ START_TEST(test_free_with_posts_under_way_and_from_a_flush_callback)
 }
 END_TEST
 
+/* A future of the client under allocation failures: settled, and if
+ * rejected then with LD_ENOMEM. */
+static void settle_outcome(ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    for (int k = 0; k < 20000 && ld_future_is_pending(f); k++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert(!ld_future_is_pending(f));
+    if (ld_future_is_rejected(f))
+        ck_assert_int_eq(ld_future_error(f), LD_ENOMEM);
+    ld_future_unref(f);
+}
+
+START_TEST(test_allocation_failures_in_turn)
+{
+    json_t *data = ld_test_data_of(FLAGS, NULL);
+    ld_net_config *n = ld_net_config_new(KEY);
+    ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
+    ld_events_config *cfg = ld_events_config_new(); /* diagnostics on */
+    ck_assert_int_eq(ld_events_config_set_gzip(cfg, true), 0);
+    ck_assert_int_eq(ld_events_config_add_private_attribute(cfg, "/address/street"), 0);
+    __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
+    for (long i = 1;; i++) {
+        evr.n = 0;
+        ld_client_options *o = ld_client_options_new();
+        ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
+        ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
+        ck_assert_int_eq(ld_client_options_set_events_config(o, cfg), 0);
+        json_t *fb = json_string("d");
+        CHAOS_BEGIN(i);
+        ld_client *c = ld_client_new(B, o);
+        int rc[3] = {0, 0, 0};
+        if (c) {
+            settle_outcome(ld_client_ready(c));
+            settle_outcome(ld_client_bool_variation(c, "tracked", ANN, false));
+            settle_outcome(ld_client_json_variation(c, "parent", ANN, json_incref(fb)));
+            settle_outcome(ld_client_variation_detail(c, "ruled", ANN, LD_VALUE_ANY, NULL));
+            rc[0] = ld_client_identify(c, ANON);
+            rc[1] = ld_client_track(c, "t", ANN, fb);
+            rc[2] = ld_client_track_metric(c, "m", ANN, NULL, 1.5);
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(rc[k] == 0 || rc[k] == LD_ENOMEM || rc[k] == LD_EBUSY,
+                              "rc %d (N=%ld)", rc[k], i);
+            settle_outcome(ld_client_flush(c));
+            settle_outcome(ld_client_close(c));
+        }
+        bool failed = chaos_end(i);
+        ld_client_free(c);
+        drain();
+        json_decref(fb);
+        ld_client_options_free(o);
+        if (!failed) {
+            ck_assert_ptr_nonnull(c);
+            /* diagnostic-init and one payload: index, two feature events
+             * (tracked; the rule of ruled), the prerequisite's, identify,
+             * two custom, the summary. */
+            int bulk = strcmp(evr.seen[0].path, "/bulk") == 0 ? 0 : 1;
+            ck_assert_int_eq(evr.n, 2);
+            ck_assert_int_eq(count_of(bulk, "feature"), 3);
+            ck_assert_int_eq(count_of(bulk, "custom"), 2);
+            ck_assert_int_eq(count_of(bulk, "identify"), 1);
+            ck_assert_int_eq(count_of(bulk, "summary"), 1);
+            break;
+        }
+    }
+    __atomic_store_n(&ld__http_spare_curl, false, __ATOMIC_RELAXED);
+    ld_events_config_free(cfg);
+    ld_net_config_free(n);
+    json_decref(data);
+}
+END_TEST
+
 Suite *ld_suite_client_events(void)
 {
     Suite *s = suite_create("client_events");
@@ -872,6 +947,7 @@ Suite *ld_suite_client_events(void)
     tcase_add_test(tc, test_config_setters_refuse_bad_values);
     tcase_add_test(tc, test_a_flush_while_five_are_under_way_waits_for_room);
     tcase_add_test(tc, test_free_with_posts_under_way_and_from_a_flush_callback);
+    tcase_add_test(tc, test_allocation_failures_in_turn);
     suite_add_tcase(s, tc);
     return s;
 }
