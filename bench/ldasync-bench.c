@@ -2259,6 +2259,7 @@ static ld_client *stream_client(struct event_base *base, int port)
     ld_net_config_set_stream_uri(c, uri);
     ld_client_options *o = ld_client_options_new();
     ld_client_options_set_net_config(o, c);
+    ld_client_options_set_events(o, false); /* no events service here */
     ld_client *cl = ld_client_new(base, o);
     ld_client_options_free(o);
     ld_net_config_free(c);
@@ -2455,6 +2456,264 @@ static double bench_summary_record_1k(struct event_base *base, long ops)
     return summary_record(ops, 1000);
 }
 
+
+/* Evaluations through an ld_client, as an application makes them, with
+ * analytics events off or on. The client holds the eval group's data (its
+ * store, initialized; an initializer that finds no file, so no stream) and
+ * sends its events to a local events service on a thread and loop of its
+ * own (answering 202). Each op is a typed variation (bool) issued from the
+ * callback of the one before, which reads its value.
+ *   client.eval.bool              events off
+ *   client.eval.bool.events       events on: the flag tracks nothing, so
+ *                                 each evaluation is counted in the summary
+ *                                 (and its context looked up in the LRU)
+ *   client.eval.tracked.events    events on, the flag "tracked" has
+ *                                 trackEvents: each evaluation also keeps a
+ *                                 feature event (capacity: all of them);
+ *                                 the clock includes the flush of them all
+ *                                 (written and gzip-free on the worker,
+ *                                 posted, answered)
+ */
+
+struct sink {
+    pthread_t thread;
+    struct event_base *base;
+    struct evhttp *http;
+    int port;
+    long posts, bytes;
+};
+
+static void sink_answer(struct evhttp_request *req, void *arg)
+{
+    struct sink *k = arg;
+    k->posts++;
+    k->bytes += (long)evbuffer_get_length(evhttp_request_get_input_buffer(req));
+    evhttp_send_reply(req, 202, "Accepted", NULL);
+}
+
+static void *sink_run(void *arg)
+{
+    struct sink *k = arg;
+    event_base_dispatch(k->base);
+    return NULL;
+}
+
+static void sink_start(struct sink *k)
+{
+    memset(k, 0, sizeof *k);
+    k->base = event_base_new();
+    k->http = k->base ? evhttp_new(k->base) : NULL;
+    struct evhttp_bound_socket *bs =
+        k->http ? evhttp_bind_socket_with_handle(k->http, "127.0.0.1", 0) : NULL;
+    if (!bs)
+        exit(1);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len);
+    k->port = ntohs(sin.sin_port);
+    evhttp_set_gencb(k->http, sink_answer, k);
+    if (pthread_create(&k->thread, NULL, sink_run, k) != 0)
+        exit(1);
+}
+
+static void sink_stop(struct sink *k)
+{
+    event_base_loopbreak(k->base);
+    pthread_join(k->thread, NULL);
+    evhttp_free(k->http);
+    event_base_free(k->base);
+}
+
+/* A client on `st` (borrowed), events on (to `k`, configured by `cfg`) or
+ * off (`k` NULL). */
+static ld_client *bench_client(struct event_base *base, ld_store *st, struct sink *k,
+                               ld_events_config *cfg)
+{
+    ld_client_options *o = ld_client_options_new();
+    ld_client_options_set_store(o, st);
+    const char *nowhere[] = {"/nonexistent/ldasync-bench.json"};
+    ld_client_options_add_initializer(o, ld_file_initializer_new(base, nowhere, 1));
+    ld_net_config *n = ld_net_config_new("sdk-bench");
+    char uri[64];
+    snprintf(uri, sizeof uri, "http://127.0.0.1:%d", k ? k->port : 1);
+    ld_net_config_set_events_uri(n, uri);
+    ld_client_options_set_net_config(o, n);
+    ld_client_options_set_events(o, k != NULL);
+    ld_client_options_set_events_config(o, cfg);
+    ld_client *cl = ld_client_new(base, o);
+    ld_client_options_free(o);
+    ld_net_config_free(n);
+    if (!cl)
+        exit(1);
+    ld_future *ready = ld_client_ready(cl);
+    while (ld_future_is_pending(ready))
+        event_base_loop(base, EVLOOP_ONCE);
+    ld_future_unref(ready);
+    return cl;
+}
+
+struct client_run {
+    ld_client *cl;
+    ld_context *ctx;
+    const char *flag;
+    long left, wrong;
+};
+
+static void client_next(ld_future *f, void *arg)
+{
+    struct client_run *r = arg;
+    done_count++;
+    if (!ld_future_is_fulfilled(f) || !ld_future_bool(f))
+        r->wrong++;
+    if (--r->left <= 0)
+        return;
+    ld_future_on_complete(ld_client_bool_variation(r->cl, r->flag, r->ctx, false), client_next, r);
+}
+
+static double client_eval(struct event_base *base, long ops, bool events, bool tracked)
+{
+    ld_store *st = eval_store(base);
+    if (tracked) {
+        json_t *f = json_pack("{s:s,s:i,s:b,s:b,s:[b,b],s:{s:i},s:s}", "key", "tracked",
+                              "version", 1, "on", 1, "trackEvents", 1, "variations", 1, 0,
+                              "fallthrough", "variation", 0, "salt", "s");
+        wait_ok(ld_store_upsert(st, ld_kind_features(), f), "upsert");
+        json_decref(f);
+    }
+    struct sink k;
+    if (events)
+        sink_start(&k);
+    ld_events_config *cfg = ld_events_config_new();
+    ld_events_config_set_diagnostics(cfg, false, 900000);
+    if (tracked) { /* every event kept until the flush at the end */
+        ld_events_config_set_capacity(cfg, (int)(ops + 16));
+        ld_events_config_set_flush_interval(cfg, 3600000);
+    }
+    ld_client *cl = bench_client(base, st, events ? &k : NULL, cfg);
+    ld_events_config_free(cfg);
+    struct client_run r = {cl, eval_context("user-1"), tracked ? "tracked" : "flag-000042", ops, 0};
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(ld_client_bool_variation(cl, r.flag, r.ctx, false), client_next, &r);
+    run_until(base, ops);
+    if (tracked) {
+        ld_future *f = ld_client_flush(cl);
+        while (ld_future_is_pending(f))
+            event_base_loop(base, EVLOOP_ONCE);
+        if (!ld_future_is_fulfilled(f) || !ld_future_bool(f) || k.posts != 1) {
+            fprintf(stderr, "client.eval: the events were not delivered\n");
+            exit(1);
+        }
+        ld_future_unref(f);
+    }
+    double ns = (now_ns() - t0) / (double)ops;
+    if (r.wrong) {
+        fprintf(stderr, "client.eval: %ld of %ld evaluations served another value\n", r.wrong, ops);
+        exit(1);
+    }
+    ld_client_free(cl);
+    ld_context_unref(r.ctx);
+    drain(base);
+    ld_store_free(st);
+    drain(base);
+    if (events)
+        sink_stop(&k);
+    return ns;
+}
+
+static double bench_client_eval_bool(struct event_base *base, long ops)
+{
+    return client_eval(base, ops, false, false);
+}
+
+static double bench_client_eval_bool_events(struct event_base *base, long ops)
+{
+    return client_eval(base, ops, true, false);
+}
+
+static double bench_client_eval_tracked_events(struct event_base *base, long ops)
+{
+    return client_eval(base, ops, true, true);
+}
+
+/* A flush of 10,000 events and the summary of 10,000 flags: a client whose
+ * buffer holds 10,000 custom events (ld_client_track) and whose summary
+ * counts one evaluation of each of the eval group's 10,000 flags, flushed
+ * (ld_client_flush() issued and awaited) with a 1 ms timer probing the
+ * loop (a base with precise timers).
+ *   events.flush_10k.ms        the flush, until the events service took it
+ *   events.flush_10k.pass_ms   the longest stall of the loop meanwhile
+ *   events.flush_10k.kb        the payload's size (one op)
+ */
+static double events_flush(long ops, int what)
+{
+    double total = 0, worst = 0, kb = 0;
+    for (long i = 0; i < ops; i++) {
+        struct event_base *base = precise_base();
+        ld_store *st = eval_store(base);
+        struct sink k;
+        sink_start(&k);
+        ld_events_config *cfg = ld_events_config_new();
+        ld_events_config_set_diagnostics(cfg, false, 900000);
+        ld_events_config_set_flush_interval(cfg, 3600000);
+        ld_client *cl = bench_client(base, st, &k, cfg);
+        ld_events_config_free(cfg);
+        ld_context *ctx = eval_context("user-1");
+        json_t *data = json_pack("{s:s}", "page", "checkout");
+        for (long e = 0; e < 10000; e++) {
+            char key[32];
+            flag_key(key, sizeof key, e);
+            ld_future_unref(ld_client_bool_variation(cl, key, ctx, false));
+            if (ld_client_track(cl, "viewed", ctx, data) != 0)
+                exit(1);
+        }
+        json_decref(data);
+        drain(base);
+        struct event *probe = event_new(base, -1, EV_PERSIST, stall_tick, NULL);
+        struct timeval ms1 = {0, 1000};
+        event_add(probe, &ms1);
+        stall_max_ns = stall_last_ns = 0;
+        double t0 = now_ns();
+        ld_future *f = ld_client_flush(cl);
+        while (ld_future_is_pending(f))
+            event_base_loop(base, EVLOOP_ONCE);
+        total += now_ns() - t0;
+        if (!ld_future_is_fulfilled(f) || !ld_future_bool(f) || k.posts != 1)
+            exit(1);
+        ld_future_unref(f);
+        event_free(probe);
+        if (stall_max_ns > worst)
+            worst = stall_max_ns;
+        kb = (double)k.bytes / 1024.0;
+        ld_client_free(cl);
+        ld_context_unref(ctx);
+        drain(base);
+        ld_store_free(st);
+        drain(base);
+        sink_stop(&k);
+        event_base_free(base);
+    }
+    return what == 0 ? total / (double)ops / 1e6 : what == 1 ? worst / 1e6 : kb;
+}
+
+static double bench_events_flush_ms(struct event_base *base, long ops)
+{
+    (void)base;
+    return events_flush(ops, 0);
+}
+
+static double bench_events_flush_pass_ms(struct event_base *base, long ops)
+{
+    (void)base;
+    return events_flush(ops, 1);
+}
+
+static double bench_events_flush_kb(struct event_base *base, long ops)
+{
+    (void)base;
+    return events_flush(ops, 2);
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -2515,6 +2774,12 @@ static const struct workload workloads[] = {
     {"eval.big_segment", 200000, bench_eval_big_segment, 0},
     {"eval.big_segment.store", 200000, bench_eval_big_segment_store, 0},
     {"events.summary_record", 10000000, bench_summary_record, 0},
+    {"client.eval.bool", 1000000, bench_client_eval_bool, 0},
+    {"client.eval.bool.events", 1000000, bench_client_eval_bool_events, 0},
+    {"client.eval.tracked.events", 200000, bench_client_eval_tracked_events, 1},
+    {"events.flush_10k.ms", 5, bench_events_flush_ms, 1},
+    {"events.flush_10k.pass_ms", 5, bench_events_flush_pass_ms, 1},
+    {"events.flush_10k.kb", 1, bench_events_flush_kb, 1},
     {"events.summary_record.1k_flags", 10000000, bench_summary_record_1k, 0},
     {"file.load_stall_ms", 1, bench_file_load_stall, 1},
     {"file.load_busy_ms", 1, bench_file_load_busy, 1},
