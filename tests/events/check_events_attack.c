@@ -543,16 +543,25 @@ START_TEST(test_context_key_lru_of_one_and_of_int_max)
     ck_assert_int_eq(stats_of(c).deduplicated, 2);
     client_done(c);
 
-    cfg = config();
-    ck_assert_int_eq(ld_events_config_set_context_keys(cfg, INT_MAX, INT64_MAX), 0);
-    c = client_with(NULL, cfg); /* no INT_MAX-sized allocation up front */
-    ld_events_config_free(cfg);
-    for (int i = 0; i < 6; i++)
-        json_eval(c, "plain", order[i]);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), 2);
-    ck_assert_int_eq(stats_of(c).deduplicated, 4);
-    client_done(c);
+    /* INT_MAX keys: no INT_MAX-sized allocation up front; and an interval
+     * of INT64_MAX ms: never forgotten (the timer must not overflow). */
+    struct {
+        int keys;
+        int64_t ms;
+    } cases[] = {{INT_MAX, 3600000}, {1000, INT64_MAX}};
+    for (int k = 0; k < 2; k++) {
+        cfg = config();
+        ck_assert_int_eq(ld_events_config_set_context_keys(cfg, cases[k].keys, cases[k].ms), 0);
+        c = client_with(NULL, cfg);
+        ld_events_config_free(cfg);
+        for (int i = 0; i < 6; i++)
+            json_eval(c, "plain", order[i]);
+        ck_assert(flush(c));
+        ck_assert_msg(count_of(k + 1, "index") == 2, "case %d: %zu index events", k,
+                      count_of(k + 1, "index"));
+        ck_assert_int_eq(stats_of(c).deduplicated, 4);
+        client_done(c);
+    }
     ld_context_unref(a);
     ld_context_unref(b);
 }
