@@ -567,6 +567,91 @@ START_TEST(test_context_key_lru_of_one_and_of_int_max)
 }
 END_TEST
 
+START_TEST(test_context_key_lru_keeps_its_order_while_it_grows)
+{
+    enum { CAP = 300 };
+    ld_events_config *cfg = config();
+    ck_assert_int_eq(ld_events_config_set_context_keys(cfg, CAP, 3600000), 0);
+    ld_client *c = client_with(NULL, cfg);
+    ld_events_config_free(cfg);
+    ld_context *x[CAP + 1];
+    for (int i = 0; i <= CAP; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "{'key': 'c%d'}", i);
+        x[i] = ld_test_ctx_of(text);
+    }
+    for (int i = 0; i < CAP; i++) /* the LRU grows past its first size */
+        json_eval(c, "plain", x[i]);
+    for (int i = 0; i < CAP; i++) /* all known still */
+        json_eval(c, "plain", x[i]);
+    ck_assert(flush(c));
+    ck_assert_int_eq(count_of(0, "index"), CAP);
+    ck_assert_int_eq(stats_of(c).deduplicated, CAP);
+    json_eval(c, "plain", x[CAP]); /* full: c0, the least recent, goes */
+    json_eval(c, "plain", x[1]);   /* known */
+    json_eval(c, "plain", x[0]);   /* new again: c2 goes */
+    json_eval(c, "plain", x[2]);   /* new again */
+    ck_assert(flush(c));
+    ck_assert_int_eq(count_of(1, "index"), 3);
+    const char *want[] = {"c300", "c0", "c2"};
+    for (int i = 0; i < 3; i++) {
+        json_t *ctx = json_object_get(evr_event_of(1, "index", i), "context");
+        ck_assert_str_eq(json_string_value(json_object_get(ctx, "key")), want[i]);
+    }
+    for (int i = 0; i <= CAP; i++)
+        ld_context_unref(x[i]);
+    client_done(c);
+}
+END_TEST
+
+START_TEST(test_evaluations_pending_on_the_store_when_the_client_closes)
+{
+    enum { N = 50 };
+    ld_store *store = ld_mock_store_new(B);
+    ck_assert_ptr_nonnull(store);
+    ld_client_options *o = ld_client_options_new();
+    json_t *data = ld_test_data_of(FLAGS, NULL);
+    ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
+    json_decref(data);
+    ck_assert_int_eq(ld_client_options_set_store(o, store), 0);
+    ld_net_config *n = ld_net_config_new(KEY);
+    ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
+    ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
+    ld_net_config_free(n);
+    ld_events_config *cfg = config();
+    ck_assert_int_eq(ld_client_options_set_events_config(o, cfg), 0);
+    ld_events_config_free(cfg);
+    ld_client *c = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(c);
+    ld_test_await_ok(ld_client_ready(c));
+    ld_future *f[N];
+    for (int i = 0; i < N; i++)
+        f[i] = ld_client_bool_variation(c, "tracked", ANN, false);
+    int pending = 0;
+    for (int i = 0; i < N; i++)
+        pending += ld_future_is_pending(f[i]);
+    ck_assert_int_eq(pending, N); /* the mock store answers from the loop */
+    ld_future *closed = ld_client_close(c);
+    for (int i = 0; i < N; i++) {
+        ld_future *g = ld_test_fulfilled(f[i]); /* issued before: complete as usual */
+        ck_assert(ld_future_bool(g));
+        ld_future_unref(g);
+    }
+    ld_test_await_ok(closed);
+    int posted = evr.n;
+    run_for(50);
+    ck_assert_int_eq(evr.n, posted); /* nothing after close */
+    ld_events_stats st = stats_of(c);
+    ck_assert_msg(st.buffered == 0, "%llu events held forever after close (%d pending at close)",
+                  (unsigned long long)st.buffered, pending);
+    ck_assert_int_eq(st.in_flight, 0);
+    client_done(c);
+    ld_store_free(store);
+    drain();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Redaction                                                                 */
 
@@ -641,6 +726,8 @@ Suite *ld_suite_client_events_attack(void)
     tcase_add_test(tc, test_10000_flags_in_one_summary);
     tcase_add_test(tc, test_a_1ms_flush_interval_starves_nothing_and_posts_only_what_is_held);
     tcase_add_test(tc, test_context_key_lru_of_one_and_of_int_max);
+    tcase_add_test(tc, test_context_key_lru_keeps_its_order_while_it_grows);
+    tcase_add_test(tc, test_evaluations_pending_on_the_store_when_the_client_closes);
     tcase_add_test(tc, test_odd_private_attribute_references);
     tcase_add_test(tc, test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind);
     suite_add_tcase(s, tc);
