@@ -652,6 +652,72 @@ START_TEST(test_evaluations_pending_on_the_store_when_the_client_closes)
 }
 END_TEST
 
+START_TEST(test_data_with_nul_and_odd_strings_round_trips_gzip_and_plain)
+{
+    for (int gz = 0; gz < 2; gz++) {
+        ld_events_config *cfg = config();
+        ck_assert_int_eq(ld_events_config_set_gzip(cfg, gz), 0);
+        ld_client *c = client_with(NULL, cfg);
+        ld_events_config_free(cfg);
+        json_t *data = json_object();
+        json_object_set_new(data, "nul", json_stringn("a\0b", 3));
+        json_object_set_new(data, "ctl", json_string("\x01\x1f\x7f\"\\/\u2028"));
+        json_object_set_new(data, "k\"ey\n", json_real(1e300));
+        json_object_set_new(data, "neg", json_integer(INT64_MIN));
+        ck_assert_int_eq(ld_client_track_metric(c, "odd", ANN, data, -0.0), 0);
+        ck_assert(flush(c));
+        json_t *got = json_object_get(evr_event_of(gz, "custom", 0), "data");
+        char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
+        ck_assert_msg(json_equal(got, data), "gzip %d: %s", gz, g);
+        free(g);
+        json_decref(data);
+        client_done(c);
+    }
+}
+END_TEST
+
+START_TEST(test_capacity_1_keeps_one_event_and_the_summary)
+{
+    int warned = 0;
+    ld_events_config *cfg = config();
+    ck_assert_int_eq(ld_events_config_set_capacity(cfg, 1), 0);
+    ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, NULL, &warned), 0);
+    ld_client *c = client_with(NULL, cfg);
+    ld_events_config_free(cfg);
+    ck_assert_int_eq(ld_client_identify(c, ANN), 0);
+    ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), LD_EBUSY);
+    for (int i = 0; i < 100; i++)
+        json_eval(c, "tracked", ANN); /* feature events dropped, counted */
+    ld_events_stats st = stats_of(c);
+    ck_assert_int_eq(st.buffered, 1);
+    ck_assert_int_eq(st.dropped, 101);
+    ck_assert(flush(c));
+    ck_assert_int_eq(json_array_size(evr_events(0)), 2); /* identify, summary */
+    json_t *ctr = json_array_get(
+        json_object_get(
+            json_object_get(json_object_get(evr_event_of(0, "summary", 0), "features"), "tracked"),
+            "counters"),
+        0);
+    ck_assert_int_eq(json_integer_value(json_object_get(ctr, "count")), 100);
+    ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0); /* room again */
+    ck_assert(flush(c));
+    ck_assert_int_eq(count_of(1, "custom"), 1);
+    client_done(c);
+}
+END_TEST
+
+START_TEST(test_flushes_with_nothing_held_post_nothing)
+{
+    ld_client *c = client_with(NULL, NULL);
+    for (int i = 0; i < 50; i++)
+        ck_assert(flush(c));
+    ck_assert_int_eq(evr.n, 0);
+    ld_test_await_ok(ld_client_close(c));
+    ck_assert_int_eq(evr.n, 0);
+    client_done(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Redaction                                                                 */
 
@@ -728,6 +794,9 @@ Suite *ld_suite_client_events_attack(void)
     tcase_add_test(tc, test_context_key_lru_of_one_and_of_int_max);
     tcase_add_test(tc, test_context_key_lru_keeps_its_order_while_it_grows);
     tcase_add_test(tc, test_evaluations_pending_on_the_store_when_the_client_closes);
+    tcase_add_test(tc, test_data_with_nul_and_odd_strings_round_trips_gzip_and_plain);
+    tcase_add_test(tc, test_capacity_1_keeps_one_event_and_the_summary);
+    tcase_add_test(tc, test_flushes_with_nothing_held_post_nothing);
     tcase_add_test(tc, test_odd_private_attribute_references);
     tcase_add_test(tc, test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind);
     suite_add_tcase(s, tc);
