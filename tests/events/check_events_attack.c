@@ -381,7 +381,7 @@ END_TEST
 /* ------------------------------------------------------------------------- */
 /* What the payload carries                                                  */
 
-START_TEST(test_huge_custom_data_goes_whole)
+START_TEST(test_huge_custom_data_and_key_go_whole_plain_and_gzip)
 {
     size_t len = 4u << 20; /* 4 MiB */
     char *big = malloc(len + 1);
@@ -389,18 +389,57 @@ START_TEST(test_huge_custom_data_goes_whole)
     for (size_t i = 0; i < len; i++)
         big[i] = (char)('a' + i % 26);
     big[len] = '\0';
-    json_t *data = json_pack("{s:s,s:[i,i]}", "blob", big, "n", 1, 2);
-    ck_assert_ptr_nonnull(data);
-    ld_client *c = client_with(NULL, NULL);
-    ck_assert_int_eq(ld_client_track(c, "huge", ANN, data), 0);
-    json_decref(data);
-    ck_assert(flush(c));
-    json_t *e = evr_event_of(0, "custom", 0);
-    ck_assert_ptr_nonnull(e);
-    json_t *got = json_object_get(json_object_get(e, "data"), "blob");
-    ck_assert_int_eq(json_string_length(got), len);
-    ck_assert(memcmp(json_string_value(got), big, len) == 0);
+    for (int gz = 0; gz < 2; gz++) {
+        ld_events_config *cfg = config();
+        ck_assert_int_eq(ld_events_config_set_gzip(cfg, gz), 0);
+        ld_client *c = client_with(NULL, cfg);
+        ld_events_config_free(cfg);
+        json_t *data = json_pack("{s:s,s:[i,i]}", "blob", big, "n", 1, 2);
+        ck_assert_ptr_nonnull(data);
+        ck_assert_int_eq(ld_client_track(c, "huge", ANN, data), 0);
+        json_decref(data);
+        big[1 << 20] = '\0'; /* a 1 MiB key */
+        ck_assert_int_eq(ld_client_track(c, big, ANN, NULL), 0);
+        big[1 << 20] = (char)('a' + (1 << 20) % 26);
+        ck_assert(flush(c));
+        json_t *e = evr_event_of(gz, "custom", 0);
+        ck_assert_ptr_nonnull(e);
+        json_t *got = json_object_get(json_object_get(e, "data"), "blob");
+        ck_assert_int_eq(json_string_length(got), len);
+        ck_assert(memcmp(json_string_value(got), big, len) == 0);
+        json_t *k = json_object_get(evr_event_of(gz, "custom", 1), "key");
+        ck_assert_int_eq(json_string_length(k), 1 << 20);
+        ck_assert(memcmp(json_string_value(k), big, 1 << 20) == 0);
+        client_done(c);
+    }
     free(big);
+}
+END_TEST
+
+START_TEST(test_stats_add_up_after_a_mixed_run)
+{
+    evr.statuses[0] = 202;
+    evr.statuses[1] = 413; /* the second payload is refused */
+    evr.nstatuses = 2;
+    ld_events_config *cfg = config();
+    ck_assert_int_eq(ld_events_config_set_capacity(cfg, 5), 0);
+    ld_client *c = client_with(NULL, cfg);
+    ld_events_config_free(cfg);
+    for (int i = 0; i < 8; i++) /* index + 4 taken, 4 dropped */
+        ld_client_track(c, "a", ANN, NULL);
+    json_eval(c, "plain", ANN); /* deduplicated */
+    ck_assert(flush(c));
+    ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
+    ck_assert(!flush(c));
+    ld_events_stats st = stats_of(c);
+    ck_assert_int_eq(st.events, 6);
+    ck_assert_int_eq(st.dropped, 4);
+    ck_assert_int_eq(st.deduplicated, 9); /* the 7 tracks after the first, the evaluation, "b" */
+    ck_assert_int_eq(st.payloads_sent, 1);
+    ck_assert_int_eq(st.payloads_dropped, 1);
+    ck_assert_int_eq(st.buffered, 0);
+    ck_assert_int_eq(st.in_flight, 0);
+    ck_assert(!st.stopped);
     client_done(c);
 }
 END_TEST
@@ -882,7 +921,8 @@ Suite *ld_suite_client_events_attack(void)
     tcase_add_test(tc, test_413_every_time_is_dropped_without_a_retry_and_sending_goes_on);
     tcase_add_test(tc, test_503_every_time_is_retried_once_per_payload);
     tcase_add_test(tc, test_capacity_holds_under_100000_tracks_and_flushes_with_a_held_service);
-    tcase_add_test(tc, test_huge_custom_data_goes_whole);
+    tcase_add_test(tc, test_huge_custom_data_and_key_go_whole_plain_and_gzip);
+    tcase_add_test(tc, test_stats_add_up_after_a_mixed_run);
     tcase_add_test(tc, test_contexts_with_odd_keys_and_many_kinds_are_told_apart);
     tcase_add_test(tc, test_10000_flags_in_one_summary);
     tcase_add_test(tc, test_a_1ms_flush_interval_starves_nothing_and_posts_only_what_is_held);
