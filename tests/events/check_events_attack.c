@@ -884,6 +884,29 @@ START_TEST(test_odd_private_attribute_references)
 }
 END_TEST
 
+START_TEST(test_a_context_s_own_odd_private_attributes)
+{
+    ld_client *c = client_with(NULL, NULL);
+    const char *why = NULL;
+    json_t *j = ld_test_j("{'kind': 'user', 'key': 'k', '~2': 1, 'a': {'b': 2, 'c': 3},"
+                          " '_meta': {'privateAttributes': ['/', '~2', '/a/b', '/a/b/c', '/zz']}}");
+    ld_context *ctx = ld_context_from_json(j, &why);
+    json_decref(j);
+    ck_assert_msg(ctx != NULL, "refused: %s", why ? why : "?");
+    ck_assert_int_eq(ld_client_identify(c, ctx), 0);
+    ck_assert(flush(c));
+    json_t *got = json_object_get(evr_event_of(0, "identify", 0), "context");
+    json_t *want = ld_test_j("{'kind': 'user', 'key': 'k', 'a': {'c': 3},"
+                             " '_meta': {'redactedAttributes': ['~2', '/a/b']}}");
+    char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_msg(json_equal(got, want), "got %s", g);
+    free(g);
+    json_decref(want);
+    ld_context_unref(ctx);
+    client_done(c);
+}
+END_TEST
+
 START_TEST(test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind)
 {
     ld_events_config *cfg = config();
@@ -936,6 +959,7 @@ Suite *ld_suite_client_events_attack(void)
                    test_close_with_a_service_that_never_answers_gives_up_after_the_read_timeout);
     tcase_add_test(tc, test_close_while_a_flush_waits_for_room_sends_all_once_released);
     tcase_add_test(tc, test_odd_private_attribute_references);
+    tcase_add_test(tc, test_a_context_s_own_odd_private_attributes);
     tcase_add_test(tc, test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind);
     suite_add_tcase(s, tc);
     /* Defects left for the owner: these fail (see their comments), so they
