@@ -30,7 +30,7 @@ static Suite *(*const suites[])(void) = {
     ld_suite_client,         ld_suite_secure_mode,  ld_suite_streaming,   ld_suite_polling,
     ld_suite_network_attack, ld_suite_client_big_segments, ld_suite_event_sender,
     ld_suite_event_forwarder, ld_suite_summarizer, ld_suite_context_format, ld_suite_event_payload,
-    ld_suite_client_big_segments_attack, ld_suite_client_events,
+    ld_suite_client_big_segments_attack, ld_suite_client_events, ld_suite_client_events_attack,
 };
 /* clang-format on */
 

@@ -186,26 +186,53 @@ struct lru_node {
     uint32_t prev, next; /* toward the most and the least recently used; UINT32_MAX: none */
 };
 
+/* The nodes and the table grow with the keys seen (doubling, up to `cap`):
+ * a large capacity costs nothing until that many contexts come. */
 struct lru {
     struct lru_node *nodes;
-    uint32_t *slots; /* node index + 1; 0: empty */
-    uint32_t cap, n, mask, head, tail;
+    uint32_t *slots;    /* node index + 1; 0: empty */
+    uint32_t cap, n;    /* keys at most; keys held */
+    uint32_t allocated; /* nodes allocated (<= cap) */
+    uint32_t mask;      /* the table's size - 1 (size >= 2 * allocated) */
+    uint32_t head, tail;
 };
+
+#define LRU_FIRST 64u
+
+/* Makes room for `nodes` nodes (<= cap), the table rebuilt twice as
+ * large. @return 0, or LD_ENOMEM (nothing changes). */
+static int lru_reserve(struct lru *l, uint32_t nodes)
+{
+    size_t size = 16;
+    while (size < (size_t)nodes * 2)
+        size *= 2;
+    struct lru_node *nn = ld__realloc(l->nodes, (size_t)nodes * sizeof *nn);
+    if (!nn)
+        return LD_ENOMEM;
+    l->nodes = nn;
+    uint32_t *slots = ld__calloc(size, sizeof *slots);
+    if (!slots)
+        return LD_ENOMEM; /* the nodes grew, but allocated is unchanged */
+    uint32_t mask = (uint32_t)(size - 1);
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint32_t s = (uint32_t)nn[i].h & mask;
+        while (slots[s])
+            s = (s + 1) & mask;
+        slots[s] = i + 1;
+    }
+    ld__free(l->slots);
+    l->slots = slots;
+    l->mask = mask;
+    l->allocated = nodes;
+    return 0;
+}
 
 static int lru_init(struct lru *l, int cap)
 {
     memset(l, 0, sizeof *l);
-    size_t size = 16;
-    while (size < (size_t)cap * 2)
-        size *= 2;
-    l->nodes = ld__calloc((size_t)cap, sizeof *l->nodes);
-    l->slots = ld__calloc(size, sizeof *l->slots);
-    if (!l->nodes || !l->slots)
-        return LD_ENOMEM;
     l->cap = (uint32_t)cap;
-    l->mask = (uint32_t)(size - 1);
     l->head = l->tail = UINT32_MAX;
-    return 0;
+    return lru_reserve(l, l->cap < LRU_FIRST ? l->cap : LRU_FIRST);
 }
 
 static void lru_clear(struct lru *l)
@@ -274,7 +301,15 @@ static bool lru_seen(struct lru *l, uint64_t h)
         }
     }
     uint32_t i;
-    if (l->n < l->cap) {
+    if (l->n == l->allocated && l->allocated < l->cap) {
+        uint32_t more = l->allocated > l->cap / 2 ? l->cap : l->allocated * 2;
+        if (lru_reserve(l, more) == 0) { /* else: full at what it has */
+            s = (uint32_t)h & l->mask;
+            while (l->slots[s])
+                s = (s + 1) & l->mask;
+        }
+    }
+    if (l->n < l->allocated) {
         i = l->n++;
     } else {
         i = l->tail;

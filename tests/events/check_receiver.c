@@ -29,7 +29,7 @@ static json_t *parse_body(struct evbuffer *in, bool gzip)
     size_t len = evbuffer_get_length(in);
     const unsigned char *p = evbuffer_pullup(in, -1);
     if (!gzip)
-        return json_loadb((const char *)p, len, 0, NULL);
+        return json_loadb((const char *)p, len, JSON_ALLOW_NUL, NULL);
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 15 + 16) != Z_OK)
@@ -55,7 +55,7 @@ static json_t *parse_body(struct evbuffer *in, bool gzip)
         n = cap - z.avail_out;
     }
     inflateEnd(&z);
-    json_t *j = out && rc == Z_STREAM_END ? json_loadb(out, n, 0, NULL) : NULL;
+    json_t *j = out && rc == Z_STREAM_END ? json_loadb(out, n, JSON_ALLOW_NUL, NULL) : NULL;
     free(out);
     return j;
 }
