@@ -121,8 +121,9 @@ LD_EXPORT int ld_events_config_set_diagnostics(ld_events_config *cfg, bool enabl
                                                int64_t interval_ms);
 
 /** What hears the processor's warnings (the buffer is full: events are
- *  being dropped). Called on the loop thread with a message borrowed for
- *  the call. @since 0.1.0 */
+ *  being dropped). Called from the loop (never inside the call that
+ *  dropped an event: it may close or free the processor or its client)
+ *  with a message borrowed for the call. @since 0.1.0 */
 typedef void (*ld_events_warning_fn)(const char *message, void *arg);
 
 /** Sets the warning function (NULL: none, the default). @since 0.1.0 */

@@ -376,7 +376,7 @@ struct ld__events {
     struct lru keys;
     struct ld__ev_record *recs;
     size_t n, cap;
-    struct event *flush_timer, *keys_timer, *diag_timer;
+    struct event *flush_timer, *keys_timer, *diag_timer, *warn_ev;
     struct batch *batches; /* under way, oldest first */
     int nbatches;
     ld_future **waiting; /* flushes waiting for a batch to end (five were under way) */
@@ -430,10 +430,10 @@ static struct ld__ev_record *record_slot(struct ld__events *e)
         e->diag_dropped++;
         if (!e->warned) {
             e->warned = true;
+            /* From the loop, never inside the call that dropped the event
+             * (the warning function may close or free the client). */
             if (e->cfg->warn)
-                e->cfg->warn("Exceeded event queue capacity. Increase capacity to avoid "
-                             "dropping events.",
-                             e->cfg->warn_arg);
+                event_active(e->warn_ev, EV_TIMEOUT, 0);
         }
         return NULL;
     }
@@ -877,6 +877,15 @@ static void on_flush_timer(evutil_socket_t fd, short what, void *arg)
     flush_now(arg, NULL);
 }
 
+static void on_warn(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ld__events *e = arg;
+    e->cfg->warn("Exceeded event queue capacity. Increase capacity to avoid dropping events.",
+                 e->cfg->warn_arg);
+}
+
 static void on_keys_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -939,6 +948,8 @@ static void ep_free(void *impl)
         event_free(e->keys_timer);
     if (e->diag_timer)
         event_free(e->diag_timer);
+    if (e->warn_ev)
+        event_free(e->warn_ev);
     lru_free(&e->keys);
     ld__summarizer_free(e->sum);
     ld__ctx_format_free(e->fmt);
@@ -1053,6 +1064,9 @@ ld_event_processor *ld_default_event_processor_new(struct event_base *base,
     e->sender = ld__ev_sender_new(base, net, 0);
     e->worker = ld__worker_new(base);
     if (!e->fmt || !e->sum || !e->sender || !e->worker || lru_init(&e->keys, e->cfg->keys) != 0)
+        goto fail;
+    e->warn_ev = event_new(base, -1, 0, on_warn, e);
+    if (!e->warn_ev)
         goto fail;
     if (add_timer(e, &e->flush_timer, on_flush_timer, e->cfg->flush_ms) != 0 ||
         add_timer(e, &e->keys_timer, on_keys_timer, e->cfg->keys_ms) != 0)

@@ -174,6 +174,8 @@ START_TEST(test_close_inside_the_warning_function)
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_track(c, "c", ANN, NULL), LD_EBUSY); /* warns: closes */
+    ck_assert_ptr_null(closed_in_warning); /* from the loop, not inside the call */
+    drain();
     ck_assert_ptr_nonnull(closed_in_warning);
     ck_assert_int_eq(ld_client_track(c, "d", ANN, NULL), LD_ECLOSED);
     ld_test_await_ok(closed_in_warning);
@@ -811,19 +813,9 @@ START_TEST(test_close_while_a_flush_waits_for_room_sends_all_once_released)
 }
 END_TEST
 
-/* DEFECT, left for the owner (not in the table below; it fails): the
- * warning function is called synchronously from inside the public call that
- * dropped the event (ld_client_bool_variation() here, through
- * ld__events_record_eval -> feature_record -> record_slot,
- * lib/events/event_processor.c:434). A warning function that frees the
- * client (as client.h allows from its listeners and its futures' callbacks)
- * frees the evaluator and the flag's item while ld__events_record_eval
- * still reads them (event_processor.c:591, `f->has_debug`): ASan
- * heap-use-after-free. The same holds for ld_client_track()/identify. A
- * fix: call the warning function from the loop (a deferred event of the
- * processor, freed with it), or document that the warning function must
- * not free or close the client. Run it: LDASYNC_ATTACK_DEFECTS=1
- * CK_RUN_SUITE=client_events_attack CK_RUN_CASE=defects tests/check_ldasync */
+/* A warning function that frees the client: it is called from the loop,
+ * never inside the call that dropped the event (which would go on reading
+ * the client), whether an evaluation, a track or an identify dropped it. */
 static ld_client *free_me;
 static void free_on_warning(const char *message, void *arg)
 {
@@ -836,19 +828,31 @@ static void free_on_warning(const char *message, void *arg)
 
 START_TEST(test_free_inside_the_warning_function_from_an_evaluation)
 {
-    ld_events_config *cfg = config();
-    ck_assert_int_eq(ld_events_config_set_capacity(cfg, 1), 0);
-    ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, free_on_warning, NULL), 0);
-    ld_client *c = free_me = client_with(NULL, cfg);
-    ld_events_config_free(cfg);
-    /* index fills it; the feature event warns, from the evaluation's
-     * completion on the loop: the client is freed there */
-    ld_future *f = ld_client_bool_variation(c, "tracked", ANN, false);
-    ld_test_wait(f);
-    ck_assert_ptr_null(free_me);
-    ck_assert(!ld_future_is_pending(f));
-    ld_future_unref(f);
-    drain();
+    for (int how = 0; how < 3; how++) {
+        ld_events_config *cfg = config();
+        ck_assert_int_eq(ld_events_config_set_capacity(cfg, 1), 0);
+        ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, free_on_warning, NULL), 0);
+        ld_client *c = free_me = client_with(NULL, cfg);
+        ld_events_config_free(cfg);
+        /* full; then the feature event, the custom event or the identify
+         * event is dropped and warns */
+        if (how == 0) {
+            ld_future *f = ld_client_bool_variation(c, "tracked", ANN, false);
+            ld_test_wait(f);
+            ck_assert(!ld_future_is_pending(f));
+            ld_future_unref(f);
+        } else {
+            /* a track's index event fills it; an identify makes none */
+            if (how == 2)
+                ck_assert_int_eq(ld_client_identify(c, ANN), 0);
+            ck_assert_int_eq(how == 1 ? ld_client_track(c, "b", ANN, NULL)
+                                      : ld_client_identify(c, ANN),
+                             LD_EBUSY);
+            ck_assert_ptr_nonnull(free_me); /* still there after the call */
+        }
+        drain();
+        ck_assert_ptr_null(free_me);
+    }
 }
 END_TEST
 
@@ -961,15 +965,7 @@ Suite *ld_suite_client_events_attack(void)
     tcase_add_test(tc, test_odd_private_attribute_references);
     tcase_add_test(tc, test_a_context_s_own_odd_private_attributes);
     tcase_add_test(tc, test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind);
+    tcase_add_test(tc, test_free_inside_the_warning_function_from_an_evaluation);
     suite_add_tcase(s, tc);
-    /* Defects left for the owner: these fail (see their comments), so they
-     * run only when LDASYNC_ATTACK_DEFECTS is set. */
-    if (getenv("LDASYNC_ATTACK_DEFECTS")) {
-        TCase *bad = tcase_create("defects");
-        tcase_add_checked_fixture(bad, attack_up, attack_down);
-        tcase_set_timeout(bad, 30);
-        tcase_add_test(bad, test_free_inside_the_warning_function_from_an_evaluation);
-        suite_add_tcase(s, bad);
-    }
     return s;
 }
