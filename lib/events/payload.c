@@ -30,16 +30,28 @@
 
 /* ---- the text ------------------------------------------------------------- */
 
+/* Text written before, to write again: what `key` (a context, with or
+ * without anonymous redaction; a key's bytes) became, at p[off, off+len). */
+struct memo {
+    const void *key;
+    size_t off, len;
+};
+
 struct buf {
     char *p;
     size_t len, cap;
     bool oom; /* sticky: once an append failed, every later one fails */
+    /* Events in a row often share their context (a request's evaluations)
+     * and their flag key: each is formatted once, then copied. */
+    struct memo ctx[2], key;
+    size_t key_len; /* the bytes of key.key */
 };
 
-/* Appends `n` bytes; false when memory ran out, then or before. Sticky
- * because jansson (2.14) ignores its callback's failure while writing an
- * object's key and goes on: the text would lack bytes, not fail. */
-static bool put(struct buf *b, const char *s, size_t n)
+/* Room for `n` more bytes; false when memory ran out, then or before.
+ * Sticky because jansson (2.14) ignores its callback's failure while
+ * writing an object's key and goes on: the text would lack bytes, not
+ * fail. */
+static bool reserve(struct buf *b, size_t n)
 {
     if (b->oom)
         return false;
@@ -57,12 +69,30 @@ static bool put(struct buf *b, const char *s, size_t n)
         b->p = p;
         b->cap = cap;
     }
+    return true;
+}
+
+/* Appends `n` bytes (not from the buffer itself). */
+static bool put(struct buf *b, const char *s, size_t n)
+{
+    if (!reserve(b, n))
+        return false;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     return true;
 }
 
 #define PUT_LIT(b, lit) put((b), (lit), sizeof(lit) - 1)
+
+/* Writes again what `m` points to in the buffer itself. */
+static bool put_again(struct buf *b, const struct memo *m)
+{
+    if (!reserve(b, m->len))
+        return false;
+    memcpy(b->p + b->len, b->p + m->off, m->len); /* an offset: the buffer may have moved */
+    b->len += m->len;
+    return true;
+}
 
 static bool put_i64(struct buf *b, int64_t v)
 {
@@ -101,6 +131,20 @@ static bool put_str(struct buf *b, const char *s, size_t len)
     return put_own(b, json_stringn_nocheck(s ? s : "", s ? len : 0));
 }
 
+/* A flag's or event's key: the text of the one before when it is the same
+ * bytes (the same pointer and length: a flag's own key). */
+static bool put_key(struct buf *b, const char *s, size_t len)
+{
+    if (s && b->key.key == s && b->key.len > 0 && b->key_len == len)
+        return put_again(b, &b->key);
+    size_t off = b->len;
+    if (!put_str(b, s, len))
+        return false;
+    b->key = (struct memo){s, off, b->len - off};
+    b->key_len = len;
+    return true;
+}
+
 /* ---- the events ----------------------------------------------------------- */
 
 /* {"kind":K,"creationDate":ms */
@@ -110,10 +154,20 @@ static bool put_head(struct buf *b, const char *kind, int64_t ms)
            PUT_LIT(b, "\",\"creationDate\":") && put_i64(b, ms);
 }
 
+/* ,"context":CTX, formatted once for the events in a row that share it. */
 static bool put_ctx(struct buf *b, const struct ld__ctx_format *fmt, const ld_context *ctx,
                     bool redact_anonymous)
 {
-    return PUT_LIT(b, ",\"context\":") && put_own(b, ld__ctx_format(fmt, ctx, redact_anonymous));
+    struct memo *m = &b->ctx[redact_anonymous];
+    if (!PUT_LIT(b, ",\"context\":"))
+        return false;
+    if (m->key == ctx && m->len > 0)
+        return put_again(b, m);
+    size_t off = b->len;
+    if (!put_own(b, ld__ctx_format(fmt, ctx, redact_anonymous)))
+        return false;
+    *m = (struct memo){ctx, off, b->len - off};
+    return true;
 }
 
 static bool put_feature(struct buf *b, const struct ld__ctx_format *fmt,
@@ -121,7 +175,7 @@ static bool put_feature(struct buf *b, const struct ld__ctx_format *fmt,
 {
     bool feature = r->kind == LD__EV_FEATURE;
     if (!put_head(b, feature ? "feature" : "debug", r->creation_ms) || !PUT_LIT(b, ",\"key\":") ||
-        !put_str(b, r->key, r->key_len))
+        !put_key(b, r->key, r->key_len))
         return false;
     if (r->version != LD__NO_VERSION && !(PUT_LIT(b, ",\"version\":") && put_i64(b, r->version)))
         return false;

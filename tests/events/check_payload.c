@@ -405,6 +405,39 @@ START_TEST(test_strings_escaped)
 END_TEST
 
 /* A raw event is written as it is, where it comes. */
+/* Events in a row sharing a context (with and without anonymous
+ * redaction) and a flag key: each written as if alone, whatever comes
+ * between (the writer copies what it wrote for the one before). */
+START_TEST(test_shared_contexts_and_keys_written_as_alone)
+{
+    struct ld__ctx_format *fmt = ld__ctx_format_new(false, NULL, 0);
+    ld_context *a = ld_test_ctx_of(ANON), *u = ld_test_ctx_of(USER_U);
+    const char *key = "flag-\"k\"";
+    struct ld__ev_record r[7] = {rec(LD__EV_FEATURE, 1, key, a), rec(LD__EV_INDEX, 2, NULL, a),
+                                 rec(LD__EV_FEATURE, 3, key, a), rec(LD__EV_DEBUG, 4, key, a),
+                                 rec(LD__EV_FEATURE, 5, key, u), rec(LD__EV_FEATURE, 6, key, a),
+                                 rec(LD__EV_CUSTOM, 7, key, a)};
+    json_t *all = write_parsed(fmt, r, 7, NULL, 7);
+    for (size_t i = 0; i < 7; i++) {
+        json_t *alone = write_parsed(fmt, &r[i], 1, NULL, 1);
+        ck_assert_msg(json_equal(json_array_get(all, i), json_array_get(alone, 0)),
+                      "event %zu differs", i);
+        json_decref(alone);
+    }
+    /* and what they are: the anonymous context redacted in feature events
+     * only, the key escaped */
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(all, 5), "key")),
+                     "flag-\"k\"");
+    expect("feature", json_object_get(json_array_get(all, 5), "context"), ANON_REDACTED);
+    expect("debug", json_object_get(json_array_get(all, 3), "context"), ANON_SHOWN);
+    expect("other", json_object_get(json_array_get(all, 4), "context"), USER_U);
+    json_decref(all);
+    ld_context_unref(a);
+    ld_context_unref(u);
+    ld__ctx_format_free(fmt);
+}
+END_TEST
+
 START_TEST(test_raw_event)
 {
     struct ld__ctx_format *fmt = ld__ctx_format_new(false, NULL, 0);
@@ -795,6 +828,7 @@ Suite *ld_suite_event_payload(void)
     tcase_add_test(tc, test_multi_kind_context);
     tcase_add_test(tc, test_custom_data_and_metric);
     tcase_add_test(tc, test_strings_escaped);
+    tcase_add_test(tc, test_shared_contexts_and_keys_written_as_alone);
     tcase_add_test(tc, test_raw_event);
     tcase_add_test(tc, test_summary_last);
     tcase_add_test(tc, test_no_records);
