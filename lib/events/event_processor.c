@@ -374,6 +374,7 @@ struct ld__events {
     struct ld__ev_sender *sender;
     struct ld__worker *worker;
     struct lru keys;
+    ld_context *last_ctx; /* the context context_seen() saw last (referenced) */
     struct ld__ev_record *recs;
     size_t n, cap;
     struct event *flush_timer, *keys_timer, *diag_timer, *warn_ev;
@@ -500,10 +501,24 @@ static ld_context *without_anonymous(ld_context *ctx)
 
 /* An index event for `ctx` unless its key was seen (or anonymous contexts
  * are left out of them). */
+/* Whether `ctx`'s key was in the LRU (it is now, the most recent). The
+ * context seen last is remembered (referenced, so that its address is not
+ * another's): evaluations of many flags for one context look its key up
+ * once. */
+static bool context_seen(struct ld__events *e, const ld_context *ctx)
+{
+    if (ctx == e->last_ctx)
+        return true; /* the LRU's most recent already */
+    const char *fq = ld_context_fully_qualified_key(ctx);
+    bool seen = lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
+    ld_context_unref(e->last_ctx);
+    e->last_ctx = ld_context_ref((ld_context *)ctx);
+    return seen;
+}
+
 static void notice_context(struct ld__events *e, const ld_context *ctx, int64_t now)
 {
-    const char *fq = ld_context_fully_qualified_key(ctx);
-    if (lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)))) {
+    if (context_seen(e, ctx)) {
         e->stats.deduplicated++;
         e->diag_dedup++;
         return;
@@ -601,8 +616,7 @@ int ld__events_identify(struct ld__events *e, ld_context *ctx)
     if (e->closed)
         return LD_ECLOSED;
     int64_t now = now_ms(e);
-    const char *fq = ld_context_fully_qualified_key(ctx);
-    lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
+    context_seen(e, ctx);
     ld_context *c = e->cfg->omit_anonymous ? without_anonymous(ctx) : ld_context_ref(ctx);
     if (!c)
         return 0; /* anonymous only: nothing to send */
@@ -892,6 +906,8 @@ static void on_keys_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct ld__events *e = arg;
     lru_clear(&e->keys);
+    ld_context_unref(e->last_ctx);
+    e->last_ctx = NULL;
 }
 
 static void maybe_closed(struct ld__events *e)
@@ -951,6 +967,7 @@ static void ep_free(void *impl)
     if (e->warn_ev)
         event_free(e->warn_ev);
     lru_free(&e->keys);
+    ld_context_unref(e->last_ctx);
     ld__summarizer_free(e->sum);
     ld__ctx_format_free(e->fmt);
     ld_events_config_free(e->cfg);
