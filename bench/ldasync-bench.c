@@ -2456,7 +2456,6 @@ static double bench_summary_record_1k(struct event_base *base, long ops)
     return summary_record(ops, 1000);
 }
 
-
 /* Evaluations through an ld_client, as an application makes them, with
  * analytics events off or on. The client holds the eval group's data (its
  * store, initialized; an initializer that finds no file, so no stream) and
@@ -2469,19 +2468,30 @@ static double bench_summary_record_1k(struct event_base *base, long ops)
  *                                 (and its context looked up in the LRU)
  *   client.eval.tracked.events    events on, the flag "tracked" has
  *                                 trackEvents: each evaluation also keeps a
- *                                 feature event (capacity: all of them);
- *                                 the clock includes the flush of them all
- *                                 (written and gzip-free on the worker,
- *                                 posted, answered)
+ *                                 feature event (capacity: all of them)
+ *   client.eval.tracked.flush_ms  then the flush of them all, in ms (one
+ *                                 payload written on the worker, posted,
+ *                                 answered), per op count given
  */
 
 struct sink {
     pthread_t thread;
     struct event_base *base;
     struct evhttp *http;
+    struct event *tick; /* wakes its loop to see `stop` (libevent threading may be off) */
+    atomic_bool stop;
     int port;
-    long posts, bytes;
+    atomic_long posts, bytes;
 };
+
+static void sink_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sink *k = arg;
+    if (atomic_load(&k->stop))
+        event_base_loopbreak(k->base);
+}
 
 static void sink_answer(struct evhttp_request *req, void *arg)
 {
@@ -2512,14 +2522,18 @@ static void sink_start(struct sink *k)
     getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sin, &len);
     k->port = ntohs(sin.sin_port);
     evhttp_set_gencb(k->http, sink_answer, k);
-    if (pthread_create(&k->thread, NULL, sink_run, k) != 0)
+    k->tick = event_new(k->base, -1, EV_PERSIST, sink_tick, k);
+    struct timeval ms5 = {0, 5000};
+    if (!k->tick || event_add(k->tick, &ms5) != 0 ||
+        pthread_create(&k->thread, NULL, sink_run, k) != 0)
         exit(1);
 }
 
 static void sink_stop(struct sink *k)
 {
-    event_base_loopbreak(k->base);
+    atomic_store(&k->stop, true);
     pthread_join(k->thread, NULL);
+    event_free(k->tick);
     evhttp_free(k->http);
     event_base_free(k->base);
 }
@@ -2570,13 +2584,14 @@ static void client_next(ld_future *f, void *arg)
     ld_future_on_complete(ld_client_bool_variation(r->cl, r->flag, r->ctx, false), client_next, r);
 }
 
-static double client_eval(struct event_base *base, long ops, bool events, bool tracked)
+static double client_eval(struct event_base *base, long ops, bool events, bool tracked,
+                          bool flush_ms)
 {
     ld_store *st = eval_store(base);
     if (tracked) {
-        json_t *f = json_pack("{s:s,s:i,s:b,s:b,s:[b,b],s:{s:i},s:s}", "key", "tracked",
-                              "version", 1, "on", 1, "trackEvents", 1, "variations", 1, 0,
-                              "fallthrough", "variation", 0, "salt", "s");
+        json_t *f = json_pack("{s:s,s:i,s:b,s:b,s:[b,b],s:{s:i},s:s}", "key", "tracked", "version",
+                              1, "on", 1, "trackEvents", 1, "variations", 1, 0, "fallthrough",
+                              "variation", 0, "salt", "s");
         wait_ok(ld_store_upsert(st, ld_kind_features(), f), "upsert");
         json_decref(f);
     }
@@ -2596,7 +2611,9 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
     double t0 = now_ns();
     ld_future_on_complete(ld_client_bool_variation(cl, r.flag, r.ctx, false), client_next, &r);
     run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
     if (tracked) {
+        t0 = now_ns();
         ld_future *f = ld_client_flush(cl);
         while (ld_future_is_pending(f))
             event_base_loop(base, EVLOOP_ONCE);
@@ -2605,8 +2622,9 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
             exit(1);
         }
         ld_future_unref(f);
+        if (flush_ms)
+            ns = (now_ns() - t0) / 1e6;
     }
-    double ns = (now_ns() - t0) / (double)ops;
     if (r.wrong) {
         fprintf(stderr, "client.eval: %ld of %ld evaluations served another value\n", r.wrong, ops);
         exit(1);
@@ -2623,17 +2641,22 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
 
 static double bench_client_eval_bool(struct event_base *base, long ops)
 {
-    return client_eval(base, ops, false, false);
+    return client_eval(base, ops, false, false, false);
 }
 
 static double bench_client_eval_bool_events(struct event_base *base, long ops)
 {
-    return client_eval(base, ops, true, false);
+    return client_eval(base, ops, true, false, false);
 }
 
 static double bench_client_eval_tracked_events(struct event_base *base, long ops)
 {
-    return client_eval(base, ops, true, true);
+    return client_eval(base, ops, true, true, false);
+}
+
+static double bench_client_eval_tracked_flush_ms(struct event_base *base, long ops)
+{
+    return client_eval(base, ops, true, true, true);
 }
 
 /* A flush of 10,000 events and the summary of 10,000 flags: a client whose
@@ -2777,6 +2800,7 @@ static const struct workload workloads[] = {
     {"client.eval.bool", 1000000, bench_client_eval_bool, 0},
     {"client.eval.bool.events", 1000000, bench_client_eval_bool_events, 0},
     {"client.eval.tracked.events", 200000, bench_client_eval_tracked_events, 1},
+    {"client.eval.tracked.flush_ms", 200000, bench_client_eval_tracked_flush_ms, 1},
     {"events.flush_10k.ms", 5, bench_events_flush_ms, 1},
     {"events.flush_10k.pass_ms", 5, bench_events_flush_pass_ms, 1},
     {"events.flush_10k.kb", 1, bench_events_flush_kb, 1},
