@@ -406,6 +406,7 @@ static ld_client *client_of(void)
     ld_client_options *o = ld_client_options_new();
     ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ck_assert_int_eq(ld_client_options_set_events(o, false), 0); /* no events service here */
     ld_net_config_free(c);
     ld_client *cl = ld_client_new(B, o);
     ld_client_options_free(o);

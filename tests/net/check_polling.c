@@ -478,6 +478,7 @@ START_TEST(test_a_client_set_to_poll_polls)
     ld_client_options *o = ld_client_options_new();
     ld_net_config *c = config(30000);
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ck_assert_int_eq(ld_client_options_set_events(o, false), 0); /* no events service here */
     ck_assert_int_eq(ld_client_options_set_polling(o, true), 0);
     ld_net_config_free(c);
     ld_client *cl = ld_client_new(B, o);

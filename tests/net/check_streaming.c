@@ -893,6 +893,7 @@ START_TEST(test_a_client_with_a_net_config_streams)
     ld_client_options *o = ld_client_options_new();
     ld_net_config *c = fake_config();
     ck_assert_int_eq(ld_client_options_set_net_config(o, c), 0);
+    ck_assert_int_eq(ld_client_options_set_events(o, false), 0); /* no events service here */
     ld_net_config_free(c);
     ld_client *cl = ld_client_new(B, o);
     ld_client_options_free(o);
