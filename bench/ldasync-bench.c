@@ -2679,6 +2679,7 @@ static double events_flush(long ops, int what)
         ld_events_config *cfg = ld_events_config_new();
         ld_events_config_set_diagnostics(cfg, false, 900000);
         ld_events_config_set_flush_interval(cfg, 3600000);
+        ld_events_config_set_capacity(cfg, 10001); /* the context's index event, and 10,000 */
         ld_client *cl = bench_client(base, st, &k, cfg);
         ld_events_config_free(cfg);
         ld_context *ctx = eval_context("user-1");
@@ -2687,8 +2688,10 @@ static double events_flush(long ops, int what)
             char key[32];
             flag_key(key, sizeof key, e);
             ld_future_unref(ld_client_bool_variation(cl, key, ctx, false));
-            if (ld_client_track(cl, "viewed", ctx, data) != 0)
+            if (ld_client_track(cl, "viewed", ctx, data) != 0) {
+                fprintf(stderr, "events.flush: a track was refused\n");
                 exit(1);
+            }
         }
         json_decref(data);
         drain(base);
@@ -2701,8 +2704,10 @@ static double events_flush(long ops, int what)
         while (ld_future_is_pending(f))
             event_base_loop(base, EVLOOP_ONCE);
         total += now_ns() - t0;
-        if (!ld_future_is_fulfilled(f) || !ld_future_bool(f) || k.posts != 1)
+        if (!ld_future_is_fulfilled(f) || !ld_future_bool(f) || k.posts != 1) {
+            fprintf(stderr, "events.flush: not delivered\n");
             exit(1);
+        }
         ld_future_unref(f);
         event_free(probe);
         if (stall_max_ns > worst)

@@ -400,7 +400,10 @@ struct batch {
     const struct ld__ctx_format *fmt;
     struct ld__ev_record *recs;
     size_t n;
-    json_t *summary;
+    struct ld__summary *summary;
+    size_t released;          /* records let go of so far (after the write) */
+    struct event *release_ev; /* lets go of the next slice of them */
+    bool posted;              /* the post is over (or never made) */
     bool gzip;
     bool ok;
     ld_future **outs; /* explicit flushes that wait for this batch */
@@ -679,10 +682,12 @@ static int ep_send_event(void *impl, json_t *event)
 
 static void batch_free(struct batch *b)
 {
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = b->released; i < b->n; i++)
         record_release(&b->recs[i]);
     ld__free(b->recs);
-    json_decref(b->summary);
+    if (b->release_ev)
+        event_free(b->release_ev);
+    ld__summary_free(b->summary);
     for (size_t i = 0; i < b->nouts; i++) {
         ld_future_fulfill_bool(b->outs[i], b->ok);
         ld_future_unref(b->outs[i]);
@@ -751,32 +756,58 @@ static void batch_end(struct batch *b, bool ok)
         maybe_closed(e);
 }
 
+/* Records let go of in one pass of the loop, at most (what 200,000
+ * feature events held is let go of in slices: no pass holds the loop). */
+#define RELEASE_SLICE 4096
+
+/* The batch ends once its post is over and its records let go of. */
+static void maybe_end(struct batch *b)
+{
+    if (b->posted && b->released == b->n)
+        batch_end(b, b->ok);
+}
+
+static void release_some(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct batch *b = arg;
+    size_t end = b->n - b->released > RELEASE_SLICE ? b->released + RELEASE_SLICE : b->n;
+    for (; b->released < end; b->released++)
+        record_release(&b->recs[b->released]);
+    if (b->released < b->n)
+        event_active(b->release_ev, EV_TIMEOUT, 0);
+    else
+        maybe_end(b);
+}
+
 static void posted(ld_future *f, void *arg)
 {
     struct batch *b = arg;
-    batch_end(b, ld_future_is_fulfilled(f) && ld_future_bool(f));
+    b->ok = ld_future_is_fulfilled(f) && ld_future_bool(f);
+    b->posted = true;
+    maybe_end(b);
 }
 
 static void written(ld_future *f, void *arg)
 {
     struct batch *b = arg;
-    /* What the records held is let go of on the loop, now that the worker
-     * is done with them. */
-    for (size_t i = 0; i < b->n; i++)
-        record_release(&b->recs[i]);
-    b->n = 0;
-    json_decref(b->summary);
+    ld__summary_free(b->summary); /* its values are let go of on the loop */
     b->summary = NULL;
     struct body *body = ld_future_is_fulfilled(f) ? ld_future_ptr(f) : NULL;
-    if (!body || !b->e) {
-        batch_end(b, false);
-        return;
+    ld_future *post = NULL;
+    if (body && b->e) {
+        char *s = body->s;
+        body->s = NULL;
+        post = ld__ev_sender_post(b->e->sender, LD__EV_ANALYTICS, s, body->len, b->gzip);
     }
-    char *s = body->s;
-    body->s = NULL;
-    ld_future *post = ld__ev_sender_post(b->e->sender, LD__EV_ANALYTICS, s, body->len, b->gzip);
-    if (!post || ld_future_on_complete(post, posted, b) != 0) /* steals it */
-        batch_end(b, false);
+    if (!post || ld_future_on_complete(post, posted, b) != 0) { /* steals it */
+        b->ok = false;
+        b->posted = true;
+    }
+    /* What the records held is let go of on the loop, now that the worker
+     * is done with them, while the payload is posted. */
+    release_some(-1, 0, b);
 }
 
 /* Adds `out` (a reference taken) to what waits for batch `b`. */
@@ -834,8 +865,8 @@ static void flush_now(struct ld__events *e, ld_future *out)
         return;
     }
     struct batch *b = ld__calloc(1, sizeof *b);
-    json_t *summary = NULL;
-    if (!b || ld__summarizer_flush(e->sum, &summary) != 0) {
+    struct ld__summary *summary = NULL;
+    if (!b || ld__summarizer_take(e->sum, &summary) != 0) {
         ld__free(b);
         if (out) {
             ld_future_fulfill_bool(out, false);
@@ -870,13 +901,10 @@ static void flush_now(struct ld__events *e, ld_future *out)
         p = &(*p)->next;
     *p = b;
     e->nbatches++;
-    ld_future *work = ld__worker_submit(e->worker, write_job, b, body_free);
-    if (!work || ld_future_on_complete(work, written, b) != 0) { /* steals it */
-        for (size_t i = 0; i < b->n; i++)
-            record_release(&b->recs[i]);
-        b->n = 0;
+    b->release_ev = event_new(e->base, -1, 0, release_some, b);
+    ld_future *work = b->release_ev ? ld__worker_submit(e->worker, write_job, b, body_free) : NULL;
+    if (!work || ld_future_on_complete(work, written, b) != 0) /* steals it */
         batch_end(b, false);
-    }
 }
 
 static void ep_flush(void *impl, ld_future *out)

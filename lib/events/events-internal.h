@@ -121,8 +121,30 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
 /* True if nothing was recorded since the last flush (or NULL `s`). */
 bool ld__summarizer_empty(const struct ld__summarizer *s);
 
-/* The summary event of what was recorded since the last flush, then the
- * counts reset (a new interval begins). *out receives a new object, or
+/* What a flush sends of the summary: made on the loop from the
+ * summarizer, without JSON (keys, kinds and counts copied, values held),
+ * then written as text by any thread, and freed on the loop (which
+ * releases the values). */
+struct ld__summary;
+
+/* The summary of what was recorded since the last flush (*out; NULL when
+ * nothing was), its values moved out, then the counts reset (a new
+ * interval begins). Returns 0; LD_EINVAL; LD_ENOMEM, with nothing reset. */
+int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out);
+
+/* Writes the summary event's JSON text (compact) through put(text, n, arg)
+ * (0: go on; else it stops), as ld__summarizer_flush() documents it. Reads
+ * only: any thread. Returns 0; LD_EINVAL; LD_ENOMEM when put failed or a
+ * string could not be made. */
+typedef int (*ld__summary_put_fn)(const char *text, size_t n, void *arg);
+int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void *arg);
+
+/* Frees it and releases its values (NULL-safe). Loop thread. */
+void ld__summary_free(struct ld__summary *sum);
+
+/* The summary event of what was recorded since the last flush, as JSON
+ * (ld__summary_dump()'s text parsed: for tests), then the counts reset (a
+ * new interval begins). *out receives a new object, or
  * NULL when nothing was recorded. Returns 0; LD_EINVAL (NULL argument);
  * LD_ENOMEM, with nothing reset (the next flush has it all). */
 int ld__summarizer_flush(struct ld__summarizer *s, json_t **out);
@@ -176,7 +198,7 @@ struct ld__ev_record {
  * but raw without a context); LD_ENOMEM (also for a string jansson cannot
  * write: invalid UTF-8). */
 int ld__payload_write(const struct ld__ctx_format *fmt, const struct ld__ev_record *recs, size_t n,
-                      const json_t *summary, bool gzip, char **body, size_t *len);
+                      const struct ld__summary *summary, bool gzip, char **body, size_t *len);
 
 /* `in` (`len` bytes) gzip-compressed (zlib; RFC 1952) into *out
  * (ld__malloc()ed) and *out_len; zlib allocates through ld__malloc().

@@ -230,7 +230,7 @@ static bool put_record(struct buf *b, const struct ld__ctx_format *fmt,
 }
 
 int ld__payload_write(const struct ld__ctx_format *fmt, const struct ld__ev_record *recs, size_t n,
-                      const json_t *summary, bool gzip, char **body, size_t *len)
+                      const struct ld__summary *summary, bool gzip, char **body, size_t *len)
 {
     if (!body || !len || (n && !recs) || !fmt)
         return LD_EINVAL;
@@ -244,7 +244,7 @@ int ld__payload_write(const struct ld__ctx_format *fmt, const struct ld__ev_reco
     for (size_t i = 0; ok && i < n; i++)
         ok = (i == 0 || PUT_LIT(&b, ",")) && put_record(&b, fmt, &recs[i]);
     if (ok && summary)
-        ok = (n == 0 || PUT_LIT(&b, ",")) && put_json(&b, summary);
+        ok = (n == 0 || PUT_LIT(&b, ",")) && ld__summary_dump(summary, dump_cb, &b) == 0 && !b.oom;
     ok = ok && PUT_LIT(&b, "]");
     if (!ok) {
         ld__free(b.p);

@@ -13,8 +13,10 @@
  * (with counts at zero), so that recording allocates only on the first sight of a flag, a pair or a
  * kind; a flag not recorded in a whole interval is dropped.
  */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <ldasync/context.h>
@@ -416,80 +418,208 @@ bool ld__summarizer_empty(const struct ld__summarizer *s)
     return !s || !s->any;
 }
 
-/* A copy of a held value for the summary (shares nothing with it). */
-static json_t *copy_of(const json_t *v)
+static void reset(struct ld__summarizer *s);
+
+/* ---- a flush's summary, taken whole ----------------------------------------- */
+
+struct scounter {
+    json_t *value; /* held (moved from the summarizer) */
+    uint64_t count;
+    int64_t version;
+    int variation;
+};
+
+struct sflag {
+    const char *key; /* in the summary's own bytes */
+    size_t len;
+    json_t *def; /* held */
+    const char **kinds;
+    size_t *kind_lens;
+    size_t nk;
+    struct scounter *counters;
+    size_t nc;
+};
+
+struct ld__summary {
+    int64_t start, end;
+    struct sflag *flags;
+    size_t n;
+    /* all of it is one allocation: this, the flags, counters, kinds and bytes */
+};
+
+/* Rounds `n` up to a multiple of 8 (what follows is aligned). */
+static size_t up8(size_t n)
 {
-    return json_deep_copy(v ? v : json_null());
+    return (n + 7) & ~(size_t)7;
 }
 
-/* The object of flag `f` in "features", or NULL when memory ran out. */
-static json_t *flag_json(const struct flag *f)
+/* The summary of what was recorded, its values moved out of the
+ * summarizer (then reset) or, unless `move`, held once more (the
+ * summarizer unchanged). */
+static int snapshot(struct ld__summarizer *s, bool move, struct ld__summary **out)
 {
-    json_t *o = json_object();
-    json_t *kinds = json_array();
-    json_t *counters = json_array();
-    if (!o || !kinds || !counters) {
-        json_decref(kinds);
-        json_decref(counters);
-        goto fail;
+    *out = NULL;
+    if (!s->any) {
+        if (move)
+            reset(s);
+        return 0;
     }
-    if (json_object_set_new_nocheck(o, "contextKinds", kinds) != 0) {
-        json_decref(counters);
-        goto fail;
-    }
-    if (json_object_set_new_nocheck(o, "counters", counters) != 0 ||
-        json_object_set_new_nocheck(o, "default", copy_of(f->def)) != 0)
-        goto fail;
-    for (size_t i = 0; i < f->nk; i++)
-        if (f->kinds[i].seen &&
-            json_array_append_new(kinds, json_stringn_nocheck(f->kinds[i].name, f->kinds[i].len)) !=
-                0)
-            goto fail;
-    for (size_t i = 0; i < f->nc; i++) {
-        const struct counter *c = &f->counters[i];
-        if (!c->count)
-            continue;
-        json_t *e = json_object();
-        if (json_array_append_new(counters, e) != 0 ||
-            json_object_set_new_nocheck(e, "value", copy_of(c->value)) != 0 ||
-            json_object_set_new_nocheck(e, "count", json_integer((json_int_t)c->count)) != 0 ||
-            (c->variation != LD__NO_VARIATION &&
-             json_object_set_new_nocheck(e, "variation", json_integer(c->variation)) != 0) ||
-            (c->version != LD__NO_VERSION
-                 ? json_object_set_new_nocheck(e, "version", json_integer(c->version))
-                 : json_object_set_new_nocheck(e, "unknown", json_true())) != 0)
-            goto fail;
-    }
-    return o;
-fail:
-    json_decref(o);
-    return NULL;
-}
-
-/* The summary event, or NULL when memory ran out. */
-static json_t *summary_json(const struct ld__summarizer *s)
-{
-    json_t *ev = json_object();
-    json_t *features = json_object();
-    if (!ev || !features) {
-        json_decref(features);
-        goto fail;
-    }
-    if (json_object_set_new_nocheck(ev, "features", features) != 0 ||
-        json_object_set_new_nocheck(ev, "kind", json_string_nocheck("summary")) != 0 ||
-        json_object_set_new_nocheck(ev, "startDate", json_integer(s->start)) != 0 ||
-        json_object_set_new_nocheck(ev, "endDate", json_integer(s->end)) != 0)
-        goto fail;
+    size_t nf = 0, nc = 0, nk = 0, bytes = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct flag *f = &s->flags[i];
-        if (f->active && json_object_setn_new_nocheck(features, f->key, f->len, flag_json(f)) != 0)
-            goto fail;
+        if (!f->active)
+            continue;
+        nf++;
+        bytes += f->len + 1;
+        for (size_t k = 0; k < f->nc; k++)
+            nc += f->counters[k].count > 0;
+        for (size_t k = 0; k < f->nk; k++)
+            if (f->kinds[k].seen) {
+                nk++;
+                bytes += f->kinds[k].len + 1;
+            }
     }
-    return ev;
-fail:
-    json_decref(ev);
-    return NULL;
+    size_t size = up8(sizeof(struct ld__summary)) + up8(nf * sizeof(struct sflag)) +
+                  up8(nc * sizeof(struct scounter)) + up8(nk * sizeof(char *)) +
+                  up8(nk * sizeof(size_t)) + bytes;
+    char *mem = ld__malloc(size);
+    if (!mem)
+        return LD_ENOMEM;
+    struct ld__summary *sum = (struct ld__summary *)(void *)mem;
+    char *p = mem + up8(sizeof *sum);
+    sum->flags = (struct sflag *)(void *)p;
+    p += up8(nf * sizeof(struct sflag));
+    struct scounter *cs = (struct scounter *)(void *)p;
+    p += up8(nc * sizeof(struct scounter));
+    const char **ks = (const char **)(void *)p;
+    p += up8(nk * sizeof(char *));
+    size_t *kl = (size_t *)(void *)p;
+    p += up8(nk * sizeof(size_t));
+    sum->n = 0;
+    sum->start = s->start;
+    sum->end = s->end;
+    for (size_t i = 0; i < s->n; i++) {
+        struct flag *f = &s->flags[i];
+        if (!f->active)
+            continue;
+        struct sflag *o = &sum->flags[sum->n++];
+        memcpy(p, f->key, f->len);
+        p[f->len] = '\0';
+        o->key = p;
+        o->len = f->len;
+        p += f->len + 1;
+        o->def = move ? f->def : hold(f->def);
+        if (move)
+            f->def = NULL;
+        o->kinds = ks;
+        o->kind_lens = kl;
+        o->nk = 0;
+        for (size_t k = 0; k < f->nk; k++) {
+            if (!f->kinds[k].seen)
+                continue;
+            memcpy(p, f->kinds[k].name, f->kinds[k].len);
+            p[f->kinds[k].len] = '\0';
+            ks[o->nk] = p;
+            kl[o->nk++] = f->kinds[k].len;
+            p += f->kinds[k].len + 1;
+        }
+        ks += o->nk;
+        kl += o->nk;
+        o->counters = cs;
+        o->nc = 0;
+        for (size_t k = 0; k < f->nc; k++) {
+            struct counter *c = &f->counters[k];
+            if (!c->count)
+                continue;
+            cs[o->nc++] = (struct scounter){move ? c->value : hold(c->value), c->count, c->version,
+                                            c->variation};
+            if (move)
+                c->value = NULL;
+        }
+        cs += o->nc;
+    }
+    if (move)
+        reset(s);
+    *out = sum;
+    return 0;
 }
+
+int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out)
+{
+    if (!s || !out)
+        return LD_EINVAL;
+    return snapshot(s, true, out);
+}
+
+void ld__summary_free(struct ld__summary *sum)
+{
+    if (!sum)
+        return;
+    for (size_t i = 0; i < sum->n; i++) {
+        release(sum->flags[i].def);
+        for (size_t k = 0; k < sum->flags[i].nc; k++)
+            release(sum->flags[i].counters[k].value);
+    }
+    ld__free(sum);
+}
+
+/* ---- its text ---------------------------------------------------------------- */
+
+#define W(lit) (put(lit, sizeof(lit) - 1, arg) == 0)
+
+static bool w_int(int64_t v, ld__summary_put_fn put, void *arg)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
+    return put(tmp, (size_t)n, arg) == 0;
+}
+
+static bool w_json(const json_t *v, ld__summary_put_fn put, void *arg)
+{
+    return json_dump_callback(v ? v : json_null(), put, arg, JSON_COMPACT | JSON_ENCODE_ANY) == 0;
+}
+
+/* A string, escaped by jansson. */
+static bool w_str(const char *s, size_t len, ld__summary_put_fn put, void *arg)
+{
+    json_t *j = json_stringn_nocheck(s, len);
+    bool ok = j && w_json(j, put, arg);
+    json_decref(j);
+    return ok;
+}
+
+int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void *arg)
+{
+    if (!sum || !put)
+        return LD_EINVAL;
+    bool ok = W("{\"kind\":\"summary\",\"startDate\":") && w_int(sum->start, put, arg) &&
+              W(",\"endDate\":") && w_int(sum->end, put, arg) && W(",\"features\":{");
+    for (size_t i = 0; ok && i < sum->n; i++) {
+        const struct sflag *f = &sum->flags[i];
+        ok = (i == 0 || W(",")) && w_str(f->key, f->len, put, arg) && W(":{\"default\":") &&
+             w_json(f->def, put, arg) && W(",\"contextKinds\":[");
+        for (size_t k = 0; ok && k < f->nk; k++)
+            ok = (k == 0 || W(",")) && w_str(f->kinds[k], f->kind_lens[k], put, arg);
+        ok = ok && W("],\"counters\":[");
+        for (size_t k = 0; ok && k < f->nc; k++) {
+            const struct scounter *c = &f->counters[k];
+            ok = (k == 0 || W(",")) && W("{\"value\":") && w_json(c->value, put, arg) &&
+                 W(",\"count\":") && w_int((int64_t)c->count, put, arg);
+            if (ok && c->variation != LD__NO_VARIATION)
+                ok = W(",\"variation\":") && w_int(c->variation, put, arg);
+            if (ok)
+                ok = c->version != LD__NO_VERSION
+                         ? W(",\"version\":") && w_int(c->version, put, arg)
+                         : W(",\"unknown\":true");
+            ok = ok && W("}");
+        }
+        ok = ok && W("]}");
+    }
+    ok = ok && W("}}");
+    return ok ? 0 : LD_ENOMEM;
+}
+
+#undef W
 
 /* A new interval: counts at zero, values released, the flags of the
  * interval that ends kept (what they have seen stays), the others dropped. */
@@ -521,13 +651,49 @@ static void reset(struct ld__summarizer *s)
     s->any = false;
 }
 
+/* Appends to a growing text (ld__summarizer_flush()'s). */
+struct text {
+    char *p;
+    size_t len, cap;
+};
+
+static int text_put(const char *s, size_t n, void *arg)
+{
+    struct text *t = arg;
+    if (n > t->cap - t->len) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        while (cap - t->len < n)
+            cap *= 2;
+        char *p = ld__realloc(t->p, cap);
+        if (!p)
+            return -1;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    return 0;
+}
+
 int ld__summarizer_flush(struct ld__summarizer *s, json_t **out)
 {
     if (!s || !out)
         return LD_EINVAL;
     *out = NULL;
-    if (s->any && !(*out = summary_json(s)))
-        return LD_ENOMEM;
-    reset(s);
-    return 0;
+    struct ld__summary *sum;
+    int rc = snapshot(s, false, &sum); /* the summarizer changes only once all went well */
+    if (rc != 0 || !sum) {
+        if (rc == 0)
+            reset(s);
+        return rc;
+    }
+    struct text t = {0};
+    rc = ld__summary_dump(sum, text_put, &t);
+    ld__summary_free(sum);
+    if (rc == 0 && !(*out = json_loadb(t.p, t.len, JSON_ALLOW_NUL, NULL)))
+        rc = LD_ENOMEM;
+    ld__free(t.p);
+    if (rc == 0)
+        reset(s);
+    return rc;
 }
