@@ -57,6 +57,7 @@ struct flag {
     size_t nvar;
     struct kind *kinds;
     size_t nk, capk;
+    uint64_t kinds_gen; /* == the summarizer's ctx_gen: its context's kinds are seen */
 };
 
 struct ld__summarizer {
@@ -66,6 +67,10 @@ struct ld__summarizer {
     size_t mask;
     bool any; /* something recorded in this interval */
     int64_t start, end;
+    /* Evaluations in a row are often of one flag, or for one context: */
+    size_t last;          /* the flag recorded last (index + 1; 0: none) */
+    ld_context *last_ctx; /* the context recorded last (referenced) */
+    uint64_t ctx_gen;     /* changes with last_ctx and with each interval */
 };
 
 /* ---- values held by reference ------------------------------------------- */
@@ -163,10 +168,17 @@ static void rehash(struct ld__summarizer *s, uint32_t *slots, size_t size)
  * memory ran out (nothing changed). */
 static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t len)
 {
+    if (s->last) {
+        struct flag *f = &s->flags[s->last - 1];
+        if (f->len == len && memcmp(f->key, key, len) == 0)
+            return f;
+    }
     uint64_t h = hash_key(key, len);
     size_t i = probe(s, key, len, h);
-    if (s->slots[i])
+    if (s->slots[i]) {
+        s->last = s->slots[i];
         return &s->flags[s->slots[i] - 1];
+    }
     if (s->n >= UINT32_MAX - 1)
         return NULL;
     /* at most half full */
@@ -193,6 +205,7 @@ static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t l
     f->hash = h;
     f->map_version = INT64_MIN;
     s->slots[i] = (uint32_t)(++s->n);
+    s->last = s->n;
     return f;
 }
 
@@ -343,6 +356,7 @@ struct ld__summarizer *ld__summarizer_new(void)
     if (!s)
         return NULL;
     s->mask = 15;
+    s->ctx_gen = 1;
     s->slots = ld__calloc(s->mask + 1, sizeof *s->slots);
     if (!s->slots) {
         ld__free(s);
@@ -359,6 +373,7 @@ void ld__summarizer_free(struct ld__summarizer *s)
         flag_clear(&s->flags[i]);
     ld__free(s->flags);
     ld__free(s->slots);
+    ld_context_unref(s->last_ctx);
     ld__free(s);
 }
 
@@ -380,7 +395,13 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
     struct counter *c = counter_get(f, version, variation);
     if (!c)
         return LD_ENOMEM;
-    if (ctx && kinds_add(f, ctx) != 0) {
+    if (ctx && ctx != s->last_ctx) { /* a new context: its kinds are looked at again */
+        ld_context_unref(s->last_ctx);
+        s->last_ctx = ld_context_ref((ld_context *)ctx);
+        s->ctx_gen++;
+    }
+    bool kinds = ctx && f->kinds_gen != s->ctx_gen;
+    if (kinds && kinds_add(f, ctx) != 0) {
         /* take back what this record added: the order of counters and
          * kinds is the order of the records that counted */
         kinds_drop_fresh(f);
@@ -403,8 +424,10 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
         release(old);
         f->active = true;
     }
-    if (ctx)
+    if (kinds) {
         kinds_see(f, ctx);
+        f->kinds_gen = s->ctx_gen;
+    }
     if (!s->any || now_ms < s->start)
         s->start = now_ms;
     if (!s->any || now_ms > s->end)
@@ -648,6 +671,8 @@ static void reset(struct ld__summarizer *s)
         s->n = kept;
         rehash(s, s->slots, s->mask + 1);
     }
+    s->last = 0;
+    s->ctx_gen++; /* the kinds seen are forgotten */
     s->any = false;
 }
 

@@ -477,6 +477,40 @@ START_TEST(test_take_out_of_memory_resets_nothing)
 }
 END_TEST
 
+/* The summarizer remembers the flag and the context recorded last: a
+ * flag's kinds are right whichever contexts come in turn, across flags,
+ * across flushes, and after the context seen last is released by its
+ * holder (the summarizer keeps it: no other takes its address). */
+START_TEST(test_contexts_and_flags_in_turn)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    ld_context *u = user(), *o = ctx_of("{\"kind\":\"org\",\"key\":\"o\"}");
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, u, 1), 0);
+    ck_assert_int_eq(rec(s, "g", 1, 0, NULL, NULL, u, 1), 0);
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, o, 1), 0);
+    ck_assert_int_eq(rec(s, "g", 1, 0, NULL, NULL, u, 1), 0);
+    json_t *got = NULL;
+    ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+    json_t *f = json_object_get(json_object_get(got, "features"), "f");
+    json_t *g = json_object_get(json_object_get(got, "features"), "g");
+    ck_assert_int_eq(json_array_size(json_object_get(f, "contextKinds")), 2);
+    ck_assert_int_eq(json_array_size(json_object_get(g, "contextKinds")), 1);
+    json_decref(got);
+    /* the next interval: "f" for the org only */
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, o, 2), 0);
+    ld_context_unref(o); /* the summarizer still holds it */
+    ck_assert_int_eq(rec(s, "f", 1, 0, NULL, NULL, o, 2), 0);
+    ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+    json_t *kinds =
+        json_object_get(json_object_get(json_object_get(got, "features"), "f"), "contextKinds");
+    ck_assert_int_eq(json_array_size(kinds), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(kinds, 0)), "org");
+    json_decref(got);
+    ld_context_unref(u);
+    ld__summarizer_free(s); /* lets go of the org */
+}
+END_TEST
+
 START_TEST(test_chaos)
 {
     ld_context *ctxs[2] = {user(), ctx_of("{\"kind\":\"multi\",\"user\":{\"key\":\"u\"},"
@@ -542,6 +576,7 @@ Suite *ld_suite_summarizer(void)
     Suite *s = suite_create("summarizer");
     TCase *tc = tcase_create("summary");
     tcase_add_test(tc, test_empty);
+    tcase_add_test(tc, test_contexts_and_flags_in_turn);
     tcase_add_test(tc, test_counts_many_records);
     tcase_add_test(tc, test_several_versions);
     tcase_add_test(tc, test_unknown_flag);
