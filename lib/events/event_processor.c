@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -417,12 +418,17 @@ struct ld__events *ld__events_of(const ld_event_processor *ep)
     return ld__event_processor_impl(ep, &default_ops);
 }
 
-static int64_t now_ms(struct ld__events *e)
+/* The time of an event, in epoch ms: the system's coarse real-time clock
+ * (a few ns, to the kernel's tick). Not libevent's cached time: it is the
+ * monotonic clock plus an offset synchronized every few seconds, which can
+ * stray from the real time by more than a second. */
+static int64_t now_ms(const struct ld__events *e)
 {
-    struct timeval tv;
-    if (event_base_gettimeofday_cached(e->base, &tv) != 0)
+    (void)e;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0)
         return ld__now_ms();
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Room for one more record: false (counted as dropped, with one warning)
