@@ -2460,8 +2460,9 @@ static double bench_summary_record_1k(struct event_base *base, long ops)
  * analytics events off or on. The client holds the eval group's data (its
  * store, initialized; an initializer that finds no file, so no stream) and
  * sends its events to a local events service on a thread and loop of its
- * own (answering 202). Each op is a typed variation (bool) issued from the
- * callback of the one before, which reads its value.
+ * own (answering 202). Each op is a detail evaluation (bool, default
+ * false: LaunchDarkly's variationDetail) issued from the callback of the
+ * one before, which reads its value.
  *   client.eval.bool              events off
  *   client.eval.bool.events       events on: the flag tracks nothing, so
  *                                 each evaluation is counted in the summary
@@ -2577,11 +2578,13 @@ static void client_next(ld_future *f, void *arg)
 {
     struct client_run *r = arg;
     done_count++;
-    if (!ld_future_is_fulfilled(f) || !ld_future_bool(f))
+    if (!ld_future_is_fulfilled(f) || !json_is_true(ld_detail_value(ld_future_ptr(f))))
         r->wrong++;
     if (--r->left <= 0)
         return;
-    ld_future_on_complete(ld_client_bool_variation(r->cl, r->flag, r->ctx, false), client_next, r);
+    ld_future_on_complete(
+        ld_client_variation_detail(r->cl, r->flag, r->ctx, LD_VALUE_BOOL, json_false()),
+        client_next, r);
 }
 
 static double client_eval(struct event_base *base, long ops, bool events, bool tracked,
@@ -2609,7 +2612,9 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
     struct client_run r = {cl, eval_context("user-1"), tracked ? "tracked" : "flag-000042", ops, 0};
     done_count = 0;
     double t0 = now_ns();
-    ld_future_on_complete(ld_client_bool_variation(cl, r.flag, r.ctx, false), client_next, &r);
+    ld_future_on_complete(
+        ld_client_variation_detail(cl, r.flag, r.ctx, LD_VALUE_BOOL, json_false()), client_next,
+        &r);
     run_until(base, ops);
     double ns = (now_ns() - t0) / (double)ops;
     if (tracked) {

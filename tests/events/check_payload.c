@@ -824,7 +824,8 @@ START_TEST(test_write_while_loop_counts_references)
     }
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     ck_assert_int_eq(w.bad, 0);
-    ck_assert_int_gt(turns, 0);
+    if (!getenv("LDASYNC_VALGRIND")) /* valgrind runs one thread at a time */
+        ck_assert_int_gt(turns, 0);
     ld__free(want);
     ld__summary_free(summary);
     json_decref(value);
