@@ -775,12 +775,15 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
                       ld_detail *d, struct ld__prereq_log *log);
 
 /* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
- * out; fallback stolen), or LD__E_NEED (fallback not taken). When it
- * completes, `rec` (unless NULL) is told of it, `key` (`len` bytes) being
- * the flag asked for. */
+ * out; fallback stolen), or LD__E_NEED (fallback not taken). */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
-                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out,
-                 const struct ld__recorder *rec, const char *key, size_t len);
+                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out);
+
+/* ld__evaluate(), and when it completes `rec` (unless NULL) is told of
+ * it, `key` (`len` bytes) being the flag asked for. */
+int ld__evaluate_rec(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
+                     const struct ld__item *f, ld_value_type type, json_t *fallback,
+                     ld_detail **out, const struct ld__recorder *rec, const char *key, size_t len);
 
 /* Tells `rec` of an evaluation that ended without a walk (the flag could
  * not be read): `d` for `key`, `fallback` the caller's. */

@@ -187,15 +187,12 @@ int ld_evaluator_stats(const ld_evaluator *ev, struct ld_evaluator_stats *out)
     return 0;
 }
 
-ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
-                               ld_value_type type, json_t *fallback)
-{
-    return ld__evaluator_detail_rec(ev, flag_key, ctx, type, fallback, NULL);
-}
-
-ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
-                                    ld_value_type type, json_t *fallback,
-                                    const struct ld__recorder *rec)
+/* ld_evaluator_detail(), told to `rec` (NULL: to no one); inlined in both
+ * callers, so that the evaluator's own path pays nothing for the
+ * recorder. */
+static inline __attribute__((always_inline)) ld_future *
+detail(ld_evaluator *ev, const char *flag_key, ld_context *ctx, ld_value_type type,
+       json_t *fallback, const struct ld__recorder *rec)
 {
     if (!ev) {
         json_decref(fallback);
@@ -214,7 +211,8 @@ ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_c
     int rc = len ? now_read(ev, LD__FLAG, &key, &f, false) : 0;
     ld_detail *d = NULL;
     if (rc == 0)
-        rc = ld__evaluate(ctx, &NOW, ev, f, type, fallback, &d, rec, flag_key, len);
+        rc = rec ? ld__evaluate_rec(ctx, &NOW, ev, f, type, fallback, &d, rec, flag_key, len)
+                 : ld__evaluate(ctx, &NOW, ev, f, type, fallback, &d);
     if (rc == 0) {
         ld_future *r = d ? ld__future_later_ptr(ev->base, d, ld__detail_free) : NULL;
         return r ? r : ld__future_rejected_static(ev->base, LD_ENOMEM, NULL);
@@ -237,4 +235,17 @@ ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_c
     j->rec = rec;
     ld__job_want(j, LD__FLAG, k, len);
     return ld__job_start(j);
+}
+
+ld_future *ld_evaluator_detail(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
+                               ld_value_type type, json_t *fallback)
+{
+    return detail(ev, flag_key, ctx, type, fallback, NULL);
+}
+
+ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_context *ctx,
+                                    ld_value_type type, json_t *fallback,
+                                    const struct ld__recorder *rec)
+{
+    return detail(ev, flag_key, ctx, type, fallback, rec);
 }

@@ -158,7 +158,8 @@ static int flag_result(struct ld__job *j, struct ld__flag *f, const char *key, s
                        struct ld__flag_result *r)
 {
     ld_detail *d = &r->d;
-    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d, NULL) == LD__E_NEED)
+    if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d, NULL) ==
+        LD__E_NEED)
         return LD__E_NEED;
     bool track_reason = d->in_experiment ||
                         (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
@@ -305,8 +306,8 @@ static int each_result(struct ld__job *j, int (*fn)(void *arg, const struct ld__
      * compiled (a compile costs as much as dozens of evaluations). */
     unsigned cost = 0;
     for (size_t done = 0; j->at < p->n; j->at++, done++) {
-        if (done > 0 && (done >= ev->slice_flags ||
-                         (cost >= 32 && (cost = 0, ld__now_ns() >= ev->slice_end))))
+        if (done > 0 &&
+            (done >= ev->slice_flags || (cost >= 32 && (cost = 0, ld__now_ns() >= ev->slice_end))))
             return LD__E_YIELD;
         /* The flags are cold at 10,000: ask for the ones ahead. */
         if (j->at + 8 < p->n)

@@ -672,8 +672,8 @@ void ld__job_step(struct ld__job *j)
         }
     } else if (rc == 0) {
         json_t *fb = json_incref(j->fallback);
-        rc = ld__evaluate(j->ctx, &ld__job_resolver, j, f, (ld_value_type)j->type, fb, &d, j->rec,
-                          j->key, j->len);
+        rc = ld__evaluate_rec(j->ctx, &ld__job_resolver, j, f, (ld_value_type)j->type, fb, &d,
+                              j->rec, j->key, j->len);
         if (rc == LD__E_NEED) {
             json_decref(fb);
             if (!j->nomem && (job_issue(j) > 0 || j->outstanding > 0))

@@ -577,17 +577,24 @@ static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, jso
 /* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
  * out; fallback stolen), or LD__E_NEED (fallback not taken). */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
-                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out,
-                 const struct ld__recorder *rec, const char *key, size_t len)
+                 const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out)
 {
     ld_detail tmp;
     *out = NULL;
-    if (!rec) {
-        if (ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, NULL) == LD__E_NEED)
-            return LD__E_NEED;
-        *out = detail_new(&tmp, f, fallback);
-        return 0;
-    }
+    if (ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, NULL) == LD__E_NEED)
+        return LD__E_NEED;
+    *out = detail_new(&tmp, f, fallback);
+    return 0;
+}
+
+int ld__evaluate_rec(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
+                     const struct ld__item *f, ld_value_type type, json_t *fallback,
+                     ld_detail **out, const struct ld__recorder *rec, const char *key, size_t len)
+{
+    if (!rec)
+        return ld__evaluate(ctx, rv, arg, f, type, fallback, out);
+    ld_detail tmp;
+    *out = NULL;
     struct ld__prereq_log log;
     log.e = log.inl;
     log.n = 0;

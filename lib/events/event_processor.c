@@ -376,6 +376,7 @@ struct ld__events {
     struct ld__worker *worker;
     struct lru keys;
     ld_context *last_ctx; /* the context context_seen() saw last (referenced) */
+    int64_t sum_start;    /* the time of the summary's first record */
     struct ld__ev_record *recs;
     size_t n, cap;
     struct event *flush_timer, *keys_timer, *diag_timer, *warn_ev;
@@ -514,24 +515,25 @@ static ld_context *without_anonymous(ld_context *ctx)
  * context seen last is remembered (referenced, so that its address is not
  * another's): evaluations of many flags for one context look its key up
  * once. */
-static bool context_seen(struct ld__events *e, const ld_context *ctx)
+static bool context_seen(struct ld__events *e, const ld_context *ctx, bool count)
 {
-    if (ctx == e->last_ctx)
-        return true; /* the LRU's most recent already */
-    const char *fq = ld_context_fully_qualified_key(ctx);
-    bool seen = lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
-    ld_context_unref(e->last_ctx);
-    e->last_ctx = ld_context_ref((ld_context *)ctx);
+    bool seen = ctx == e->last_ctx; /* the LRU's most recent already */
+    if (!seen) {
+        const char *fq = ld_context_fully_qualified_key(ctx);
+        seen = lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
+        ld_context_unref(e->last_ctx);
+        e->last_ctx = ld_context_ref((ld_context *)ctx);
+    }
+    if (seen && count) { /* an index event not made */
+        e->stats.deduplicated++;
+        e->diag_dedup++;
+    }
     return seen;
 }
 
-static void notice_context(struct ld__events *e, const ld_context *ctx, int64_t now)
+/* The index event of `ctx`, whose key the LRU did not have. */
+static void index_record(struct ld__events *e, const ld_context *ctx, int64_t now)
 {
-    if (context_seen(e, ctx)) {
-        e->stats.deduplicated++;
-        e->diag_dedup++;
-        return;
-    }
     ld_context *c = (ld_context *)ctx;
     if (e->cfg->omit_anonymous) {
         c = without_anonymous(c);
@@ -597,16 +599,24 @@ void ld__events_record_eval(void *arg, const struct ld__eval_rec *ev)
     struct ld__events *e = arg;
     if (e->closed)
         return;
-    int64_t now = now_ms(e);
+    /* The clock is read when something needs it: the summary's start (the
+     * first record of an interval; its end is the flush's time), an
+     * event's creationDate. */
+    int64_t now = 0;
+    if (ld__summarizer_empty(e->sum))
+        e->sum_start = now = now_ms(e);
     const struct ld__flag *f = ev->flag;
     const ld_detail *d = ev->d;
     json_t *value = d->index >= 0 ? d->value : (json_t *)ev->fallback;
     ld__summarizer_record(e->sum, ev->key, ev->key_len, f ? f->h.version : LD__NO_VERSION, d->index,
-                          value, (json_t *)ev->fallback, ev->ctx, now);
-    if (!(e->cfg->omit_anonymous && all_anonymous(ev->ctx)))
-        notice_context(e, ev->ctx, now);
-    if (!f)
+                          value, (json_t *)ev->fallback, ev->ctx, e->sum_start);
+    if (!(e->cfg->omit_anonymous && all_anonymous(ev->ctx)) && !context_seen(e, ev->ctx, true))
+        index_record(e, ev->ctx, now ? now : (now = now_ms(e)));
+    if (!f || !(f->track_events || f->has_debug || f->track_fallthrough || d->in_experiment ||
+                d->kind == LD_REASON_RULE_MATCH))
         return;
+    if (!now)
+        now = now_ms(e);
     bool experiment = d->in_experiment ||
                       (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
                        (size_t)d->rule < f->nrules && f->rules[d->rule].track_events) ||
@@ -625,7 +635,7 @@ int ld__events_identify(struct ld__events *e, ld_context *ctx)
     if (e->closed)
         return LD_ECLOSED;
     int64_t now = now_ms(e);
-    context_seen(e, ctx);
+    context_seen(e, ctx, false); /* no index event follows */
     ld_context *c = e->cfg->omit_anonymous ? without_anonymous(ctx) : ld_context_ref(ctx);
     if (!c)
         return 0; /* anonymous only: nothing to send */
@@ -648,7 +658,8 @@ int ld__events_custom(struct ld__events *e, const char *key, ld_context *ctx, js
         return LD_ECLOSED;
     int64_t now = now_ms(e);
     if (!(e->cfg->omit_anonymous && all_anonymous(ctx)))
-        notice_context(e, ctx, now);
+        if (!context_seen(e, ctx, true))
+            index_record(e, ctx, now);
     size_t len = strlen(key);
     char *k = ld__malloc(len + 1);
     if (!k)
@@ -880,6 +891,7 @@ static void flush_now(struct ld__events *e, ld_future *out)
         }
         return;
     }
+    ld__summary_end_at(summary, now_ms(e)); /* records give the interval's start only */
     b->e = e;
     b->fmt = e->fmt; /* the worker is joined before it is freed */
     b->recs = e->recs;

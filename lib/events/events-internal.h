@@ -139,6 +139,11 @@ int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out);
 typedef int (*ld__summary_put_fn)(const char *text, size_t n, void *arg);
 int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void *arg);
 
+/* Makes the summary's endDate `end_ms` when that is later (a recorder that
+ * passes the interval's first time to every record ends it at the flush).
+ * NULL-safe. */
+void ld__summary_end_at(struct ld__summary *sum, int64_t end_ms);
+
 /* Frees it and releases its values (NULL-safe). Loop thread. */
 void ld__summary_free(struct ld__summary *sum);
 

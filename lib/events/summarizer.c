@@ -574,6 +574,12 @@ int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out)
     return snapshot(s, true, out);
 }
 
+void ld__summary_end_at(struct ld__summary *sum, int64_t end_ms)
+{
+    if (sum && end_ms > sum->end)
+        sum->end = end_ms;
+}
+
 void ld__summary_free(struct ld__summary *sum)
 {
     if (!sum)
