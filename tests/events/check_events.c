@@ -945,6 +945,55 @@ START_TEST(test_a_large_payload_is_let_go_of_in_slices)
 }
 END_TEST
 
+/* The configuration and a processor on its own, every allocation failing
+ * in turn: each call succeeds or says LD_ENOMEM (a NULL), and the last run
+ * delivers the event. */
+START_TEST(test_processor_on_its_own_allocation_failures)
+{
+    ld_net_config *n = ld_net_config_new(KEY);
+    ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
+    json_t *ev = ld_test_j("{'kind': 'custom', 'key': 'raw', 'creationDate': 5}");
+    __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);
+    for (long i = 1;; i++) {
+        evr.n = 0;
+        CHAOS_BEGIN(i);
+        ld_events_config *cfg = ld_events_config_new();
+        int rc[2] = {0, 0};
+        if (cfg) {
+            rc[0] = ld_events_config_add_private_attribute(cfg, "/a/b");
+            rc[1] = ld_events_config_add_private_attribute(cfg, "email");
+            for (int k = 0; k < 2; k++)
+                ck_assert(rc[k] == 0 || rc[k] == LD_ENOMEM);
+        }
+        ld_event_processor *ep = cfg ? ld_default_event_processor_new(B, n, cfg) : NULL;
+        bool sent = false;
+        if (ep) {
+            int r = ld_event_processor_send_event(ep, ev);
+            ck_assert(r == 0 || r == LD_ENOMEM || r == LD_EBUSY);
+            ld_future *f = ld_event_processor_flush(ep);
+            settle_outcome(ld_future_ref(f));
+            sent = ld_future_is_fulfilled(f) && ld_future_bool(f) && r == 0;
+            ld_future_unref(f);
+            ld_events_stats st;
+            ck_assert_int_eq(ld_default_event_processor_stats(ep, &st), 0);
+            settle_outcome(ld_event_processor_close(ep));
+        }
+        bool failed = chaos_end(i);
+        ld_event_processor_free(ep);
+        ld_events_config_free(cfg);
+        drain();
+        if (!failed) {
+            ck_assert(sent);
+            ck_assert_int_eq(rc[0] | rc[1], 0);
+            break;
+        }
+    }
+    __atomic_store_n(&ld__http_spare_curl, false, __ATOMIC_RELAXED);
+    json_decref(ev);
+    ld_net_config_free(n);
+}
+END_TEST
+
 Suite *ld_suite_client_events(void)
 {
     Suite *s = suite_create("client_events");
@@ -976,6 +1025,7 @@ Suite *ld_suite_client_events(void)
     tcase_add_test(tc, test_free_with_posts_under_way_and_from_a_flush_callback);
     tcase_add_test(tc, test_a_large_payload_is_let_go_of_in_slices);
     tcase_add_test(tc, test_allocation_failures_in_turn);
+    tcase_add_test(tc, test_processor_on_its_own_allocation_failures);
     suite_add_tcase(s, tc);
     return s;
 }
