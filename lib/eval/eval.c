@@ -43,7 +43,9 @@ static int now_read(ld_evaluator *ev, enum ld__item_type type, const struct ld__
                     const struct ld__item **out, bool walk)
 {
     *out = NULL;
-    if (!ld__key_ok(key))
+    /* The flag asked for has no NUL (its length is its strlen()): only the
+     * keys a walk reads (JSON strings) are looked at for one. */
+    if (walk ? !ld__key_ok(key) : !(key->len > 0 && ld__utf8_valid(key->s, key->len)))
         return 0;
     json_t *json;
     struct ld_lease *lease;
