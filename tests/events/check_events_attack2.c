@@ -1058,6 +1058,60 @@ START_TEST(test_close_with_evaluations_waiting_on_a_prerequisite_read)
 }
 END_TEST
 
+/* The client freed after k passes of the loop from its flush, the batch
+ * being 12,000 feature events with reasons (each holding its flag, its
+ * context and a reason): all let go of once the loop runs, though the
+ * client's store went first. */
+START_TEST(test_free_while_feature_events_holding_flags_are_let_go_of)
+{
+    evr.hold = true;
+    ld_context *x[4];
+    for (int i = 0; i < 4; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "{'kind': 'user', 'key': 'f%d', 'anonymous': %s}", i,
+                 i % 2 ? "true" : "false");
+        x[i] = ld_test_ctx_of(text);
+    }
+    for (int k = 0; k < 6; k++) {
+        ld_client *c = client_cap(PREREQS, 40000);
+        ld_future *f[64];
+        for (int i = 0; i < 3000; i += 64) {
+            int m = 3000 - i < 64 ? 3000 - i : 64;
+            for (int j = 0; j < m; j++)
+                f[j] = ld_client_variation_detail(c, "a", x[(i + j) % 4], LD_VALUE_ANY, NULL);
+            for (int j = 0; j < m; j++)
+                ld_test_await_ok(f[j]);
+        }
+        ck_assert_uint_ge(stats_of(c).buffered, 9000);
+        ld_future *fl = ld_client_flush(c);
+        for (int pass = 0; pass < k * 2; pass++)
+            event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        ld_client_free(c);
+        ld_test_wait(fl);
+        ck_assert(!ld_future_is_pending(fl));
+        ld_future_unref(fl);
+        drain();
+    }
+    for (int i = 0; i < 4; i++)
+        ld_context_unref(x[i]);
+    evr_release_held();
+    drain();
+}
+END_TEST
+
+START_TEST(test_all_flags_states_are_not_counted)
+{
+    ld_client *c = client_with(PREREQS, NULL);
+    ld_future *f = ld_client_all_flags(c, ANN, 0);
+    ld_test_await_ok(f);
+    ck_assert(flush(c));
+    ck_assert_int_eq(evr.n, 0); /* nothing recorded: nothing to post */
+    ld_events_stats st = stats_of(c);
+    ck_assert_int_eq(st.events, 0);
+    client_done(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Defects found (not run unless LDASYNC_ATTACK2_DEFECTS is set)             */
 
@@ -1122,6 +1176,8 @@ Suite *ld_suite_client_events_attack2(void)
     tcase_add_test(tc, test_an_experiment_as_a_prerequisite_carries_its_reason_in_a_typed_call);
     tcase_add_test(tc, test_free_with_evaluations_waiting_on_the_store);
     tcase_add_test(tc, test_close_with_evaluations_waiting_on_a_prerequisite_read);
+    tcase_add_test(tc, test_free_while_feature_events_holding_flags_are_let_go_of);
+    tcase_add_test(tc, test_all_flags_states_are_not_counted);
     suite_add_tcase(s, tc);
     /* Tests of defects not fixed yet: they fail. */
     if (getenv("LDASYNC_ATTACK2_DEFECTS")) {
