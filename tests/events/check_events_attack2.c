@@ -39,8 +39,9 @@
 
 /* Prerequisites three deep (a -> b -> c, all tracked), a cycle (x <-> y),
  * one not found (lost), an experiment and a rule that tracks. */
-#define PREREQS                                                                                   \
-    "{'a': {'on': true, 'trackEvents': true, 'variations': ['a0', 'a1'], 'offVariation': 1,"      \
+#define PREREQS "{" PREREQS_BODY
+#define PREREQS_BODY                                                                              \
+    "'a': {'on': true, 'trackEvents': true, 'variations': ['a0', 'a1'], 'offVariation': 1,"       \
     "    'fallthrough': {'variation': 0}, 'prerequisites': [{'key': 'b', 'variation': 0}],"       \
     "    'version': 1, 'salt': 's'},"                                                             \
     " 'b': {'on': true, 'trackEvents': true, 'variations': ['b0', 'b1'], 'offVariation': 1,"      \
@@ -63,6 +64,13 @@
     " 'ruled': {'on': true, 'variations': [1, 2], 'fallthrough': {'variation': 0},"               \
     "    'rules': [{'id': 'r0', 'trackEvents': true, 'variation': 1, 'clauses':"                  \
     "      [{'attribute': 'key', 'op': 'in', 'values': ['ann']}]}], 'version': 9, 'salt': 's'}}"
+
+/* PREREQS with FLAGS' two. */
+#define PREREQS_AND_FLAGS                                                               \
+    "{'tracked': {'on': true, 'trackEvents': true, 'variations': [true, false],"        \
+    "    'fallthrough': {'variation': 0}, 'version': 7, 'salt': 's'},"                  \
+    " 'plain': {'on': true, 'variations': ['a', 'b'], 'fallthrough': {'variation': 1}," \
+    "    'version': 3, 'salt': 's'}," PREREQS_BODY
 
 static ld_context *ANN;
 
@@ -1112,6 +1120,150 @@ START_TEST(test_all_flags_states_are_not_counted)
 }
 END_TEST
 
+/* A random run checked against a model of the summary: flags of
+ * prerequisites, rules, unknown flags; contexts of one, two and three
+ * kinds, made again at times (a new pointer for the same context); tracks
+ * and identifies between; flushes at random points. Each interval's
+ * contextKinds and counters must be exactly the model's. */
+enum { FZ_FLAGS = 6, FZ_CTXS = 6 };
+static const char *const fz_flag[FZ_FLAGS] = {"plain", "tracked", "nope", "a", "ruled", "b"};
+/* kinds: bit 0 device, 1 org, 2 user */
+static const char *const fz_ctx[FZ_CTXS] = {
+    "{'kind': 'user', 'key': 'ann'}",
+    "{'kind': 'org', 'key': 'o1'}",
+    "{'kind': 'multi', 'user': {'key': 'ann'}, 'org': {'key': 'o1'}}",
+    "{'kind': 'multi', 'device': {'key': 'd1'}, 'org': {'key': 'o2'}}",
+    "{'kind': 'device', 'key': 'd1'}",
+    "{'kind': 'multi', 'device': {'key': 'd9'}, 'org': {'key': 'o9'}, 'user': {'key': 'u9'}}",
+};
+static const int fz_kinds[FZ_CTXS] = {4, 2, 6, 3, 1, 7};
+static const bool fz_ann[FZ_CTXS] = {true, false, true, false, false, false};
+
+struct fz_model {
+    int kinds[FZ_FLAGS + 2]; /* per summary key below */
+    int64_t count[FZ_FLAGS + 2][2];
+};
+/* summary keys: the flags, then "c" (a prerequisite of b) */
+static const char *const fz_key[FZ_FLAGS + 1] = {"plain", "tracked", "nope", "a",
+                                                 "ruled", "b",       "c"};
+static const int fz_version[FZ_FLAGS + 1] = {3, 7, -1, 1, 9, 2, 3};
+
+static void fz_count(struct fz_model *m, int k, int var, int kinds)
+{
+    m->kinds[k] |= kinds;
+    m->count[k][var]++;
+}
+
+static void fz_check(int post, const struct fz_model *m)
+{
+    for (int k = 0; k < FZ_FLAGS + 1; k++) {
+        if (!m->kinds[k]) {
+            ck_assert_msg(summary_of(post, fz_key[k]) == NULL, "post %d: %s not evaluated", post,
+                          fz_key[k]);
+            continue;
+        }
+        char want[64] = "";
+        const char *names[3] = {"device", "org", "user"};
+        for (int b = 0; b < 3; b++)
+            if (m->kinds[k] & (1 << b)) {
+                if (*want)
+                    strcat(want, ",");
+                strcat(want, names[b]);
+            }
+        ck_assert_msg(strcmp(kinds_of(post, fz_key[k]), want) == 0, "post %d %s: kinds %s, want %s",
+                      post, fz_key[k], kinds_of(post, fz_key[k]), want);
+        size_t ncounters = 0;
+        for (int v = 0; v < 2; v++) {
+            if (!m->count[k][v])
+                continue;
+            ncounters++;
+            int var = fz_version[k] < 0 ? -1 : v;
+            ck_assert_msg(counter_of(post, fz_key[k], fz_version[k], var) == m->count[k][v],
+                          "post %d %s var %d: %lld, want %lld", post, fz_key[k], var,
+                          (long long)counter_of(post, fz_key[k], fz_version[k], var),
+                          (long long)m->count[k][v]);
+        }
+        ck_assert_uint_eq(json_array_size(json_object_get(summary_of(post, fz_key[k]), "counters")),
+                          ncounters);
+    }
+}
+
+START_TEST(test_random_runs_match_a_model_of_the_summary)
+{
+    unsigned seed = 12345;
+    for (int run = 0; run < 3; run++) {
+        ld_client *c = client_with(PREREQS_AND_FLAGS, NULL);
+        ld_context *x[FZ_CTXS];
+        for (int i = 0; i < FZ_CTXS; i++)
+            x[i] = ld_test_ctx_of(fz_ctx[i]);
+        int posts = 0;
+        while (posts < 5) {
+            struct fz_model m;
+            memset(&m, 0, sizeof m);
+            int ops = 1 + rand_r(&seed) % 200;
+            for (int op = 0; op < ops; op++) {
+                int r = rand_r(&seed) % 100;
+                int ci = rand_r(&seed) % FZ_CTXS;
+                if (r < 5) { /* the same context made again */
+                    ld_context_unref(x[ci]);
+                    x[ci] = ld_test_ctx_of(fz_ctx[ci]);
+                    continue;
+                }
+                if (r < 10) {
+                    ck_assert_int_eq(ld_client_track(c, "t", x[ci], NULL), 0);
+                    continue;
+                }
+                if (r < 13) {
+                    ck_assert_int_eq(ld_client_identify(c, x[ci]), 0);
+                    continue;
+                }
+                int fi = rand_r(&seed) % FZ_FLAGS;
+                json_eval(c, fz_flag[fi], x[ci]);
+                int kinds = fz_kinds[ci];
+                switch (fi) {
+                case 0: /* plain: b */
+                    fz_count(&m, 0, 1, kinds);
+                    break;
+                case 1: /* tracked: true */
+                    fz_count(&m, 1, 0, kinds);
+                    break;
+                case 2: /* unknown */
+                    fz_count(&m, 2, 0, kinds);
+                    break;
+                case 3: /* a: b, c first */
+                    fz_count(&m, 6, 0, kinds);
+                    fz_count(&m, 5, 0, kinds);
+                    fz_count(&m, 3, 0, kinds);
+                    break;
+                case 4: /* ruled: the rule for ann */
+                    fz_count(&m, 4, fz_ann[ci] ? 1 : 0, kinds);
+                    break;
+                default: /* b: c first */
+                    fz_count(&m, 6, 0, kinds);
+                    fz_count(&m, 5, 0, kinds);
+                    break;
+                }
+            }
+            int before = evr.n;
+            ck_assert(flush(c));
+            bool any = false;
+            for (int k = 0; k < FZ_FLAGS + 1; k++)
+                any = any || m.kinds[k];
+            if (!any)
+                continue;
+            ck_assert_int_eq(evr.n, before + 1);
+            fz_check(before, &m);
+            posts++;
+        }
+        for (int i = 0; i < FZ_CTXS; i++)
+            ld_context_unref(x[i]);
+        client_done(c);
+        evr_stop();
+        evr_start();
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Defects found (not run unless LDASYNC_ATTACK2_DEFECTS is set)             */
 
@@ -1178,6 +1330,7 @@ Suite *ld_suite_client_events_attack2(void)
     tcase_add_test(tc, test_close_with_evaluations_waiting_on_a_prerequisite_read);
     tcase_add_test(tc, test_free_while_feature_events_holding_flags_are_let_go_of);
     tcase_add_test(tc, test_all_flags_states_are_not_counted);
+    tcase_add_test(tc, test_random_runs_match_a_model_of_the_summary);
     suite_add_tcase(s, tc);
     /* Tests of defects not fixed yet: they fail. */
     if (getenv("LDASYNC_ATTACK2_DEFECTS")) {
