@@ -1264,6 +1264,68 @@ START_TEST(test_random_runs_match_a_model_of_the_summary)
 }
 END_TEST
 
+/* A typed call of the wrong type: LaunchDarkly's SDKs count the flag's
+ * version with no variation and the fallback as value, and its
+ * prerequisites were evaluated all the same. */
+START_TEST(test_wrong_type_counts_the_fallback_with_the_version_and_no_variation)
+{
+    ld_client *c = client_with(PREREQS_AND_FLAGS, NULL);
+    ld_future *f = ld_client_int_variation(c, "tracked", ANN, 5);
+    ld_test_wait(f);
+    ck_assert(ld_future_is_fulfilled(f));
+    ck_assert_int_eq(ld_future_int(f), 5);
+    ld_future_unref(f);
+    f = ld_client_bool_variation(c, "a", ANN, true);
+    ck_assert(ld_test_await_bool(f));
+    ck_assert(flush(c));
+    ck_assert_int_eq(counter_of(0, "tracked", 7, -1), 1);
+    json_t *t = summary_of(0, "tracked");
+    expect_json(json_object_get(json_array_get(json_object_get(t, "counters"), 0), "value"), "5");
+    expect_json(json_object_get(t, "default"), "5");
+    ck_assert_int_eq(counter_of(0, "a", 1, -1), 1);
+    ck_assert_int_eq(counter_of(0, "b", 2, 0), 1);
+    ck_assert_int_eq(counter_of(0, "c", 3, 0), 1);
+    /* the feature events: tracked's with the fallback, no variation */
+    json_t *e = evr_event_of(0, "feature", 0);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "key")), "tracked");
+    expect_json(json_object_get(e, "value"), "5");
+    ck_assert_ptr_null(json_object_get(e, "variation"));
+    ck_assert_int_eq(int_of(e, "version"), 7);
+    client_done(c);
+}
+END_TEST
+
+/* A flag deleted in the store (a tombstone) counts as unknown, and a
+ * deleted prerequisite is not evaluated: no event of it. */
+START_TEST(test_deleted_flags_and_prerequisites_count_as_not_found)
+{
+    json_t *data = ld_test_data_of(PREREQS_AND_FLAGS, NULL);
+    struct ld_test_later *l;
+    ld_store *store = ld_test_later_new(data, &l);
+    json_decref(data);
+    ld_client *c = client_on(PREREQS_AND_FLAGS, NULL, store);
+    json_t *features = json_object_get(l->data, "features");
+    json_object_set_new(features, "tracked",
+                        ld_test_j("{'key': 'tracked', 'version': 8, 'deleted': true}"));
+    json_object_set_new(features, "c", ld_test_j("{'key': 'c', 'version': 4, 'deleted': true}"));
+    ld_future *f = ld_client_bool_variation(c, "tracked", ANN, true);
+    ck_assert(ld_test_await_bool(f));
+    ck_assert_int_eq(detail_eval(c, "b", ANN), LD_REASON_PREREQUISITE_FAILED);
+    ck_assert(flush(c));
+    ck_assert_int_eq(counter_of(0, "tracked", -1, -1), 1);
+    ck_assert_uint_eq(json_array_size(json_object_get(summary_of(0, "tracked"), "counters")), 1);
+    ck_assert_int_eq(counter_of(0, "b", 2, 1), 1);
+    ck_assert_ptr_null(summary_of(0, "c"));
+    /* b is tracked: its event, with its reason; none of c */
+    ck_assert_int_eq(count_of(0, "feature"), 1);
+    expect_json(json_object_get(evr_event_of(0, "feature", 0), "reason"),
+                "{'kind': 'PREREQUISITE_FAILED', 'prerequisiteKey': 'c'}");
+    client_done(c);
+    ld_store_free(store);
+    drain();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Defects found (not run unless LDASYNC_ATTACK2_DEFECTS is set)             */
 
@@ -1331,6 +1393,8 @@ Suite *ld_suite_client_events_attack2(void)
     tcase_add_test(tc, test_free_while_feature_events_holding_flags_are_let_go_of);
     tcase_add_test(tc, test_all_flags_states_are_not_counted);
     tcase_add_test(tc, test_random_runs_match_a_model_of_the_summary);
+    tcase_add_test(tc, test_wrong_type_counts_the_fallback_with_the_version_and_no_variation);
+    tcase_add_test(tc, test_deleted_flags_and_prerequisites_count_as_not_found);
     suite_add_tcase(s, tc);
     /* Tests of defects not fixed yet: they fail. */
     if (getenv("LDASYNC_ATTACK2_DEFECTS")) {
