@@ -1326,6 +1326,52 @@ START_TEST(test_deleted_flags_and_prerequisites_count_as_not_found)
 }
 END_TEST
 
+/* A walk that stops for a prerequisite, then for a segment, then
+ * completes: the prerequisite's event and counts once, the flag's once,
+ * for each of many evaluations waiting together. */
+START_TEST(test_a_walk_stopped_by_a_prerequisite_then_a_segment_records_once)
+{
+    const char *flags =
+        "{'c': {'on': true, 'trackEvents': true, 'variations': ['c0', 'c1'],"
+        "    'fallthrough': {'variation': 0}, 'version': 3, 'salt': 's'},"
+        " 'sp': {'on': true, 'trackEvents': true, 'variations': ['s0', 's1'], 'offVariation': 1,"
+        "    'fallthrough': {'variation': 0}, 'prerequisites': [{'key': 'c', 'variation': 0}],"
+        "    'rules': [{'id': 'r0', 'variation': 1, 'clauses': [{'attribute': 'key', 'op':"
+        "      'segmentMatch', 'values': ['seg1']}]}], 'version': 4, 'salt': 's'}}";
+    json_t *data = ld_test_data_of(flags, "{'seg1': {'included': ['ann'], 'salt': 's'}}");
+    struct ld_test_later *l;
+    ld_store *store = ld_test_later_new(data, &l);
+    json_decref(data);
+    ld_client *c = client_on(flags, NULL, store);
+    /* the initializer's data has the segment too */
+    json_object_set_new(json_object_get(l->data, "segments"), "seg1",
+                        ld_test_j("{'key': 'seg1', 'included': ['ann'], 'salt': 's',"
+                                  " 'version': 1}"));
+    ld_context *bob = ld_test_ctx_of("{'kind': 'user', 'key': 'bob'}");
+    ld_future *f[10];
+    for (int i = 0; i < 10; i++)
+        f[i] = ld_client_json_variation(c, "sp", i % 2 ? ANN : bob, NULL);
+    for (int i = 0; i < 10; i++)
+        ld_test_await_ok(f[i]);
+    ck_assert(flush(c));
+    ck_assert_int_eq(counter_of(0, "c", 3, 0), 10);
+    ck_assert_int_eq(counter_of(0, "sp", 4, 1), 5); /* ann: in the segment */
+    ck_assert_int_eq(counter_of(0, "sp", 4, 0), 5);
+    ck_assert_int_eq(count_of(0, "feature"), 20);
+    ck_assert_int_eq(count_of(0, "index"), 2);
+    for (int i = 0; i < 20; i++) {
+        json_t *e = evr_event_of(0, "feature", i);
+        const char *key = json_string_value(json_object_get(e, "key"));
+        /* each evaluation: c (prereqOf sp), then sp */
+        ck_assert_str_eq(key, i % 2 ? "sp" : "c");
+    }
+    ld_context_unref(bob);
+    client_done(c);
+    ld_store_free(store);
+    drain();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Found in this round                                                       */
 
@@ -1396,6 +1442,7 @@ Suite *ld_suite_client_events_attack2(void)
     tcase_add_test(tc, test_wrong_type_counts_the_fallback_with_the_version_and_no_variation);
     tcase_add_test(tc, test_deleted_flags_and_prerequisites_count_as_not_found);
     tcase_add_test(tc, test_debug_events_end_at_the_date_to_the_millisecond);
+    tcase_add_test(tc, test_a_walk_stopped_by_a_prerequisite_then_a_segment_records_once);
     suite_add_tcase(s, tc);
     return s;
 }
