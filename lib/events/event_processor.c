@@ -624,8 +624,10 @@ void ld__events_record_eval(void *arg, const struct ld__eval_rec *ev)
     if (f->track_events || experiment)
         feature_record(e, ev, LD__EV_FEATURE, ev->with_reason || experiment, now);
     if (f->has_debug) {
+        /* This machine's clock to the millisecond, not the coarse one
+         * (behind by up to a tick): debug events end at the date. */
         int64_t server = ld__ev_sender_server_time(e->sender);
-        if (f->debug_until > now && f->debug_until > server)
+        if (f->debug_until > ld__now_ms() && f->debug_until > server)
             feature_record(e, ev, LD__EV_DEBUG, ev->with_reason || experiment, now);
     }
 }
