@@ -87,7 +87,7 @@ json_t *ld__ctx_format(const struct ld__ctx_format *f, const ld_context *ctx,
  * context's kinds and the flag's, both sorted, once) and allocates nothing
  * once the flag, its (variation, version) pair and the context's kinds have
  * been seen (also across flushes: a flush keeps what was seen, with counts
- * at zero, and drops only the flags not recorded since the flush before). Values are
+ * at zero, and drops the flags, pairs and kinds not recorded since the flush before). Values are
  * kept by reference, taken when a counter or a flag's default is first
  * recorded in a flush interval. Not thread-safe: one thread (the loop's)
  * at a time.
@@ -117,6 +117,10 @@ void ld__summarizer_free(struct ld__summarizer *s);
 int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len, int64_t version,
                           int variation, json_t *value, json_t *default_value,
                           const ld_context *ctx, int64_t now_ms);
+
+/* The flags, counters and kinds it holds (for tests: what it keeps is
+ * bounded by what the last interval recorded). */
+size_t ld__summarizer_held(const struct ld__summarizer *s);
 
 /* True if nothing was recorded since the last flush (or NULL `s`). */
 bool ld__summarizer_empty(const struct ld__summarizer *s);

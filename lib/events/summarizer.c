@@ -9,9 +9,9 @@
  * array too; those of one version of the flag (the newest recorded) are
  * also found by variation index in `by_var`, so that a record is a hash, a
  * probe and an index; its context kinds are kept in the order of a
- * context's (strcmp), so that one walk of both finds a context's. What a flush does not send stays
- * (with counts at zero), so that recording allocates only on the first sight of a flag, a pair or a
- * kind; a flag not recorded in a whole interval is dropped.
+ * context's (strcmp), so that one walk of both finds a context's. What an interval counted stays
+ * for the next (with counts at zero), so that recording allocates only on the first sight of a
+ * flag, a pair or a kind; a flag, pair or kind not recorded in a whole interval is dropped.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -436,6 +436,14 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
     return 0;
 }
 
+size_t ld__summarizer_held(const struct ld__summarizer *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; s && i < s->n; i++)
+        n += 1 + s->flags[i].nc + s->flags[i].nk;
+    return n;
+}
+
 bool ld__summarizer_empty(const struct ld__summarizer *s)
 {
     return !s || !s->any;
@@ -664,13 +672,33 @@ static void reset(struct ld__summarizer *s)
         f->active = false;
         release(f->def);
         f->def = NULL;
+        /* What the interval counted stays (at zero) for the next; a counter
+         * or kind it did not see goes, so that a flag evaluated in every
+         * interval while its versions change keeps a bounded list. */
+        size_t kc = 0;
         for (size_t k = 0; k < f->nc; k++) {
-            f->counters[k].count = 0;
-            release(f->counters[k].value);
-            f->counters[k].value = NULL;
+            struct counter c = f->counters[k];
+            release(c.value);
+            if (!c.count)
+                continue;
+            c.count = 0;
+            c.value = NULL;
+            f->counters[kc++] = c;
         }
-        for (size_t k = 0; k < f->nk; k++)
+        if (kc != f->nc) {
+            f->nc = kc;
+            remap(f, f->map_version);
+        }
+        size_t kk = 0;
+        for (size_t k = 0; k < f->nk; k++) {
+            if (!f->kinds[k].seen) {
+                ld__free(f->kinds[k].name);
+                continue;
+            }
             f->kinds[k].seen = false;
+            f->kinds[kk++] = f->kinds[k];
+        }
+        f->nk = kk;
         s->flags[kept++] = *f;
     }
     if (kept != s->n) {

@@ -511,6 +511,32 @@ START_TEST(test_contexts_and_flags_in_turn)
 }
 END_TEST
 
+/* A flag evaluated in every interval while its version changes (and its
+ * contexts' kinds): what the summarizer keeps is what the last interval
+ * counted, not every version and kind ever seen. */
+START_TEST(test_what_is_kept_is_bounded_by_the_last_interval)
+{
+    struct ld__summarizer *s = ld__summarizer_new();
+    char kind[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(kind, sizeof kind, "{\"kind\":\"k%d\",\"key\":\"x\"}", i);
+        ld_context *c = ctx_of(kind);
+        ck_assert_int_eq(rec(s, "f", i + 1, 0, NULL, NULL, c, i), 0);
+        ld_context_unref(c);
+        json_t *got = NULL;
+        ck_assert_int_eq(ld__summarizer_flush(s, &got), 0);
+        json_t *f = json_object_get(json_object_get(got, "features"), "f");
+        ck_assert_int_eq(json_array_size(json_object_get(f, "counters")), 1);
+        ck_assert_int_eq(json_integer_value(json_object_get(
+                             json_array_get(json_object_get(f, "counters"), 0), "version")),
+                         i + 1);
+        json_decref(got);
+        ck_assert_uint_le(ld__summarizer_held(s), 3); /* the flag, a counter, a kind */
+    }
+    ld__summarizer_free(s);
+}
+END_TEST
+
 START_TEST(test_chaos)
 {
     ld_context *ctxs[2] = {user(), ctx_of("{\"kind\":\"multi\",\"user\":{\"key\":\"u\"},"
@@ -577,6 +603,7 @@ Suite *ld_suite_summarizer(void)
     TCase *tc = tcase_create("summary");
     tcase_add_test(tc, test_empty);
     tcase_add_test(tc, test_contexts_and_flags_in_turn);
+    tcase_add_test(tc, test_what_is_kept_is_bounded_by_the_last_interval);
     tcase_add_test(tc, test_counts_many_records);
     tcase_add_test(tc, test_several_versions);
     tcase_add_test(tc, test_unknown_flag);
