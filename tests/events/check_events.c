@@ -29,7 +29,7 @@
 #include "net/net-internal.h"
 
 #define B ld_test_base
-#define KEY "sdk-events-key"
+#define KEY EVR_KEY
 
 #define FLAGS                                                                                    \
     "{'tracked': {'on': true, 'trackEvents': true, 'variations': [true, false],"                 \
@@ -70,53 +70,7 @@ static void events_down(void)
  * local service, configured by `cfg` (borrowed; NULL: the defaults). */
 static ld_client *client_with(const char *flags, const ld_events_config *cfg)
 {
-    ld_client_options *o = ld_client_options_new();
-    ck_assert_ptr_nonnull(o);
-    json_t *data = ld_test_data_of(flags ? flags : FLAGS, NULL);
-    ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
-    json_decref(data);
-    ld_net_config *n = ld_net_config_new(KEY);
-    ck_assert_ptr_nonnull(n);
-    ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
-    ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
-    ld_net_config_free(n);
-    /* Diagnostics off unless asked for: the posts are the analytics ones. */
-    ld_events_config *own = cfg ? NULL : ld_events_config_new();
-    if (own)
-        ck_assert_int_eq(ld_events_config_set_diagnostics(own, false, 900000), 0);
-    ck_assert_int_eq(ld_client_options_set_events_config(o, cfg ? cfg : own), 0);
-    ld_events_config_free(own);
-    ld_client *c = ld_client_new(B, o);
-    ld_client_options_free(o);
-    ck_assert_ptr_nonnull(c);
-    ck_assert_ptr_nonnull(ld_client_event_processor(c));
-    ld_test_await_ok(ld_client_ready(c));
-    return c;
-}
-
-/* The defaults, but no diagnostics. */
-static ld_events_config *config(void)
-{
-    ld_events_config *cfg = ld_events_config_new();
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(ld_events_config_set_diagnostics(cfg, false, 900000), 0);
-    return cfg;
-}
-
-/* Runs what the loop has ready (the local service's listener stays). */
-static void drain(void)
-{
-    for (int pass = 0; pass < 1000; pass++) {
-        event_base_loop(B, EVLOOP_NONBLOCK);
-        if (event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE) == 0)
-            return;
-    }
-}
-
-static void client_done(ld_client *c)
-{
-    ld_client_free(c);
-    drain();
+    return evr_client(flags ? flags : FLAGS, cfg, NULL, NULL, 0);
 }
 
 static bool bool_eval(ld_client *c, const char *key, ld_context *ctx)
@@ -136,12 +90,6 @@ static void json_eval(ld_client *c, const char *key, ld_context *ctx, json_t *fa
     ld_test_wait(f);
     ck_assert(ld_future_is_fulfilled(f));
     ld_future_unref(f);
-}
-
-/* Flushes and waits: the bool of the flush. */
-static bool flush(ld_client *c)
-{
-    return ld_test_await_bool(ld_client_flush(c));
 }
 
 /* `e` without its creationDate, which is checked to be within the test's
@@ -189,14 +137,6 @@ static void expect_summary(int post, const char *features)
     json_decref(copy);
 }
 
-static size_t count_of(int post, const char *kind)
-{
-    size_t n = 0;
-    while (evr_event_of(post, kind, (int)n))
-        n++;
-    return n;
-}
-
 #define ANN_JSON                                                                           \
     "{'kind': 'user', 'key': 'ann', 'name': 'Ann', 'email': 'a@x', 'address': {'street': " \
     "'Main', 'city': 'Oslo'}}"
@@ -205,7 +145,7 @@ START_TEST(test_tracked_flag_sends_index_feature_and_summary_in_that_order)
 {
     ld_client *c = client_with(NULL, NULL);
     ck_assert(bool_eval(c, "tracked", ANN));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     ck_assert_str_eq(evr.seen[0].path, "/bulk");
     ck_assert_str_eq(evr.seen[0].auth, KEY);
@@ -222,7 +162,7 @@ START_TEST(test_tracked_flag_sends_index_feature_and_summary_in_that_order)
     expect_summary(0, "{'tracked': {'default': false, 'contextKinds': ['user'],"
                       " 'counters': [{'value': true, 'variation': 0, 'version': 7,"
                       " 'count': 1}]}}");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -231,16 +171,16 @@ START_TEST(test_untracked_flag_is_only_counted_and_a_known_context_has_no_new_in
     ld_client *c = client_with(NULL, NULL);
     json_eval(c, "plain", ANN, json_string("dflt"));
     json_eval(c, "plain", ANN, json_string("dflt"));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 0);
-    ck_assert_int_eq(count_of(0, "index"), 1);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 0);
+    ck_assert_int_eq(evr_count(0, "index"), 1);
     expect_summary(0, "{'plain': {'default': 'dflt', 'contextKinds': ['user'],"
                       " 'counters': [{'value': 'b', 'variation': 1, 'version': 3,"
                       " 'count': 2}]}}");
     /* The next interval: the context is still known (the LRU outlives a
      * flush), so only the summary, counted afresh. */
     json_eval(c, "plain", ANN, json_string("other"));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 2);
     ck_assert_int_eq(json_array_size(evr_events(1)), 1);
     expect_summary(1, "{'plain': {'default': 'other', 'contextKinds': ['user'],"
@@ -250,7 +190,7 @@ START_TEST(test_untracked_flag_is_only_counted_and_a_known_context_has_no_new_in
     ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
     ck_assert_int_eq(st.deduplicated, 2);
     ck_assert_int_eq(st.payloads_sent, 2);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -258,11 +198,11 @@ START_TEST(test_unknown_flag_is_counted_as_unknown_with_the_default)
 {
     ld_client *c = client_with(NULL, NULL);
     ck_assert(!bool_eval(c, "nope", ANN));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 0);
     expect_summary(0, "{'nope': {'default': false, 'contextKinds': ['user'],"
                       " 'counters': [{'value': false, 'unknown': true, 'count': 1}]}}");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -273,8 +213,8 @@ START_TEST(test_reason_is_sent_for_detail_calls_and_experiments_only)
     detail_eval(c, "tracked", ANN, json_false()); /* reason: asked for */
     json_eval(c, "ruled", ANN, json_integer(0));  /* reason: the rule tracks */
     json_eval(c, "fall", ANN, json_integer(0));   /* reason: the fallthrough tracks */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 4);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 4);
     ck_assert_ptr_null(json_object_get(evr_event_of(0, "feature", 0), "reason"));
     expect_event(evr_event_of(0, "feature", 1),
                  "{'kind': 'feature', 'key': 'tracked', 'version': 7, 'value': true,"
@@ -291,10 +231,10 @@ START_TEST(test_reason_is_sent_for_detail_calls_and_experiments_only)
     /* "ruled" for another context falls through, which it does not track. */
     ld_context *bob = ld_test_ctx_of("{'kind': 'user', 'key': 'bob'}");
     json_eval(c, "ruled", bob, json_integer(0));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "feature"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "feature"), 0);
     ld_context_unref(bob);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -302,11 +242,11 @@ START_TEST(test_prerequisites_send_their_own_events_first_with_prereq_of)
 {
     ld_client *c = client_with(NULL, NULL);
     json_eval(c, "parent", ANN, json_string("d"));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     json_t *a = evr_events(0);
     /* index, then the tracked prerequisite's feature event; "plain" is not
      * tracked and "parent" neither. */
-    ck_assert_int_eq(count_of(0, "feature"), 1);
+    ck_assert_int_eq(evr_count(0, "feature"), 1);
     expect_event(evr_event_of(0, "feature", 0),
                  "{'kind': 'feature', 'key': 'tracked', 'version': 7, 'value': true,"
                  " 'variation': 0, 'default': null, 'prereqOf': 'parent',"
@@ -318,7 +258,7 @@ START_TEST(test_prerequisites_send_their_own_events_first_with_prereq_of)
                       " 'counters': [{'value': 'b', 'variation': 1, 'version': 3, 'count': 1}]},"
                       " 'parent': {'default': 'd', 'contextKinds': ['user'],"
                       " 'counters': [{'value': 'x', 'variation': 0, 'version': 5, 'count': 1}]}}");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -338,21 +278,21 @@ START_TEST(test_debug_events_while_the_date_is_ahead_of_both_clocks)
     int64_t now = (int64_t)time(NULL) * 1000;
     ld_client *c = client_with(debug_flags(now + 3600 * 1000), NULL);
     ck_assert(bool_eval(c, "dbg", ANON));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 0);
     /* A debug event shows the anonymous context as it is. */
     expect_event(evr_event_of(0, "debug", 0),
                  "{'kind': 'debug', 'key': 'dbg', 'version': 1, 'value': true, 'variation': 0,"
                  " 'default': false, 'context': {'kind': 'user', 'key': 'anon1',"
                  " 'anonymous': true, 'name': 'Z'}}");
-    client_done(c);
+    evr_client_done(c);
 
     /* A date already past: none. */
     c = client_with(debug_flags(now - 1000), NULL);
     ck_assert(bool_eval(c, "dbg", ANN));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "debug"), 0);
-    client_done(c);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "debug"), 0);
+    evr_client_done(c);
 
     /* Ahead of our clock but behind the events service's (its Date, two
      * hours ahead): none once the service's time is known. */
@@ -364,13 +304,13 @@ START_TEST(test_debug_events_while_the_date_is_ahead_of_both_clocks)
     evr.date = date;
     c = client_with(debug_flags(now + 3600 * 1000), NULL);
     ck_assert(bool_eval(c, "dbg", ANN));
-    ck_assert(flush(c)); /* the Date is learnt here: this one has the event */
-    ck_assert_int_eq(count_of(2, "debug"), 1);
+    ck_assert(evr_flush(c)); /* the Date is learnt here: this one has the event */
+    ck_assert_int_eq(evr_count(2, "debug"), 1);
     ck_assert(bool_eval(c, "dbg", ANN));
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(3, "debug"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(3, "debug"), 0);
     evr.date = NULL;
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -378,7 +318,7 @@ START_TEST(test_anonymous_contexts_are_redacted_in_feature_events_not_index)
 {
     ld_client *c = client_with(NULL, NULL);
     ck_assert(bool_eval(c, "tracked", ANON));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     expect_event(evr_event_of(0, "index", 0), "{'kind': 'index', 'context': {'kind': 'user',"
                                               " 'key': 'anon1', 'anonymous': true, 'name': 'Z'}}");
     expect_event(evr_event_of(0, "feature", 0),
@@ -386,35 +326,35 @@ START_TEST(test_anonymous_contexts_are_redacted_in_feature_events_not_index)
                  " 'variation': 0, 'default': false, 'context': {'kind': 'user',"
                  " 'key': 'anon1', 'anonymous': true,"
                  " '_meta': {'redactedAttributes': ['name']}}}");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_private_attributes_of_the_configuration_are_redacted)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_add_private_attribute(cfg, "email"), 0);
     ck_assert_int_eq(ld_events_config_add_private_attribute(cfg, "/address/street"), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
     ck_assert_int_eq(ld_client_identify(c, ANN), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     expect_event(evr_event_of(0, "identify", 0),
                  "{'kind': 'identify', 'context': {'kind': 'user', 'key': 'ann', 'name': 'Ann',"
                  " 'address': {'city': 'Oslo'}, '_meta': {'redactedAttributes':"
                  " ['email', '/address/street']}}}");
-    client_done(c);
+    evr_client_done(c);
 
-    cfg = config();
+    cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_all_attributes_private(cfg, true), 0);
     c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
     ck_assert_int_eq(ld_client_identify(c, ANN), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     json_t *ctx = json_object_get(evr_event_of(1, "identify", 0), "context");
     ck_assert_int_eq(json_object_size(ctx), 3); /* kind, key, _meta */
     ck_assert_str_eq(json_string_value(json_object_get(ctx, "key")), "ann");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -427,10 +367,10 @@ START_TEST(test_identify_and_custom_events)
     ck_assert_int_eq(ld_client_track_metric(c, "spent", ANN, NULL, 9.5), 0);
     ck_assert_int_eq(ld_client_track(c, "plain-\"q\"\n", ANN, NULL), 0);
     json_decref(data);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     json_t *a = evr_events(0);
     /* identify notes the context: no index event follows. */
-    ck_assert_int_eq(count_of(0, "index"), 0);
+    ck_assert_int_eq(evr_count(0, "index"), 0);
     ck_assert_int_eq(json_array_size(a), 4); /* no summary: nothing evaluated */
     expect_event(json_array_get(a, 0), "{'kind': 'identify', 'context': " ANN_JSON "}");
     expect_event(json_array_get(a, 1), "{'kind': 'custom', 'key': 'viewed', 'data': {'cart':"
@@ -439,7 +379,7 @@ START_TEST(test_identify_and_custom_events)
                                        " 'context': " ANN_JSON "}");
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(a, 3), "key")),
                      "plain-\"q\"\n");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -456,13 +396,13 @@ START_TEST(test_track_and_identify_refuse_bad_input)
     ck_assert_int_eq(ld_client_identify(NULL, ANN), LD_EINVAL);
     ck_assert_int_eq(ld_client_identify(c, NULL), LD_EINVAL);
     ck_assert_ptr_null(ld_client_flush(NULL));
-    ck_assert(flush(c)); /* nothing was queued */
+    ck_assert(evr_flush(c)); /* nothing was queued */
     ck_assert_int_eq(evr.n, 0);
     ld_test_await_ok(ld_client_close(c));
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), LD_ECLOSED);
     ck_assert_int_eq(ld_client_identify(c, ANN), LD_ECLOSED);
     ld_test_expect_error(ld_client_flush(c), LD_ECLOSED, NULL);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -486,10 +426,10 @@ START_TEST(test_events_off_send_nothing)
     ck_assert(bool_eval(c, "tracked", ANN));
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_identify(c, ANN), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ld_test_await_ok(ld_client_close(c));
     ck_assert_int_eq(evr.n, 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -503,7 +443,7 @@ static void on_warning(const char *message, void *arg)
 
 START_TEST(test_capacity_drops_with_one_warning_until_a_flush)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 3), 0);
     ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, on_warning, &warnings), 0);
     warnings = 0;
@@ -515,13 +455,13 @@ START_TEST(test_capacity_drops_with_one_warning_until_a_flush)
     ck_assert_int_eq(ld_client_track(c, "c", ANN, NULL), LD_EBUSY);
     ck_assert_int_eq(ld_client_track(c, "d", ANN, NULL), LD_EBUSY);
     ck_assert(bool_eval(c, "tracked", ANN)); /* its feature event is dropped; */
-    drain();                                 /* the warning comes from the loop */
+    evr_drain();                             /* the warning comes from the loop */
     ck_assert_int_eq(warnings, 1);
     ld_events_stats st;
     ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
     ck_assert_int_eq(st.dropped, 3);
     ck_assert_int_eq(st.buffered, 3);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(json_array_size(evr_events(0)), 4); /* the summary still counted it */
     expect_summary(0, "{'tracked': {'default': false, 'contextKinds': ['user'],"
                       " 'counters': [{'value': true, 'variation': 0, 'version': 7,"
@@ -531,9 +471,9 @@ START_TEST(test_capacity_drops_with_one_warning_until_a_flush)
         ck_assert_int_eq(ld_client_track(c, "e", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_track(c, "f", ANN, NULL), LD_EBUSY);
     ck_assert_int_eq(warnings, 1); /* not inside the call */
-    drain();
+    evr_drain();
     ck_assert_int_eq(warnings, 2);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -543,11 +483,11 @@ START_TEST(test_a_500_is_retried_once_then_delivered)
     evr.nstatuses = 1;
     ld_client *c = client_with(NULL, NULL);
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 2);
     ck_assert_str_eq(evr.seen[0].payload_id, evr.seen[1].payload_id);
     ck_assert_str_eq(evr.seen[0].body, evr.seen[1].body);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -557,31 +497,31 @@ START_TEST(test_401_stops_all_sending)
     evr.nstatuses = 1;
     ld_client *c = client_with(NULL, NULL);
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), 0);
-    ck_assert(!flush(c));
+    ck_assert(!evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), 0);
-    ck_assert(!flush(c));
+    ck_assert(!evr_flush(c));
     ck_assert_int_eq(evr.n, 1); /* not even tried */
     ld_events_stats st;
     ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
     ck_assert(st.stopped);
     ck_assert_int_eq(st.payloads_dropped, 2);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_gzip_payloads)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_gzip(cfg, true), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
     ck_assert(bool_eval(c, "tracked", ANN));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_str_eq(evr.seen[0].encoding, "gzip");
-    ck_assert_int_eq(count_of(0, "feature"), 1); /* it inflated to the payload */
+    ck_assert_int_eq(evr_count(0, "feature"), 1); /* it inflated to the payload */
     ck_assert_int_eq(evr.seen[0].body[0], 0x1f);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -592,18 +532,18 @@ START_TEST(test_close_sends_what_is_held)
     ld_future *closed = ld_client_close(c);
     ld_test_await_ok(closed);
     ck_assert_int_eq(evr.n, 1);
-    ck_assert_int_eq(count_of(0, "custom"), 1);
+    ck_assert_int_eq(evr_count(0, "custom"), 1);
     /* An evaluation issued after close is refused, and records nothing. */
     ld_test_expect_error(ld_client_bool_variation(c, "tracked", ANN, false), LD_ECLOSED, NULL);
     ld_test_await_ok(ld_client_close(c)); /* twice */
-    client_done(c);
+    evr_client_done(c);
     ck_assert_int_eq(evr.n, 1);
 }
 END_TEST
 
 START_TEST(test_context_key_lru_evicts_the_least_recent_and_forgets_on_its_interval)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_context_keys(cfg, 2, 3600000), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -613,16 +553,16 @@ START_TEST(test_context_key_lru_evicts_the_least_recent_and_forgets_on_its_inter
     int order[] = {0, 1, 0, 2, 1};
     for (int i = 0; i < 5; i++)
         json_eval(c, "plain", x[order[i]], NULL);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), 4);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "index"), 4);
     const char *want[] = {"a", "b", "c", "b"};
     for (int i = 0; i < 4; i++) {
         json_t *ctx = json_object_get(evr_event_of(0, "index", i), "context");
         ck_assert_str_eq(json_string_value(json_object_get(ctx, "key")), want[i]);
     }
-    client_done(c);
+    evr_client_done(c);
 
-    cfg = config();
+    cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_context_keys(cfg, 10, 30), 0);
     c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -633,9 +573,9 @@ START_TEST(test_context_key_lru_evicts_the_least_recent_and_forgets_on_its_inter
     ld_test_wait(t);
     ld_future_unref(t);
     json_eval(c, "plain", x[0], NULL);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "index"), 2); /* forgotten in between */
-    client_done(c);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "index"), 2); /* forgotten in between */
+    evr_client_done(c);
     for (int i = 0; i < 3; i++)
         ld_context_unref(x[i]);
 }
@@ -643,7 +583,7 @@ END_TEST
 
 START_TEST(test_omit_anonymous_contexts)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_omit_anonymous_contexts(cfg, true), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -652,14 +592,14 @@ START_TEST(test_omit_anonymous_contexts)
                                        " 'anonymous': true}, 'org': {'key': 'o1', 'name': 'O'}}");
     ck_assert_int_eq(ld_client_identify(c, multi), 0);
     ck_assert(bool_eval(c, "tracked", ANON)); /* no index event */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "identify"), 1);
-    ck_assert_int_eq(count_of(0, "index"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "identify"), 1);
+    ck_assert_int_eq(evr_count(0, "index"), 0);
     expect_event(evr_event_of(0, "identify", 0),
                  "{'kind': 'identify', 'context': {'kind': 'org', 'key': 'o1', 'name': 'O'}}");
-    ck_assert_int_eq(count_of(0, "feature"), 1); /* feature events stay, redacted */
+    ck_assert_int_eq(evr_count(0, "feature"), 1); /* feature events stay, redacted */
     ld_context_unref(multi);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -712,14 +652,14 @@ START_TEST(test_default_processor_on_its_own)
     ck_assert_int_eq(st.events, 1);
     ld_test_await_ok(ld_event_processor_close(ep));
     ld_event_processor_free(ep);
-    drain();
+    evr_drain();
 }
 END_TEST
 
 START_TEST(test_periodic_diagnostics_count_what_happened_since_the_last)
 {
     setenv("LDASYNC_EVENTS_DIAG_MS", "1000", 1);
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_diagnostics(cfg, true, 60000), 0);
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 2), 0);
     ld_client *c = client_with(NULL, cfg);
@@ -729,7 +669,7 @@ START_TEST(test_periodic_diagnostics_count_what_happened_since_the_last)
     json_eval(c, "plain", ANN, NULL); /* deduplicated, as the two tracks */
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_track(c, "k", ANN, NULL), LD_EBUSY); /* dropped */
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     int periodic = -1;
     while (periodic < 0) {
         event_base_loop(B, EVLOOP_ONCE);
@@ -746,13 +686,13 @@ START_TEST(test_periodic_diagnostics_count_what_happened_since_the_last)
     ck_assert_int_eq(json_integer_value(json_object_get(p, "eventsInLastBatch")), 2);
     ck_assert(json_is_array(json_object_get(p, "streamInits")));
     ck_assert_int_gt(json_integer_value(json_object_get(p, "dataSinceDate")), 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_config_setters_refuse_bad_values)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(NULL, 1), LD_EINVAL);
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 0), LD_EINVAL);
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, -1), LD_EINVAL);
@@ -783,7 +723,7 @@ START_TEST(test_a_flush_while_five_are_under_way_waits_for_room)
     }
     while (evr.n < 5)
         event_base_loop(B, EVLOOP_ONCE);
-    drain();
+    evr_drain();
     ck_assert_int_eq(evr.n, 5);
     ld_events_stats st;
     ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
@@ -795,7 +735,7 @@ START_TEST(test_a_flush_while_five_are_under_way_waits_for_room)
     for (int i = 0; i < 6; i++)
         ck_assert(ld_test_await_bool(f[i]));
     ck_assert_int_eq(evr.n, 6);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -820,7 +760,7 @@ START_TEST(test_free_with_posts_under_way_and_from_a_flush_callback)
     ld_future_unref(f);
     evr.hold = false;
     evr_release_held();
-    drain();
+    evr_drain();
 
     /* Freed from its own flush's callback. */
     c = client_with(NULL, NULL);
@@ -829,7 +769,7 @@ START_TEST(test_free_with_posts_under_way_and_from_a_flush_callback)
     ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), free_client_cb, c), 0);
     ld_test_wait(f);
     ld_future_unref(f);
-    drain();
+    evr_drain();
 
     /* Freed right after close, and right after a flush (the worker's job
      * not yet run). */
@@ -845,7 +785,7 @@ START_TEST(test_free_with_posts_under_way_and_from_a_flush_callback)
     ld_client_free(c);
     ld_test_wait(f);
     ld_future_unref(f);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -897,7 +837,7 @@ START_TEST(test_allocation_failures_in_turn)
         }
         bool failed = chaos_end(i);
         ld_client_free(c);
-        drain();
+        evr_drain();
         json_decref(fb);
         ld_client_options_free(o);
         if (!failed) {
@@ -907,10 +847,10 @@ START_TEST(test_allocation_failures_in_turn)
              * two custom, the summary. */
             int bulk = strcmp(evr.seen[0].path, "/bulk") == 0 ? 0 : 1;
             ck_assert_int_eq(evr.n, 2);
-            ck_assert_int_eq(count_of(bulk, "feature"), 3);
-            ck_assert_int_eq(count_of(bulk, "custom"), 2);
-            ck_assert_int_eq(count_of(bulk, "identify"), 1);
-            ck_assert_int_eq(count_of(bulk, "summary"), 1);
+            ck_assert_int_eq(evr_count(bulk, "feature"), 3);
+            ck_assert_int_eq(evr_count(bulk, "custom"), 2);
+            ck_assert_int_eq(evr_count(bulk, "identify"), 1);
+            ck_assert_int_eq(evr_count(bulk, "summary"), 1);
             break;
         }
     }
@@ -926,7 +866,7 @@ END_TEST
  * flush answered once the last is. */
 START_TEST(test_a_large_payload_is_let_go_of_in_slices)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 20000), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -934,14 +874,14 @@ START_TEST(test_a_large_payload_is_let_go_of_in_slices)
     for (int i = 0; i < 10000; i++)
         ck_assert_int_eq(ld_client_track(c, "many", ANN, data), 0);
     json_decref(data);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     ck_assert_int_eq(json_array_size(evr_events(0)), 10001); /* index and 10,000 */
-    ck_assert_int_eq(count_of(0, "custom"), 10000);
+    ck_assert_int_eq(evr_count(0, "custom"), 10000);
     ld_events_stats st;
     ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
     ck_assert_int_eq(st.in_flight, 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -981,7 +921,7 @@ START_TEST(test_processor_on_its_own_allocation_failures)
         bool failed = chaos_end(i);
         ld_event_processor_free(ep);
         ld_events_config_free(cfg);
-        drain();
+        evr_drain();
         if (!failed) {
             ck_assert(sent);
             ck_assert_int_eq(rc[0] | rc[1], 0);

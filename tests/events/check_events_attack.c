@@ -26,7 +26,7 @@
 #include "check_util.h"
 
 #define B ld_test_base
-#define KEY "sdk-events-key"
+#define KEY EVR_KEY
 
 #define FLAGS                                                                           \
     "{'tracked': {'on': true, 'trackEvents': true, 'variations': [true, false],"        \
@@ -55,80 +55,16 @@ static void attack_down(void)
     ld_test_teardown();
 }
 
-/* Runs what the loop has ready (the local service's listener stays). */
-static void drain(void)
-{
-    for (int pass = 0; pass < 1000; pass++) {
-        event_base_loop(B, EVLOOP_NONBLOCK);
-        if (event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE) == 0)
-            return;
-    }
-}
-
-/* The defaults, but no diagnostics. */
-static ld_events_config *config(void)
-{
-    ld_events_config *cfg = ld_events_config_new();
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(ld_events_config_set_diagnostics(cfg, false, 900000), 0);
-    return cfg;
-}
-
 /* A client with `flags` (NULL: FLAGS) sending events to `uri` (NULL: the
- * local service), configured by `cfg` (borrowed; NULL: config()). */
+ * local service), configured by `cfg` (borrowed; NULL: evr_config()). */
 static ld_client *client_to(const char *flags, const ld_events_config *cfg, const char *uri)
 {
-    ld_client_options *o = ld_client_options_new();
-    ck_assert_ptr_nonnull(o);
-    json_t *data = ld_test_data_of(flags ? flags : FLAGS, NULL);
-    ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
-    json_decref(data);
-    ld_net_config *n = ld_net_config_new(KEY);
-    ck_assert_ptr_nonnull(n);
-    ck_assert_int_eq(ld_net_config_set_events_uri(n, uri ? uri : evr.url), 0);
-    ck_assert_int_eq(ld_net_config_set_timeouts(n, 0, read_ms, 0), 0);
-    ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
-    ld_net_config_free(n);
-    ld_events_config *own = cfg ? NULL : config();
-    ck_assert_int_eq(ld_client_options_set_events_config(o, cfg ? cfg : own), 0);
-    ld_events_config_free(own);
-    ld_client *c = ld_client_new(B, o);
-    ld_client_options_free(o);
-    ck_assert_ptr_nonnull(c);
-    ck_assert_ptr_nonnull(ld_client_event_processor(c));
-    ld_test_await_ok(ld_client_ready(c));
-    return c;
+    return evr_client(flags ? flags : FLAGS, cfg, uri, NULL, read_ms);
 }
 
 static ld_client *client_with(const char *flags, const ld_events_config *cfg)
 {
     return client_to(flags, cfg, NULL);
-}
-
-static void client_done(ld_client *c)
-{
-    ld_client_free(c);
-    drain();
-}
-
-static bool flush(ld_client *c)
-{
-    return ld_test_await_bool(ld_client_flush(c));
-}
-
-static ld_events_stats stats_of(ld_client *c)
-{
-    ld_events_stats st;
-    ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
-    return st;
-}
-
-static size_t count_of(int post, const char *kind)
-{
-    size_t n = 0;
-    while (evr_event_of(post, kind, (int)n))
-        n++;
-    return n;
 }
 
 static void json_eval(ld_client *c, const char *key, ld_context *ctx)
@@ -165,7 +101,7 @@ static void close_client_on_warning(const char *message, void *arg)
 START_TEST(test_close_inside_the_warning_function)
 {
     closed_in_warning = NULL;
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     /* 3: ANN's index event, then two custom events */
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 3), 0);
     ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, close_client_on_warning, NULL), 0);
@@ -175,14 +111,14 @@ START_TEST(test_close_inside_the_warning_function)
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
     ck_assert_int_eq(ld_client_track(c, "c", ANN, NULL), LD_EBUSY); /* warns: closes */
     ck_assert_ptr_null(closed_in_warning); /* from the loop, not inside the call */
-    drain();
+    evr_drain();
     ck_assert_ptr_nonnull(closed_in_warning);
     ck_assert_int_eq(ld_client_track(c, "d", ANN, NULL), LD_ECLOSED);
     ld_test_await_ok(closed_in_warning);
     closed_in_warning = NULL;
     ck_assert_int_eq(evr.n, 1);
-    ck_assert_int_eq(count_of(0, "custom"), 2); /* what was held was sent */
-    client_done(c);
+    ck_assert_int_eq(evr_count(0, "custom"), 2); /* what was held was sent */
+    evr_client_done(c);
 }
 END_TEST
 
@@ -207,8 +143,8 @@ START_TEST(test_close_inside_a_flush_callback_sends_what_came_after)
     ld_test_await_ok(closed_in_cb);
     closed_in_cb = NULL;
     ck_assert_int_eq(evr.n, 2);
-    ck_assert_int_eq(count_of(0, "custom") + count_of(1, "custom"), 2);
-    client_done(c);
+    ck_assert_int_eq(evr_count(0, "custom") + evr_count(1, "custom"), 2);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -226,8 +162,8 @@ START_TEST(test_double_close_then_flush_track_identify_refused)
     ld_test_await_ok(c1);
     ld_test_await_ok(c2);
     ck_assert_int_eq(evr.n, 1); /* once, not once per close */
-    ck_assert_int_eq(count_of(0, "custom"), 1);
-    client_done(c);
+    ck_assert_int_eq(evr_count(0, "custom"), 1);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -235,7 +171,7 @@ START_TEST(test_free_right_after_track_flush_and_close)
 {
     ld_client *c = client_with(NULL, NULL);
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
-    client_done(c);
+    evr_client_done(c);
     c = client_with(NULL, NULL);
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
     ld_future *f = ld_client_flush(c);
@@ -247,7 +183,7 @@ START_TEST(test_free_right_after_track_flush_and_close)
     ck_assert(!ld_future_is_pending(cl));
     ld_future_unref(f);
     ld_future_unref(cl);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -262,8 +198,8 @@ START_TEST(test_free_while_a_flush_waits_for_room_with_five_posts_held)
     }
     while (evr.n < 5)
         event_base_loop(B, EVLOOP_ONCE);
-    drain();
-    ck_assert_int_eq(stats_of(c).in_flight, 5);
+    evr_drain();
+    ck_assert_int_eq(evr_stats(c).in_flight, 5);
     ck_assert(ld_future_is_pending(f[5]));
     ck_assert(ld_future_is_pending(f[6]));
     ld_client_free(c);
@@ -274,7 +210,7 @@ START_TEST(test_free_while_a_flush_waits_for_room_with_five_posts_held)
     }
     evr.hold = false;
     evr_release_held();
-    drain();
+    evr_drain();
     ck_assert_int_eq(evr.n, 5); /* nothing posted after the free */
 }
 END_TEST
@@ -287,8 +223,8 @@ START_TEST(test_dead_service_drops_the_payload_after_the_retry)
     /* Port 1 of the loopback: nobody listens there. */
     ld_client *c = client_to(NULL, NULL, "http://127.0.0.1:1/");
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
-    ck_assert(!flush(c));
-    ld_events_stats st = stats_of(c);
+    ck_assert(!evr_flush(c));
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.payloads_dropped, 1);
     ck_assert_int_eq(st.payloads_sent, 0);
     ck_assert_int_eq(st.in_flight, 0);
@@ -296,7 +232,7 @@ START_TEST(test_dead_service_drops_the_payload_after_the_retry)
     ck_assert(!st.stopped);
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
     ld_test_await_ok(ld_client_close(c)); /* close gives up too, and completes */
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -307,15 +243,15 @@ START_TEST(test_413_every_time_is_dropped_without_a_retry_and_sending_goes_on)
     evr.nstatuses = EVR_MAX;
     ld_client *c = client_with(NULL, NULL);
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
-    ck_assert(!flush(c));
+    ck_assert(!evr_flush(c));
     ck_assert_int_eq(evr.n, 1); /* 413 is not recoverable: no retry */
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
-    ck_assert(!flush(c));
+    ck_assert(!evr_flush(c));
     ck_assert_int_eq(evr.n, 2); /* not stopped either */
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.payloads_dropped, 2);
     ck_assert(!st.stopped);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -327,22 +263,22 @@ START_TEST(test_503_every_time_is_retried_once_per_payload)
     ld_client *c = client_with(NULL, NULL);
     for (int p = 0; p < 3; p++) {
         ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), 0);
-        ck_assert(!flush(c));
+        ck_assert(!evr_flush(c));
         ck_assert_int_eq(evr.n, 2 * (p + 1));
         ck_assert_str_eq(evr.seen[2 * p].payload_id, evr.seen[2 * p + 1].payload_id);
     }
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.payloads_dropped, 3);
     ck_assert_int_eq(st.payloads_sent, 0);
     ck_assert_int_eq(st.in_flight, 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_capacity_holds_under_100000_tracks_and_flushes_with_a_held_service)
 {
     evr.hold = true;
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 100), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -357,13 +293,13 @@ START_TEST(test_capacity_holds_under_100000_tracks_and_flushes_with_a_held_servi
              * and what waits must stay within the capacity */
             ld_future_unref(last);
             last = ld_client_flush(c);
-            drain();
-            ld_events_stats st = stats_of(c);
+            evr_drain();
+            ld_events_stats st = evr_stats(c);
             ck_assert_int_le(st.in_flight, 5);
             ck_assert_int_le(st.buffered, 100);
         }
     }
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_le(st.buffered, 100);
     ck_assert_int_le(st.in_flight, 5);
     ck_assert_int_eq(st.dropped, (uint64_t)busy);
@@ -376,7 +312,7 @@ START_TEST(test_capacity_holds_under_100000_tracks_and_flushes_with_a_held_servi
     ld_future_unref(last);
     evr.hold = false;
     evr_release_held();
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -392,7 +328,7 @@ START_TEST(test_huge_custom_data_and_key_go_whole_plain_and_gzip)
         big[i] = (char)('a' + i % 26);
     big[len] = '\0';
     for (int gz = 0; gz < 2; gz++) {
-        ld_events_config *cfg = config();
+        ld_events_config *cfg = evr_config();
         ck_assert_int_eq(ld_events_config_set_gzip(cfg, gz), 0);
         ld_client *c = client_with(NULL, cfg);
         ld_events_config_free(cfg);
@@ -403,7 +339,7 @@ START_TEST(test_huge_custom_data_and_key_go_whole_plain_and_gzip)
         big[1 << 20] = '\0'; /* a 1 MiB key */
         ck_assert_int_eq(ld_client_track(c, big, ANN, NULL), 0);
         big[1 << 20] = (char)('a' + (1 << 20) % 26);
-        ck_assert(flush(c));
+        ck_assert(evr_flush(c));
         json_t *e = evr_event_of(gz, "custom", 0);
         ck_assert_ptr_nonnull(e);
         json_t *got = json_object_get(json_object_get(e, "data"), "blob");
@@ -412,7 +348,7 @@ START_TEST(test_huge_custom_data_and_key_go_whole_plain_and_gzip)
         json_t *k = json_object_get(evr_event_of(gz, "custom", 1), "key");
         ck_assert_int_eq(json_string_length(k), 1 << 20);
         ck_assert(memcmp(json_string_value(k), big, 1 << 20) == 0);
-        client_done(c);
+        evr_client_done(c);
     }
     free(big);
 }
@@ -423,17 +359,17 @@ START_TEST(test_stats_add_up_after_a_mixed_run)
     evr.statuses[0] = 202;
     evr.statuses[1] = 413; /* the second payload is refused */
     evr.nstatuses = 2;
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 5), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
     for (int i = 0; i < 8; i++) /* index + 4 taken, 4 dropped */
         ld_client_track(c, "a", ANN, NULL);
     json_eval(c, "plain", ANN); /* deduplicated */
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0);
-    ck_assert(!flush(c));
-    ld_events_stats st = stats_of(c);
+    ck_assert(!evr_flush(c));
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.events, 6);
     ck_assert_int_eq(st.dropped, 4);
     ck_assert_int_eq(st.deduplicated, 9); /* the 7 tracks after the first, the evaluation, "b" */
@@ -442,7 +378,7 @@ START_TEST(test_stats_add_up_after_a_mixed_run)
     ck_assert_int_eq(st.buffered, 0);
     ck_assert_int_eq(st.in_flight, 0);
     ck_assert(!st.stopped);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -468,8 +404,8 @@ START_TEST(test_contexts_with_odd_keys_and_many_kinds_are_told_apart)
     snprintf(buf + off, sizeof buf - off, "}");
     ld_context *many = ld_test_ctx_of(buf);
     json_eval(c, "plain", many);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), 6); /* none taken for another */
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "index"), 6); /* none taken for another */
     json_t *uj = json_object_get(evr_event_of(0, "index", 4), "context");
     ck_assert_str_eq(json_string_value(json_object_get(uj, "key")),
                      "\"q\" \xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80 %:");
@@ -485,12 +421,12 @@ START_TEST(test_contexts_with_odd_keys_and_many_kinds_are_told_apart)
     for (int i = 0; i < 5; i++)
         json_eval(c, "plain", all[i]);
     json_eval(c, "plain", many);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "index"), 0);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "index"), 0);
     for (int i = 0; i < 5; i++)
         ld_context_unref(all[i]);
     ld_context_unref(many);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -518,7 +454,7 @@ START_TEST(test_10000_flags_in_one_summary)
         ck_assert_int_eq(ld_future_int(f), i);
         ld_future_unref(f);
     }
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     json_t *features = json_object_get(evr_event_of(0, "summary", 0), "features");
     ck_assert_int_eq(json_object_size(features), N);
@@ -531,8 +467,8 @@ START_TEST(test_10000_flags_in_one_summary)
         ck_assert_msg(json_equal(json_object_get(features, key), want), "%s", key);
         json_decref(want);
     }
-    ck_assert_int_eq(count_of(0, "index"), 1);
-    client_done(c);
+    ck_assert_int_eq(evr_count(0, "index"), 1);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -550,7 +486,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 
 START_TEST(test_a_1ms_flush_interval_starves_nothing_and_posts_only_what_is_held)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_flush_interval(cfg, 1), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -566,9 +502,9 @@ START_TEST(test_a_1ms_flush_interval_starves_nothing_and_posts_only_what_is_held
         event_base_loop(B, EVLOOP_ONCE);
     run_for(100);
     ck_assert_int_eq(evr.n, 1);
-    ck_assert_int_eq(count_of(0, "custom"), 1);
+    ck_assert_int_eq(evr_count(0, "custom"), 1);
     event_free(ev);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -576,17 +512,17 @@ START_TEST(test_context_key_lru_of_one_and_of_int_max)
 {
     ld_context *a = ld_test_ctx_of("{'key': 'a'}");
     ld_context *b = ld_test_ctx_of("{'key': 'b'}");
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_context_keys(cfg, 1, 3600000), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
     ld_context *order[] = {a, a, b, a, a, b};
     for (int i = 0; i < 6; i++)
         json_eval(c, "plain", order[i]);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), 4); /* a b a b */
-    ck_assert_int_eq(stats_of(c).deduplicated, 2);
-    client_done(c);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "index"), 4); /* a b a b */
+    ck_assert_int_eq(evr_stats(c).deduplicated, 2);
+    evr_client_done(c);
 
     /* INT_MAX keys: no INT_MAX-sized allocation up front; and an interval
      * of INT64_MAX ms: never forgotten (the timer must not overflow). */
@@ -595,17 +531,17 @@ START_TEST(test_context_key_lru_of_one_and_of_int_max)
         int64_t ms;
     } cases[] = {{INT_MAX, 3600000}, {1000, INT64_MAX}};
     for (int k = 0; k < 2; k++) {
-        cfg = config();
+        cfg = evr_config();
         ck_assert_int_eq(ld_events_config_set_context_keys(cfg, cases[k].keys, cases[k].ms), 0);
         c = client_with(NULL, cfg);
         ld_events_config_free(cfg);
         for (int i = 0; i < 6; i++)
             json_eval(c, "plain", order[i]);
-        ck_assert(flush(c));
-        ck_assert_msg(count_of(k + 1, "index") == 2, "case %d: %zu index events", k,
-                      count_of(k + 1, "index"));
-        ck_assert_int_eq(stats_of(c).deduplicated, 4);
-        client_done(c);
+        ck_assert(evr_flush(c));
+        ck_assert_msg(evr_count(k + 1, "index") == 2, "case %d: %zu index events", k,
+                      evr_count(k + 1, "index"));
+        ck_assert_int_eq(evr_stats(c).deduplicated, 4);
+        evr_client_done(c);
     }
     ld_context_unref(a);
     ld_context_unref(b);
@@ -615,7 +551,7 @@ END_TEST
 START_TEST(test_context_key_lru_keeps_its_order_while_it_grows)
 {
     enum { CAP = 300 };
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_context_keys(cfg, CAP, 3600000), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -629,15 +565,15 @@ START_TEST(test_context_key_lru_keeps_its_order_while_it_grows)
         json_eval(c, "plain", x[i]);
     for (int i = 0; i < CAP; i++) /* all known still */
         json_eval(c, "plain", x[i]);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), CAP);
-    ck_assert_int_eq(stats_of(c).deduplicated, CAP);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "index"), CAP);
+    ck_assert_int_eq(evr_stats(c).deduplicated, CAP);
     json_eval(c, "plain", x[CAP]); /* full: c0, the least recent, goes */
     json_eval(c, "plain", x[1]);   /* known */
     json_eval(c, "plain", x[0]);   /* new again: c2 goes */
     json_eval(c, "plain", x[2]);   /* new again */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "index"), 3);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "index"), 3);
     const char *want[] = {"c300", "c0", "c2"};
     for (int i = 0; i < 3; i++) {
         json_t *ctx = json_object_get(evr_event_of(1, "index", i), "context");
@@ -645,7 +581,7 @@ START_TEST(test_context_key_lru_keeps_its_order_while_it_grows)
     }
     for (int i = 0; i <= CAP; i++)
         ld_context_unref(x[i]);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -663,7 +599,7 @@ START_TEST(test_evaluations_pending_on_the_store_when_the_client_closes)
     ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
     ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
     ld_net_config_free(n);
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_client_options_set_events_config(o, cfg), 0);
     ld_events_config_free(cfg);
     ld_client *c = ld_client_new(B, o);
@@ -687,20 +623,20 @@ START_TEST(test_evaluations_pending_on_the_store_when_the_client_closes)
     int posted = evr.n;
     run_for(50);
     ck_assert_int_eq(evr.n, posted); /* nothing after close */
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_msg(st.buffered == 0, "%llu events held forever after close (%d pending at close)",
                   (unsigned long long)st.buffered, pending);
     ck_assert_int_eq(st.in_flight, 0);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
 START_TEST(test_data_with_nul_and_odd_strings_round_trips_gzip_and_plain)
 {
     for (int gz = 0; gz < 2; gz++) {
-        ld_events_config *cfg = config();
+        ld_events_config *cfg = evr_config();
         ck_assert_int_eq(ld_events_config_set_gzip(cfg, gz), 0);
         ld_client *c = client_with(NULL, cfg);
         ld_events_config_free(cfg);
@@ -710,13 +646,13 @@ START_TEST(test_data_with_nul_and_odd_strings_round_trips_gzip_and_plain)
         json_object_set_new(data, "k\"ey\n", json_real(1e300));
         json_object_set_new(data, "neg", json_integer(INT64_MIN));
         ck_assert_int_eq(ld_client_track_metric(c, "odd", ANN, data, -0.0), 0);
-        ck_assert(flush(c));
+        ck_assert(evr_flush(c));
         json_t *got = json_object_get(evr_event_of(gz, "custom", 0), "data");
         char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT);
         ck_assert_msg(json_equal(got, data), "gzip %d: %s", gz, g);
         free(g);
         json_decref(data);
-        client_done(c);
+        evr_client_done(c);
     }
 }
 END_TEST
@@ -724,7 +660,7 @@ END_TEST
 START_TEST(test_capacity_1_keeps_one_event_and_the_summary)
 {
     int warned = 0;
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 1), 0);
     ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, NULL, &warned), 0);
     ld_client *c = client_with(NULL, cfg);
@@ -733,10 +669,10 @@ START_TEST(test_capacity_1_keeps_one_event_and_the_summary)
     ck_assert_int_eq(ld_client_track(c, "a", ANN, NULL), LD_EBUSY);
     for (int i = 0; i < 100; i++)
         json_eval(c, "tracked", ANN); /* feature events dropped, counted */
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.buffered, 1);
     ck_assert_int_eq(st.dropped, 101);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(json_array_size(evr_events(0)), 2); /* identify, summary */
     json_t *ctr = json_array_get(
         json_object_get(
@@ -745,9 +681,9 @@ START_TEST(test_capacity_1_keeps_one_event_and_the_summary)
         0);
     ck_assert_int_eq(json_integer_value(json_object_get(ctr, "count")), 100);
     ck_assert_int_eq(ld_client_track(c, "b", ANN, NULL), 0); /* room again */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(1, "custom"), 1);
-    client_done(c);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(1, "custom"), 1);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -755,11 +691,11 @@ START_TEST(test_flushes_with_nothing_held_post_nothing)
 {
     ld_client *c = client_with(NULL, NULL);
     for (int i = 0; i < 50; i++)
-        ck_assert(flush(c));
+        ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 0);
     ld_test_await_ok(ld_client_close(c));
     ck_assert_int_eq(evr.n, 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -774,12 +710,12 @@ START_TEST(test_close_with_a_service_that_never_answers_gives_up_after_the_read_
     ld_test_await_ok(closed); /* the post, a second, the retry: both time out */
     ck_assert_int_le(time(NULL) - t0, 5);
     ck_assert_int_eq(evr.n, 2);
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.payloads_dropped, 1);
     ck_assert_int_eq(st.in_flight, 0);
     evr.hold = false;
     evr_release_held();
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -796,7 +732,7 @@ START_TEST(test_close_while_a_flush_waits_for_room_sends_all_once_released)
     while (evr.n < 5)
         event_base_loop(B, EVLOOP_ONCE);
     ld_future *closed = ld_client_close(c);
-    drain();
+    evr_drain();
     ck_assert(ld_future_is_pending(closed));
     evr.hold = false;
     evr_release_held();
@@ -807,9 +743,9 @@ START_TEST(test_close_while_a_flush_waits_for_room_sends_all_once_released)
     }
     size_t customs = 0;
     for (int i = 0; i < evr.n && i < EVR_MAX; i++)
-        customs += count_of(i, "custom");
+        customs += evr_count(i, "custom");
     ck_assert_int_eq(customs, 7); /* each once, the last one too */
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -829,7 +765,7 @@ static void free_on_warning(const char *message, void *arg)
 START_TEST(test_free_inside_the_warning_function_from_an_evaluation)
 {
     for (int how = 0; how < 3; how++) {
-        ld_events_config *cfg = config();
+        ld_events_config *cfg = evr_config();
         ck_assert_int_eq(ld_events_config_set_capacity(cfg, 1), 0);
         ck_assert_int_eq(ld_events_config_set_warning_fn(cfg, free_on_warning, NULL), 0);
         ld_client *c = free_me = client_with(NULL, cfg);
@@ -850,7 +786,7 @@ START_TEST(test_free_inside_the_warning_function_from_an_evaluation)
                              LD_EBUSY);
             ck_assert_ptr_nonnull(free_me); /* still there after the call */
         }
-        drain();
+        evr_drain();
         ck_assert_ptr_null(free_me);
     }
 }
@@ -861,7 +797,7 @@ END_TEST
 
 START_TEST(test_odd_private_attribute_references)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     int r1 = ld_events_config_add_private_attribute(cfg, "");
     int r2 = ld_events_config_add_private_attribute(cfg, "/");
     ck_assert(r1 == 0 || r1 == LD_EINVAL);
@@ -875,7 +811,7 @@ START_TEST(test_odd_private_attribute_references)
     ld_context *ctx = ld_test_ctx_of("{'kind': 'user', 'key': 'k', 'name': 'n', '~2': 1,"
                                      " 'a/b': 2, 'x': {'': 3, 'y': 4}}");
     ck_assert_int_eq(ld_client_identify(c, ctx), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     json_t *got = json_object_get(evr_event_of(0, "identify", 0), "context");
     json_t *want = ld_test_j("{'kind': 'user', 'key': 'k', 'name': 'n', 'x': {'': 3, 'y': 4},"
                              " '_meta': {'redactedAttributes': ['~2', '/a~1b']}}");
@@ -884,7 +820,7 @@ START_TEST(test_odd_private_attribute_references)
     free(g);
     json_decref(want);
     ld_context_unref(ctx);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -898,7 +834,7 @@ START_TEST(test_a_context_s_own_odd_private_attributes)
     json_decref(j);
     ck_assert_msg(ctx != NULL, "refused: %s", why ? why : "?");
     ck_assert_int_eq(ld_client_identify(c, ctx), 0);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     json_t *got = json_object_get(evr_event_of(0, "identify", 0), "context");
     json_t *want = ld_test_j("{'kind': 'user', 'key': 'k', 'a': {'c': 3},"
                              " '_meta': {'redactedAttributes': ['~2', '/a/b']}}");
@@ -907,13 +843,13 @@ START_TEST(test_a_context_s_own_odd_private_attributes)
     free(g);
     json_decref(want);
     ld_context_unref(ctx);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_omit_anonymous_contexts(cfg, true), 0);
     ld_client *c = client_with(NULL, cfg);
     ld_events_config_free(cfg);
@@ -921,15 +857,15 @@ START_TEST(test_omit_anonymous_with_a_multi_context_anonymous_in_every_kind)
                                        " 'org': {'key': 'o', 'anonymous': true, 'name': 'O'}}");
     ck_assert_int_eq(ld_client_identify(c, multi), 0); /* nothing to send */
     json_eval(c, "tracked", multi);                    /* no index event */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "identify"), 0);
-    ck_assert_int_eq(count_of(0, "index"), 0);
-    ck_assert_int_eq(count_of(0, "feature"), 1);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "identify"), 0);
+    ck_assert_int_eq(evr_count(0, "index"), 0);
+    ck_assert_int_eq(evr_count(0, "feature"), 1);
     json_t *fc = json_object_get(evr_event_of(0, "feature", 0), "context");
     ck_assert_ptr_null(json_object_get(json_object_get(fc, "org"), "name")); /* redacted */
-    ck_assert_int_eq(stats_of(c).buffered, 0);
+    ck_assert_int_eq(evr_stats(c).buffered, 0);
     ld_context_unref(multi);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 

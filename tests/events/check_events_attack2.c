@@ -29,7 +29,7 @@
 #include "check_util.h"
 
 #define B ld_test_base
-#define KEY "sdk-events-key"
+#define KEY EVR_KEY
 
 #define FLAGS                                                                           \
     "{'tracked': {'on': true, 'trackEvents': true, 'variations': [true, false],"        \
@@ -90,51 +90,12 @@ static void attack_down(void)
     ld_test_teardown();
 }
 
-/* Runs what the loop has ready (the local service's listener stays). */
-static void drain(void)
-{
-    for (int pass = 0; pass < 1000; pass++) {
-        event_base_loop(B, EVLOOP_NONBLOCK);
-        if (event_base_get_num_events(B, EVENT_BASE_COUNT_ACTIVE) == 0)
-            return;
-    }
-}
-
-/* The defaults, but no diagnostics. */
-static ld_events_config *config(void)
-{
-    ld_events_config *cfg = ld_events_config_new();
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(ld_events_config_set_diagnostics(cfg, false, 900000), 0);
-    return cfg;
-}
-
 /* A client with `flags` (NULL: FLAGS) sending events to the local
- * service, configured by `cfg` (borrowed; NULL: config()), on `store`
+ * service, configured by `cfg` (borrowed; NULL: evr_config()), on `store`
  * (NULL: its own). */
 static ld_client *client_on(const char *flags, const ld_events_config *cfg, ld_store *store)
 {
-    ld_client_options *o = ld_client_options_new();
-    ck_assert_ptr_nonnull(o);
-    json_t *data = ld_test_data_of(flags ? flags : FLAGS, NULL);
-    ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
-    json_decref(data);
-    if (store)
-        ck_assert_int_eq(ld_client_options_set_store(o, store), 0);
-    ld_net_config *n = ld_net_config_new(KEY);
-    ck_assert_ptr_nonnull(n);
-    ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
-    ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
-    ld_net_config_free(n);
-    ld_events_config *own = cfg ? NULL : config();
-    ck_assert_int_eq(ld_client_options_set_events_config(o, cfg ? cfg : own), 0);
-    ld_events_config_free(own);
-    ld_client *c = ld_client_new(B, o);
-    ld_client_options_free(o);
-    ck_assert_ptr_nonnull(c);
-    ck_assert_ptr_nonnull(ld_client_event_processor(c));
-    ld_test_await_ok(ld_client_ready(c));
-    return c;
+    return evr_client(flags ? flags : FLAGS, cfg, NULL, store, 0);
 }
 
 static ld_client *client_with(const char *flags, const ld_events_config *cfg)
@@ -145,37 +106,11 @@ static ld_client *client_with(const char *flags, const ld_events_config *cfg)
 /* A client of at most `cap` events. */
 static ld_client *client_cap(const char *flags, int cap)
 {
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, cap), 0);
     ld_client *c = client_with(flags, cfg);
     ld_events_config_free(cfg);
     return c;
-}
-
-static void client_done(ld_client *c)
-{
-    ld_client_free(c);
-    drain();
-}
-
-static bool flush(ld_client *c)
-{
-    return ld_test_await_bool(ld_client_flush(c));
-}
-
-static ld_events_stats stats_of(ld_client *c)
-{
-    ld_events_stats st;
-    ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
-    return st;
-}
-
-static size_t count_of(int post, const char *kind)
-{
-    size_t n = 0;
-    while (evr_event_of(post, kind, (int)n))
-        n++;
-    return n;
 }
 
 /* A JSON evaluation (fallback: JSON null). */
@@ -293,28 +228,28 @@ START_TEST(test_context_kinds_are_exactly_those_of_each_interval)
                                    " 'device': {'key': 'd'}}");
     /* 0: user */
     json_eval(c, "plain", u);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     /* 1: org only (the flag saw user before) */
     json_eval(c, "plain", o);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     /* 2: the same context as the last of the interval before, and nothing else */
     json_eval(c, "plain", o);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     /* 3: another flag with the last context first, then this one with user */
     json_eval(c, "tracked", o);
     json_eval(c, "plain", u);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     /* 4: the multi-kind context, then the flags alternated */
     json_eval(c, "plain", m);
     json_eval(c, "tracked", u);
     json_eval(c, "plain", m);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     /* 5: user for one flag only; the other flag with the context last seen
      * in interval 4 (and in the summarizer's memory until now) */
     json_eval(c, "tracked", m);
     json_eval(c, "plain", u);
     json_eval(c, "tracked", m);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 6);
     ck_assert_str_eq(kinds_of(0, "plain"), "user");
     ck_assert_str_eq(kinds_of(1, "plain"), "org");
@@ -329,7 +264,7 @@ START_TEST(test_context_kinds_are_exactly_those_of_each_interval)
     ld_context_unref(u);
     ld_context_unref(o);
     ld_context_unref(m);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -347,15 +282,15 @@ START_TEST(test_a_context_freed_right_after_its_evaluation_is_not_taken_for_the_
         json_eval(c, "tracked", x);
         ld_context_unref(x);
         if (i % 2 == 1)
-            ck_assert(flush(c));
+            ck_assert(evr_flush(c));
     }
     ck_assert_int_eq(evr.n, 3);
     ck_assert_str_eq(kinds_of(0, "tracked"), "org,user");
     ck_assert_str_eq(kinds_of(1, "tracked"), "device,user");
     ck_assert_str_eq(kinds_of(2, "tracked"), "org,user");
     for (int p = 0; p < 3; p++) {
-        ck_assert_int_eq(count_of(p, "index"), 2);
-        ck_assert_int_eq(count_of(p, "feature"), 2);
+        ck_assert_int_eq(evr_count(p, "index"), 2);
+        ck_assert_int_eq(evr_count(p, "feature"), 2);
         for (int i = 0; i < 2; i++) {
             char want[16];
             snprintf(want, sizeof want, "k%d", p * 2 + i);
@@ -366,7 +301,7 @@ START_TEST(test_a_context_freed_right_after_its_evaluation_is_not_taken_for_the_
             ck_assert_str_eq(json_string_value(json_object_get(fe, "kind")), kinds[p * 2 + i]);
         }
     }
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -403,7 +338,7 @@ START_TEST(test_counters_per_version_when_the_flag_changes_within_an_interval)
         later_set(l, "moving", steps[i].version, steps[i].var);
         json_eval(c, "moving", ANN);
     }
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     ck_assert_int_eq(counter_of(0, "moving", 5, 0), 4);
     ck_assert_int_eq(counter_of(0, "moving", 6, 1), 2);
@@ -416,14 +351,14 @@ START_TEST(test_counters_per_version_when_the_flag_changes_within_an_interval)
     json_eval(c, "moving", ANN);
     later_set(l, "moving", 9, 0);
     json_eval(c, "moving", ANN);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 2);
     ck_assert_int_eq(counter_of(1, "moving", 5, 0), 1);
     ck_assert_int_eq(counter_of(1, "moving", 9, 0), 1);
     ck_assert_uint_eq(json_array_size(json_object_get(summary_of(1, "moving"), "counters")), 2);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -442,10 +377,10 @@ START_TEST(test_one_context_pointer_alternated_with_others_keeps_each_its_own_te
         json_eval(c, (i % 3 == 2) ? "plain" : "tracked", seq[i]);
         ck_assert_int_eq(ld_client_track(c, i % 2 ? "odd" : "even", seq[i], NULL), 0);
     }
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     /* index events: each context's first appearance, not redacted */
-    ck_assert_int_eq(count_of(0, "index"), 3);
+    ck_assert_int_eq(evr_count(0, "index"), 3);
     expect_json(json_object_get(evr_event_of(0, "index", 0), "context"),
                 "{'kind': 'user', 'key': 'z', 'anonymous': true, 'name': 'Zed'}");
     /* walk every event: each carries its own context, redacted as its kind asks */
@@ -488,7 +423,7 @@ START_TEST(test_one_context_pointer_alternated_with_others_keeps_each_its_own_te
     ck_assert_uint_eq(ci, n);
     ld_context_unref(anon);
     ld_context_unref(bob);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -499,7 +434,7 @@ END_TEST
  * (prereqOf b), b's (prereqOf a), then a's, reasons only `with_reason`. */
 static void expect_three_deep(int post, bool with_reason)
 {
-    ck_assert_int_eq(count_of(post, "feature"), 3);
+    ck_assert_int_eq(evr_count(post, "feature"), 3);
     const char *keys[] = {"c", "b", "a"}, *of[] = {"b", "a", NULL};
     for (int i = 0; i < 3; i++) {
         json_t *e = evr_event_of(post, "feature", i);
@@ -528,13 +463,13 @@ START_TEST(test_prerequisites_three_deep_typed_and_detail)
 {
     ld_client *c = client_with(PREREQS, NULL);
     json_eval(c, "a", ANN);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(detail_eval(c, "a", ANN), LD_REASON_FALLTHROUGH);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 2);
     expect_three_deep(0, false);
     expect_three_deep(1, true);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -543,7 +478,7 @@ START_TEST(test_a_prerequisite_cycle_and_one_not_found)
     ld_client *c = client_with(PREREQS, NULL);
     ck_assert_int_eq(detail_eval(c, "x", ANN), LD_REASON_ERROR);
     ck_assert_int_eq(detail_eval(c, "lost", ANN), LD_REASON_PREREQUISITE_FAILED);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     /* the malformed flag: the fallback, its version, no variation */
     json_t *x = summary_of(0, "x");
@@ -556,8 +491,8 @@ START_TEST(test_a_prerequisite_cycle_and_one_not_found)
      * nothing of it */
     ck_assert_ptr_null(summary_of(0, "nowhere"));
     /* nothing tracked: no feature events */
-    ck_assert_int_eq(count_of(0, "feature"), 0);
-    client_done(c);
+    ck_assert_int_eq(evr_count(0, "feature"), 0);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -574,9 +509,9 @@ START_TEST(test_the_store_s_slow_path_records_each_evaluation_once)
     json_eval(c, "a", ANN);
     ck_assert_int_ge(l->batches - before, 1);
     ck_assert_int_eq(detail_eval(c, "a", ANN), LD_REASON_FALLTHROUGH);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
-    ck_assert_int_eq(count_of(0, "feature"), 6);
+    ck_assert_int_eq(evr_count(0, "feature"), 6);
     ck_assert_int_eq(counter_of(0, "a", 1, 0), 2);
     ck_assert_int_eq(counter_of(0, "b", 2, 0), 2);
     ck_assert_int_eq(counter_of(0, "c", 3, 0), 2);
@@ -590,12 +525,12 @@ START_TEST(test_the_store_s_slow_path_records_each_evaluation_once)
         f[i] = ld_client_json_variation(c, i % 2 ? "a" : "x", ANN, NULL);
     for (int i = 0; i < 20; i++)
         ld_test_await_ok(f[i]);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(counter_of(1, "a", 1, 0), 10);
     ck_assert_int_eq(counter_of(1, "b", 2, 0), 10);
     ck_assert_int_eq(counter_of(1, "c", 3, 0), 10);
     ck_assert_int_eq(counter_of(1, "x", 4, -1), 10);
-    ck_assert_int_eq(count_of(1, "feature"), 30);
+    ck_assert_int_eq(evr_count(1, "feature"), 30);
     /* The flag's own read fails: counted once, unknown, with the fallback. */
     l->fail_key = "tracked";
     ld_future *g = ld_client_bool_variation(c, "tracked", ANN, true);
@@ -604,7 +539,7 @@ START_TEST(test_the_store_s_slow_path_records_each_evaluation_once)
     l->fail_key = "c";
     json_eval(c, "a", ANN);
     l->fail_key = NULL;
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 3);
     ck_assert_int_eq(counter_of(2, "tracked", -1, -1), 1);
     expect_json(json_object_get(summary_of(2, "tracked"), "default"), "true");
@@ -615,10 +550,10 @@ START_TEST(test_the_store_s_slow_path_records_each_evaluation_once)
     json_t *ct;
     json_array_foreach(json_object_get(a, "counters"), i, ct) total += int_of(ct, "count");
     ck_assert_int_eq(total, 1);
-    ck_assert_int_le(count_of(2, "feature"), 3);
-    client_done(c);
+    ck_assert_int_le(evr_count(2, "feature"), 3);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -649,13 +584,13 @@ START_TEST(test_debug_dates_now_past_and_far_future)
         int before = evr.n;
         ld_client *c = client_with(dbg_flags(cases[k].until), NULL);
         json_eval(c, "dbg", ANN);
-        ck_assert(flush(c));
+        ck_assert(evr_flush(c));
         ck_assert_int_eq(evr.n, before + 1);
-        ck_assert_msg(count_of(before, "debug") == cases[k].debug, "until %lld: %zu debug",
-                      (long long)cases[k].until, count_of(before, "debug"));
-        ck_assert_int_eq(count_of(before, "feature"), 0);
+        ck_assert_msg(evr_count(before, "debug") == cases[k].debug, "until %lld: %zu debug",
+                      (long long)cases[k].until, evr_count(before, "debug"));
+        ck_assert_int_eq(evr_count(before, "feature"), 0);
         ck_assert_int_eq(counter_of(before, "dbg", 1, 0), 1);
-        client_done(c);
+        evr_client_done(c);
     }
 }
 END_TEST
@@ -667,8 +602,8 @@ START_TEST(test_experiment_rollout_and_a_tracking_rule_carry_the_reason)
     json_eval(c, "exp", ANN);   /* typed: the experiment's reason anyway */
     json_eval(c, "ruled", ANN); /* the rule tracks */
     json_eval(c, "ruled", bob); /* falls through: not tracked */
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 2);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 2);
     json_t *e = evr_event_of(0, "feature", 0);
     ck_assert_str_eq(json_string_value(json_object_get(e, "key")), "exp");
     expect_json(json_object_get(e, "reason"), "{'kind': 'FALLTHROUGH', 'inExperiment': true}");
@@ -679,7 +614,7 @@ START_TEST(test_experiment_rollout_and_a_tracking_rule_carry_the_reason)
     ck_assert_int_eq(counter_of(0, "ruled", 9, 1), 1);
     ck_assert_int_eq(counter_of(0, "ruled", 9, 0), 1);
     ld_context_unref(bob);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -700,7 +635,7 @@ START_TEST(test_summary_dates_bound_every_event_across_intervals)
         /* some time between the last record and the flush */
         struct timespec d = {0, 30 * 1000000};
         nanosleep(&d, NULL);
-        ck_assert(flush(c));
+        ck_assert(evr_flush(c));
         json_t *s = evr_event_of(p, "summary", 0);
         ck_assert_ptr_nonnull(s);
         int64_t start = int_of(s, "startDate"), end = int_of(s, "endDate");
@@ -718,14 +653,14 @@ START_TEST(test_summary_dates_bound_every_event_across_intervals)
         }
         prev_end = end;
     }
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
 START_TEST(test_10000_contexts_through_an_lru_of_1000)
 {
     enum { N = 10000, CAP = 1000 };
-    ld_events_config *cfg = config();
+    ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 3 * N), 0);
     ck_assert_int_eq(ld_events_config_set_context_keys(cfg, CAP, 3600 * 1000), 0);
     ld_client *c = client_with(NULL, cfg);
@@ -738,20 +673,20 @@ START_TEST(test_10000_contexts_through_an_lru_of_1000)
         x[i] = ld_test_ctx_of(text);
         json_eval(c, "plain", x[i]);
     }
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "index"), N);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "index"), N);
     ck_assert_int_eq(counter_of(0, "plain", 3, 1), N);
     /* the last CAP again: all known */
-    uint64_t dedup = stats_of(c).deduplicated;
+    uint64_t dedup = evr_stats(c).deduplicated;
     for (int i = N - CAP; i < N; i++)
         json_eval(c, "plain", x[i]);
     /* the first ten again: forgotten long ago */
     for (int i = 0; i < 10; i++)
         json_eval(c, "plain", x[i]);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 2);
-    ck_assert_uint_eq(stats_of(c).deduplicated - dedup, CAP);
-    ck_assert_int_eq(count_of(1, "index"), 10);
+    ck_assert_uint_eq(evr_stats(c).deduplicated - dedup, CAP);
+    ck_assert_int_eq(evr_count(1, "index"), 10);
     for (int i = 0; i < 10; i++) {
         char want[16];
         snprintf(want, sizeof want, "c%d", i);
@@ -762,7 +697,7 @@ START_TEST(test_10000_contexts_through_an_lru_of_1000)
     for (int i = 0; i < N; i++)
         ld_context_unref(x[i]);
     free(x);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -795,10 +730,10 @@ START_TEST(test_free_while_a_large_batch_is_let_go_of_in_slices)
         ld_test_wait(f);
         ck_assert(!ld_future_is_pending(f));
         ld_future_unref(f);
-        drain();
+        evr_drain();
     }
     evr_release_held();
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -816,14 +751,14 @@ START_TEST(test_close_while_a_large_batch_is_let_go_of_in_slices)
         ck_assert(ld_test_await_bool(f));
         ck_assert_int_eq(evr.n, before + 2);
         /* two batches under way at once: either may be posted first */
-        int big = count_of(before, "custom") == 9000 ? before : before + 1;
-        ck_assert_int_eq(count_of(big, "custom"), 9000);
-        ck_assert_int_eq(count_of(big == before ? before + 1 : before, "custom"), 1);
-        ld_events_stats st = stats_of(c);
+        int big = evr_count(before, "custom") == 9000 ? before : before + 1;
+        ck_assert_int_eq(evr_count(big, "custom"), 9000);
+        ck_assert_int_eq(evr_count(big == before ? before + 1 : before, "custom"), 1);
+        ld_events_stats st = evr_stats(c);
         ck_assert_int_eq(st.in_flight, 0);
         ck_assert_int_eq(st.buffered, 0);
         ck_assert_int_eq(st.payloads_sent, 2);
-        client_done(c);
+        evr_client_done(c);
     }
 }
 END_TEST
@@ -859,13 +794,13 @@ START_TEST(test_flush_called_inside_its_callback_ten_times)
     ck_assert_int_eq(ch.done, 11);
     ck_assert(ch.all_true);
     ck_assert_int_eq(evr.n, 11);
-    ck_assert_int_eq(count_of(0, "index"), 1);
+    ck_assert_int_eq(evr_count(0, "index"), 1);
     for (int p = 1; p < 11; p++) {
         ck_assert_uint_eq(json_array_size(evr_events(p)), 1);
         ck_assert_str_eq(json_string_value(json_object_get(evr_event_of(p, "custom", 0), "key")),
                          "again");
     }
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -882,7 +817,7 @@ START_TEST(test_flush_with_a_slow_service_then_free)
         event_base_loop(B, EVLOOP_ONCE);
     for (int i = 0; i < 3; i++)
         ck_assert(ld_future_is_pending(f[i]));
-    ck_assert_int_eq(stats_of(c).in_flight, 3);
+    ck_assert_int_eq(evr_stats(c).in_flight, 3);
     ld_client_free(c);
     for (int i = 0; i < 3; i++) {
         ld_test_wait(f[i]);
@@ -890,7 +825,7 @@ START_TEST(test_flush_with_a_slow_service_then_free)
         ld_future_unref(f[i]);
     }
     evr_release_held();
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -910,7 +845,7 @@ START_TEST(test_first_default_and_first_value_of_each_interval)
         f = ld_client_json_variation(c, "nope", ANN, json_integer(i));
         ld_test_await_ok(f);
     }
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     expect_json(json_object_get(summary_of(0, "c"), "default"), "null");
     ck_assert_int_eq(counter_of(0, "c", 3, 0), 2);
     json_t *nope = summary_of(0, "nope");
@@ -924,13 +859,13 @@ START_TEST(test_first_default_and_first_value_of_each_interval)
     json_eval(c, "b", ANN);
     f = ld_client_json_variation(c, "nope", ANN, json_integer(7));
     ld_test_await_ok(f);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     expect_json(json_object_get(summary_of(1, "c"), "default"), "'dd'");
     expect_json(json_object_get(summary_of(1, "nope"), "default"), "7");
     expect_json(json_object_get(
                     json_array_get(json_object_get(summary_of(1, "nope"), "counters"), 0), "value"),
                 "7");
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -966,7 +901,7 @@ START_TEST(test_variations_past_1024_and_versions_mixed)
         ck_assert_int_eq(ld_future_int(f), steps[i].var);
         ld_future_unref(f);
     }
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(counter_of(0, "wide", 1, 1500), 3);
     ck_assert_int_eq(counter_of(0, "wide", 1, 3), 2);
     ck_assert_int_eq(counter_of(0, "wide", 2, 1023), 3);
@@ -974,9 +909,9 @@ START_TEST(test_variations_past_1024_and_versions_mixed)
     ck_assert_int_eq(counter_of(0, "wide", 3, 0), 1);
     ck_assert_int_eq(counter_of(0, "wide", 3, 1999), 1);
     ck_assert_uint_eq(json_array_size(json_object_get(summary_of(0, "wide"), "counters")), 6);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -991,15 +926,15 @@ START_TEST(test_an_experiment_as_a_prerequisite_carries_its_reason_in_a_typed_ca
         "    'version': 2, 'salt': 's'}}",
         NULL);
     json_eval(c, "p", ANN);
-    ck_assert(flush(c));
-    ck_assert_int_eq(count_of(0, "feature"), 1);
+    ck_assert(evr_flush(c));
+    ck_assert_int_eq(evr_count(0, "feature"), 1);
     json_t *e = evr_event_of(0, "feature", 0);
     ck_assert_str_eq(json_string_value(json_object_get(e, "key")), "exp");
     ck_assert_str_eq(json_string_value(json_object_get(e, "prereqOf")), "p");
     expect_json(json_object_get(e, "reason"), "{'kind': 'FALLTHROUGH', 'inExperiment': true}");
     ck_assert_int_eq(counter_of(0, "p", 2, 1), 1);
     ck_assert_int_eq(counter_of(0, "exp", 8, 1), 1);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -1014,7 +949,7 @@ START_TEST(test_free_with_evaluations_waiting_on_the_store)
     ld_future *f[20];
     for (int i = 0; i < 20; i++)
         f[i] = ld_client_json_variation(c, i % 2 ? "a" : "tracked", ANN, NULL);
-    drain();
+    evr_drain();
     ld_client_free(c);
     for (int i = 0; i < 20; i++) {
         ld_test_wait(f[i]);
@@ -1024,9 +959,9 @@ START_TEST(test_free_with_evaluations_waiting_on_the_store)
     }
     l->hold = false;
     ld_test_later_release(l);
-    drain();
+    evr_drain();
     ld_store_free(store);
-    drain();
+    evr_drain();
     ck_assert_int_eq(evr.n, 0);
 }
 END_TEST
@@ -1057,12 +992,12 @@ START_TEST(test_close_with_evaluations_waiting_on_a_prerequisite_read)
     ck_assert_int_le(a, 6);
     ck_assert_int_eq(a, b);
     ck_assert_int_eq(b, cc);
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.buffered, 0);
     ck_assert_int_eq(st.in_flight, 0);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -1090,7 +1025,7 @@ START_TEST(test_free_while_feature_events_holding_flags_are_let_go_of)
             for (int j = 0; j < m; j++)
                 ld_test_await_ok(f[j]);
         }
-        ck_assert_uint_ge(stats_of(c).buffered, 9000);
+        ck_assert_uint_ge(evr_stats(c).buffered, 9000);
         ld_future *fl = ld_client_flush(c);
         for (int pass = 0; pass < k * 2; pass++)
             event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
@@ -1098,12 +1033,12 @@ START_TEST(test_free_while_feature_events_holding_flags_are_let_go_of)
         ld_test_wait(fl);
         ck_assert(!ld_future_is_pending(fl));
         ld_future_unref(fl);
-        drain();
+        evr_drain();
     }
     for (int i = 0; i < 4; i++)
         ld_context_unref(x[i]);
     evr_release_held();
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -1112,11 +1047,11 @@ START_TEST(test_all_flags_states_are_not_counted)
     ld_client *c = client_with(PREREQS, NULL);
     ld_future *f = ld_client_all_flags(c, ANN, 0);
     ld_test_await_ok(f);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 0); /* nothing recorded: nothing to post */
-    ld_events_stats st = stats_of(c);
+    ld_events_stats st = evr_stats(c);
     ck_assert_int_eq(st.events, 0);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -1245,7 +1180,7 @@ START_TEST(test_random_runs_match_a_model_of_the_summary)
                 }
             }
             int before = evr.n;
-            ck_assert(flush(c));
+            ck_assert(evr_flush(c));
             bool any = false;
             for (int k = 0; k < FZ_FLAGS + 1; k++)
                 any = any || m.kinds[k];
@@ -1257,7 +1192,7 @@ START_TEST(test_random_runs_match_a_model_of_the_summary)
         }
         for (int i = 0; i < FZ_CTXS; i++)
             ld_context_unref(x[i]);
-        client_done(c);
+        evr_client_done(c);
         evr_stop();
         evr_start();
     }
@@ -1277,7 +1212,7 @@ START_TEST(test_wrong_type_counts_the_fallback_with_the_version_and_no_variation
     ld_future_unref(f);
     f = ld_client_bool_variation(c, "a", ANN, true);
     ck_assert(ld_test_await_bool(f));
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(counter_of(0, "tracked", 7, -1), 1);
     json_t *t = summary_of(0, "tracked");
     expect_json(json_object_get(json_array_get(json_object_get(t, "counters"), 0), "value"), "5");
@@ -1291,7 +1226,7 @@ START_TEST(test_wrong_type_counts_the_fallback_with_the_version_and_no_variation
     expect_json(json_object_get(e, "value"), "5");
     ck_assert_ptr_null(json_object_get(e, "variation"));
     ck_assert_int_eq(int_of(e, "version"), 7);
-    client_done(c);
+    evr_client_done(c);
 }
 END_TEST
 
@@ -1311,18 +1246,18 @@ START_TEST(test_deleted_flags_and_prerequisites_count_as_not_found)
     ld_future *f = ld_client_bool_variation(c, "tracked", ANN, true);
     ck_assert(ld_test_await_bool(f));
     ck_assert_int_eq(detail_eval(c, "b", ANN), LD_REASON_PREREQUISITE_FAILED);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(counter_of(0, "tracked", -1, -1), 1);
     ck_assert_uint_eq(json_array_size(json_object_get(summary_of(0, "tracked"), "counters")), 1);
     ck_assert_int_eq(counter_of(0, "b", 2, 1), 1);
     ck_assert_ptr_null(summary_of(0, "c"));
     /* b is tracked: its event, with its reason; none of c */
-    ck_assert_int_eq(count_of(0, "feature"), 1);
+    ck_assert_int_eq(evr_count(0, "feature"), 1);
     expect_json(json_object_get(evr_event_of(0, "feature", 0), "reason"),
                 "{'kind': 'PREREQUISITE_FAILED', 'prerequisiteKey': 'c'}");
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -1353,12 +1288,12 @@ START_TEST(test_a_walk_stopped_by_a_prerequisite_then_a_segment_records_once)
         f[i] = ld_client_json_variation(c, "sp", i % 2 ? ANN : bob, NULL);
     for (int i = 0; i < 10; i++)
         ld_test_await_ok(f[i]);
-    ck_assert(flush(c));
+    ck_assert(evr_flush(c));
     ck_assert_int_eq(counter_of(0, "c", 3, 0), 10);
     ck_assert_int_eq(counter_of(0, "sp", 4, 1), 5); /* ann: in the segment */
     ck_assert_int_eq(counter_of(0, "sp", 4, 0), 5);
-    ck_assert_int_eq(count_of(0, "feature"), 20);
-    ck_assert_int_eq(count_of(0, "index"), 2);
+    ck_assert_int_eq(evr_count(0, "feature"), 20);
+    ck_assert_int_eq(evr_count(0, "index"), 2);
     for (int i = 0; i < 20; i++) {
         json_t *e = evr_event_of(0, "feature", i);
         const char *key = json_string_value(json_object_get(e, "key"));
@@ -1366,9 +1301,9 @@ START_TEST(test_a_walk_stopped_by_a_prerequisite_then_a_segment_records_once)
         ck_assert_str_eq(key, i % 2 ? "sp" : "c");
     }
     ld_context_unref(bob);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 
@@ -1401,12 +1336,12 @@ START_TEST(test_debug_events_end_at_the_date_to_the_millisecond)
         json_object_set_new(json_object_get(l->data, "features"), "dbg", ld_test_j(text));
         json_eval(c, "dbg", ANN);
     }
-    ck_assert(flush(c));
-    debug = (int)count_of(0, "debug");
+    ck_assert(evr_flush(c));
+    debug = (int)evr_count(0, "debug");
     ck_assert_msg(debug == 0, "%d debug events of 50 for a date already past", debug);
-    client_done(c);
+    evr_client_done(c);
     ld_store_free(store);
-    drain();
+    evr_drain();
 }
 END_TEST
 

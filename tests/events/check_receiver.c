@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -142,4 +143,75 @@ json_t *evr_event_of(int post, const char *kind, int i)
             return e;
     }
     return NULL;
+}
+
+void evr_drain(void)
+{
+    for (int pass = 0; pass < 1000; pass++) {
+        event_base_loop(ld_test_base, EVLOOP_NONBLOCK);
+        if (event_base_get_num_events(ld_test_base, EVENT_BASE_COUNT_ACTIVE) == 0)
+            return;
+    }
+}
+
+ld_events_config *evr_config(void)
+{
+    ld_events_config *cfg = ld_events_config_new();
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(ld_events_config_set_diagnostics(cfg, false, 900000), 0);
+    return cfg;
+}
+
+ld_client *evr_client(const char *flags, const ld_events_config *cfg, const char *uri,
+                      ld_store *store, int64_t read_ms)
+{
+    ld_client_options *o = ld_client_options_new();
+    ck_assert_ptr_nonnull(o);
+    json_t *data = ld_test_data_of(flags, NULL);
+    ck_assert_int_eq(ld_client_options_add_initializer(o, ld_test_initializer_of(data)), 0);
+    json_decref(data);
+    if (store)
+        ck_assert_int_eq(ld_client_options_set_store(o, store), 0);
+    ld_net_config *n = ld_net_config_new(EVR_KEY);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_int_eq(ld_net_config_set_events_uri(n, uri ? uri : evr.url), 0);
+    if (read_ms)
+        ck_assert_int_eq(ld_net_config_set_timeouts(n, 0, read_ms, 0), 0);
+    ck_assert_int_eq(ld_client_options_set_net_config(o, n), 0);
+    ld_net_config_free(n);
+    ld_events_config *own = cfg ? NULL : evr_config();
+    ck_assert_int_eq(ld_client_options_set_events_config(o, cfg ? cfg : own), 0);
+    ld_events_config_free(own);
+    ld_client *c = ld_client_new(ld_test_base, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(ld_client_event_processor(c));
+    ld_test_await_ok(ld_client_ready(c));
+    return c;
+}
+
+void evr_client_done(ld_client *c)
+{
+    ld_client_free(c);
+    evr_drain();
+}
+
+bool evr_flush(ld_client *c)
+{
+    return ld_test_await_bool(ld_client_flush(c));
+}
+
+ld_events_stats evr_stats(ld_client *c)
+{
+    ld_events_stats st;
+    ck_assert_int_eq(ld_default_event_processor_stats(ld_client_event_processor(c), &st), 0);
+    return st;
+}
+
+size_t evr_count(int post, const char *kind)
+{
+    size_t n = 0;
+    while (evr_event_of(post, kind, (int)n))
+        n++;
+    return n;
 }

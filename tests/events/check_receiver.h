@@ -55,4 +55,30 @@ json_t *evr_event_of(int post, const char *kind, int i);
 /* Answers what is held, and stops the service. */
 void evr_stop(void);
 
+/* ---- clients that send to it (the events suites' shared helpers) ---- */
+
+#include <ldasync/ldasync.h>
+
+#define EVR_KEY "sdk-events-key"
+
+/* Runs what ld_test_base has ready (the service's listener stays). */
+void evr_drain(void);
+/* LaunchDarkly's defaults, but no diagnostics (a new configuration). */
+ld_events_config *evr_config(void);
+/* A client on ld_test_base, ready, with the flags of `flags` (the text of
+ * ld_test_data_of()), sending events with the SDK key EVR_KEY to `uri`
+ * (NULL: the service), configured by `cfg` (borrowed; NULL: evr_config()),
+ * on `store` (NULL: its own), with HTTP read timeout `read_ms` (0: the
+ * default). */
+ld_client *evr_client(const char *flags, const ld_events_config *cfg, const char *uri,
+                      ld_store *store, int64_t read_ms);
+/* Frees it and runs what the loop has ready. */
+void evr_client_done(ld_client *c);
+/* ld_client_flush(), awaited: its bool. */
+bool evr_flush(ld_client *c);
+/* The client's event processor's counts. */
+ld_events_stats evr_stats(ld_client *c);
+/* The events of post `post` whose "kind" is `kind`. */
+size_t evr_count(int post, const char *kind);
+
 #endif /* LDASYNC_CHECK_RECEIVER_H */
