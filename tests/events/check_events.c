@@ -808,6 +808,7 @@ START_TEST(test_allocation_failures_in_turn)
     ld_net_config *n = ld_net_config_new(KEY);
     ck_assert_int_eq(ld_net_config_set_events_uri(n, evr.url), 0);
     ld_events_config *cfg = ld_events_config_new(); /* diagnostics on */
+    ck_assert_int_eq(ld_events_config_set_flush_interval(cfg, 3600 * 1000), 0);
     ck_assert_int_eq(ld_events_config_set_gzip(cfg, true), 0);
     ck_assert_int_eq(ld_events_config_add_private_attribute(cfg, "/address/street"), 0);
     __atomic_store_n(&ld__http_spare_curl, true, __ATOMIC_RELAXED);

@@ -63,7 +63,8 @@ void evr_stop(void);
 
 /* Runs what ld_test_base has ready (the service's listener stays). */
 void evr_drain(void);
-/* LaunchDarkly's defaults, but no diagnostics (a new configuration). */
+/* LaunchDarkly's defaults, but no diagnostics and a flush only when the
+ * test asks (an hour's interval): a new configuration. */
 ld_events_config *evr_config(void);
 /* A client on ld_test_base, ready, with the flags of `flags` (the text of
  * ld_test_data_of()), sending events with the SDK key EVR_KEY to `uri`
