@@ -702,6 +702,17 @@ struct ld_detail {
 };
 
 _Static_assert(sizeof(struct ld_detail) <= LD__LINE_SIZE, "a detail is one line");
+
+/* Whether `d`, a result of `f`, is one whose reason LaunchDarkly always
+ * sends (an experiment: in one, or a rule or fallthrough that tracks
+ * events): the all-flags state's trackReason, a feature event's. */
+static inline bool ld__tracks_reason(const struct ld__flag *f, const ld_detail *d)
+{
+    return d->in_experiment ||
+           (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 && (size_t)d->rule < f->nrules &&
+            f->rules[d->rule].track_events) ||
+           (d->kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
+}
 _Static_assert(LD_REASON_OFF == 0 && LD_REASON_FALLTHROUGH == 1, "eval_compile.c's simple_kind");
 
 void ld__detail_free(void *p); /* an ld_future_fulfill_ptr() destructor */

@@ -161,10 +161,7 @@ static int flag_result(struct ld__job *j, struct ld__flag *f, const char *key, s
     if (ld__evaluate_into(j->ctx, &ld__job_resolver, j, &f->h, LD_VALUE_ANY, NULL, d, NULL) ==
         LD__E_NEED)
         return LD__E_NEED;
-    bool track_reason = d->in_experiment ||
-                        (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
-                         (size_t)d->rule < f->nrules && f->rules[d->rule].track_events) ||
-                        (d->kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
+    bool track_reason = ld__tracks_reason(f, d);
     bool details = !(j->options & LD_ALL_FLAGS_DETAILS_ONLY_FOR_TRACKED_FLAGS) || f->track_events ||
                    track_reason || f->has_debug;
     bool reason = (details && (j->options & LD_ALL_FLAGS_WITH_REASONS)) || track_reason;

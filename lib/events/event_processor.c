@@ -423,9 +423,8 @@ struct ld__events *ld__events_of(const ld_event_processor *ep)
  * (a few ns, to the kernel's tick). Not libevent's cached time: it is the
  * monotonic clock plus an offset synchronized every few seconds, which can
  * stray from the real time by more than a second. */
-static int64_t now_ms(const struct ld__events *e)
+static int64_t now_ms(void)
 {
-    (void)e;
     struct timespec ts;
     if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0)
         return ld__now_ms();
@@ -604,23 +603,20 @@ void ld__events_record_eval(void *arg, const struct ld__eval_rec *ev)
      * event's creationDate. */
     int64_t now = 0;
     if (ld__summarizer_empty(e->sum))
-        e->sum_start = now = now_ms(e);
+        e->sum_start = now = now_ms();
     const struct ld__flag *f = ev->flag;
     const ld_detail *d = ev->d;
     json_t *value = d->index >= 0 ? d->value : (json_t *)ev->fallback;
     ld__summarizer_record(e->sum, ev->key, ev->key_len, f ? f->h.version : LD__NO_VERSION, d->index,
                           value, (json_t *)ev->fallback, ev->ctx, e->sum_start);
     if (!(e->cfg->omit_anonymous && all_anonymous(ev->ctx)) && !context_seen(e, ev->ctx, true))
-        index_record(e, ev->ctx, now ? now : (now = now_ms(e)));
+        index_record(e, ev->ctx, now ? now : (now = now_ms()));
     if (!f || !(f->track_events || f->has_debug || f->track_fallthrough || d->in_experiment ||
                 d->kind == LD_REASON_RULE_MATCH))
         return;
     if (!now)
-        now = now_ms(e);
-    bool experiment = d->in_experiment ||
-                      (d->kind == LD_REASON_RULE_MATCH && d->rule >= 0 &&
-                       (size_t)d->rule < f->nrules && f->rules[d->rule].track_events) ||
-                      (d->kind == LD_REASON_FALLTHROUGH && f->track_fallthrough);
+        now = now_ms();
+    bool experiment = ld__tracks_reason(f, d);
     if (f->track_events || experiment)
         feature_record(e, ev, LD__EV_FEATURE, ev->with_reason || experiment, now);
     if (f->has_debug) {
@@ -636,7 +632,7 @@ int ld__events_identify(struct ld__events *e, ld_context *ctx)
 {
     if (e->closed)
         return LD_ECLOSED;
-    int64_t now = now_ms(e);
+    int64_t now = now_ms();
     context_seen(e, ctx, false); /* no index event follows */
     ld_context *c = e->cfg->omit_anonymous ? without_anonymous(ctx) : ld_context_ref(ctx);
     if (!c)
@@ -658,7 +654,7 @@ int ld__events_custom(struct ld__events *e, const char *key, ld_context *ctx, js
 {
     if (e->closed)
         return LD_ECLOSED;
-    int64_t now = now_ms(e);
+    int64_t now = now_ms();
     if (!(e->cfg->omit_anonymous && all_anonymous(ctx)))
         if (!context_seen(e, ctx, true))
             index_record(e, ctx, now);
@@ -893,7 +889,7 @@ static void flush_now(struct ld__events *e, ld_future *out)
         }
         return;
     }
-    ld__summary_end_at(summary, now_ms(e)); /* records give the interval's start only */
+    ld__summary_end_at(summary, now_ms()); /* records give the interval's start only */
     b->e = e;
     b->fmt = e->fmt; /* the worker is joined before it is freed */
     b->recs = e->recs;
@@ -1084,7 +1080,7 @@ static void on_diag_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct ld__events *e = arg;
-    int64_t now = now_ms(e);
+    int64_t now = now_ms();
     json_t *ev = json_pack("{s:s,s:I,s:o,s:I,s:I,s:I,s:I,s:[]}", "kind", "diagnostic",
                            "creationDate", (json_int_t)now, "id", diag_id(e), "dataSinceDate",
                            (json_int_t)e->diag_since, "droppedEvents", (json_int_t)e->diag_dropped,
@@ -1147,7 +1143,7 @@ ld_event_processor *ld_default_event_processor_new(struct event_base *base,
         snprintf(e->key_suffix, sizeof e->key_suffix, "%s",
                  key ? key + (len > 6 ? len - 6 : 0) : "");
         ld__uuid4(e->diag_id);
-        e->diag_since = now_ms(e);
+        e->diag_since = now_ms();
         diag_init(e, net, e->diag_since);
     }
     return e->ep;
