@@ -29,6 +29,7 @@ layer_of_header() {
     file_source | data_system) echo sources ;;
     processor | events) echo events ;;
     client | ldasync) echo client ;;
+    redis) echo redis ;;
     testing) echo testing ;;
     *) echo unknown ;;
     esac

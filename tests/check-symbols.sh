@@ -6,6 +6,7 @@
 #
 #   lib/.libs/libldasync.so                   tests/exported-symbols.txt
 #   lib/testing/.libs/libldasync-testing.so   tests/exported-symbols-testing.txt
+#   lib/redis/.libs/libldasync-redis.so       tests/exported-symbols-redis.txt
 #
 #   check-symbols.sh            compare; print the diffs and fail on a mismatch
 #   check-symbols.sh --update   rewrite the lists (make update-symbols)
@@ -65,7 +66,8 @@ check_library() {
 status=77
 for pair in \
     "lib/.libs/libldasync.so:exported-symbols.txt" \
-    "lib/testing/.libs/libldasync-testing.so:exported-symbols-testing.txt"; do
+    "lib/testing/.libs/libldasync-testing.so:exported-symbols-testing.txt" \
+    "lib/redis/.libs/libldasync-redis.so:exported-symbols-redis.txt"; do
     check_library "$top_builddir/${pair%%:*}" "$top_srcdir/tests/${pair#*:}"
     rc=$?
     if test $rc = 1; then

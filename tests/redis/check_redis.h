@@ -1,0 +1,31 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/* check_redis: the suites and their shared helpers (check_redis.c). */
+#ifndef LDASYNC_CHECK_REDIS_H
+#define LDASYNC_CHECK_REDIS_H
+
+#include <check.h>
+#include <stdbool.h>
+
+#include <ldasync/ldasync.h>
+#include <ldasync/redis.h>
+
+#include "redisd.h"
+
+/* The server main() started for every test. */
+extern struct redisd rt_server;
+
+void rt_flushall(void);
+ld_redis_options *rt_options(const char *prefix);
+ld_store *rt_store(struct event_base *base, const char *prefix);
+ld_future *rt_wait(ld_future *f);
+void rt_ok(ld_future *f);
+bool rt_bool(ld_future *f);
+json_t *rt_json(ld_future *f);
+void rt_error(ld_future *f, int code, const char *in_message);
+json_t *rt_j(const char *text);
+void rt_run_for(struct event_base *base, int ms);
+
+Suite *rt_suite_options(void);
+Suite *rt_suite_store(void);
+
+#endif
