@@ -127,6 +127,20 @@ LD_EXPORT int ld_client_options_set_big_segment_cache(ld_client_options *opts, i
  *  @return 0; LD_EINVAL if `opts` is NULL. @since 0.1.0 */
 LD_EXPORT int ld_client_options_set_offline(ld_client_options *opts, bool offline);
 
+/** Daemon mode (LaunchDarkly's "daemon mode", the Node SDK's useLdd, the
+ *  Go SDK's external updates only): the store is a shared persistent
+ *  store that another process keeps up to date (the Relay Proxy,
+ *  ldasync-serve --redis, another SDK), so the client runs no data source
+ *  (those given are freed by ld_client_new()) and evaluates what the store
+ *  holds when it evaluates: give it the store with
+ *  ld_client_options_set_store(), usually a Redis store (redis.h) behind a
+ *  cache (ld_caching_store_new()). Unlike offline, analytics events are
+ *  sent as configured. Ready is fulfilled at once and the data source
+ *  status is `valid`; whether the store holds a data set yet,
+ *  ld_store_initialized() says. @return 0; LD_EINVAL if `opts` is NULL.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_client_options_set_daemon_mode(ld_client_options *opts, bool daemon);
+
 /** How the client reaches LaunchDarkly (network.h): the SDK key, the
  *  service URIs, tags, wrapper, payload filter, HTTP and TLS settings.
  *  `cfg` is copied (NULL removes it). With it, and no data source given

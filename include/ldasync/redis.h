@@ -129,6 +129,22 @@ LD_EXPORT int ld_redis_options_set_reconnect(ld_redis_options *opts, int64_t ini
  *  @since 0.1.0 */
 LD_EXPORT ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *opts);
 
+/** A big segment store (big_segments.h) on Redis, on `base`'s loop, with a
+ *  copy of `opts` (NULL: the defaults): read only, what LaunchDarkly's Relay
+ *  Proxy keeps there. Its metadata is {prefix}:big_segments_synchronized_on
+ *  (missing: LD_BIG_SEGMENT_TIME_UNKNOWN; not a decimal number of
+ *  milliseconds: LD_EPARSE); a context's membership is the members of
+ *  {prefix}:big_segment_include:{hash} (true) and
+ *  {prefix}:big_segment_exclude:{hash} (false; include wins), NULL when both
+ *  are empty. Connection, timeouts and reconnection as for the store.
+ *  Give it to a client with ld_client_options_set_big_segments(), which
+ *  caches memberships and polls the metadata. ld_big_segment_store_describe()
+ *  says "redis".
+ *  @return a new store; NULL if `base` is NULL or memory ran out.
+ *  @since 0.1.0 */
+LD_EXPORT ld_big_segment_store *ld_redis_big_segment_store_new(struct event_base *base,
+                                                               const ld_redis_options *opts);
+
 LD_END_DECLS
 
 #endif /* LDASYNC_REDIS_H */

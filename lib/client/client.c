@@ -39,6 +39,7 @@ struct ld_client_options {
     int bs_cache_size;
     int64_t bs_cache_ms, bs_poll_ms;
     bool offline;
+    bool daemon;        /* no data source; events as configured */
     ld_net_config *net; /* a copy; NULL: none */
     bool polling;
     bool no_events;
@@ -176,6 +177,14 @@ int ld_client_options_set_offline(ld_client_options *o, bool offline)
     return 0;
 }
 
+int ld_client_options_set_daemon_mode(ld_client_options *o, bool daemon)
+{
+    if (!o)
+        return LD_EINVAL;
+    o->daemon = daemon;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The client                                                                */
 
@@ -261,7 +270,8 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
     o->n_inits = 0;
     o->sync = NULL;
     ld_client *c = base ? ld__calloc(1, sizeof(*c)) : NULL;
-    if (!c || o->offline)
+    bool no_source = o->offline || o->daemon;
+    if (!c || no_source)
         drop_sources(&sources); /* nobody will run them */
     if (!c)
         return NULL;
@@ -296,7 +306,7 @@ ld_client *ld_client_new(struct event_base *base, ld_client_options *opts)
         c->rec_plain = (struct ld__recorder){ld__events_record_eval, c->events, false};
         c->rec_detail = (struct ld__recorder){ld__events_record_eval, c->events, true};
     }
-    if (o->offline) {
+    if (no_source) {
         c->ready = ld_future_new(base);
         if (!c->ready)
             goto fail;

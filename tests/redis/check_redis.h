@@ -27,5 +27,7 @@ void rt_run_for(struct event_base *base, int ms);
 
 Suite *rt_suite_options(void);
 Suite *rt_suite_store(void);
+Suite *rt_suite_big_segments(void);
+Suite *rt_suite_daemon(void);
 
 #endif
