@@ -188,6 +188,23 @@ LD_EXPORT ld_future *ld_data_system_close(ld_data_system *ds);
  *  @since 0.1.0 */
 LD_EXPORT void ld_data_system_free(ld_data_system *ds);
 
+/** A synchronizer that reads another store, for daemon mode with the
+ *  data in memory: a client or server evaluates from a memory store that
+ *  this keeps equal to a shared persistent store (Redis, redis.h) that
+ *  another process writes. Every `interval_ms` (> 0; the first read at
+ *  once, from the loop) it reads the store's flags and segments and, when
+ *  their keys or versions differ from those of its last update, yields a
+ *  full transfer of them (state `valid`); a store not initialized yet
+ *  yields nothing; a failed read yields one `interrupted` update (error
+ *  kind store_error, the store's message) until a read succeeds again.
+ *  Reading a large store costs what ld_store_all() costs it twice (a Redis
+ *  store parses a slice per loop pass). `store` is borrowed: it must
+ *  outlive the synchronizer. Its name is "store". Loop thread of `base`.
+ *  @return a new synchronizer; NULL if `base` or `store` is NULL,
+ *  interval_ms <= 0, or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_synchronizer *ld_store_synchronizer_new(struct event_base *base, ld_store *store,
+                                                     int64_t interval_ms);
+
 LD_END_DECLS
 
 #endif /* LDASYNC_DATA_SYSTEM_H */
