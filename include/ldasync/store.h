@@ -60,6 +60,7 @@
 #define LDASYNC_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ldasync/common.h>
@@ -152,9 +153,11 @@ LD_EXPORT ld_future *ld_store_close(ld_store *store);
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
  *  the loop), and the implementation is freed: at once, or, when operations
  *  were pending, from the loop after their cancel handlers (which may use
- *  the implementation). Call it before event_base_free() of the store's
+ *  the implementation). Its status listeners go with it: calls not made
+ *  yet are dropped. Call it before event_base_free() of the store's
  *  base, as for libevent's own events. Safe from inside a callback of one
- *  of the store's own futures. NULL-safe. @since 0.1.0 */
+ *  of the store's own futures, and from inside a status listener.
+ *  NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_store_free(ld_store *store);
 
 /** The base whose loop completes the store's futures, or NULL for a NULL
@@ -164,6 +167,55 @@ LD_EXPORT struct event_base *ld_store_base(const ld_store *store);
 /** A short name of the implementation ("memory", "redis", ...); never NULL
  *  ("(null)" for a NULL store). @since 0.1.0 */
 LD_EXPORT const char *ld_store_describe(const ld_store *store);
+
+/* ------------------------------------------------------------------------- */
+/* The status (availability)                                                 */
+
+/** Whether a store can be used now, as every store reports it (the front
+ *  layer keeps it for every implementation). A store starts available,
+ *  without needs_refresh; an implementation changes it with
+ *  ld_store_update_status() (the memory store never does: it is always
+ *  available). @since 0.1.0 */
+typedef struct ld_store_status {
+    /** false while the store's backend fails (a database that cannot be
+     *  reached): operations may reject with LD_ESTORE meanwhile. */
+    bool available;
+    /** true when the store came back but may have lost writes made while it
+     *  was away (a cache that let go of what it held, a database that
+     *  restarted empty): a data source should send its whole data set again
+     *  (an init). Only meaningful with `available`. */
+    bool needs_refresh;
+} ld_store_status;
+
+/** A status listener: called from the loop of the store's base, once per
+ *  change, with the status of that change (borrowed, valid during the call).
+ *  It may add and remove listeners (itself included) and free the store.
+ *  @since 0.1.0 */
+typedef void (*ld_store_status_fn)(ld_store *store, const ld_store_status *status, void *arg);
+
+/** The store's current status: that of the last change, also when its
+ *  listeners have not heard of it yet. @return 0 with *out set; LD_EINVAL
+ *  if `store` or `out` is NULL. Loop thread of the store's base.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_store_current_status(const ld_store *store, ld_store_status *out);
+
+/** Adds a listener of the store's status changes: `fn(store, status, arg)`
+ *  is called from the loop for every change made after this call (never
+ *  for the current status, never within the call that made the change),
+ *  once per change, listeners in the order they were added. When memory
+ *  runs out while a change is made, the listeners may hear fewer changes,
+ *  never an old status last. Freeing the store drops the calls not made
+ *  yet, and the listeners. Loop thread of the store's base.
+ *  @return the listener's id (> 0), for ld_store_remove_status_listener();
+ *  LD_EINVAL if `store` or `fn` is NULL; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int64_t ld_store_add_status_listener(ld_store *store, ld_store_status_fn fn, void *arg);
+
+/** Removes a listener: it is not called again, also when changes are
+ *  already queued for it, and also from inside a listener's call (its own
+ *  or another's). Loop thread of the store's base. @return 0; LD_EINVAL if
+ *  `store` is NULL or has no listener with that id (removed already).
+ *  @since 0.1.0 */
+LD_EXPORT int ld_store_remove_status_listener(ld_store *store, int64_t id);
 
 /* ------------------------------------------------------------------------- */
 /* The read-only view                                                        */
@@ -280,6 +332,14 @@ struct ld_store_ops {
     void (*prefetch)(void *impl, const ld_kind *kind, const char *key, size_t len);
     int (*initialized_now)(void *impl);
 };
+
+/** For implementers: sets the store's status (see ld_store_status). A
+ *  status equal to the current one changes nothing; another becomes the
+ *  current one at once, and the listeners hear of it later, from the loop
+ *  (ld_store_add_status_listener()). Usable at any time before the store is
+ *  freed, also once it is closed. Loop thread of the store's base.
+ *  @return 0; LD_EINVAL if `store` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_store_update_status(ld_store *store, bool available, bool needs_refresh);
 
 /** Makes a store from an implementation. `ops` is borrowed and must outlive
  *  the store (usually a static const struct); `impl` is handed to every
