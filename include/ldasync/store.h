@@ -387,6 +387,71 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  @since 0.1.0 */
 LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
 
+/* ------------------------------------------------------------------------- */
+/* The caching store                                                         */
+
+/** The ttl of ld_caching_store_new() for a cache whose entries never
+ *  expire. @since 0.1.0 */
+#define LD_CACHE_FOREVER (-1)
+
+/** A store that caches what another store (`inner`, a database's, as a
+ *  Redis store) holds, as LaunchDarkly's SDKs wrap a persistent store.
+ *
+ *  Every write goes through to `inner`; what the cache holds changes when
+ *  `inner` has answered. Reads are answered from the cache while it holds a
+ *  fresh answer (within the call: get_now and all_now, so that
+ *  ld_store_get_now() and the evaluator need no future), else by `inner`,
+ *  whose answer is cached; gets of one key (alls of one kind) issued while
+ *  the same read of `inner` is under way share it, unless a write was
+ *  issued since. What it caches:
+ *    - per item (kind and key): the item, a tombstone, or a miss (so a key
+ *      that is asked for again and again and missing is read once per ttl),
+ *      at most LDASYNC_CACHE_CAPACITY entries (an environment variable read
+ *      when the cache is made; 65536 by default): beyond that, the least
+ *      recently used entry goes (an expired entry goes when it is met);
+ *    - per kind, the answer of all, and the whole kind as the last init gave
+ *      it, kept up to date by the writes since (it answers every get of the
+ *      kind, a missing key included, until it expires);
+ *    - initialized, once true.
+ *  Writes: an init that succeeds replaces what the cache holds with its
+ *  data; an upsert or delete that was applied is cached; one that was not
+ *  drops the item's entry (the next get reads `inner`); each drops the
+ *  kind's all answer. While a write is under way, reads go to `inner`,
+ *  which orders them after it: a result never misses a write issued before
+ *  it.
+ *
+ *  `ttl_ms` > 0: an entry expires that long after it was cached. 0: nothing
+ *  is cached, every operation goes to `inner`. LD_CACHE_FOREVER (any
+ *  negative value): nothing expires, and the cache keeps serving while
+ *  `inner` fails: reads it can answer (also the reads that went to `inner`
+ *  and failed) are answered from it; an init that fails with a backend
+ *  error (not LD_EINVAL, LD_ECLOSED, LD_ECANCELED or LD_ENOMEM) still
+ *  replaces what it holds, and an upsert or delete that fails so is cached
+ *  when it is newer than what the cache holds; their futures reject with
+ *  the error, and the data is written back when `inner` is back (below).
+ *
+ *  Status (ld_store_status): the cache reports unavailable while `inner`
+ *  reports it is (its status listeners), and from an operation of `inner`
+ *  that fails with a backend error on: then it asks ld_store_initialized()
+ *  of `inner` every 500 ms (LDASYNC_CACHE_POLL_MS, an environment variable
+ *  read when the cache is made, for tests) until it answers. When `inner`
+ *  is back: with LD_CACHE_FOREVER, if the cache holds a whole data set (an
+ *  init's, with the writes since), it writes it back (one init of `inner`)
+ *  and reports available with needs_refresh false (if that init fails with a
+ *  backend error, it polls again); without a whole data set (no init came
+ *  through the cache) it reports available with needs_refresh true; with a
+ *  ttl (or 0), it forgets what it held and reports available with
+ *  needs_refresh true: the data source should send its data again.
+ *
+ *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
+ *  the cache closes it, freeing the cache frees it (operations of `inner`
+ *  still under way complete as cancelled, and are let go of). `inner` must
+ *  be used only through the cache afterwards, and belong to `base`.
+ *  describe() is "caching(" + the inner store's describe() + ")".
+ *  @return a new store; NULL if `base` or `inner` is NULL, `inner` belongs
+ *  to another base, or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t ttl_ms);
+
 LD_END_DECLS
 
 #endif /* LDASYNC_STORE_H */

@@ -29,10 +29,12 @@ struct ld_store {
     ld_read_only_store view;
     /* A copy: a version 1 struct has no version 2 members to read. */
     struct ld_store_ops ops;
-    bool init_validates;    /* its init validates what init_now leaves to it */
-    ld_store_status status; /* the current one */
-    uint64_t status_seq;    /* the changes made */
-    struct status_hub *hub; /* its listeners, made by the first one */
+    bool init_validates;        /* its init validates what init_now leaves to it */
+    ld_store_status status;     /* the current one */
+    uint64_t status_seq;        /* the changes made */
+    struct status_hub *hub;     /* its listeners, made by the first one */
+    void (*on_free)(void *arg); /* ld__store_on_free() */
+    void *on_free_arg;
 };
 
 /* The size of struct ld_store_ops at version 1. */
@@ -395,6 +397,8 @@ void ld_store_free(ld_store *s)
 {
     if (!s)
         return;
+    if (s->on_free)
+        s->on_free(s->on_free_arg);
     hub_detach(s->hub); /* the listeners' calls not made yet are dropped */
     s->hub = NULL;
     ld__component_free(&s->c, s->ops.free); /* pending operations: LD_ECANCELED */
@@ -440,6 +444,12 @@ struct event_base *ld_read_only_store_base(const ld_read_only_store *view)
 const char *ld_read_only_store_describe(const ld_read_only_store *view)
 {
     return view ? ld_store_describe(store_of(view)) : "(null)";
+}
+
+void ld__store_on_free(ld_store *s, void (*fn)(void *arg), void *arg)
+{
+    s->on_free = fn;
+    s->on_free_arg = arg;
 }
 
 void ld__store_init_validates(ld_store *s)
