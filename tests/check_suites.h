@@ -18,6 +18,7 @@ Suite *ld_suite_secure_mode(void);   /* check_secure_mode.c */
 Suite *ld_suite_store(void);         /* check_store.c */
 Suite *ld_suite_memory_load(void);   /* check_memory_load.c */
 Suite *ld_suite_store_now(void);     /* check_store_now.c */
+Suite *ld_suite_caching_store(void); /* check_caching_store.c */
 /* The hybrid store of check_store_now.c, for the contract. */
 ld_store *ld_test_hybrid_store_new(struct event_base *base);
 Suite *ld_suite_status(void);                     /* check_status.c */

@@ -60,6 +60,7 @@
 #define LDASYNC_STORE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ldasync/common.h>
@@ -152,9 +153,11 @@ LD_EXPORT ld_future *ld_store_close(ld_store *store);
 /** Frees the store: operations still pending reject with LD_ECANCELED (from
  *  the loop), and the implementation is freed: at once, or, when operations
  *  were pending, from the loop after their cancel handlers (which may use
- *  the implementation). Call it before event_base_free() of the store's
+ *  the implementation). Its status listeners go with it: calls not made
+ *  yet are dropped. Call it before event_base_free() of the store's
  *  base, as for libevent's own events. Safe from inside a callback of one
- *  of the store's own futures. NULL-safe. @since 0.1.0 */
+ *  of the store's own futures, and from inside a status listener.
+ *  NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_store_free(ld_store *store);
 
 /** The base whose loop completes the store's futures, or NULL for a NULL
@@ -164,6 +167,55 @@ LD_EXPORT struct event_base *ld_store_base(const ld_store *store);
 /** A short name of the implementation ("memory", "redis", ...); never NULL
  *  ("(null)" for a NULL store). @since 0.1.0 */
 LD_EXPORT const char *ld_store_describe(const ld_store *store);
+
+/* ------------------------------------------------------------------------- */
+/* The status (availability)                                                 */
+
+/** Whether a store can be used now, as every store reports it (the front
+ *  layer keeps it for every implementation). A store starts available,
+ *  without needs_refresh; an implementation changes it with
+ *  ld_store_update_status() (the memory store never does: it is always
+ *  available). @since 0.1.0 */
+typedef struct ld_store_status {
+    /** false while the store's backend fails (a database that cannot be
+     *  reached): operations may reject with LD_ESTORE meanwhile. */
+    bool available;
+    /** true when the store came back but may have lost writes made while it
+     *  was away (a cache that let go of what it held, a database that
+     *  restarted empty): a data source should send its whole data set again
+     *  (an init). Only meaningful with `available`. */
+    bool needs_refresh;
+} ld_store_status;
+
+/** A status listener: called from the loop of the store's base, once per
+ *  change, with the status of that change (borrowed, valid during the call).
+ *  It may add and remove listeners (itself included) and free the store.
+ *  @since 0.1.0 */
+typedef void (*ld_store_status_fn)(ld_store *store, const ld_store_status *status, void *arg);
+
+/** The store's current status: that of the last change, also when its
+ *  listeners have not heard of it yet. @return 0 with *out set; LD_EINVAL
+ *  if `store` or `out` is NULL. Loop thread of the store's base.
+ *  @since 0.1.0 */
+LD_EXPORT int ld_store_current_status(const ld_store *store, ld_store_status *out);
+
+/** Adds a listener of the store's status changes: `fn(store, status, arg)`
+ *  is called from the loop for every change made after this call (never
+ *  for the current status, never within the call that made the change),
+ *  once per change, listeners in the order they were added. When memory
+ *  runs out while a change is made, the listeners may hear fewer changes,
+ *  never an old status last. Freeing the store drops the calls not made
+ *  yet, and the listeners. Loop thread of the store's base.
+ *  @return the listener's id (> 0), for ld_store_remove_status_listener();
+ *  LD_EINVAL if `store` or `fn` is NULL; LD_ENOMEM. @since 0.1.0 */
+LD_EXPORT int64_t ld_store_add_status_listener(ld_store *store, ld_store_status_fn fn, void *arg);
+
+/** Removes a listener: it is not called again, also when changes are
+ *  already queued for it, and also from inside a listener's call (its own
+ *  or another's). Loop thread of the store's base. @return 0; LD_EINVAL if
+ *  `store` is NULL or has no listener with that id (removed already).
+ *  @since 0.1.0 */
+LD_EXPORT int ld_store_remove_status_listener(ld_store *store, int64_t id);
 
 /* ------------------------------------------------------------------------- */
 /* The read-only view                                                        */
@@ -281,6 +333,14 @@ struct ld_store_ops {
     int (*initialized_now)(void *impl);
 };
 
+/** For implementers: sets the store's status (see ld_store_status). A
+ *  status equal to the current one changes nothing; another becomes the
+ *  current one at once, and the listeners hear of it later, from the loop
+ *  (ld_store_add_status_listener()). Usable at any time before the store is
+ *  freed, also once it is closed. Loop thread of the store's base.
+ *  @return 0; LD_EINVAL if `store` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_store_update_status(ld_store *store, bool available, bool needs_refresh);
+
 /** Makes a store from an implementation. `ops` is borrowed and must outlive
  *  the store (usually a static const struct); `impl` is handed to every
  *  operation and to ops->free. @return a new store; NULL if `base` or `ops`
@@ -326,6 +386,71 @@ LD_EXPORT ld_store *ld_store_new(struct event_base *base, const struct ld_store_
  *  @return a new store, or NULL if `base` is NULL or memory ran out.
  *  @since 0.1.0 */
 LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
+
+/* ------------------------------------------------------------------------- */
+/* The caching store                                                         */
+
+/** The ttl of ld_caching_store_new() for a cache whose entries never
+ *  expire. @since 0.1.0 */
+#define LD_CACHE_FOREVER (-1)
+
+/** A store that caches what another store (`inner`, a database's, as a
+ *  Redis store) holds, as LaunchDarkly's SDKs wrap a persistent store.
+ *
+ *  Every write goes through to `inner`; what the cache holds changes when
+ *  `inner` has answered. Reads are answered from the cache while it holds a
+ *  fresh answer (within the call: get_now and all_now, so that
+ *  ld_store_get_now() and the evaluator need no future), else by `inner`,
+ *  whose answer is cached; gets of one key (alls of one kind) issued while
+ *  the same read of `inner` is under way share it, unless a write was
+ *  issued since. What it caches:
+ *    - per item (kind and key): the item, a tombstone, or a miss (so a key
+ *      that is asked for again and again and missing is read once per ttl),
+ *      at most LDASYNC_CACHE_CAPACITY entries (an environment variable read
+ *      when the cache is made; 65536 by default): beyond that, the least
+ *      recently used entry goes (an expired entry goes when it is met);
+ *    - per kind, the answer of all, and the whole kind as the last init gave
+ *      it, kept up to date by the writes since (it answers every get of the
+ *      kind, a missing key included, until it expires);
+ *    - initialized, once true.
+ *  Writes: an init that succeeds replaces what the cache holds with its
+ *  data; an upsert or delete that was applied is cached; one that was not
+ *  drops the item's entry (the next get reads `inner`); each drops the
+ *  kind's all answer. While a write is under way, reads go to `inner`,
+ *  which orders them after it: a result never misses a write issued before
+ *  it.
+ *
+ *  `ttl_ms` > 0: an entry expires that long after it was cached. 0: nothing
+ *  is cached, every operation goes to `inner`. LD_CACHE_FOREVER (any
+ *  negative value): nothing expires, and the cache keeps serving while
+ *  `inner` fails: reads it can answer (also the reads that went to `inner`
+ *  and failed) are answered from it; an init that fails with a backend
+ *  error (not LD_EINVAL, LD_ECLOSED, LD_ECANCELED or LD_ENOMEM) still
+ *  replaces what it holds, and an upsert or delete that fails so is cached
+ *  when it is newer than what the cache holds; their futures reject with
+ *  the error, and the data is written back when `inner` is back (below).
+ *
+ *  Status (ld_store_status): the cache reports unavailable while `inner`
+ *  reports it is (its status listeners), and from an operation of `inner`
+ *  that fails with a backend error on: then it asks ld_store_initialized()
+ *  of `inner` every 500 ms (LDASYNC_CACHE_POLL_MS, an environment variable
+ *  read when the cache is made, for tests) until it answers. When `inner`
+ *  is back: with LD_CACHE_FOREVER, if the cache holds a whole data set (an
+ *  init's, with the writes since), it writes it back (one init of `inner`)
+ *  and reports available with needs_refresh false (if that init fails with a
+ *  backend error, it polls again); without a whole data set (no init came
+ *  through the cache) it reports available with needs_refresh true; with a
+ *  ttl (or 0), it forgets what it held and reports available with
+ *  needs_refresh true: the data source should send its data again.
+ *
+ *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
+ *  the cache closes it, freeing the cache frees it (operations of `inner`
+ *  still under way complete as cancelled, and are let go of). `inner` must
+ *  be used only through the cache afterwards, and belong to `base`.
+ *  describe() is "caching(" + the inner store's describe() + ")".
+ *  @return a new store; NULL if `base` or `inner` is NULL, `inner` belongs
+ *  to another base, or memory ran out. @since 0.1.0 */
+LD_EXPORT ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t ttl_ms);
 
 LD_END_DECLS
 

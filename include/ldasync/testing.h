@@ -106,6 +106,13 @@ LD_EXPORT int ld_mock_store_force_delete(ld_store *store, const ld_kind *kind, c
  *  failure). @since 0.1.0 */
 LD_EXPORT int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n, int code);
 
+/** Sets the status the mock reports (store.h, ld_store_status):
+ *  ld_store_update_status(store, available, false), with the listeners
+ *  called from the loop. Only what it reports: its operations still answer
+ *  as before (make them fail with ld_mock_store_fail_next()).
+ *  @return 0; LD_EINVAL if `store` is not a mock store. @since 0.1.0 */
+LD_EXPORT int ld_mock_store_set_available(ld_store *store, bool available);
+
 /* ------------------------------------------------------------------------- */
 /* The mock event processor (lib/testing/mock_event_processor.c)             */
 

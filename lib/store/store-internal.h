@@ -167,6 +167,12 @@ const char *ld__component_text(const struct ld__component *c, const char *(*fn)(
  * on the loop (the memory store's large init does it in slices). */
 void ld__store_init_validates(ld_store *s);
 
+/* Makes ld_store_free(s) call fn(arg) first, before anything else: for an
+ * implementation of the library's own (the caching store) whose free may
+ * come later, from the loop (ld__front_release), and which must stop using
+ * `s` (its status) at once. One per store. */
+void ld__store_on_free(ld_store *s, void (*fn)(void *arg), void *arg);
+
 /* A big segment store's answer within the call, which an implementation
  * of the library's own may lend (the client's cache does): 0 with *m (the
  * context's membership, borrowed: valid until the loop runs again; NULL

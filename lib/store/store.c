@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include <ldasync/error.h>
 #include <ldasync/store.h>
 
@@ -27,7 +29,12 @@ struct ld_store {
     ld_read_only_store view;
     /* A copy: a version 1 struct has no version 2 members to read. */
     struct ld_store_ops ops;
-    bool init_validates; /* its init validates what init_now leaves to it */
+    bool init_validates;        /* its init validates what init_now leaves to it */
+    ld_store_status status;     /* the current one */
+    uint64_t status_seq;        /* the changes made */
+    struct status_hub *hub;     /* its listeners, made by the first one */
+    void (*on_free)(void *arg); /* ld__store_on_free() */
+    void *on_free_arg;
 };
 
 /* The size of struct ld_store_ops at version 1. */
@@ -50,8 +57,10 @@ ld_store *ld_store_new(struct event_base *base, const struct ld_store_ops *ops, 
     if (!ops_complete(&copy))
         return NULL;
     ld_store *s = ld__component_new(sizeof(*s), base, impl, "store is closed");
-    if (s)
+    if (s) {
         s->ops = copy;
+        s->status.available = true;
+    }
     return s;
 }
 
@@ -382,10 +391,17 @@ ld_future *ld_store_close(ld_store *s)
     return s ? ld__component_close(&s->c, false, s->ops.close) : NULL;
 }
 
+static void hub_detach(struct status_hub *h);
+
 void ld_store_free(ld_store *s)
 {
-    if (s) /* pending operations: LD_ECANCELED */
-        ld__component_free(&s->c, s->ops.free);
+    if (!s)
+        return;
+    if (s->on_free)
+        s->on_free(s->on_free_arg);
+    hub_detach(s->hub); /* the listeners' calls not made yet are dropped */
+    s->hub = NULL;
+    ld__component_free(&s->c, s->ops.free); /* pending operations: LD_ECANCELED */
 }
 
 const char *ld_store_describe(const ld_store *s)
@@ -428,6 +444,12 @@ struct event_base *ld_read_only_store_base(const ld_read_only_store *view)
 const char *ld_read_only_store_describe(const ld_read_only_store *view)
 {
     return view ? ld_store_describe(store_of(view)) : "(null)";
+}
+
+void ld__store_on_free(ld_store *s, void (*fn)(void *arg), void *arg)
+{
+    s->on_free = fn;
+    s->on_free_arg = arg;
 }
 
 void ld__store_init_validates(ld_store *s)
@@ -476,4 +498,145 @@ int ld_store_initialized_now(ld_store *store)
     if (ld__front_closed(&store->c.front))
         return LD_ECLOSED;
     return ld__store_initialized_now(store);
+}
+
+/* ---- the status (store.h) ------------------------------------------------ */
+
+/* A change of the status, numbered (the store's status_seq after it). */
+struct status_change {
+    uint64_t seq;
+    ld_store_status status;
+};
+
+/* The listeners of a store's status and the changes they have not heard
+ * of yet, which `ev` (made active by a change) delivers from the loop. It
+ * outlives the store while it delivers: a listener may free the store. */
+struct status_hub {
+    ld_store *store;         /* NULL once the store is freed */
+    struct event *ev;        /* no descriptor: made active by a change */
+    struct status_change *q; /* changes not delivered yet, oldest first */
+    size_t n, cap;           /* cap >= 4 */
+    unsigned delivering;     /* calls of deliver() in progress */
+    struct ld__listeners ls; /* each hears the changes numbered above its `after` */
+};
+
+static void hub_free(struct status_hub *h)
+{
+    event_free(h->ev);
+    ld__listeners_free(&h->ls);
+    ld__free(h->q);
+    ld__free(h);
+}
+
+static void hub_detach(struct status_hub *h)
+{
+    if (!h)
+        return;
+    h->store = NULL;
+    if (h->delivering == 0)
+        hub_free(h);
+    else
+        event_del(h->ev); /* deliver() frees it when its calls return */
+}
+
+/* Calls the listeners with the changes queued when it starts, in order;
+ * those a listener makes meanwhile come in the next pass of the loop. */
+static void deliver(evutil_socket_t fd, short what, void *arg)
+{
+    struct status_hub *h = arg;
+    (void)fd;
+    (void)what;
+    size_t end = h->n, i;
+    h->delivering++;
+    for (i = 0; i < end && h->store; i++) {
+        struct status_change ch = h->q[i]; /* a listener may grow h->q */
+        for (struct ld__listener *l = h->ls.head; l && h->store; l = l->next)
+            if (l->fn && l->after < ch.seq)
+                ((ld_store_status_fn)l->fn)(h->store, &ch.status, l->arg);
+    }
+    if (--h->delivering > 0)
+        return;
+    if (!h->store) { /* freed by a listener */
+        hub_free(h);
+        return;
+    }
+    memmove(h->q, h->q + end, (h->n - end) * sizeof(*h->q));
+    h->n -= end;
+    ld__listeners_sweep(&h->ls);
+    if (h->n)
+        event_active(h->ev, EV_TIMEOUT, 0);
+}
+
+static struct status_hub *hub_new(ld_store *s)
+{
+    struct status_hub *h = ld__calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->store = s;
+    h->cap = 4;
+    h->q = ld__malloc(h->cap * sizeof(*h->q));
+    h->ev = h->q ? event_new(base_of(s), -1, 0, deliver, h) : NULL;
+    if (!h->ev) {
+        ld__free(h->q);
+        ld__free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Queues the call of the listeners with change number `seq`. Without
+ * memory for it, it replaces the last change queued (there is one: the
+ * queue holds 4 before it grows), so the listeners still hear the current
+ * status last. */
+static void hub_queue(struct status_hub *h, uint64_t seq, ld_store_status st)
+{
+    if (h->n == h->cap) {
+        struct status_change *q = ld__realloc(h->q, 2 * h->cap * sizeof(*q));
+        if (!q) {
+            h->q[h->n - 1] = (struct status_change){seq, st};
+            return; /* made active by the first of them */
+        }
+        h->q = q;
+        h->cap *= 2;
+    }
+    h->q[h->n++] = (struct status_change){seq, st};
+    event_active(h->ev, EV_TIMEOUT, 0);
+}
+
+int ld_store_current_status(const ld_store *s, ld_store_status *out)
+{
+    if (!s || !out)
+        return LD_EINVAL;
+    *out = s->status;
+    return 0;
+}
+
+int64_t ld_store_add_status_listener(ld_store *s, ld_store_status_fn fn, void *arg)
+{
+    if (!s || !fn)
+        return LD_EINVAL;
+    if (!s->hub && !(s->hub = hub_new(s)))
+        return LD_ENOMEM;
+    return ld__listeners_add(&s->hub->ls, (ld__listener_fn)fn, arg, s->status_seq);
+}
+
+int ld_store_remove_status_listener(ld_store *s, int64_t id)
+{
+    if (!s || !s->hub)
+        return LD_EINVAL;
+    return ld__listeners_remove(&s->hub->ls, id, s->hub->delivering == 0);
+}
+
+int ld_store_update_status(ld_store *s, bool available, bool needs_refresh)
+{
+    if (!s)
+        return LD_EINVAL;
+    if (s->status.available == available && s->status.needs_refresh == needs_refresh)
+        return 0;
+    s->status.available = available;
+    s->status.needs_refresh = needs_refresh;
+    s->status_seq++;
+    if (s->hub && s->hub->ls.live)
+        hub_queue(s->hub, s->status_seq, s->status);
+    return 0;
 }

@@ -306,3 +306,10 @@ int ld_mock_store_fail_next(ld_store *store, enum ld_mock_op op, int n, int code
     m->fail_code[op] = code;
     return 0;
 }
+
+int ld_mock_store_set_available(ld_store *store, bool available)
+{
+    if (!mock_of(store))
+        return LD_EINVAL;
+    return ld_store_update_status(store, available, false);
+}

@@ -1240,6 +1240,222 @@ START_TEST(test_a_store_freed_during_a_large_init_cancels_what_waits)
 }
 END_TEST
 
+/* ---- the status (store.h), on the memory store ------------------------ */
+
+/* What a status listener heard, in order, and what it does at its first
+ * call. */
+struct heard {
+    ld_store *store;
+    int n;
+    ld_store_status st[8];
+    int64_t remove_id; /* a listener to remove at the first call, or 0 */
+    bool free_store;   /* free the store at the first call */
+    int64_t add;       /* a listener added at the first call (its id) */
+};
+
+static struct heard g_added; /* what the listener added by one heard */
+
+static void listen_status(ld_store *st, const ld_store_status *status, void *arg)
+{
+    struct heard *h = arg;
+    ck_assert_ptr_eq(st, h->store);
+    ck_assert_int_lt(h->n, 8);
+    h->st[h->n++] = *status;
+    if (h->n > 1)
+        return;
+    if (h->remove_id)
+        ck_assert_int_eq(ld_store_remove_status_listener(st, h->remove_id), 0);
+    if (h->add < 0)
+        h->add = ld_store_add_status_listener(st, listen_status, &g_added);
+    if (h->free_store) {
+        ld_store_free(st);
+        store = NULL;
+    }
+}
+
+START_TEST(test_status_starts_available_and_stays_so)
+{
+    ld_store_status st = {false, true};
+    ck_assert_int_eq(ld_store_current_status(store, &st), 0);
+    ck_assert(st.available);
+    ck_assert(!st.needs_refresh);
+    /* the memory store never changes it, whatever it does */
+    struct heard h = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &h), 0);
+    json_t *item = ld_test_feature("f", 1);
+    json_t *empty = json_object();
+    ld_test_await_ok(ld_store_init(store, empty));
+    ck_assert(ld_test_await_bool(ld_store_upsert(store, ld_kind_features(), item)));
+    ld_test_await_ok(ld_store_close(store));
+    json_decref(empty);
+    json_decref(item);
+    ld_test_flush();
+    ck_assert_int_eq(h.n, 0);
+    ck_assert_int_eq(ld_store_current_status(store, &st), 0);
+    ck_assert(st.available);
+    ck_assert(!st.needs_refresh);
+}
+END_TEST
+
+START_TEST(test_status_bad_input)
+{
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(NULL, &st), LD_EINVAL);
+    ck_assert_int_eq(ld_store_current_status(store, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_store_add_status_listener(NULL, listen_status, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_store_add_status_listener(store, NULL, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_store_remove_status_listener(NULL, 1), LD_EINVAL);
+    ck_assert_int_eq(ld_store_remove_status_listener(store, 1), LD_EINVAL); /* none yet */
+    ck_assert_int_eq(ld_store_update_status(NULL, false, false), LD_EINVAL);
+    int64_t id = ld_store_add_status_listener(store, listen_status, NULL);
+    ck_assert_int_gt(id, 0);
+    ck_assert_int_eq(ld_store_remove_status_listener(store, id + 1), LD_EINVAL);
+    ck_assert_int_eq(ld_store_remove_status_listener(store, id), 0);
+    ck_assert_int_eq(ld_store_remove_status_listener(store, id), LD_EINVAL); /* twice */
+}
+END_TEST
+
+START_TEST(test_status_changes_reach_listeners_from_the_loop_once_each)
+{
+    struct heard a = {.store = store}, b = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &b), 0);
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0); /* no change */
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(store, &st), 0);
+    ck_assert(!st.available);                                         /* at once */
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0); /* no change */
+    ck_assert_int_eq(ld_store_update_status(store, true, true), 0);
+    ck_assert_int_eq(a.n, 0); /* never within the call */
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 2);
+    ck_assert_int_eq(b.n, 2);
+    ck_assert(!a.st[0].available && !a.st[0].needs_refresh);
+    ck_assert(a.st[1].available && a.st[1].needs_refresh);
+    ck_assert(!b.st[0].available && b.st[1].available && b.st[1].needs_refresh);
+    ck_assert_int_eq(ld_store_current_status(store, &st), 0);
+    ck_assert(st.available && st.needs_refresh);
+    /* a listener added after a change does not hear it */
+    struct heard c = {.store = store};
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0);
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &c), 0);
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_int_eq(c.n, 0);
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 3); /* once */
+}
+END_TEST
+
+/* The order of the listeners' calls: each notes its number. */
+static int g_status_order[8], g_status_n;
+
+static void note_status(ld_store *st, const ld_store_status *status, void *arg)
+{
+    (void)st;
+    (void)status;
+    if (g_status_n < 8)
+        g_status_order[g_status_n++] = (int)(intptr_t)arg;
+}
+
+START_TEST(test_status_listeners_are_called_in_registration_order)
+{
+    g_status_n = 0;
+    for (intptr_t i = 1; i <= 3; i++)
+        ck_assert_int_gt(ld_store_add_status_listener(store, note_status, (void *)i), 0);
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0);
+    ld_test_flush();
+    ck_assert_int_eq(g_status_n, 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(g_status_order[i], i % 3 + 1);
+}
+END_TEST
+
+START_TEST(test_status_listeners_removed_inside_a_call_hear_no_more)
+{
+    /* a removes b (added after it) at its first call; c removes itself */
+    struct heard a = {.store = store}, b = {.store = store}, c = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    a.remove_id = ld_store_add_status_listener(store, listen_status, &b);
+    ck_assert_int_gt(a.remove_id, 0);
+    c.remove_id = ld_store_add_status_listener(store, listen_status, &c);
+    ck_assert_int_gt(c.remove_id, 0);
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0); /* queued already */
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 2);
+    ck_assert_int_eq(b.n, 0);
+    ck_assert_int_eq(c.n, 1);
+    /* and later changes */
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_int_eq(b.n, 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_int_eq(ld_store_remove_status_listener(store, a.remove_id), LD_EINVAL); /* gone */
+}
+END_TEST
+
+START_TEST(test_status_listener_added_inside_a_call_hears_later_changes)
+{
+    struct heard a = {.store = store, .add = -1};
+    g_added = (struct heard){.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ck_assert_int_eq(ld_store_update_status(store, true, true), 0);
+    ld_test_flush();
+    ck_assert_int_gt(a.add, 0);
+    ck_assert_int_eq(a.n, 2);
+    ck_assert_int_eq(g_added.n, 0); /* both were made before it was added */
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0);
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_int_eq(g_added.n, 1);
+    ck_assert(g_added.st[0].available && !g_added.st[0].needs_refresh);
+}
+END_TEST
+
+START_TEST(test_status_listener_may_free_the_store)
+{
+    struct heard a = {.store = store, .free_store = true}, b = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &b), 0);
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ck_assert_int_eq(ld_store_update_status(store, true, false), 0);
+    ld_test_flush();
+    ck_assert_ptr_null(store); /* freed by a */
+    ck_assert_int_eq(a.n, 1);
+    ck_assert_int_eq(b.n, 0); /* what was left is dropped */
+}
+END_TEST
+
+START_TEST(test_status_free_drops_pending_listener_calls)
+{
+    struct heard a = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    ck_assert_int_eq(ld_store_update_status(store, false, false), 0);
+    ld_store_free(store);
+    store = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 0);
+}
+END_TEST
+
+START_TEST(test_status_many_changes_before_the_loop_are_all_heard)
+{
+    struct heard a = {.store = store};
+    ck_assert_int_gt(ld_store_add_status_listener(store, listen_status, &a), 0);
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(ld_store_update_status(store, i % 2 == 1, false), 0);
+    ld_test_flush();
+    ck_assert_int_eq(a.n, 7);
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(a.st[i].available, i % 2 == 1);
+}
+END_TEST
+
 Suite *ld_suite_store(void)
 {
     Suite *s = suite_create("store");
@@ -1282,6 +1498,19 @@ Suite *ld_suite_store(void)
     tcase_add_test(tc, test_free_cancels_pending_operations);
     tcase_add_test(tc, test_free_from_inside_own_callback_is_safe);
     tcase_add_test(tc, test_store_new_bad_input);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("status");
+    tcase_add_checked_fixture(tc, store_setup, store_teardown);
+    tcase_add_test(tc, test_status_starts_available_and_stays_so);
+    tcase_add_test(tc, test_status_bad_input);
+    tcase_add_test(tc, test_status_changes_reach_listeners_from_the_loop_once_each);
+    tcase_add_test(tc, test_status_listeners_are_called_in_registration_order);
+    tcase_add_test(tc, test_status_listeners_removed_inside_a_call_hear_no_more);
+    tcase_add_test(tc, test_status_listener_added_inside_a_call_hears_later_changes);
+    tcase_add_test(tc, test_status_listener_may_free_the_store);
+    tcase_add_test(tc, test_status_free_drops_pending_listener_calls);
+    tcase_add_test(tc, test_status_many_changes_before_the_loop_are_all_heard);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -486,6 +486,41 @@ START_TEST(test_accessors_bad_input)
 }
 END_TEST
 
+static int g_status_calls;
+static ld_store_status g_status_last;
+
+static void on_status(ld_store *st, const ld_store_status *status, void *arg)
+{
+    (void)st;
+    (void)arg;
+    g_status_calls++;
+    g_status_last = *status;
+}
+
+START_TEST(test_set_available_changes_the_reported_status)
+{
+    g_status_calls = 0;
+    ck_assert_int_gt(ld_store_add_status_listener(mock, on_status, NULL), 0);
+    ck_assert_int_eq(ld_mock_store_set_available(mock, false), 0);
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(mock, &st), 0);
+    ck_assert(!st.available);
+    ck_assert_int_eq(g_status_calls, 0);                                /* from the loop */
+    ck_assert(ld_test_await_bool(ld_store_initialized(mock)) == false); /* still answers */
+    ld_test_flush();
+    ck_assert_int_eq(g_status_calls, 1);
+    ck_assert(!g_status_last.available);
+    ck_assert_int_eq(ld_mock_store_set_available(mock, true), 0);
+    ld_test_flush();
+    ck_assert_int_eq(g_status_calls, 2);
+    ck_assert(g_status_last.available && !g_status_last.needs_refresh);
+    ld_store *mem = ld_memory_store_new(B);
+    ck_assert_int_eq(ld_mock_store_set_available(mem, false), LD_EINVAL);
+    ck_assert_int_eq(ld_mock_store_set_available(NULL, false), LD_EINVAL);
+    ld_store_free(mem);
+}
+END_TEST
+
 Suite *ld_suite_mock_store(void)
 {
     Suite *s = suite_create("mock_store");
@@ -515,6 +550,7 @@ Suite *ld_suite_mock_store(void)
     tcase_add_test(tc, test_fail_next_bad_input);
     tcase_add_test(tc, test_calls_count_what_reached_the_mock);
     tcase_add_test(tc, test_accessors_bad_input);
+    tcase_add_test(tc, test_set_available_changes_the_reported_status);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,1083 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * ldasync: the caching store (store.h, ld_caching_store_new()), a wrapper
+ * of any store as LaunchDarkly's SDKs wrap a persistent store (Go's
+ * persistent data store wrapper, Python's caching wrapper).
+ *
+ * What it holds:
+ *   - per-item entries, kind + key -> the item, a tombstone or a remembered
+ *     miss, each with its expiry, in a hash table with an LRU list: at most
+ *     `cap` entries, the least recently used one goes first (an expired one
+ *     goes when it is met);
+ *   - per kind, `full`: the whole kind as an init gave it, kept up to date
+ *     by the writes made since (key -> item or tombstone, private and
+ *     mutable), with the init's expiry; while it is fresh it answers every
+ *     get of the kind, a missing key included, and `all`;
+ *   - per kind, `all`: the answer of the last all (immutable once handed
+ *     out), with its expiry;
+ *   - `inited`, once the inner store said true (or an init went through).
+ *
+ * Consistency: the inner store completes its futures in issue order, so
+ * when the result of an inner operation comes back, every write issued
+ * before it has come back too, and none issued after it: a read's result
+ * may be cached as it is. A write takes effect on the cache when its result
+ * comes back, so while a write is under way (wseq != wdone) the cache may
+ * be behind what was issued: reads then go to the inner store, which orders
+ * them after the write. A get that finds the same key's inner get under way
+ * shares it, unless a write was issued since it was.
+ *
+ * Availability: see store.h. `self` is the caching store's own handle, for
+ * its status; ld_store_free() tells the cache first (ld__store_on_free), as
+ * the front may free the implementation only later, from the loop.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include <ldasync/error.h>
+#include <ldasync/store.h>
+
+#include "core/core-internal.h"
+#include "store/store-internal.h"
+
+#define NK 2 /* the kinds: 0 segments, 1 features */
+
+#define DEFAULT_CAP 65536
+#define DEFAULT_POLL_MS 500
+#define FOREVER INT64_MAX /* the expiry of what never expires */
+
+static const char E_NOMEM[] = "out of memory";
+
+static int kidx(const ld_kind *kind)
+{
+    return kind == ld_kind_features() ? 1 : 0;
+}
+
+static const ld_kind *kind_of(int k)
+{
+    return k == 1 ? ld_kind_features() : ld_kind_segments();
+}
+
+struct entry {
+    struct entry *hnext;       /* the bucket's chain */
+    struct entry *prev, *next; /* the LRU list: least recently used first */
+    uint64_t hash;
+    int64_t expires;     /* ms of the monotonic clock; FOREVER */
+    json_t *item;        /* the item or a tombstone (a reference); NULL: missing */
+    bool has_value;      /* false while only its inner get is under way */
+    ld_future *flight;   /* that inner get (a reference), or NULL */
+    uint64_t flight_seq; /* wseq when it was issued */
+    int k;
+    size_t len;
+    char key[];
+};
+
+struct kcache {
+    json_t *full; /* key -> item or tombstone: the whole kind; NULL: unknown */
+    int64_t full_expires;
+    json_t *all; /* the answer of all (a reference), or NULL */
+    int64_t all_expires;
+    ld_future *all_flight; /* the inner all under way (a reference), or NULL */
+    uint64_t all_flight_seq;
+};
+
+struct cache {
+    ld_store *self;  /* the caching store; NULL once it is being freed */
+    ld_store *inner; /* owned */
+    struct event_base *base;
+    int64_t ttl;   /* ms: > 0, 0 (no caching) or < 0 (forever) */
+    unsigned refs; /* the store's (until freed) + one per inner operation */
+    bool dead;     /* the store is being freed: nothing more is done */
+    bool closed;
+    /* the per-item entries */
+    struct entry **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t n, cap;
+    struct entry *lru, *mru;
+    struct kcache kc[NK];
+    bool inited;
+    uint64_t wseq, wdone; /* writes issued and come back */
+    /* availability (store.h) */
+    bool inner_down; /* the inner store says it is unavailable */
+    bool failing;    /* an inner operation failed: polling */
+    bool recovering; /* the write-back is under way */
+    bool dirty;      /* forever: writes the inner store missed */
+    struct event *poll_ev;
+    int64_t poll_ms;
+    char *describe;
+};
+
+/* ---- time, references --------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    return ld__now_ns() / 1000000;
+}
+
+static int64_t deadline(const struct cache *c)
+{
+    if (c->ttl < 0)
+        return FOREVER;
+    int64_t now = now_ms();
+    return c->ttl > INT64_MAX - now ? FOREVER : now + c->ttl;
+}
+
+static bool fresh(int64_t expires)
+{
+    return expires == FOREVER || now_ms() < expires;
+}
+
+static json_t *jref(json_t *j)
+{
+    return j ? ld__json_incref(j) : NULL;
+}
+
+static void cache_unref(struct cache *c)
+{
+    if (--c->refs == 0)
+        ld__free(c);
+}
+
+/* ---- the per-item entries ----------------------------------------------- */
+
+static uint64_t hash_of(int k, const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)k;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)key[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static struct entry *find(struct cache *c, int k, const char *key, size_t len)
+{
+    uint64_t h = hash_of(k, key, len);
+    for (struct entry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->hnext)
+        if (e->hash == h && e->k == k && e->len == len && memcmp(e->key, key, len) == 0)
+            return e;
+    return NULL;
+}
+
+static void lru_unlink(struct cache *c, struct entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->lru = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        c->mru = e->prev;
+}
+
+static void lru_append(struct cache *c, struct entry *e)
+{
+    e->next = NULL;
+    e->prev = c->mru;
+    if (c->mru)
+        c->mru->next = e;
+    else
+        c->lru = e;
+    c->mru = e;
+}
+
+static void touch(struct cache *c, struct entry *e)
+{
+    if (c->mru != e) {
+        lru_unlink(c, e);
+        lru_append(c, e);
+    }
+}
+
+static void entry_remove(struct cache *c, struct entry *e)
+{
+    struct entry **link = &c->buckets[e->hash & (c->nbuckets - 1)];
+    while (*link != e)
+        link = &(*link)->hnext;
+    *link = e->hnext;
+    lru_unlink(c, e);
+    c->n--;
+    ld__json_decref(e->item);
+    ld_future_unref(e->flight);
+    ld__free(e);
+}
+
+static void entries_clear(struct cache *c)
+{
+    while (c->lru)
+        entry_remove(c, c->lru);
+}
+
+/* Doubles the buckets when the entries outnumber them (up to the capacity);
+ * without memory, the chains just get longer. */
+static void maybe_grow(struct cache *c)
+{
+    if (c->n <= c->nbuckets || c->nbuckets >= c->cap)
+        return;
+    size_t nb = c->nbuckets * 2;
+    struct entry **b = ld__calloc(nb, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < c->nbuckets; i++) {
+        struct entry *e = c->buckets[i], *next;
+        for (; e; e = next) {
+            next = e->hnext;
+            e->hnext = b[e->hash & (nb - 1)];
+            b[e->hash & (nb - 1)] = e;
+        }
+    }
+    ld__free(c->buckets);
+    c->buckets = b;
+    c->nbuckets = nb;
+}
+
+/* The entry of kind `k` and `key`, made (without a value) if there is none,
+ * the least recently used ones going while there are more than `cap`.
+ * NULL without memory. */
+static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t len)
+{
+    struct entry *e = find(c, k, key, len);
+    if (e)
+        return e;
+    e = ld__calloc(1, sizeof(*e) + len + 1);
+    if (!e)
+        return NULL;
+    e->hash = hash_of(k, key, len);
+    e->k = k;
+    e->len = len;
+    memcpy(e->key, key, len);
+    while (c->n >= c->cap && c->lru)
+        entry_remove(c, c->lru);
+    struct entry **head = &c->buckets[e->hash & (c->nbuckets - 1)];
+    e->hnext = *head;
+    *head = e;
+    lru_append(c, e);
+    c->n++;
+    maybe_grow(c);
+    return e;
+}
+
+static void entry_set(struct cache *c, struct entry *e, json_t *item)
+{
+    ld__json_decref(e->item);
+    e->item = jref(item);
+    e->has_value = true;
+    e->expires = deadline(c);
+    touch(c, e);
+}
+
+/* Drops the value of `e` (and `e`, unless its inner get is under way). */
+static void entry_drop(struct cache *c, struct entry *e)
+{
+    if (e->flight) {
+        ld__json_decref(e->item);
+        e->item = NULL;
+        e->has_value = false;
+    } else {
+        entry_remove(c, e);
+    }
+}
+
+/* ---- the kinds ---------------------------------------------------------- */
+
+static void all_drop(struct kcache *kc)
+{
+    ld__json_decref(kc->all);
+    kc->all = NULL;
+}
+
+static void full_drop(struct kcache *kc)
+{
+    ld__json_decref(kc->full);
+    kc->full = NULL;
+    all_drop(kc); /* it may have been made from full */
+}
+
+static bool full_fresh(const struct kcache *kc)
+{
+    return kc->full && fresh(kc->full_expires);
+}
+
+/* A copy of an object of items (sharing them), without tombstones when
+ * `live`; NULL without memory. */
+static json_t *items_copy(const json_t *obj, bool live)
+{
+    json_t *copy = json_object();
+    const char *key;
+    size_t len;
+    json_t *v;
+    if (!copy)
+        return NULL;
+    json_object_keylen_foreach((json_t *)obj, key, len, v)
+    {
+        if (live && ld_item_is_deleted(v))
+            continue;
+        if (json_object_setn_new_nocheck(copy, key, len, ld__json_incref(v)) != 0) {
+            ld__json_decref(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+/* Forgets what the cache holds of the data (not `inited`). */
+static void cache_flush(struct cache *c)
+{
+    entries_clear(c);
+    for (int k = 0; k < NK; k++)
+        full_drop(&c->kc[k]);
+}
+
+/* The data set `data` (valid) becomes what the cache holds. Without memory
+ * for a kind, that kind is left unknown (read from the inner store). */
+static void cache_replace(struct cache *c, const json_t *data)
+{
+    cache_flush(c);
+    if (c->ttl == 0)
+        return;
+    for (int k = 0; k < NK; k++) {
+        const json_t *items = json_object_get(data, ld_kind_namespace(kind_of(k)));
+        struct kcache *kc = &c->kc[k];
+        kc->full = items ? items_copy(items, false) : json_object();
+        kc->full_expires = deadline(c);
+    }
+}
+
+/* The version the cache knows of `key`, or -1 if it knows none; *known
+ * says whether it knows for sure (a fresh `full` knows of missing keys). */
+static int64_t cached_version(struct cache *c, int k, const char *key, size_t len, bool *known)
+{
+    struct entry *e = find(c, k, key, len);
+    *known = false;
+    if (e && e->has_value && fresh(e->expires)) {
+        *known = true;
+        return e->item ? ld_item_version(e->item) : -1;
+    }
+    if (full_fresh(&c->kc[k])) {
+        *known = true;
+        json_t *it = json_object_getn(c->kc[k].full, key, len);
+        return it ? ld_item_version(it) : -1;
+    }
+    return -1;
+}
+
+/* An item (or tombstone) written to the inner store: the cache holds it. */
+static void cache_put(struct cache *c, int k, const char *key, json_t *item)
+{
+    size_t len = strlen(key);
+    struct kcache *kc = &c->kc[k];
+    all_drop(kc);
+    if (c->ttl == 0)
+        return;
+    if (kc->full &&
+        (!full_fresh(kc) || json_object_setn_new(kc->full, key, len, ld__json_incref(item)) != 0))
+        full_drop(kc); /* expired, or no memory */
+    struct entry *e = find(c, k, key, len);
+    if (!e && !kc->full)
+        e = find_or_add(c, k, key, len);
+    if (e)
+        entry_set(c, e, item);
+}
+
+/* Forgets `key` of kind `k` (so that a read goes to the inner store). */
+static void cache_forget(struct cache *c, int k, const char *key)
+{
+    size_t len = strlen(key);
+    struct entry *e = find(c, k, key, len);
+    if (e)
+        entry_drop(c, e);
+    full_drop(&c->kc[k]);
+}
+
+/* ---- answers from the cache --------------------------------------------- */
+
+/* The cache's answer to a get: 0 with *item borrowed (NULL: missing or a
+ * tombstone), or LD_EBUSY when it has none, or may be behind a write under
+ * way (unless `any`: then what it holds counts). */
+static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **item, bool any)
+{
+    if (c->ttl == 0 || c->dead || (!any && c->wseq != c->wdone))
+        return LD_EBUSY;
+    struct entry *e = find(c, k, key, len);
+    json_t *it;
+    if (e && e->has_value) {
+        if (fresh(e->expires)) {
+            touch(c, e);
+            it = e->item;
+            *item = it && !ld_item_is_deleted(it) ? it : NULL;
+            return 0;
+        }
+        entry_drop(c, e);
+    }
+    struct kcache *kc = &c->kc[k];
+    if (full_fresh(kc)) {
+        it = json_object_getn(kc->full, key, len);
+        *item = it && !ld_item_is_deleted(it) ? it : NULL;
+        return 0;
+    }
+    return LD_EBUSY;
+}
+
+/* The cache's answer to an all, as lookup() answers a get: 0 with *all
+ * borrowed; LD_ENOMEM. */
+static int all_lookup(struct cache *c, int k, json_t **all, bool any)
+{
+    if (c->ttl == 0 || c->dead || (!any && c->wseq != c->wdone))
+        return LD_EBUSY;
+    struct kcache *kc = &c->kc[k];
+    if (kc->all && fresh(kc->all_expires)) {
+        *all = kc->all;
+        return 0;
+    }
+    all_drop(kc);
+    if (!full_fresh(kc))
+        return LD_EBUSY;
+    if (!(kc->all = items_copy(kc->full, true)))
+        return LD_ENOMEM;
+    kc->all_expires = kc->full_expires;
+    *all = kc->all;
+    return 0;
+}
+
+/* ---- availability ------------------------------------------------------- */
+
+/* A failure of the inner store's backend, not of the request. */
+static bool store_error(int code)
+{
+    return code < 0 && code != LD_EINVAL && code != LD_ECLOSED && code != LD_ECANCELED &&
+           code != LD_ENOMEM;
+}
+
+static void set_status(struct cache *c, bool available, bool needs_refresh)
+{
+    if (!c->dead)
+        ld_store_update_status(c->self, available, needs_refresh);
+}
+
+static void poll_later(struct cache *c)
+{
+    struct timeval tv = {(time_t)(c->poll_ms / 1000), (suseconds_t)(c->poll_ms % 1000 * 1000)};
+    if (!c->dead && !c->closed)
+        evtimer_add(c->poll_ev, &tv);
+}
+
+/* An inner operation failed with `code`: a backend failure makes the cache
+ * unavailable, and polls the inner store until it answers. */
+static void note_result(struct cache *c, int code)
+{
+    if (c->dead || !store_error(code) || c->failing || c->inner_down)
+        return;
+    c->failing = true;
+    set_status(c, false, false);
+    poll_later(c);
+}
+
+static void written_back(ld_future *f, void *arg)
+{
+    struct cache *c = arg;
+    if (!c->dead) {
+        int code = ld_future_error(f);
+        c->recovering = false;
+        if (code == 0)
+            c->dirty = false;
+        if (c->failing || c->inner_down)
+            ; /* failed again meanwhile: the next recovery writes back */
+        else if (code == 0)
+            set_status(c, true, false);
+        else if (store_error(code))
+            note_result(c, code);
+        else
+            set_status(c, true, true); /* no memory for it: ask for the data */
+    }
+    cache_unref(c);
+}
+
+/* The inner store is back. Forever: the data set the cache holds is
+ * written back (when it holds one: an init's), then available; otherwise
+ * available with needs_refresh, and a cache with a ttl forgets what it
+ * held. */
+static void recover(struct cache *c)
+{
+    if (c->dead || c->recovering)
+        return;
+    bool whole = c->kc[0].full && c->kc[1].full;
+    if (c->ttl >= 0 || !whole) {
+        if (c->ttl >= 0)
+            cache_flush(c);
+        set_status(c, true, true);
+        return;
+    }
+    json_t *data = json_object();
+    for (int k = 0; data && k < NK; k++) {
+        json_t *items = items_copy(c->kc[k].full, false);
+        if (!items || json_object_set_new(data, ld_kind_namespace(kind_of(k)), items) != 0) {
+            ld__json_decref(data);
+            data = NULL;
+        }
+    }
+    if (!data) {
+        set_status(c, true, true);
+        return;
+    }
+    c->recovering = true;
+    c->refs++;
+    if (ld_future_on_complete(ld_store_init(c->inner, data), written_back, c) != 0) {
+        c->recovering = false;
+        cache_unref(c);
+        set_status(c, true, true);
+    }
+    ld__json_decref(data);
+}
+
+static void polled(ld_future *f, void *arg)
+{
+    struct cache *c = arg;
+    if (!c->dead && c->failing) {
+        if (ld_future_is_fulfilled(f) && !c->recovering) {
+            c->failing = false;
+            if (!c->inner_down)
+                recover(c);
+        } else { /* still failing, or the last write-back still under way */
+            poll_later(c);
+        }
+    }
+    cache_unref(c);
+}
+
+static void poll_fire(evutil_socket_t fd, short what, void *arg)
+{
+    struct cache *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->dead || c->closed || !c->failing)
+        return;
+    c->refs++;
+    if (ld_future_on_complete(ld_store_initialized(c->inner), polled, c) != 0) {
+        cache_unref(c);
+        poll_later(c);
+    }
+}
+
+static void inner_status(ld_store *inner, const ld_store_status *st, void *arg)
+{
+    struct cache *c = arg;
+    (void)inner;
+    if (c->dead)
+        return;
+    if (!st->available) {
+        c->inner_down = true;
+        c->failing = false;
+        evtimer_del(c->poll_ev);
+        set_status(c, false, false);
+    } else {
+        c->inner_down = false;
+        c->failing = false;
+        evtimer_del(c->poll_ev);
+        recover(c);
+    }
+}
+
+/* ---- operations under way ----------------------------------------------- */
+
+enum op_type { OP_GET, OP_ALL, OP_INIT, OP_UPSERT, OP_DEL, OP_INITIALIZED };
+
+struct op {
+    struct cache *c;
+    enum op_type type;
+    int k;
+    ld_future *out;    /* the front's future, owned */
+    json_t *item;      /* upsert: the item; init: the data (references) */
+    int64_t version;   /* upsert, del */
+    ld_future *flight; /* get, all: the inner future it shares, if it is the first */
+    char key[];        /* get, upsert, del */
+};
+
+static struct op *op_new(struct cache *c, enum op_type type, int k, const char *key, ld_future *out)
+{
+    size_t len = key ? strlen(key) : 0;
+    struct op *op = ld__malloc(sizeof(*op) + len + 1);
+    if (!op) {
+        ld_future_reject(out, LD_ENOMEM, E_NOMEM);
+        ld_future_unref(out);
+        return NULL;
+    }
+    op->c = c;
+    op->type = type;
+    op->k = k;
+    op->out = out;
+    op->item = NULL;
+    op->version = 0;
+    op->flight = NULL;
+    memcpy(op->key, key ? key : "", len + 1);
+    c->refs++;
+    return op;
+}
+
+static void op_free(struct op *op)
+{
+    struct cache *c = op->c;
+    ld__json_decref(op->item);
+    ld_future_unref(op->out);
+    ld_future_unref(op->flight);
+    ld__free(op);
+    cache_unref(c);
+}
+
+/* Completes the op's future as the inner future `f` completed. */
+static void settle_as(struct op *op, ld_future *f)
+{
+    int code = ld_future_error(f);
+    if (code != 0)
+        ld_future_reject(op->out, code, "%s", ld_future_error_message(f));
+    else if (op->type == OP_GET || op->type == OP_ALL)
+        ld_future_fulfill_json(op->out, jref(ld_future_json(f)));
+    else if (op->type == OP_INIT)
+        ld_future_fulfill(op->out);
+    else
+        ld_future_fulfill_bool(op->out, ld_future_bool(f));
+}
+
+/* Runs `done(f, op)` when the inner future `f` (stolen) completes; without
+ * memory for it (only an inner future the inner store shares, its LD_ENOMEM
+ * answer: the operation did not happen), runs it now on a future rejected
+ * so. */
+static void await(ld_future *f, ld_future_cb done, struct op *op)
+{
+    if (ld_future_on_complete(f, done, op) == 0)
+        return;
+    ld_future *oom = ld_future_rejected(op->c->base, LD_ENOMEM, NULL);
+    if (oom) {
+        done(oom, op);
+        ld_future_unref(oom);
+    } else { /* nothing to read from: only the counts */
+        if (op->type == OP_INIT || op->type == OP_UPSERT || op->type == OP_DEL)
+            op->c->wdone++;
+        ld_future_reject(op->out, LD_ENOMEM, E_NOMEM);
+        op_free(op);
+    }
+}
+
+/* ---- get ---------------------------------------------------------------- */
+
+static void got(ld_future *f, void *arg)
+{
+    struct op *op = arg;
+    struct cache *c = op->c;
+    if (c->dead) {
+        op_free(op);
+        return;
+    }
+    size_t len = strlen(op->key);
+    struct entry *e = find(c, op->k, op->key, len);
+    if (e && op->flight && e->flight == op->flight) {
+        ld_future_unref(e->flight);
+        e->flight = NULL;
+        if (!e->has_value)
+            entry_remove(c, e);
+    }
+    int code = ld_future_error(f);
+    note_result(c, code);
+    json_t *it;
+    if (code == 0) {
+        json_t *v = ld_future_json(f);
+        bool known;
+        int64_t have = c->dirty ? cached_version(c, op->k, op->key, len, &known) : -1;
+        /* the data the cache serves is the newest it knows: after a write
+         * the inner store missed, not what it still holds */
+        bool older = c->dirty && have >= 0 && (!v || ld_item_version(v) < have);
+        if (c->ttl != 0 && !full_fresh(&c->kc[op->k]) && !older &&
+            (e = find_or_add(c, op->k, op->key, len)) != NULL)
+            entry_set(c, e, v);
+        if (older && lookup(c, op->k, op->key, len, &it, true) == 0)
+            ld_future_fulfill_json(op->out, jref(it));
+        else
+            settle_as(op, f);
+    } else if (c->ttl < 0 && store_error(code) && lookup(c, op->k, op->key, len, &it, true) == 0) {
+        ld_future_fulfill_json(op->out, jref(it)); /* forever: the cache serves */
+    } else {
+        settle_as(op, f);
+    }
+    op_free(op);
+}
+
+static int cache_get_now(void *impl, const ld_kind *kind, const char *key, size_t len,
+                         json_t **item, struct ld_lease **lease)
+{
+    struct cache *c = impl;
+    json_t *it;
+    int rc = lookup(c, kidx(kind), key, len, &it, false);
+    if (rc == 0) {
+        *item = jref(it);
+        *lease = NULL;
+    }
+    return rc;
+}
+
+static void cache_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
+{
+    struct cache *c = impl;
+    int k = kidx(kind);
+    size_t len = strlen(key);
+    json_t *it;
+    if (lookup(c, k, key, len, &it, false) == 0) {
+        ld_future_fulfill_json(out, jref(it));
+        ld_future_unref(out);
+        return;
+    }
+    struct op *op = op_new(c, OP_GET, k, key, out);
+    if (!op)
+        return;
+    struct entry *e = c->ttl != 0 ? find(c, k, key, len) : NULL;
+    if (e && e->flight && e->flight_seq == c->wseq) { /* share it */
+        await(ld_future_ref(e->flight), got, op);
+        return;
+    }
+    ld_future *f = ld_store_get(c->inner, kind, key);
+    if (c->ttl != 0 && (e || (e = find_or_add(c, k, key, len)) != NULL)) {
+        ld_future_unref(e->flight);
+        e->flight = ld_future_ref(f);
+        e->flight_seq = c->wseq;
+        op->flight = ld_future_ref(f);
+    }
+    await(f, got, op);
+}
+
+/* ---- all ---------------------------------------------------------------- */
+
+static void got_all(ld_future *f, void *arg)
+{
+    struct op *op = arg;
+    struct cache *c = op->c;
+    if (c->dead) {
+        op_free(op);
+        return;
+    }
+    struct kcache *kc = &c->kc[op->k];
+    if (op->flight && kc->all_flight == op->flight) {
+        ld_future_unref(kc->all_flight);
+        kc->all_flight = NULL;
+    }
+    ld_future_unref(op->flight);
+    op->flight = NULL;
+    int code = ld_future_error(f);
+    note_result(c, code);
+    json_t *all;
+    if (code == 0) {
+        /* dirty: the inner store misses writes the cache holds */
+        if (c->ttl != 0 && !c->dirty && !full_fresh(kc)) {
+            all_drop(kc);
+            kc->all = jref(ld_future_json(f));
+            kc->all_expires = deadline(c);
+        }
+        if (c->dirty && all_lookup(c, op->k, &all, true) == 0)
+            ld_future_fulfill_json(op->out, jref(all));
+        else
+            settle_as(op, f);
+    } else if (c->ttl < 0 && store_error(code) && all_lookup(c, op->k, &all, true) == 0) {
+        ld_future_fulfill_json(op->out, jref(all));
+    } else {
+        settle_as(op, f);
+    }
+    op_free(op);
+}
+
+static int cache_all_now(void *impl, const ld_kind *kind, json_t **all)
+{
+    struct cache *c = impl;
+    json_t *a;
+    int rc = all_lookup(c, kidx(kind), &a, false);
+    if (rc == 0)
+        *all = jref(a);
+    return rc;
+}
+
+static void cache_all(void *impl, const ld_kind *kind, ld_future *out)
+{
+    struct cache *c = impl;
+    int k = kidx(kind);
+    json_t *a;
+    int rc = all_lookup(c, k, &a, false);
+    if (rc != LD_EBUSY) {
+        if (rc == 0)
+            ld_future_fulfill_json(out, jref(a));
+        else
+            ld_future_reject(out, rc, NULL);
+        ld_future_unref(out);
+        return;
+    }
+    struct op *op = op_new(c, OP_ALL, k, NULL, out);
+    if (!op)
+        return;
+    struct kcache *kc = &c->kc[k];
+    if (kc->all_flight && kc->all_flight_seq == c->wseq) {
+        await(ld_future_ref(kc->all_flight), got_all, op);
+        return;
+    }
+    ld_future *f = ld_store_all(c->inner, kind);
+    if (c->ttl != 0) {
+        ld_future_unref(kc->all_flight);
+        kc->all_flight = ld_future_ref(f);
+        kc->all_flight_seq = c->wseq;
+        op->flight = ld_future_ref(f);
+    }
+    await(f, got_all, op);
+}
+
+/* ---- writes ------------------------------------------------------------- */
+
+static void inited(ld_future *f, void *arg)
+{
+    struct op *op = arg;
+    struct cache *c = op->c;
+    c->wdone++;
+    if (!c->dead) {
+        int code = ld_future_error(f);
+        note_result(c, code);
+        if (code == 0 || (c->ttl < 0 && store_error(code))) {
+            /* forever: the cache keeps serving the data, written back later */
+            cache_replace(c, op->item);
+            c->dirty = code != 0;
+            if (c->ttl != 0)
+                c->inited = true;
+        }
+    }
+    settle_as(op, f);
+    op_free(op);
+}
+
+static void cache_init(void *impl, const json_t *all_data, ld_future *out)
+{
+    struct cache *c = impl;
+    struct op *op = op_new(c, OP_INIT, 0, NULL, out);
+    if (!op)
+        return;
+    op->item = ld__json_incref((json_t *)all_data);
+    c->wseq++;
+    await(ld_store_init(c->inner, all_data), inited, op);
+}
+
+static void wrote(ld_future *f, void *arg)
+{
+    struct op *op = arg;
+    struct cache *c = op->c;
+    c->wdone++;
+    if (!c->dead) {
+        int code = ld_future_error(f);
+        note_result(c, code);
+        bool known;
+        int64_t have = cached_version(c, op->k, op->key, strlen(op->key), &known);
+        bool put = false;
+        if (code == 0 && ld_future_bool(f)) {
+            put = true;
+        } else if (code == 0) {
+            /* not applied: the inner store holds a version at least as new,
+             * which the next get reads; `full` stays if it has one too */
+            struct entry *e = find(c, op->k, op->key, strlen(op->key));
+            if (e)
+                entry_drop(c, e);
+            if (!known || have < op->version)
+                full_drop(&c->kc[op->k]);
+            all_drop(&c->kc[op->k]);
+        } else if (c->ttl < 0 && store_error(code) && (!known || have < op->version)) {
+            /* forever: the cache serves the newest data it knows, and
+             * writes it back once the inner store is back */
+            put = true;
+            c->dirty = true;
+        }
+        if (put) {
+            json_t *item =
+                op->item ? ld__json_incref(op->item) : ld_tombstone_new(op->key, op->version);
+            if (item)
+                cache_put(c, op->k, op->key, item);
+            else
+                cache_forget(c, op->k, op->key);
+            ld__json_decref(item);
+        }
+    }
+    settle_as(op, f);
+    op_free(op);
+}
+
+static void cache_upsert(void *impl, const ld_kind *kind, const json_t *item,
+                         const struct ld_item_info *info, ld_future *out)
+{
+    struct cache *c = impl;
+    struct op *op = op_new(c, OP_UPSERT, kidx(kind), info->key, out);
+    if (!op)
+        return;
+    op->item = ld__json_incref((json_t *)item);
+    op->version = info->version;
+    c->wseq++;
+    await(ld_store_upsert(c->inner, kind, item), wrote, op);
+}
+
+static void cache_del(void *impl, const ld_kind *kind, const char *key, int64_t version,
+                      ld_future *out)
+{
+    struct cache *c = impl;
+    struct op *op = op_new(c, OP_DEL, kidx(kind), key, out);
+    if (!op)
+        return;
+    op->version = version;
+    c->wseq++;
+    await(ld_store_delete(c->inner, kind, key, version), wrote, op);
+}
+
+/* ---- initialized, close, free, describe --------------------------------- */
+
+static void got_initialized(ld_future *f, void *arg)
+{
+    struct op *op = arg;
+    struct cache *c = op->c;
+    if (!c->dead) {
+        note_result(c, ld_future_error(f));
+        if (c->ttl != 0 && ld_future_bool(f))
+            c->inited = true;
+    }
+    settle_as(op, f);
+    op_free(op);
+}
+
+static void cache_initialized(void *impl, ld_future *out)
+{
+    struct cache *c = impl;
+    if (c->inited) {
+        ld_future_fulfill_bool(out, true);
+        ld_future_unref(out);
+        return;
+    }
+    struct op *op = op_new(c, OP_INITIALIZED, 0, NULL, out);
+    if (op)
+        await(ld_store_initialized(c->inner), got_initialized, op);
+}
+
+static int cache_initialized_now(void *impl)
+{
+    struct cache *c = impl;
+    return c->inited ? 1 : LD_EBUSY;
+}
+
+static void cache_close(void *impl, ld_future *out)
+{
+    struct cache *c = impl;
+    c->closed = true;
+    evtimer_del(c->poll_ev);
+    if (ld_future_forward(out, ld_store_close(c->inner)) != 0)
+        ld_future_reject(out, LD_ENOMEM, E_NOMEM);
+    ld_future_unref(out);
+}
+
+/* ld_store_free() of the caching store: from now on nothing more is done
+ * (its implementation may be freed later, from the loop). */
+static void cache_gone(void *arg)
+{
+    struct cache *c = arg;
+    c->dead = true;
+    c->self = NULL;
+    evtimer_del(c->poll_ev);
+}
+
+/* Frees what the cache holds, and the inner store; the struct goes with
+ * the last inner operation's callback (their futures are rejected from the
+ * loop). */
+static void cache_free(void *impl)
+{
+    struct cache *c = impl;
+    c->dead = true;
+    c->self = NULL;
+    ld_store_free(c->inner);
+    c->inner = NULL;
+    cache_flush(c);
+    for (int k = 0; k < NK; k++) {
+        ld_future_unref(c->kc[k].all_flight);
+        c->kc[k].all_flight = NULL;
+    }
+    if (c->poll_ev)
+        event_free(c->poll_ev);
+    c->poll_ev = NULL;
+    ld__free(c->buckets);
+    c->buckets = NULL;
+    ld__free(c->describe);
+    c->describe = NULL;
+    cache_unref(c);
+}
+
+static const char *cache_describe(void *impl)
+{
+    struct cache *c = impl;
+    return c->describe;
+}
+
+static const struct ld_store_ops cache_ops = {
+    .version = LD_STORE_OPS_VERSION,
+    .get = cache_get,
+    .all = cache_all,
+    .init = cache_init,
+    .upsert = cache_upsert,
+    .del = cache_del,
+    .initialized = cache_initialized,
+    .close = cache_close,
+    .free = cache_free,
+    .describe = cache_describe,
+    .get_now = cache_get_now,
+    .all_now = cache_all_now,
+    .initialized_now = cache_initialized_now,
+};
+
+/* A positive number of an environment variable, or `dflt`. */
+static int64_t env_number(const char *name, int64_t dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return dflt;
+    long long n = strtoll(v, &end, 10);
+    return *end == '\0' && n > 0 ? (int64_t)n : dflt;
+}
+
+ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t ttl_ms)
+{
+    if (!base || !inner || ld_store_base(inner) != base) {
+        ld_store_free(inner);
+        return NULL;
+    }
+    struct cache *c = ld__calloc(1, sizeof(*c));
+    if (!c) {
+        ld_store_free(inner);
+        return NULL;
+    }
+    c->inner = inner;
+    c->base = base;
+    c->ttl = ttl_ms < 0 ? -1 : ttl_ms;
+    c->refs = 1;
+    c->cap = (size_t)env_number("LDASYNC_CACHE_CAPACITY", DEFAULT_CAP);
+    c->poll_ms = env_number("LDASYNC_CACHE_POLL_MS", DEFAULT_POLL_MS);
+    c->nbuckets = 64;
+    c->buckets = ld__calloc(c->nbuckets, sizeof(*c->buckets));
+    c->poll_ev = evtimer_new(base, poll_fire, c);
+    const char *inner_name = ld_store_describe(inner);
+    size_t dlen = strlen(inner_name) + sizeof("caching()");
+    c->describe = ld__malloc(dlen);
+    if (c->describe)
+        snprintf(c->describe, dlen, "caching(%s)", inner_name);
+    if (c->buckets && c->poll_ev && c->describe)
+        c->self = ld_store_new(base, &cache_ops, c);
+    if (!c->self) {
+        cache_free(c); /* frees inner */
+        return NULL;
+    }
+    ld__store_on_free(c->self, cache_gone, c);
+    if (ld_store_add_status_listener(inner, inner_status, c) < 0) {
+        ld_store_free(c->self);
+        return NULL;
+    }
+    ld_store_status st;
+    if (ld_store_current_status(inner, &st) == 0 && !st.available) {
+        c->inner_down = true;
+        ld_store_update_status(c->self, false, false);
+    }
+    return c->self;
+}

@@ -1,0 +1,788 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/* The caching store (store.h, ld_caching_store_new()): the store contract
+ * over a memory store (no caching, a ttl, forever), and over the mock store
+ * what it caches, when it asks the inner store, and its status. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ldasync/testing.h>
+
+#include "check_suites.h"
+#include "check_util.h"
+
+#define B ld_test_base
+#define LONG_TTL 600000 /* ms: nothing expires during a test */
+
+static ld_store *mock, *cache;
+
+/* A caching store over a new mock store, polling every 20 ms. */
+static void make(int64_t ttl)
+{
+    setenv("LDASYNC_CACHE_POLL_MS", "20", 1);
+    mock = ld_mock_store_new(B);
+    ck_assert_ptr_nonnull(mock);
+    cache = ld_caching_store_new(B, mock, ttl);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    ck_assert_ptr_nonnull(cache);
+}
+
+static void setup(void)
+{
+    ld_test_setup();
+}
+
+static void teardown(void)
+{
+    ld_store_free(cache);
+    cache = mock = NULL;
+    ld_test_flush();
+    ld_test_teardown();
+}
+
+static int calls(enum ld_mock_op op)
+{
+    return ld_mock_store_calls(mock, op);
+}
+
+static json_t *F(const char *key, int version)
+{
+    return ld_test_feature(key, version);
+}
+
+/* Sets `key` at `version` in the mock only, as another writer would. */
+static void force(const char *key, int version)
+{
+    json_t *item = F(key, version);
+    ck_assert_int_eq(ld_mock_store_force_set(mock, ld_kind_features(), item), 0);
+    json_decref(item);
+}
+
+/* The version of the feature `key` a get through the cache answers; -1
+ * when it answers NULL. */
+static int64_t get_version(const char *key)
+{
+    ld_future *f = ld_test_fulfilled(ld_store_get(cache, ld_kind_features(), key));
+    json_t *item = ld_future_json(f);
+    int64_t v = item ? ld_item_version(item) : -1;
+    ld_future_unref(f);
+    return v;
+}
+
+/* An init through the cache of features `keys` at `version`. */
+static json_t *data_of(const char *const *keys, int n, int version)
+{
+    json_t *features = json_object();
+    for (int i = 0; i < n; i++)
+        json_object_set_new(features, keys[i], F(keys[i], version));
+    return json_pack("{s:o, s:{}}", "features", features, "segments");
+}
+
+static void init_through(const char *const *keys, int n, int version)
+{
+    json_t *data = data_of(keys, n, version);
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+}
+
+/* Lets the loop run for `ms` milliseconds. */
+static void sleep_loop(int ms)
+{
+    struct timeval tv = {0, ms * 1000};
+    event_base_loopexit(B, &tv);
+    event_base_dispatch(B);
+}
+
+/* What the cache's status listener heard. */
+static int g_heard;
+static ld_store_status g_heard_st[16];
+
+static void heard(ld_store *st, const ld_store_status *status, void *arg)
+{
+    (void)st;
+    (void)arg;
+    ck_assert_int_lt(g_heard, 16);
+    g_heard_st[g_heard++] = *status;
+}
+
+static void listen_cache(void)
+{
+    g_heard = 0;
+    ck_assert_int_gt(ld_store_add_status_listener(cache, heard, NULL), 0);
+}
+
+static bool available(void)
+{
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(cache, &st), 0);
+    return st.available;
+}
+
+/* Runs what is ready (ld_test_flush() would wait for the poll's timer). */
+static void run_ready(void)
+{
+    for (int i = 0; i < 100; i++)
+        event_base_loop(B, EVLOOP_NONBLOCK);
+}
+
+/* Runs the loop (the poll's timer among its events) until the cache
+ * reports available. */
+static void until_available(void)
+{
+    for (int i = 0; i < 10000 && !available(); i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert(available());
+    ld_test_flush();
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+START_TEST(test_new_bad_input_frees_inner)
+{
+    /* inner is freed on every NULL (LeakSanitizer would see it) */
+    ck_assert_ptr_null(ld_caching_store_new(NULL, ld_memory_store_new(B), 10));
+    ck_assert_ptr_null(ld_caching_store_new(B, NULL, 10));
+    struct event_base *other = event_base_new();
+    ck_assert_ptr_nonnull(other);
+    ck_assert_ptr_null(ld_caching_store_new(B, ld_memory_store_new(other), 10));
+    ld_test_flush();
+    event_base_free(other);
+    make(10);
+    ck_assert_str_eq(ld_store_describe(cache), "caching(mock)");
+    ld_store_status st = {false, true};
+    ck_assert_int_eq(ld_store_current_status(cache, &st), 0);
+    ck_assert(st.available && !st.needs_refresh);
+}
+END_TEST
+
+/* ---- what it caches ----------------------------------------------------- */
+
+START_TEST(test_hits_are_served_without_inner_calls)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    force("x", 2); /* behind the cache's back: the cache still answers 1 */
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    json_t *item = NULL;
+    ck_assert_int_eq(ld_store_get_now(cache, ld_kind_features(), "x", &item), 0);
+    ck_assert_int_eq(ld_item_version(item), 1);
+    json_decref(item);
+    /* an item not cached: get_now cannot answer, and asks nobody */
+    ck_assert_int_eq(ld_store_get_now(cache, ld_kind_features(), "y", &item), LD_EBUSY);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    /* kinds are apart */
+    ld_future *f = ld_test_fulfilled(ld_store_get(cache, ld_kind_segments(), "x"));
+    ck_assert_ptr_null(ld_future_json(f));
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+}
+END_TEST
+
+START_TEST(test_misses_are_remembered)
+{
+    make(LONG_TTL);
+    ck_assert_int_eq(get_version("nope"), -1);
+    ck_assert_int_eq(get_version("nope"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    json_t *item = json_true();
+    ck_assert_int_eq(ld_store_get_now(cache, ld_kind_features(), "nope", &item), 0);
+    ck_assert_ptr_null(item);
+    /* a remembered tombstone too */
+    ck_assert_int_eq(ld_mock_store_force_delete(mock, ld_kind_features(), "gone", 4), 0);
+    ck_assert_int_eq(get_version("gone"), -1);
+    ck_assert_int_eq(get_version("gone"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    /* a tombstone blocks an older upsert through the cache */
+    json_t *old = F("gone", 3);
+    ck_assert(!ld_test_await_bool(ld_store_upsert(cache, ld_kind_features(), old)));
+    json_decref(old);
+}
+END_TEST
+
+START_TEST(test_entries_expire)
+{
+    make(30);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(get_version("nope"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    sleep_loop(60); /* twice the ttl */
+    force("x", 2);
+    force("nope", 1);
+    ck_assert_int_eq(get_version("x"), 2);
+    ck_assert_int_eq(get_version("nope"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 4);
+    /* so do an init's data and all */
+    const char *keys[] = {"a"};
+    init_through(keys, 1, 1);
+    ld_future *f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 0);
+    sleep_loop(60);
+    ck_assert_int_eq(get_version("a"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 5);
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 1);
+}
+END_TEST
+
+START_TEST(test_concurrent_gets_share_one_inner_get)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    ld_future *f[3];
+    for (int i = 0; i < 3; i++)
+        f[i] = ld_store_get(cache, ld_kind_features(), "x");
+    for (int i = 0; i < 3; i++) {
+        ld_test_fulfilled(f[i]);
+        ck_assert_int_eq(ld_item_version(ld_future_json(f[i])), 1);
+        ld_future_unref(f[i]);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    /* shared misses too; concurrent alls of a kind likewise */
+    ld_future *g[2] = {ld_store_get(cache, ld_kind_features(), "m"),
+                       ld_store_get(cache, ld_kind_features(), "m")};
+    ld_future *a[2] = {ld_store_all(cache, ld_kind_features()),
+                       ld_store_all(cache, ld_kind_features())};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(g[i])));
+        ck_assert_int_eq(json_object_size(ld_future_json(ld_test_fulfilled(a[i]))), 1);
+        ld_future_unref(g[i]);
+        ld_future_unref(a[i]);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 1);
+}
+END_TEST
+
+START_TEST(test_a_get_after_a_write_does_not_share_an_earlier_get)
+{
+    make(LONG_TTL);
+    force("y", 1);
+    json_t *item = F("y", 2);
+    ld_future *before = ld_store_get(cache, ld_kind_features(), "y");
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item);
+    ld_future *after = ld_store_get(cache, ld_kind_features(), "y");
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(before))), 1);
+    ck_assert(ld_test_await_bool(w));
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(after))), 2);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    ld_future_unref(before);
+    ld_future_unref(after);
+    json_decref(item);
+    /* and the write is cached */
+    ck_assert_int_eq(get_version("y"), 2);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+}
+END_TEST
+
+START_TEST(test_writes_update_the_entries)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    json_t *item = F("x", 2);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, ld_kind_features(), item)));
+    json_decref(item);
+    ck_assert_int_eq(get_version("x"), 2);
+    ck_assert(ld_test_await_bool(ld_store_delete(cache, ld_kind_features(), "x", 3)));
+    ck_assert_int_eq(get_version("x"), -1);
+    /* a new key written through the cache is cached */
+    item = F("n", 1);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, ld_kind_features(), item)));
+    json_decref(item);
+    ck_assert_int_eq(get_version("n"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    /* not applied: the entry goes, and the next get reads the store */
+    force("y", 5);
+    ck_assert_int_eq(get_version("y"), 5);
+    force("y", 7); /* another writer */
+    item = F("y", 6);
+    ck_assert(!ld_test_await_bool(ld_store_upsert(cache, ld_kind_features(), item)));
+    json_decref(item);
+    ck_assert_int_eq(get_version("y"), 7);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 3);
+}
+END_TEST
+
+START_TEST(test_all_entries_and_their_invalidation)
+{
+    make(LONG_TTL);
+    force("a", 1);
+    force("b", 1);
+    ld_future *f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    json_t *first = ld_future_json(f);
+    ck_assert_int_eq(json_object_size(first), 2);
+    ld_future *g = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_ptr_eq(ld_future_json(g), first); /* the cached answer */
+    ld_future_unref(g);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 1);
+    json_t *all = NULL;
+    /* an upsert drops it */
+    json_t *item = F("c", 1);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, ld_kind_features(), item)));
+    json_decref(item);
+    ck_assert_int_eq(json_object_size(first), 2); /* what was handed out does not change */
+    ld_future_unref(f);
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 3);
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 2);
+    /* a delete drops it */
+    ck_assert(ld_test_await_bool(ld_store_delete(cache, ld_kind_features(), "a", 2)));
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 2);
+    ck_assert_ptr_null(json_object_get(ld_future_json(f), "a"));
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 3);
+    /* an init replaces it: served from the init's data, without a call */
+    const char *keys[] = {"p", "q", "r", "s"};
+    init_through(keys, 4, 1);
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 4);
+    ld_future_unref(f);
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_segments()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 0);
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 3);
+    /* and answered within the call */
+    ck_assert_int_eq(ld_store_get_now(cache, ld_kind_features(), "q", &all), 0);
+    ck_assert_int_eq(ld_item_version(all), 1);
+    json_decref(all);
+    /* after a write through the cache, from its data again */
+    ck_assert(ld_test_await_bool(ld_store_delete(cache, ld_kind_features(), "p", 2)));
+    f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 3);
+    ld_future_unref(f);
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 3);
+}
+END_TEST
+
+START_TEST(test_init_replaces_what_the_cache_holds)
+{
+    make(LONG_TTL);
+    force("old", 1);
+    ck_assert_int_eq(get_version("old"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    const char *keys[] = {"a", "b"};
+    init_through(keys, 2, 3);
+    ck_assert_int_eq(get_version("a"), 3);
+    ck_assert_int_eq(get_version("b"), 3);
+    ck_assert_int_eq(get_version("old"), -1); /* not in the data: gone */
+    ck_assert_int_eq(get_version("never"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 1);
+    /* initialized is remembered */
+    ck_assert(ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert_int_eq(ld_store_initialized_now(cache), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_INITIALIZED), 0);
+}
+END_TEST
+
+START_TEST(test_initialized_is_remembered_once_true)
+{
+    make(LONG_TTL);
+    ck_assert(!ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert(!ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert_int_eq(ld_store_initialized_now(cache), LD_EBUSY); /* asks the store */
+    ck_assert_int_eq(calls(LD_MOCK_OP_INITIALIZED), 2);
+    /* an init the cache did not see (another process's) */
+    json_t *empty = json_object();
+    ld_test_await_ok(ld_store_init(mock, empty));
+    json_decref(empty);
+    ck_assert(ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert_int_eq(calls(LD_MOCK_OP_INITIALIZED), 3);
+    ck_assert(ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert_int_eq(ld_store_initialized_now(cache), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_INITIALIZED), 3);
+}
+END_TEST
+
+START_TEST(test_ttl_zero_asks_the_inner_store_every_time)
+{
+    make(0);
+    force("x", 1);
+    const char *keys[] = {"a"};
+    init_through(keys, 1, 1);
+    ck_assert_int_eq(get_version("a"), 1);
+    ck_assert_int_eq(get_version("a"), 1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    ld_future *f[2] = {ld_store_get(cache, ld_kind_features(), "a"),
+                       ld_store_get(cache, ld_kind_features(), "a")};
+    for (int i = 0; i < 2; i++)
+        ld_future_unref(ld_test_fulfilled(f[i]));
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 4);
+    for (int i = 0; i < 2; i++)
+        ld_future_unref(ld_test_fulfilled(ld_store_all(cache, ld_kind_features())));
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 2);
+    json_t *item = NULL;
+    ck_assert_int_eq(ld_store_get_now(cache, ld_kind_features(), "a", &item), LD_EBUSY);
+    ck_assert(ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert(ld_test_await_bool(ld_store_initialized(cache)));
+    ck_assert_int_eq(calls(LD_MOCK_OP_INITIALIZED), 2);
+}
+END_TEST
+
+START_TEST(test_the_per_item_cache_is_bounded)
+{
+    setenv("LDASYNC_CACHE_CAPACITY", "4", 1);
+    make(LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    char key[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_int_eq(get_version(key), -1);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 10);
+    ck_assert_int_eq(get_version("k9"), -1); /* among the 4 kept */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 10);
+    ck_assert_int_eq(get_version("k0"), -1); /* the least recently used: gone */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 11);
+    /* k6 was the least recently used of the four (k6..k9) before k0 came */
+    ck_assert_int_eq(get_version("k6"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 12);
+}
+END_TEST
+
+/* ---- status ------------------------------------------------------------- */
+
+START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1); /* cached */
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 3, LD_ESTORE), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_INITIALIZED, 2, LD_ESTORE), 0);
+    ld_future *f[3] = {ld_store_get(cache, ld_kind_features(), "a"),
+                       ld_store_get(cache, ld_kind_features(), "b"),
+                       ld_store_get(cache, ld_kind_features(), "c")};
+    for (int i = 0; i < 3; i++)
+        ld_test_expect_error(f[i], LD_ESTORE, "injected");
+    ck_assert(!available()); /* by the time the result came */
+    run_ready();
+    ck_assert_int_eq(g_heard, 1); /* once for the change, not per failure */
+    ck_assert(!g_heard_st[0].available);
+    until_available();
+    ck_assert_int_ge(calls(LD_MOCK_OP_INITIALIZED), 3); /* two polls failed */
+    ck_assert_int_eq(g_heard, 2);
+    ck_assert(g_heard_st[1].available);
+    ck_assert(g_heard_st[1].needs_refresh); /* a ttl: the data source sends again */
+    /* and what it held is forgotten */
+    force("x", 2);
+    ck_assert_int_eq(get_version("x"), 2);
+}
+END_TEST
+
+START_TEST(test_request_errors_keep_it_available)
+{
+    make(LONG_TTL);
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_EINVAL), 0);
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "a"), LD_EINVAL, NULL);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_ENOMEM), 0);
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "a"), LD_ENOMEM, NULL);
+    ld_test_flush();
+    ck_assert(available());
+    ck_assert_int_eq(g_heard, 0);
+}
+END_TEST
+
+START_TEST(test_forever_serves_while_failing_and_writes_back)
+{
+    make(LD_CACHE_FOREVER);
+    const char *keys[] = {"a", "b", "c"};
+    init_through(keys, 3, 1);
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 100, LD_ESTORE), 0);
+    json_t *item = F("a", 2);
+    ld_test_expect_error(ld_store_upsert(cache, ld_kind_features(), item), LD_ESTORE, NULL);
+    json_decref(item);
+    ld_test_expect_error(ld_store_delete(cache, ld_kind_features(), "b", 2), LD_ESTORE, NULL);
+    ck_assert(!available());
+    /* the cache serves the newest data it knows */
+    ck_assert_int_eq(get_version("a"), 2);
+    ck_assert_int_eq(get_version("b"), -1);
+    ck_assert_int_eq(get_version("c"), 1);
+    ld_future *f = ld_test_fulfilled(ld_store_all(cache, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(ld_future_json(f)), 2);
+    ld_future_unref(f);
+    /* an older write that fails is not cached */
+    item = F("c", 0);
+    ld_test_expect_error(ld_store_upsert(cache, ld_kind_features(), item), LD_ESTORE, NULL);
+    json_decref(item);
+    ck_assert_int_eq(get_version("c"), 1);
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 1);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 0, LD_ESTORE), 0); /* back */
+    until_available();
+    ck_assert_int_eq(g_heard, 2);
+    ck_assert(!g_heard_st[0].available);
+    ck_assert(g_heard_st[1].available && !g_heard_st[1].needs_refresh);
+    /* one init wrote the cache's data back */
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 2);
+    const json_t *back = json_object_get(ld_mock_store_init_data(mock, 1), "features");
+    ck_assert_int_eq(json_object_size(back), 3);
+    ck_assert_int_eq(ld_item_version(json_object_get(back, "a")), 2);
+    ck_assert(ld_item_is_deleted(json_object_get(back, "b")));
+    ck_assert_int_eq(ld_item_version(json_object_get(back, "b")), 2);
+    ck_assert_int_eq(ld_item_version(json_object_get(back, "c")), 1);
+    ck_assert_ptr_nonnull(json_object_get(ld_mock_store_init_data(mock, 1), "segments"));
+}
+END_TEST
+
+START_TEST(test_forever_keeps_a_failed_init)
+{
+    make(LD_CACHE_FOREVER);
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_INIT, 1, LD_ESTORE), 0);
+    json_t *data = data_of((const char *[]){"a", "b"}, 2, 4);
+    ld_test_expect_error(ld_store_init(cache, data), LD_ESTORE, NULL);
+    ck_assert(!available());
+    ck_assert_int_eq(get_version("a"), 4);
+    ck_assert_int_eq(get_version("zz"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    until_available();
+    ck_assert(g_heard_st[g_heard - 1].available && !g_heard_st[g_heard - 1].needs_refresh);
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 2);
+    ck_assert(json_equal(ld_mock_store_init_data(mock, 1), data));
+    json_decref(data);
+    ck_assert(ld_test_await_bool(ld_store_initialized(mock)));
+}
+END_TEST
+
+START_TEST(test_forever_without_an_init_asks_for_the_data)
+{
+    make(LD_CACHE_FOREVER);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_ESTORE), 0);
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "y"), LD_ESTORE, NULL);
+    ck_assert_int_eq(get_version("x"), 1); /* cached: no call, whatever the store */
+    until_available();
+    ck_assert_int_eq(g_heard, 2);
+    ck_assert(g_heard_st[1].available && g_heard_st[1].needs_refresh);
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 0); /* nothing whole to write back */
+}
+END_TEST
+
+START_TEST(test_it_mirrors_the_inner_status)
+{
+    make(LONG_TTL);
+    listen_cache();
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(ld_mock_store_set_available(mock, false), 0);
+    ld_test_flush();
+    ck_assert(!available());
+    ck_assert_int_eq(g_heard, 1);
+    ck_assert_int_eq(ld_mock_store_set_available(mock, true), 0);
+    ld_test_flush();
+    ck_assert(available());
+    ck_assert_int_eq(g_heard, 2);
+    ck_assert(g_heard_st[1].available && g_heard_st[1].needs_refresh);
+    force("x", 2);
+    ck_assert_int_eq(get_version("x"), 2); /* flushed */
+}
+END_TEST
+
+START_TEST(test_forever_writes_back_when_the_inner_store_is_back)
+{
+    make(LD_CACHE_FOREVER);
+    const char *keys[] = {"a"};
+    init_through(keys, 1, 1);
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_set_available(mock, false), 0);
+    ld_test_flush();
+    ck_assert(!available());
+    ck_assert_int_eq(ld_mock_store_set_available(mock, true), 0);
+    ld_test_flush();
+    ck_assert(available());
+    ck_assert_int_eq(g_heard, 2);
+    ck_assert(!g_heard_st[1].needs_refresh);
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 2);
+}
+END_TEST
+
+START_TEST(test_a_cache_made_over_an_unavailable_store_is_unavailable)
+{
+    mock = ld_mock_store_new(B);
+    ck_assert_int_eq(ld_mock_store_set_available(mock, false), 0);
+    cache = ld_caching_store_new(B, mock, LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    ck_assert(!available());
+    listen_cache();
+    ck_assert_int_eq(ld_mock_store_set_available(mock, true), 0);
+    ld_test_flush();
+    ck_assert(available());
+    ck_assert_int_eq(g_heard, 1);
+}
+END_TEST
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+static ld_future *g_ops[8];
+static int g_nops;
+
+static void issue_everything(void)
+{
+    json_t *item = F("x", 3);
+    json_t *data = data_of((const char *[]){"a"}, 1, 1);
+    g_nops = 0;
+    g_ops[g_nops++] = ld_store_get(cache, ld_kind_features(), "x");
+    g_ops[g_nops++] = ld_store_get(cache, ld_kind_features(), "x"); /* shares */
+    g_ops[g_nops++] = ld_store_all(cache, ld_kind_features());
+    g_ops[g_nops++] = ld_store_upsert(cache, ld_kind_features(), item);
+    g_ops[g_nops++] = ld_store_delete(cache, ld_kind_features(), "y", 1);
+    g_ops[g_nops++] = ld_store_init(cache, data);
+    g_ops[g_nops++] = ld_store_initialized(cache);
+    json_decref(item);
+    json_decref(data);
+}
+
+static void release_everything(void)
+{
+    for (int i = 0; i < g_nops; i++) {
+        ck_assert(!ld_future_is_pending(g_ops[i]));
+        ld_future_unref(g_ops[i]);
+    }
+    g_nops = 0;
+}
+
+START_TEST(test_free_with_inner_operations_pending)
+{
+    for (int ttl = -1; ttl <= 1; ttl++) {
+        make(ttl == 1 ? LONG_TTL : ttl);
+        issue_everything();
+        ld_store_free(cache);
+        cache = NULL;
+        ld_test_flush();
+        for (int i = 0; i < g_nops; i++)
+            ck_assert_int_eq(ld_future_error(g_ops[i]), LD_ECANCELED);
+        release_everything();
+    }
+}
+END_TEST
+
+START_TEST(test_close_with_inner_operations_pending)
+{
+    make(LONG_TTL);
+    issue_everything();
+    ld_future *c = ld_store_close(cache);
+    ld_test_await_ok(c);
+    for (int i = 0; i < g_nops; i++)
+        ck_assert_msg(ld_future_is_fulfilled(g_ops[i]), "op %d: %s", i,
+                      ld_future_error_message(g_ops[i]));
+    release_everything();
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "x"), LD_ECLOSED, NULL);
+    ld_test_await_ok(ld_store_close(cache)); /* twice */
+}
+END_TEST
+
+static void free_cache_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    ld_store_free(cache);
+    cache = NULL;
+}
+
+START_TEST(test_free_from_a_callback_of_its_future)
+{
+    make(LONG_TTL);
+    issue_everything();
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(g_ops[0]), free_cache_cb, NULL), 0);
+    ld_test_flush();
+    ck_assert_ptr_null(cache);
+    ck_assert(ld_future_is_fulfilled(g_ops[0]));
+    release_everything();
+}
+END_TEST
+
+static void free_in_listener(ld_store *st, const ld_store_status *status, void *arg)
+{
+    (void)status;
+    (void)arg;
+    ck_assert_ptr_eq(st, cache);
+    ld_store_free(st);
+    cache = NULL;
+}
+
+START_TEST(test_free_from_inside_a_status_listener)
+{
+    make(LD_CACHE_FOREVER);
+    ck_assert_int_gt(ld_store_add_status_listener(cache, free_in_listener, NULL), 0);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 1, LD_ESTORE), 0);
+    ld_future *f = ld_store_get(cache, ld_kind_features(), "x");
+    ld_future *g = ld_store_get(cache, ld_kind_features(), "y"); /* in flight when freed */
+    ld_test_flush();
+    ck_assert_ptr_null(cache);
+    ck_assert_int_eq(ld_future_error(f), LD_ESTORE);
+    ck_assert(!ld_future_is_pending(g));
+    ld_future_unref(f);
+    ld_future_unref(g);
+    sleep_loop(50); /* the poll's timer went with it */
+}
+END_TEST
+
+/* ---- the contract ------------------------------------------------------- */
+
+static ld_store *new_cached_memory(struct event_base *base, void *arg)
+{
+    return ld_caching_store_new(base, ld_memory_store_new(base), *(const int64_t *)arg);
+}
+
+static const struct ld_store_contract_factory cached_factory = {
+    .version = LD_STORE_CONTRACT_FACTORY_VERSION,
+    .new_store = new_cached_memory,
+};
+
+static const int64_t ttl_none = 0, ttl_finite = LONG_TTL, ttl_forever = LD_CACHE_FOREVER;
+
+Suite *ld_suite_caching_store(void)
+{
+    Suite *s = suite_create("caching_store");
+    TCase *tc = tcase_create("cache");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_new_bad_input_frees_inner);
+    tcase_add_test(tc, test_hits_are_served_without_inner_calls);
+    tcase_add_test(tc, test_misses_are_remembered);
+    tcase_add_test(tc, test_entries_expire);
+    tcase_add_test(tc, test_concurrent_gets_share_one_inner_get);
+    tcase_add_test(tc, test_a_get_after_a_write_does_not_share_an_earlier_get);
+    tcase_add_test(tc, test_writes_update_the_entries);
+    tcase_add_test(tc, test_all_entries_and_their_invalidation);
+    tcase_add_test(tc, test_init_replaces_what_the_cache_holds);
+    tcase_add_test(tc, test_initialized_is_remembered_once_true);
+    tcase_add_test(tc, test_ttl_zero_asks_the_inner_store_every_time);
+    tcase_add_test(tc, test_the_per_item_cache_is_bounded);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("status");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_a_failure_makes_it_unavailable_until_the_poll_answers);
+    tcase_add_test(tc, test_request_errors_keep_it_available);
+    tcase_add_test(tc, test_forever_serves_while_failing_and_writes_back);
+    tcase_add_test(tc, test_forever_keeps_a_failed_init);
+    tcase_add_test(tc, test_forever_without_an_init_asks_for_the_data);
+    tcase_add_test(tc, test_it_mirrors_the_inner_status);
+    tcase_add_test(tc, test_forever_writes_back_when_the_inner_store_is_back);
+    tcase_add_test(tc, test_a_cache_made_over_an_unavailable_store_is_unavailable);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lifetime");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_free_with_inner_operations_pending);
+    tcase_add_test(tc, test_close_with_inner_operations_pending);
+    tcase_add_test(tc, test_free_from_a_callback_of_its_future);
+    tcase_add_test(tc, test_free_from_inside_a_status_listener);
+    suite_add_tcase(s, tc);
+
+    ld_store_contract_add_tests(s, "contract_ttl_0", &cached_factory, (void *)&ttl_none);
+    ld_store_contract_add_tests(s, "contract_ttl", &cached_factory, (void *)&ttl_finite);
+    ld_store_contract_add_tests(s, "contract_forever", &cached_factory, (void *)&ttl_forever);
+    return s;
+}
