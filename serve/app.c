@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include <event2/event.h>
+#include <ldasync/redis.h>
 
 #include "app.h"
 #include "serve-internal.h"
@@ -16,6 +17,7 @@
 struct lds_app {
     struct event_base *base;
     ld_store *store;
+    ld_store *redis; /* daemon mode: the Redis store read into `store`; else NULL */
     ld_data_system *ds;
     ld_evaluator *ev;
     lds_server *srv;
@@ -105,12 +107,40 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
     app->log = options->server.log;
     app->log_arg = options->server.log_arg;
     app->log_level = options->server.log_level_set ? options->server.log_level : LDS_LOG_INFO;
-    if (!base || (!options->upstream && (!options->paths || options->n_paths == 0))) {
+    bool daemon = options->daemon && options->redis_url;
+    if (!base || (!daemon && !options->upstream && (!options->paths || options->n_paths == 0))) {
         app_log(app, LDS_LOG_ERROR, "cannot start (out of memory?)"); /* as main.c says it */
         lds_free(app);
         return NULL;
     }
-    app->store = ld_memory_store_new(base);
+    ld_store *redis = NULL;
+    if (options->redis_url) {
+        ld_redis_options *ro = ld_redis_options_new();
+        if (!ro || ld_redis_options_set_url(ro, options->redis_url) != 0 ||
+            (options->redis_prefix &&
+             ld_redis_options_set_prefix(ro, options->redis_prefix) != 0)) {
+            app_log(app, LDS_LOG_ERROR, "cannot start: bad Redis options (%s)", options->redis_url);
+            ld_redis_options_free(ro);
+            lds_free(app);
+            return NULL;
+        }
+        redis = ld_redis_store_new(base, ro);
+        ld_redis_options_free(ro);
+        if (!redis)
+            goto fail;
+    }
+    if (daemon) {
+        /* what Redis holds, read into memory every poll_ms and served from there */
+        app->redis = redis;
+        app->store = ld_memory_store_new(base);
+    } else if (redis) {
+        /* written into Redis as the Relay Proxy does, served through the cache */
+        app->store = options->cache_ttl_ms != 0
+                         ? ld_caching_store_new(base, redis, options->cache_ttl_ms)
+                         : redis;
+    } else {
+        app->store = ld_memory_store_new(base);
+    }
     /* The synchronizer alone: its first update is the files as they are,
      * and it keeps the versions of everything it yields monotonic. A file
      * initializer before it would read the files once more, and a file
@@ -118,7 +148,10 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
      * reach the store, and the streams, at the file's version, which is
      * not above the one the initializer gave (SDKs ignore such a patch). */
     ld_synchronizer *sync = NULL;
-    if (app->store && options->upstream)
+    if (app->store && daemon)
+        sync = ld_store_synchronizer_new(base, app->redis,
+                                         options->poll_ms > 0 ? options->poll_ms : 1000);
+    else if (app->store && options->upstream)
         sync = options->polling ? ld_polling_synchronizer_new(base, options->upstream)
                                 : ld_streaming_synchronizer_new(base, options->upstream);
     else if (app->store)
@@ -136,6 +169,7 @@ lds_app *lds_app_new(struct event_base *base, const struct lds_app_options *opti
     struct lds_server_options o = options->server;
     o.status = status_of;
     o.status_arg = app;
+    o.persistent = redis ? (daemon ? app->redis : app->store) : NULL;
     o.events = app->events;
     app->srv = lds_server_new(base, app->store, app->ev, &o);
     if (!app->srv) {
@@ -223,7 +257,9 @@ static void close_store(ld_future *in, ld_future *out, void *arg)
 {
     (void)in;
     struct lds_app *app = arg;
-    then_after(out, ld_store_close(app->store));
+    ld_future *fs[2] = {settled(ld_store_close(app->store)),
+                        app->redis ? settled(ld_store_close(app->redis)) : NULL};
+    then_after(out, ld_future_all(app->base, fs, app->redis ? 2 : 1));
 }
 
 static void closed(ld_future *in, ld_future *out, void *arg)
@@ -293,6 +329,8 @@ void lds_app_free(lds_app *app)
         drain(app->base);
     ld_store_free(app->store);
     app->store = NULL;
+    ld_store_free(app->redis); /* after the data system, whose synchronizer reads it */
+    app->redis = NULL;
     if (app->base)
         drain(app->base);
     lds_free(app);

@@ -40,12 +40,21 @@ struct event_base;
 
 struct lds_app_options {
     const char *const *paths; /* the data files (copied) */
-    size_t n_paths;           /* at least 1, unless `upstream` is set */
+    size_t n_paths;           /* at least 1, unless `upstream` is set or `daemon` */
     /* A relay: no files; the data comes from LaunchDarkly (or another
      * relay) as `upstream` says (copied), by streaming, or by polling. */
     const ld_net_config *upstream;
     int polling;
     int64_t poll_ms; /* the synchronizer's polling interval (0: 1000) */
+    /* Redis (redis.h): with files or an upstream, the data is written into
+     * Redis as LaunchDarkly's Relay Proxy writes it and served from there
+     * through a cache of `cache_ttl_ms` (0: none; < 0: forever); in daemon
+     * mode (`daemon`: no files, no upstream) what Redis holds is read
+     * every poll_ms into memory and served from there. */
+    const char *redis_url;    /* NULL: no Redis */
+    const char *redis_prefix; /* NULL: "launchdarkly" */
+    int64_t cache_ttl_ms;
+    int daemon;
     /* The server's options (strings copied); `status` and `status_arg` are
      * the app's own (ignored here). The log function and level serve the
      * app's lines too. */

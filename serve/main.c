@@ -36,6 +36,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <ldasync/ldasync.h>
+#include <ldasync/redis.h>
 
 #include "app.h"
 
@@ -73,6 +74,7 @@ static void usage(FILE *to)
 {
     fputs("Usage: ldasync-serve --data FILE [--data FILE ...] [OPTION...]\n"
           "       ldasync-serve --sdk-key KEY [--stream-uri URI | --polling] [OPTION...]\n"
+          "       ldasync-serve --redis URL [--daemon-mode] [OPTION...]\n"
           "Serves LaunchDarkly flag data files, or relays LaunchDarkly's data (without\n"
           "--data), to LaunchDarkly SDKs: server-side polling\n"
           "(/sdk/latest-all, /sdk/latest-flags[/KEY], /sdk/latest-segments[/KEY]),\n"
@@ -101,6 +103,19 @@ static void usage(FILE *to)
           "  --events-uri URI       where the events SDKs post here (/bulk, /diagnostic,\n"
           "                         /mobile..., /events/bulk/ENV) are forwarded (default\n"
           "                         " LD_DEFAULT_EVENTS_URI ")\n"
+          "Redis (LaunchDarkly's persistent store layout, shared with its SDKs and\n"
+          "Relay Proxy):\n"
+          "  --redis URL            with --data or relaying: also write the data into\n"
+          "                         Redis, and serve it from there through a cache;\n"
+          "                         alone (no --data, no --sdk-key to relay), or with\n"
+          "                         --daemon-mode: serve what Redis holds (daemon mode),\n"
+          "                         read every --poll-interval. URL:\n"
+          "                         redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:PATH\n"
+          "  --redis-prefix P       the prefix of the keys (default launchdarkly)\n"
+          "  --cache-ttl SECONDS    how long the cache keeps what it read (default 30;\n"
+          "                         0: no cache; -1: forever, and write everything\n"
+          "                         back when Redis returns empty)\n"
+          "  --daemon-mode          serve what Redis holds, also with --sdk-key\n"
           "Serving:\n"
           "  --client-side-id ID    the client-side ID (environment) whose evalx requests\n"
           "                         are answered; repeatable; others get 404 (default:\n"
@@ -108,7 +123,7 @@ static void usage(FILE *to)
           "  --max-connections N    connections served at once (default 10240)\n"
           "  --heartbeat SECONDS    a comment on every stream this often (default 60)\n"
           "  --poll-interval MS     how often to look at the files where they cannot be\n"
-          "                         watched (default 1000)\n"
+          "                         watched, or at Redis in daemon mode (default 1000)\n"
           "  --log-level LEVEL      error, warn, info (default) or debug (one line per\n"
           "                         request)\n"
           "  --loop-probe MS        measure how long the loop is held, with a timer due\n"
@@ -178,6 +193,10 @@ int main(int argc, char **argv)
         O_CA_FILE,
         O_PROXY,
         O_EVENTS_URI,
+        O_REDIS,
+        O_REDIS_PREFIX,
+        O_CACHE_TTL,
+        O_DAEMON,
         O_HELP,
         O_VERSION
     };
@@ -197,6 +216,10 @@ int main(int argc, char **argv)
                                          {"ca-file", required_argument, NULL, O_CA_FILE},
                                          {"proxy", required_argument, NULL, O_PROXY},
                                          {"events-uri", required_argument, NULL, O_EVENTS_URI},
+                                         {"redis", required_argument, NULL, O_REDIS},
+                                         {"redis-prefix", required_argument, NULL, O_REDIS_PREFIX},
+                                         {"cache-ttl", required_argument, NULL, O_CACHE_TTL},
+                                         {"daemon-mode", no_argument, NULL, O_DAEMON},
                                          {"help", no_argument, NULL, O_HELP},
                                          {"version", no_argument, NULL, O_VERSION},
                                          {NULL, 0, NULL, 0}};
@@ -211,7 +234,10 @@ int main(int argc, char **argv)
     const char *key = getenv("LDASYNC_SDK_KEY");
     const char *stream_uri = NULL, *base_uri = NULL, *ca_file = NULL, *proxy = NULL;
     const char *events_uri = NULL;
-    int polling = 0, upstream_opts = 0;
+    int polling = 0, upstream_opts = 0, daemon = 0;
+    const char *redis = NULL, *redis_prefix = NULL;
+    long cache_ttl = 30;
+    int cache_ttl_set = 0;
     if (!paths || !ids) {
         free(paths);
         free(ids);
@@ -290,6 +316,41 @@ int main(int argc, char **argv)
             events_uri = optarg;
             upstream_opts++;
             break;
+        case O_REDIS: {
+            ld_redis_options *ro = ld_redis_options_new();
+            int rc = ro ? ld_redis_options_set_url(ro, optarg) : LD_ENOMEM;
+            ld_redis_options_free(ro);
+            if (rc != 0) {
+                fprintf(
+                    stderr,
+                    "ldasync-serve: --redis: not a Redis URL (redis://[:PASSWORD@]HOST[:PORT][/DB] "
+                    "or unix:PATH): %s\n",
+                    optarg);
+                goto bad_usage;
+            }
+            redis = optarg;
+            break;
+        }
+        case O_REDIS_PREFIX:
+            if (!optarg[0]) {
+                fprintf(stderr, "ldasync-serve: --redis-prefix: empty\n");
+                goto bad_usage;
+            }
+            redis_prefix = optarg;
+            break;
+        case O_CACHE_TTL:
+            if (parse_int(optarg, -1, 31536000, &cache_ttl) != 0) {
+                fprintf(stderr,
+                        "ldasync-serve: --cache-ttl: -1 (forever), 0 (no cache) or up to "
+                        "31536000 seconds: %s\n",
+                        optarg);
+                goto bad_usage;
+            }
+            cache_ttl_set = 1;
+            break;
+        case O_DAEMON:
+            daemon = 1;
+            break;
         case O_LOG:
             app.log_level = lds_log_level_parse(optarg);
             if (app.log_level < 0) {
@@ -313,7 +374,20 @@ int main(int argc, char **argv)
             goto bad_usage;
         }
     }
-    if (optind < argc || (n_paths == 0 && (!key || !key[0]))) {
+    if ((redis_prefix || cache_ttl_set || daemon) && !redis) {
+        fprintf(stderr,
+                "ldasync-serve: --redis-prefix, --cache-ttl and --daemon-mode need --redis\n");
+        goto bad_usage;
+    }
+    /* daemon mode: serve what Redis holds (no files, no upstream) */
+    if (redis && n_paths == 0 && upstream_opts == 0 && (!key || !key[0]))
+        daemon = 1;
+    if (daemon && (n_paths > 0 || upstream_opts > 0)) {
+        fprintf(stderr, "ldasync-serve: --daemon-mode serves what Redis holds: no --data, no "
+                        "upstream options\n");
+        goto bad_usage;
+    }
+    if (optind < argc || (n_paths == 0 && !daemon && (!key || !key[0]))) {
         fprintf(stderr,
                 optind < argc ? "ldasync-serve: unexpected argument: %s\n"
                               : "ldasync-serve: no --data file, and no --sdk-key to relay%s\n",
@@ -328,7 +402,7 @@ int main(int argc, char **argv)
         goto bad_usage;
     }
     ld_net_config *upstream = NULL;
-    if (n_paths == 0) {
+    if (n_paths == 0 && !daemon) {
         upstream = ld_net_config_new(key);
         const char *bad = !upstream                                                 ? "--sdk-key"
                           : ld_net_config_set_stream_uri(upstream, stream_uri) != 0 ? "--stream-uri"
@@ -392,6 +466,10 @@ int main(int argc, char **argv)
     o.poll_ms = poll_ms;
     o.upstream = upstream;
     o.polling = polling;
+    o.redis_url = redis;
+    o.redis_prefix = redis_prefix;
+    o.cache_ttl_ms = cache_ttl < 0 ? LD_CACHE_FOREVER : (int64_t)cache_ttl * 1000;
+    o.daemon = daemon;
     o.server.bind_address = bind;
     o.server.port = (int)port;
     o.server.sdk_key = key;
@@ -411,6 +489,16 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_paths; i++)
         logf_(&app, LDS_LOG_INFO, "data file: %s", paths[i]);
+    if (redis && daemon)
+        logf_(&app, LDS_LOG_INFO,
+              "daemon mode: serving what Redis holds (%s, prefix %s), read every %ld ms", redis,
+              redis_prefix ? redis_prefix : "launchdarkly", poll_ms);
+    else if (redis)
+        logf_(&app, LDS_LOG_INFO, "writing the data into Redis (%s, prefix %s), cache %s", redis,
+              redis_prefix ? redis_prefix : "launchdarkly",
+              cache_ttl < 0    ? "forever"
+              : cache_ttl == 0 ? "off"
+                               : "on");
     if (upstream) {
         logf_(&app, LDS_LOG_INFO, "relaying %s by %s",
               polling ? ld_net_config_base_uri(upstream) : ld_net_config_stream_uri(upstream),

@@ -103,6 +103,8 @@ struct lds_server_options {
     ld_event_forwarder *events; /* borrowed (free the server first); NULL: the
                                    event paths answer 404 */
     size_t max_event_body;      /* 4 MiB: a larger body posted to an event path gets 413 */
+    ld_store *persistent;       /* borrowed: a shared store (Redis) whose availability
+                                   /status reports; NULL: none */
 };
 
 typedef struct lds_server lds_server;

@@ -76,6 +76,15 @@ void lds_status_finish(lds_server *srv, struct evhttp_request *req, const struct
                                   "initialized", inited));
     if (!ok)
         json_object_set_new(j, "storeError", json_string(ld_future_error_message(f)));
+    ld_store_status ps_st;
+    if (srv->o.persistent && ld_store_current_status(srv->o.persistent, &ps_st) == 0) {
+        json_object_set_new(j, "persistentStore",
+                            json_pack("{s:s,s:b,s:b}", "description",
+                                      ld_store_describe(srv->o.persistent), "available",
+                                      ps_st.available, "needsRefresh", ps_st.needs_refresh));
+        if (!ps_st.available && ok && inited)
+            json_object_set_new(j, "status", json_string("degraded"));
+    }
     json_object_set_new(j, "flags", json_integer((json_int_t)json_object_size(flags)));
     json_object_set_new(j, "segments", json_integer((json_int_t)json_object_size(segs)));
     json_object_set_new(j, "uptimeMs",

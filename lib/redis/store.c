@@ -772,13 +772,8 @@ static const struct ld_store_ops ops = {
 static void on_avail(void *arg, bool available)
 {
     struct rstore *st = arg;
-#if 0 /* MERGE: the store status of the cache branch */
     if (st->store)
         ld_store_update_status(st->store, available, false);
-#else
-    (void)st;
-    (void)available;
-#endif
 }
 
 ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *opts)
