@@ -112,9 +112,10 @@ static void usage(FILE *to)
           "                         read every --poll-interval. URL:\n"
           "                         redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:PATH\n"
           "  --redis-prefix P       the prefix of the keys (default launchdarkly)\n"
-          "  --cache-ttl SECONDS    how long the cache keeps what it read (default 30;\n"
-          "                         0: no cache; -1: forever, and write everything\n"
-          "                         back when Redis returns empty)\n"
+          "  --cache-ttl SECONDS    how long the cache keeps what it read (default -1:\n"
+          "                         forever: it serves while Redis is away and writes\n"
+          "                         the whole data set back when Redis returns empty;\n"
+          "                         0: no cache)\n"
           "  --daemon-mode          serve what Redis holds, also with --sdk-key\n"
           "Serving:\n"
           "  --client-side-id ID    the client-side ID (environment) whose evalx requests\n"
@@ -236,7 +237,7 @@ int main(int argc, char **argv)
     const char *events_uri = NULL;
     int polling = 0, upstream_opts = 0, daemon = 0;
     const char *redis = NULL, *redis_prefix = NULL;
-    long cache_ttl = 30;
+    long cache_ttl = -1;
     int cache_ttl_set = 0;
     if (!paths || !ids) {
         free(paths);

@@ -10,7 +10,7 @@
 #     and a change of the file reaches its stream (/all) through Redis;
 #   - /status reports the Redis store's availability: Redis killed, the
 #     writer says unavailable ("degraded"); Redis restarted empty, the
-#     writer (--cache-ttl -1) writes everything back, $inited included.
+#     writer (its cache forever, by default) writes everything back, $inited included.
 # Skipped (77) without redis-server, redis-cli or curl.
 #
 # Environment (set by Makefile.am): top_builddir, top_srcdir.
@@ -88,7 +88,7 @@ expect2 '--daemon-mode serves what Redis holds' --data "$data" --redis "unix:$so
 # ---- a writer and a daemon ----
 start_redis
 cp "$data" "$tmp/flags.json"
-"$serve" --data "$tmp/flags.json" --redis "unix:$sock" --redis-prefix ldx --cache-ttl -1 \
+"$serve" --data "$tmp/flags.json" --redis "unix:$sock" --redis-prefix ldx \
     --port 0 --poll-interval 50 2>"$tmp/w.log" &
 w=$!
 wait_for "the writer did not start: $(cat "$tmp/w.log")" started "$tmp/w.log"
