@@ -433,9 +433,12 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
         return;
     }
     char ip[64];
+    struct sockaddr_storage ss;
+    memcpy(&ss, res->ai_addr,
+           res->ai_addrlen < sizeof(ss) ? (size_t)res->ai_addrlen : sizeof(ss));
     const void *a = res->ai_family == AF_INET6
-                        ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                        : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+                        ? (const void *)&((const struct sockaddr_in6 *)(const void *)&ss)->sin6_addr
+                        : (const void *)&((const struct sockaddr_in *)(const void *)&ss)->sin_addr;
     evutil_inet_ntop(res->ai_family, a, ip, sizeof(ip));
     evutil_freeaddrinfo(res);
     connect_to(c, ip);
