@@ -11,7 +11,8 @@
 # layer or below. Each folder has at most one internal header, named after
 # the folder. The order and the public headers' layers are written here
 # once; a new folder or a new public header must be added below, or this
-# check fails. A program of the tree (serve/) includes public headers only.
+# check fails. A program of the tree (serve/, tests/interop/) includes public
+# headers only.
 #
 # Usage: tests/check-layers.sh [SRCDIR]  (default: $top_srcdir, else .)
 # Exit status: 0 when every include goes down or sideways, 1 otherwise.
@@ -94,7 +95,7 @@ out=$(
             [ -e "$f" ] && check_file "$f" "$layer"
         done
     done
-    for f in "$src"/serve/*.c "$src"/serve/*.h; do
+    for f in "$src"/serve/*.c "$src"/serve/*.h "$src"/tests/interop/*.c; do
         [ -e "$f" ] && check_program "$f"
     done
     for h in "$src"/include/ldasync/*.h "$src"/include/ldasync/*.h.in; do
@@ -113,5 +114,5 @@ if [ -n "$out" ]; then
     printf '%s\n' "$out" | sed 's/^/check-layers: /' >&2
     exit 1
 fi
-echo "check-layers: every include of lib/ and include/ldasync/ goes to its own layer or below ($LAYERS); serve/ includes public headers only"
+echo "check-layers: every include of lib/ and include/ldasync/ goes to its own layer or below ($LAYERS); serve/ and tests/interop/ include public headers only"
 exit 0
