@@ -1263,8 +1263,57 @@ static void act_data_system_free_early(void)
     ld_future_unref(ready);
 }
 
+/* The store synchronizer: a memory store (S, as store_setup() fills it)
+ * read into another one by a data system, then freed. */
+static ld_store *g_mirror;
+
+static void mirror_setup(void)
+{
+    g_make_store = ld_memory_store_new;
+    store_setup();
+    g_mirror = ld_memory_store_new(B);
+    ck_assert_ptr_nonnull(g_mirror);
+}
+
+static void mirror_teardown(void)
+{
+    flush();
+    ld_store_free(g_mirror);
+    g_mirror = NULL;
+    store_teardown();
+}
+
+static void act_store_synchronizer(void)
+{
+    ld_synchronizer *sync = ld_store_synchronizer_new(B, S, 1);
+    if (!sync)
+        return;
+    ld_data_system *ds = ld_data_system_new(B, g_mirror, NULL, 0, sync);
+    if (!ds)
+        return;
+    ld_future *ready = ld_data_system_ready(ds);
+    ck_assert_ptr_nonnull(ready);
+    /* a read fails (out of memory) and the next one, 1 ms later, succeeds */
+    for (int i = 0; i < 2000 && ld_future_is_pending(ready); i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert(!ld_future_is_pending(ready));
+    if (ld_future_is_rejected(ready))
+        ck_assert_int_eq(ld_future_error(ready), LD_ENOMEM);
+    ld_future_unref(ready);
+    ld_data_system_free(ds);
+    OFF();
+    if (g_calls < g_fail_at) { /* nothing failed: the mirror holds S's data */
+        ld_future *f = ld_store_get(g_mirror, ld_kind_features(), "foo");
+        settle(f);
+        ck_assert_ptr_nonnull(ld_future_json(f));
+        ld_future_unref(f);
+    }
+    ON();
+}
+
 CHAOS_TEST(test_chaos_data_system, PATH(ds_setup, act_data_system, ds_teardown),
-           PATH(ds_setup, act_data_system_free_early, ds_teardown))
+           PATH(ds_setup, act_data_system_free_early, ds_teardown),
+           PATH(mirror_setup, act_store_synchronizer, mirror_teardown))
 
 /* ---- the client ----------------------------------------------------------- */
 

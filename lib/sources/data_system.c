@@ -297,6 +297,7 @@ static void job_done(struct ld__ds_job *j)
                 fulfill_ready(ds);
         } else {
             ld__file_synchronizer_lost(ds->sync); /* a full set next, not changes */
+            ld__store_synchronizer_lost(ds->sync);
         }
         job_free(j);
         request_next(ds);
@@ -395,6 +396,7 @@ static void apply(ld_data_system *ds, ld_future *holder, const ld_fdv2_change_se
         set_last_error(ds, LD_ENOMEM, NULL);
         if (update) {
             ld__file_synchronizer_lost(ds->sync);
+            ld__store_synchronizer_lost(ds->sync);
             request_next(ds); /* the update is lost; the next one may fit */
         } else {
             run_initializers(ds);

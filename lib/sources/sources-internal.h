@@ -112,6 +112,10 @@ struct ld__fs_result *ld__fs_read_all(char *const *paths, size_t n, struct ld__f
  * `sync`'s loop. */
 void ld__file_synchronizer_lost(ld_synchronizer *sync);
 
+/* The same for a store synchronizer (store_source.c): its next read yields
+ * a full transfer whatever it reads. Not a store synchronizer: nothing. */
+void ld__store_synchronizer_lost(ld_synchronizer *sync);
+
 /* ---- Waiters (src_waiters.c) -------------------------------------------------
  * The futures (`out` of an ops function) a source has not answered yet, in
  * the order they came. Zeroed: empty. Loop thread.

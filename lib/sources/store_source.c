@@ -22,6 +22,7 @@
 
 #include "core/core-internal.h"
 #include "sources/sources-internal.h"
+#include "store/store-internal.h"
 
 struct ssync {
     struct event_base *base;
@@ -170,9 +171,11 @@ static void start_read(struct ssync *s)
                         ld_store_all(s->store, ld_kind_segments()), ld_store_initialized(s->store)};
     ld_future *all = ld_future_all(s->base, fs, 3);
     struct ssync **back = all ? ld__malloc(sizeof(*back)) : NULL;
-    if (back)
+    if (!back)
+        ld_future_unref(all);
+    else
         *back = s;
-    if (!back || ld_future_on_complete(all, on_read, back) != 0) {
+    if (!back || ld_future_on_complete(all, on_read, back) != 0) { /* it took `all` */
         ld__free(back);
         arm(s, s->interval_ms); /* out of memory: later */
         return;
@@ -243,6 +246,13 @@ static const struct ld_synchronizer_ops sops = {
     .stop = s_stop,
     .free = s_free,
 };
+
+void ld__store_synchronizer_lost(ld_synchronizer *sync)
+{
+    struct ssync *s = ld__synchronizer_impl(sync, &sops);
+    if (s)
+        s->have_fingerprint = false;
+}
 
 ld_synchronizer *ld_store_synchronizer_new(struct event_base *base, ld_store *store,
                                            int64_t interval_ms)

@@ -614,6 +614,11 @@ struct ld_synchronizer {
     const struct ld_synchronizer_ops *ops;
 };
 
+void *ld__synchronizer_impl(const ld_synchronizer *sync, const struct ld_synchronizer_ops *ops)
+{
+    return sync && sync->ops == ops ? sync->c.impl : NULL;
+}
+
 ld_synchronizer *ld_synchronizer_new(struct event_base *base, const struct ld_synchronizer_ops *ops,
                                      void *impl)
 {

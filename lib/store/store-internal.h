@@ -516,4 +516,12 @@ void ld__mem_load_start(struct memory *mem, json_t *all_data, ld_future *out);
  * and the loaded data set still being let go of goes at once. */
 void ld__mem_load_fini(struct memory *mem);
 
+/* The implementation of `sync` if it was made with `ops`, else NULL (so
+ * that the data system can tell a synchronizer of its own kind that a
+ * change set was lost). */
+struct ld_synchronizer;
+struct ld_synchronizer_ops;
+void *ld__synchronizer_impl(const struct ld_synchronizer *sync,
+                            const struct ld_synchronizer_ops *ops);
+
 #endif /* LDASYNC_STORE_INTERNAL_H */

@@ -29,5 +29,6 @@ Suite *rt_suite_options(void);
 Suite *rt_suite_store(void);
 Suite *rt_suite_big_segments(void);
 Suite *rt_suite_daemon(void);
+Suite *rt_suite_chaos(void);
 
 #endif
