@@ -12,7 +12,9 @@
  * trips: event_base_once() per callback, and an event inside each future. Text output: name, ops
  * per run, ns/op (for
  * *_bytes workloads: bytes per item; *_kb workloads: KiB; *_ms workloads:
- * milliseconds), peak RSS of the process in KiB.
+ * milliseconds; *_us workloads: microseconds), peak RSS of the process in
+ * KiB. The redis group needs a redis-server (see its section); without one
+ * it prints "skipped" and the exit status is unaffected.
  * --json prints one object per line with the same fields.
  * --dump-eval-data prints the data of the eval group (eval_data_text) as
  * one line of JSON text on stdout and exits, so that another SDK can be
@@ -37,10 +39,15 @@
 #include <unistd.h>
 
 #include <ldasync/ldasync.h>
+#include <ldasync/redis.h>
 
 /* The summarizer is internal: lib/events/summarizer.c is compiled into
  * this program (Makefile.am), with tests/internal_alloc.c's ld__malloc. */
 #include "events/events-internal.h"
+
+/* A redis-server of its own for the redis group, as the Redis tests start
+ * one (compiled in: Makefile.am). */
+#include "../tests/redis/redisd.h"
 
 static int json_out;
 static int runs = 7;
@@ -86,6 +93,12 @@ struct workload {
     workload_fn fn;
     int threaded; /* libevent threading on (evthread_use_pthreads) */
 };
+
+/* The redis group needs Redis: skipped without one. */
+static bool needs_redis(const struct workload *w)
+{
+    return strncmp(w->name, "redis.", 6) == 0;
+}
 
 static void report(const char *name, long ops, double value)
 {
@@ -2747,6 +2760,300 @@ static double bench_events_flush_kb(struct event_base *base, long ops)
     return events_flush(ops, 2);
 }
 
+/* ---- Redis ---------------------------------------------------------------- */
+
+/* The Redis store (libldasync-redis) on the eval group's data (10,002
+ * flags and a segment), in a redis-server of the workload's own: Debian's,
+ * $REDIS_SERVER or the one configure or PATH finds (tests/redis/redisd.c),
+ * on a unix socket in a new temporary directory, started in the workload's
+ * process before its warm-up run and killed when the process ends; or, when
+ * $LDASYNC_BENCH_REDIS is set (a unix socket's path, or a URL that
+ * ld_redis_options_set_url() takes), that one, as bench/redis-bench.sh does
+ * so that ldasync and the Node SDK use one server. Without either, the
+ * group says so and is skipped. Each run makes a store and waits for its
+ * first answer (ld_store_initialized: connected) before the clock; the
+ * get and all workloads init the data before the clock too.
+ *   redis.init_10k.ms         ld_store_init of the data (parsed before the
+ *                             clock), awaited: ms per init
+ *   redis.init_10k.pass_ms    the longest loop pass meanwhile (ms of the
+ *                             thread's CPU time; the ld_store_init call
+ *                             itself counts as one)
+ *   redis.get                 ld_store_get of a flag, awaited, the item's
+ *                             key read and compared, released; the next
+ *                             issued from its callback: ns per get
+ *   redis.get.p50_us, .p99_us the same gets, each timed from its issue to
+ *                             its callback (us)
+ *   redis.get.inflight64      64 gets in flight at all times (pipelined on
+ *                             the store's one connection), each callback
+ *                             issuing the next: ns per get
+ *   redis.all_10k.ms          ld_store_all of the features, awaited, its
+ *                             size read and checked, released: ms per all
+ *   redis.all_10k.pass_ms     the longest loop pass meanwhile (CPU ms)
+ * The flags read are flag-NNNNNN with N = i * 7919 mod 10,000 for the i-th
+ * get of a run (as bench/node/redis-bench.mjs reads them).
+ *
+ * More ways to read the same Redis are one store maker away: redis_gets()
+ * and redis_all() take the function that makes the store they read, so a
+ * cached workload passes one that puts ld_caching_store_new() in front of
+ * redis_store() (and inits through it), and a daemon-mode client's
+ * evaluations can use redis_setup() and redis_store() to fill Redis. */
+
+static struct redisd bench_redisd;
+static char redis_url[400];
+
+static void redis_teardown(void)
+{
+    redisd_destroy(&bench_redisd);
+}
+
+/* NULL when the redis group can run here, else why not. */
+static const char *redis_missing(void)
+{
+    const char *env = getenv("LDASYNC_BENCH_REDIS");
+    if (env && *env)
+        return NULL;
+    return redisd_program() ? NULL
+                            : "no redis-server (set REDIS_SERVER or LDASYNC_BENCH_REDIS, or put "
+                              "redis-server in PATH)";
+}
+
+/* In the workload's process: sets redis_url, starting a server if need
+ * be (killed at exit). */
+static void redis_setup(void)
+{
+    const char *env = getenv("LDASYNC_BENCH_REDIS");
+    if (env && *env) {
+        snprintf(redis_url, sizeof redis_url, "%s%s", env[0] == '/' ? "unix:" : "", env);
+        return;
+    }
+    if (redisd_start(&bench_redisd, NULL) != 0) {
+        redisd_destroy(&bench_redisd);
+        exit(1);
+    }
+    atexit(redis_teardown);
+    snprintf(redis_url, sizeof redis_url, "%s", bench_redisd.url);
+}
+
+/* The eval group's data, parsed once per process (off every clock). */
+static const json_t *redis_data(void)
+{
+    static json_t *data;
+    if (!data) {
+        char *text = eval_data_text();
+        data = parse_text(text);
+        free(text);
+    }
+    return data;
+}
+
+static size_t redis_nfeatures(void)
+{
+    return json_object_size(json_object_get(redis_data(), "features"));
+}
+
+/* A Redis store, connected (its first answer came). */
+static ld_store *redis_store(struct event_base *base)
+{
+    ld_redis_options *o = ld_redis_options_new();
+    if (!o || ld_redis_options_set_url(o, redis_url) != 0)
+        exit(1);
+    ld_store *st = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    if (!st)
+        exit(1);
+    ld_future *f = ld_store_initialized(st);
+    ld_future_wait(f);
+    if (!ld_future_is_fulfilled(f)) {
+        fprintf(stderr, "redis: %s\n", ld_future_error_message(f));
+        exit(1);
+    }
+    ld_future_unref(f);
+    return st;
+}
+
+typedef ld_store *(*store_maker)(struct event_base *base);
+
+/* Runs the loop a pass at a time (EVLOOP_ONCE) until `f` completes, then
+ * 10 passes more; *longest: the longest pass's CPU time of this thread
+ * (ns), if longer than what it holds. */
+static void await_passes(struct event_base *base, ld_future *f, double *longest)
+{
+    int after = 10;
+    while (ld_future_is_pending(f) || after-- > 0) {
+        double t0 = thread_cpu_ns();
+        event_base_loop(base, ld_future_is_pending(f) ? EVLOOP_ONCE : EVLOOP_NONBLOCK);
+        double d = thread_cpu_ns() - t0;
+        if (d > *longest)
+            *longest = d;
+    }
+    if (!ld_future_is_fulfilled(f)) {
+        fprintf(stderr, "redis: %s\n", ld_future_error_message(f));
+        exit(1);
+    }
+}
+
+static double redis_init(struct event_base *base, long ops, bool pass)
+{
+    const json_t *data = redis_data();
+    ld_store *st = redis_store(base);
+    double total = 0, longest = 0;
+    for (long i = 0; i < ops; i++) {
+        double t0 = now_ns(), c0 = thread_cpu_ns();
+        ld_future *f = ld_store_init(st, data);
+        double issued = thread_cpu_ns() - c0;
+        if (issued > longest)
+            longest = issued;
+        await_passes(base, f, &longest);
+        total += now_ns() - t0;
+        ld_future_unref(f);
+    }
+    ld_store_free(st);
+    drain(base);
+    return pass ? longest / 1e6 : total / (double)ops / 1e6;
+}
+
+static double bench_redis_init_ms(struct event_base *base, long ops)
+{
+    return redis_init(base, ops, false);
+}
+
+static double bench_redis_init_pass_ms(struct event_base *base, long ops)
+{
+    return redis_init(base, ops, true);
+}
+
+/* Gets in flight: each slot has one, and issues the next from its
+ * callback. */
+struct rget {
+    ld_store *st;
+    long issued, done, ops, wrong;
+    double *lat; /* each get's latency (ns), or NULL */
+};
+
+struct rslot {
+    struct rget *g;
+    double t0;
+    char key[32];
+};
+
+static void rget_done(ld_future *f, void *arg);
+
+static void rget_issue(struct rslot *s)
+{
+    struct rget *g = s->g;
+    flag_key(s->key, sizeof s->key, (g->issued++ * 7919) % FLAGS);
+    if (g->lat)
+        s->t0 = now_ns();
+    ld_future_on_complete(ld_store_get(g->st, ld_kind_features(), s->key), rget_done, s);
+}
+
+static void rget_done(ld_future *f, void *arg)
+{
+    struct rslot *s = arg;
+    struct rget *g = s->g;
+    if (g->lat)
+        g->lat[g->done] = now_ns() - s->t0;
+    const char *key = json_string_value(json_object_get(ld_future_json(f), "key"));
+    if (!ld_future_is_fulfilled(f) || !key || strcmp(key, s->key) != 0)
+        g->wrong++;
+    g->done++;
+    done_count++;
+    if (g->issued < g->ops)
+        rget_issue(s);
+}
+
+/* `what`: 0 ns per get, 1 the median latency (us), 2 the 99th percentile
+ * (us). */
+static double redis_gets(struct event_base *base, long ops, int inflight, int what,
+                         store_maker make)
+{
+    ld_store *st = make(base);
+    wait_ok(ld_store_init(st, redis_data()), "redis init");
+    drain(base);
+    struct rget g = {st, 0, 0, ops, 0, NULL};
+    if (what)
+        g.lat = malloc((size_t)ops * sizeof(double));
+    struct rslot *slots = calloc((size_t)inflight, sizeof(*slots));
+    if (!slots || (what && !g.lat))
+        exit(1);
+    done_count = 0;
+    double t0 = now_ns();
+    for (int i = 0; i < inflight && g.issued < ops; i++) {
+        slots[i].g = &g;
+        rget_issue(&slots[i]);
+    }
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    if (g.wrong) {
+        fprintf(stderr, "redis.get: %ld of %ld gets served another item\n", g.wrong, ops);
+        exit(1);
+    }
+    if (what) {
+        qsort(g.lat, (size_t)ops, sizeof(double), cmp_double);
+        ns = g.lat[what == 1 ? ops / 2 : (ops * 99) / 100] / 1e3;
+    }
+    free(g.lat);
+    free(slots);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
+static double bench_redis_get(struct event_base *base, long ops)
+{
+    return redis_gets(base, ops, 1, 0, redis_store);
+}
+
+static double bench_redis_get_p50(struct event_base *base, long ops)
+{
+    return redis_gets(base, ops, 1, 1, redis_store);
+}
+
+static double bench_redis_get_p99(struct event_base *base, long ops)
+{
+    return redis_gets(base, ops, 1, 2, redis_store);
+}
+
+static double bench_redis_get_inflight64(struct event_base *base, long ops)
+{
+    return redis_gets(base, ops, 64, 0, redis_store);
+}
+
+static double redis_all(struct event_base *base, long ops, bool pass, store_maker make)
+{
+    ld_store *st = make(base);
+    wait_ok(ld_store_init(st, redis_data()), "redis init");
+    drain(base);
+    double total = 0, longest = 0;
+    for (long i = 0; i < ops; i++) {
+        double t0 = now_ns(), c0 = thread_cpu_ns();
+        ld_future *f = ld_store_all(st, ld_kind_features());
+        if (thread_cpu_ns() - c0 > longest)
+            longest = thread_cpu_ns() - c0;
+        await_passes(base, f, &longest);
+        size_t n = json_object_size(ld_future_json(f));
+        ld_future_unref(f);
+        total += now_ns() - t0;
+        if (n != redis_nfeatures()) {
+            fprintf(stderr, "redis.all: %zu flags, not %zu\n", n, redis_nfeatures());
+            exit(1);
+        }
+    }
+    ld_store_free(st);
+    drain(base);
+    return pass ? longest / 1e6 : total / (double)ops / 1e6;
+}
+
+static double bench_redis_all_ms(struct event_base *base, long ops)
+{
+    return redis_all(base, ops, false, redis_store);
+}
+
+static double bench_redis_all_pass_ms(struct event_base *base, long ops)
+{
+    return redis_all(base, ops, true, redis_store);
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -2825,6 +3132,14 @@ static const struct workload workloads[] = {
     {"stream.patch_us", 1000, bench_stream_patch, 1},
     {"stream.client_kb", 1, bench_stream_client_kb, 1},
     {"stream.patch_p99_us", 1000, bench_stream_patch_p99, 1},
+    {"redis.init_10k.ms", 5, bench_redis_init_ms, 0},
+    {"redis.init_10k.pass_ms", 5, bench_redis_init_pass_ms, 0},
+    {"redis.get", 20000, bench_redis_get, 0},
+    {"redis.get.p50_us", 20000, bench_redis_get_p50, 0},
+    {"redis.get.p99_us", 20000, bench_redis_get_p99, 0},
+    {"redis.get.inflight64", 200000, bench_redis_get_inflight64, 0},
+    {"redis.all_10k.ms", 5, bench_redis_all_ms, 0},
+    {"redis.all_10k.pass_ms", 5, bench_redis_all_pass_ms, 0},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };
@@ -2845,6 +3160,8 @@ static void measure_workload(const struct workload *w)
 {
     if (w->threaded)
         evthread_use_pthreads();
+    if (needs_redis(w))
+        redis_setup();
     struct event_base *base = event_base_new();
     if (!base) {
         fprintf(stderr, "event_base_new failed\n");
@@ -2938,7 +3255,14 @@ int main(int argc, char **argv)
     if (!json_out)
         printf("%-38s %10s %10s %10s\n", "workload", "ops", "ns/op", "peak_kb");
     for (size_t i = 0; i < sizeof(workloads) / sizeof(workloads[0]); i++)
-        if (selected(workloads[i].name, argc, argv, first))
-            run_workload(&workloads[i]);
+        if (selected(workloads[i].name, argc, argv, first)) {
+            const char *missing = needs_redis(&workloads[i]) ? redis_missing() : NULL;
+            if (!missing)
+                run_workload(&workloads[i]);
+            else if (json_out)
+                printf("{\"name\":\"%s\",\"skipped\":\"%s\"}\n", workloads[i].name, missing);
+            else
+                printf("%-38s skipped: %s\n", workloads[i].name, missing);
+        }
     return 0;
 }

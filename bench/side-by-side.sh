@@ -4,8 +4,8 @@
 # A group of ldasync-bench and the same workloads for LaunchDarkly's Node
 # server SDK (a script of bench/node/), alternated RUNS times (3) in the
 # same minutes, so that the two are compared on the same machine load. Each
-# side prints the medians of its own 3 runs per round. bench/stream-bench.sh
-# and bench/events-bench.sh call it.
+# side prints the medians of its own 3 runs per round. bench/stream-bench.sh,
+# bench/events-bench.sh and bench/redis-bench.sh call it.
 #
 # usage: bench/side-by-side.sh BUILD_DIR GROUP NODE_SCRIPT, from the top of
 # the tree; needs node and npm (`npm ci` runs once in bench/node).
@@ -17,7 +17,8 @@ script=$3
 runs=${RUNS:-3}
 bench=$build/bench/ldasync-bench
 [ -x "$bench" ] || { echo "side-by-side: build $bench first" >&2; exit 1; }
-[ -d bench/node/node_modules/@launchdarkly/node-server-sdk ] ||
+[ -d bench/node/node_modules/@launchdarkly/node-server-sdk ] &&
+    [ -d bench/node/node_modules/@launchdarkly/node-server-sdk-redis ] ||
     (cd bench/node && npm ci --no-audit --no-fund)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
