@@ -80,7 +80,7 @@ struct ldr_conn {
 static int64_t mono_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* a few ms a tick: timeouts are longer */
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -291,13 +291,13 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
     sigemptyset(&pipe);
     sigaddset(&pipe, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe, &old);
-    sigpending(&pending);
-    bool was_pending = sigismember(&pending, SIGPIPE);
     redisAsyncHandleWrite(e->context); /* may free the context and `e` */
-    if (!was_pending) {
+    /* a SIGPIPE now pending while blocked here is this write's (one that
+     * the thread had blocked itself would stay for it) */
+    if (!sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGPIPE)) {
         struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe, NULL, &zero) == SIGPIPE) {
-        }
+        sigtimedwait(&pipe, NULL, &zero);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -389,8 +389,13 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     s->ac = ac;
     ac->data = s;
     redisLibeventAttach(ac, c->base);
+    redisLibeventEvents *e = ac->ev.data;
+    /* a persistent read event: the adapter's is re-added after every
+     * reply, two epoll_ctl calls each time */
+    event_del(e->rev);
+    event_assign(e->rev, c->base, ac->c.fd, EV_READ | EV_PERSIST, redisLibeventReadEvent, e);
+    event_add(e->rev, NULL);
     if (!sigpipe_ignored()) {
-        redisLibeventEvents *e = ac->ev.data;
         event_del(e->wev);
         event_assign(e->wev, c->base, ac->c.fd, EV_WRITE, on_writable, e);
         event_add(e->wev, NULL);
@@ -434,8 +439,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
     }
     char ip[64];
     struct sockaddr_storage ss;
-    memcpy(&ss, res->ai_addr,
-           res->ai_addrlen < sizeof(ss) ? (size_t)res->ai_addrlen : sizeof(ss));
+    memcpy(&ss, res->ai_addr, res->ai_addrlen < sizeof(ss) ? (size_t)res->ai_addrlen : sizeof(ss));
     const void *a = res->ai_family == AF_INET6
                         ? (const void *)&((const struct sockaddr_in6 *)(const void *)&ss)->sin6_addr
                         : (const void *)&((const struct sockaddr_in *)(const void *)&ss)->sin_addr;

@@ -28,7 +28,7 @@
  * LaunchDarkly's Python SDK does). */
 #define MAX_TRIES 10
 /* Bytes of items' JSON written or parsed per loop pass. */
-#define SLICE_BYTES (256 * 1024)
+#define SLICE_BYTES (64 * 1024)
 
 enum jkind { J_GET, J_ALL, J_INIT, J_WRITE, J_INITED };
 
@@ -37,29 +37,22 @@ struct job {
     struct job *wnext;       /* the jobs waiting to start */
     struct rstore *st;
     enum jkind kind;
-    bool started;
-    ld_future *out; /* owned */
-    char *hash;     /* {prefix}:{namespace} (get, all, write) */
-    char *key;      /* get, write */
-    char *text;     /* write: the item's JSON */
+    ld_future *out;   /* owned */
+    const char *hash; /* {prefix}:{namespace} (get, all, write): the store's */
+    char *key;        /* write; get when it waited (else the caller's, sent at once) */
+    char *text;       /* write: the item's JSON */
     int64_t version;
     int tries;
-    /* init: the data, its kinds in order, and their JSON written so far */
+    /* init: the data (held), walked a slice per loop pass: the namespace
+     * and the item under way */
     json_t *data;
-    size_t nkinds, kind_i, item_i;
-    struct kbatch *batches;
+    void *ns_iter, *item_iter;
+    char *ns_hash; /* {prefix}:{the namespace under way} */
+    size_t ns_hash_len;
     /* all: the replies taken from hiredis, parsed a slice at a time */
     redisReply **els;
     size_t nels, el_i;
     json_t *result;
-};
-
-/* One kind of an init: HSET {hash} k1 v1 k2 v2 ... */
-struct kbatch {
-    char *hash; /* argv[1]; its length is lens[1] (a namespace may hold a NUL) */
-    const char **argv;
-    size_t *lens;
-    size_t argc, cap;
 };
 
 struct rstore {
@@ -68,40 +61,31 @@ struct rstore {
     struct ldr_conn *conn;
     ld_store *store;
     char *inited_key;
+    char *hashes[2];                   /* {prefix}:features, {prefix}:segments */
     struct job *jobs, *jobs_tail;      /* all */
     struct job *wait_head, *wait_tail; /* not started */
     struct job *writing;               /* the write under way, or NULL */
-    struct event *slice;               /* runs the init or all that slices */
+    struct event *slice;               /* a timer due at once: the next slice */
     struct job *slicing;               /* its job */
     ld_future *closing;                /* close waits for the jobs */
     bool closed;
 };
 
 static void pump(struct rstore *st);
-static char *hash_of(struct rstore *st, const ld_kind *kind);
+
+static const char *hash_for(const struct rstore *st, const ld_kind *kind)
+{
+    return st->hashes[kind == ld_kind_segments()];
+}
 
 /* ---- jobs --------------------------------------------------------------- */
 
-static void kbatch_free(struct kbatch *b)
-{
-    for (size_t i = 3; i < b->argc; i += 2)
-        free((void *)b->argv[i]); /* jansson's json_dumps() text */
-    ldr_free(b->argv);
-    ldr_free(b->lens);
-    ldr_free(b->hash);
-}
-
 static void job_free(struct job *j)
 {
-    ldr_free(j->hash);
     ldr_free(j->key);
     free(j->text);
     json_decref(j->data);
-    if (j->batches) {
-        for (size_t i = 0; i < j->nkinds; i++)
-            kbatch_free(&j->batches[i]);
-        ldr_free(j->batches);
-    }
+    ldr_free(j->ns_hash);
     for (size_t i = j->el_i; i < j->nels; i++)
         if (j->els[i])
             freeReplyObject(j->els[i]);
@@ -125,15 +109,12 @@ static struct job *job_new(struct rstore *st, enum jkind kind, ld_future *out)
 }
 
 /* Files the job and starts what may start. */
+static void job_file(struct job *j);
+
 static void job_add(struct job *j)
 {
     struct rstore *st = j->st;
-    j->prev = st->jobs_tail;
-    if (st->jobs_tail)
-        st->jobs_tail->next = j;
-    else
-        st->jobs = j;
-    st->jobs_tail = j;
+    job_file(j);
     if (st->wait_tail)
         st->wait_tail->wnext = j;
     else
@@ -180,12 +161,23 @@ static void job_reject(struct job *j, int code, const char *fmt, ...) LD_PRINTF(
 static void job_reject(struct job *j, int code, const char *fmt, ...)
 {
     char msg[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    ld_future_reject(j->out, code, "%s", msg);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+    }
+    ld_future_reject(j->out, code, "%s", fmt ? msg : ld_strerror(code));
     job_done(j);
+}
+
+/* The next slice of the job, from the next pass of the loop (a timer due
+ * at once: a callback activated from a callback would run in this pass). */
+static void slice_later(struct job *j)
+{
+    static const struct timeval now = {0, 0};
+    j->st->slicing = j;
+    event_add(j->st->slice, &now);
 }
 
 /* A reply that is not an answer: the connection's error, or Redis's. */
@@ -217,6 +209,10 @@ static json_t *parse_item(struct job *j, const char *text, size_t len, const cha
 {
     json_error_t e;
     json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
+    if (!v && json_error_code(&e) == json_error_out_of_memory) {
+        job_reject(j, LD_ENOMEM, NULL);
+        return NULL;
+    }
     if (!v || !json_is_object(v)) {
         json_decref(v);
         job_reject(j, LD_EPARSE, "Redis: %s of %s is not a JSON object%s%s", key, j->hash,
@@ -300,8 +296,7 @@ static void all_slice(struct job *j)
         }
     }
     if (j->el_i + 1 < j->nels) {
-        j->st->slicing = j;
-        event_active(j->st->slice, EV_TIMEOUT, 0);
+        slice_later(j);
         return;
     }
     json_t *res = j->result;
@@ -424,136 +419,139 @@ static void on_init_exec(void *arg, redisReply *r, int err, const char *msg)
     job_done(j);
 }
 
-/* MULTI; DEL every namespace known or given; HSET per kind; SET $inited;
- * EXEC, sent in one go. */
-static void init_send(struct job *j)
+/* An init is one transaction: MULTI and the DEL of every namespace known
+ * or given are sent when it starts, then an HSET of a slice of items per
+ * loop pass (the items' JSON written then), then SET $inited and EXEC.
+ * The write barrier keeps every other command off the connection
+ * meanwhile. A command that cannot be sent drops the connection (the
+ * transaction must not stay open) and rejects the init. */
+static bool init_send(struct job *j, int argc, const char **argv, const size_t *lens,
+                      ldr_reply_fn fn)
 {
-    struct rstore *st = j->st;
-    if (send_cmd(j, 1, (const char *[]){"MULTI"}, NULL, NULL) != 0)
-        return;
     const char *why;
-    int rc = 0;
-    char *known[2] = {hash_of(st, ld_kind_segments()), hash_of(st, ld_kind_features())};
-    for (int i = 0; i < 2 && rc == 0; i++)
-        rc = known[i] ? ldr_conn_send(st->conn, 2, (const char *[]){"DEL", known[i]}, NULL, NULL,
-                                      NULL, &why)
-                      : LD_ENOMEM;
-    for (size_t k = 0; k < j->nkinds && rc == 0; k++) {
-        struct kbatch *b = &j->batches[k];
-        bool is_known = false;
-        for (int i = 0; i < 2; i++)
-            is_known |=
-                strlen(known[i]) == b->lens[1] && memcmp(known[i], b->hash, b->lens[1]) == 0;
-        if (!is_known)
-            rc = ldr_conn_send(st->conn, 2, (const char *[]){"DEL", b->hash},
-                               (const size_t[]){3, b->lens[1]}, NULL, NULL, &why);
-        if (rc == 0 && b->argc > 2)
-            rc = ldr_conn_send(st->conn, (int)b->argc, b->argv, b->lens, NULL, NULL, &why);
-    }
-    ldr_free(known[0]);
-    ldr_free(known[1]);
-    if (rc == 0)
-        rc = ldr_conn_send(st->conn, 3, (const char *[]){"SET", st->inited_key, ""}, NULL, NULL,
-                           NULL, &why);
-    if (rc == 0)
-        rc = ldr_conn_send(st->conn, 1, (const char *[]){"EXEC"}, NULL, on_init_exec, j, &why);
-    if (rc != 0) {
-        ldr_conn_reset(st->conn, "a transaction could not be sent whole");
-        job_reject(j, LD_ESTORE, "Redis: the init could not be sent");
-    }
+    if (ldr_conn_send(j->st->conn, argc, argv, lens, fn, fn ? j : NULL, &why) == 0)
+        return true;
+    ldr_conn_reset(j->st->conn, "a transaction could not be sent whole");
+    job_reject(j, LD_ESTORE, "Redis: the init could not be sent (%s)", why ? why : "out of memory");
+    return false;
 }
 
-static int batch_push(struct kbatch *b, const char *s, size_t len)
+/* The namespace the iterator is at: its hash name in j->ns_hash. */
+static bool init_namespace(struct job *j)
 {
-    if (b->argc == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
-        const char **argv = ldr_realloc(b->argv, cap * sizeof(*argv));
-        if (!argv)
-            return LD_ENOMEM;
-        b->argv = argv;
-        size_t *lens = ldr_realloc(b->lens, cap * sizeof(*lens));
-        if (!lens)
-            return LD_ENOMEM;
-        b->lens = lens;
-        b->cap = cap;
-    }
-    b->argv[b->argc] = s;
-    b->lens[b->argc] = len;
-    b->argc++;
-    return 0;
+    const char *ns = json_object_iter_key(j->ns_iter);
+    size_t nslen = json_object_iter_key_len(j->ns_iter), plen = strlen(j->st->o.prefix);
+    ldr_free(j->ns_hash);
+    j->ns_hash = ldr_malloc(plen + nslen + 2);
+    if (!j->ns_hash)
+        return false;
+    memcpy(j->ns_hash, j->st->o.prefix, plen);
+    j->ns_hash[plen] = ':';
+    memcpy(j->ns_hash + plen + 1, ns, nslen);
+    j->ns_hash[plen + 1 + nslen] = '\0';
+    j->ns_hash_len = plen + 1 + nslen;
+    j->item_iter = json_object_iter(json_object_iter_value(j->ns_iter));
+    return true;
 }
 
-/* Writes the items' JSON (j->data: ld_data_sort()'s array), a slice per
- * loop pass; then sends. */
 static void init_slice(struct job *j)
 {
-    size_t bytes = 0;
-    while (j->kind_i < j->nkinds && bytes < SLICE_BYTES) {
-        struct kbatch *b = &j->batches[j->kind_i];
-        json_t *items = json_object_get(json_array_get(j->data, j->kind_i), "items");
-        while (j->item_i < json_array_size(items) && bytes < SLICE_BYTES) {
-            json_t *item = json_array_get(items, j->item_i);
-            json_t *key = json_object_get(item, "key");
-            char *text = json_dumps(item, JSON_COMPACT | JSON_ENCODE_ANY);
-            if (!text || batch_push(b, json_string_value(key), json_string_length(key)) != 0) {
-                free(text);
-                job_reject(j, LD_ENOMEM, NULL);
-                return;
-            }
-            size_t len = strlen(text);
-            if (batch_push(b, text, len) != 0) {
-                b->argc--; /* the key; the text is freed here */
-                free(text);
-                job_reject(j, LD_ENOMEM, NULL);
-                return;
-            }
-            bytes += len + 64;
-            j->item_i++;
-        }
-        if (j->item_i < json_array_size(items))
-            break;
-        j->kind_i++;
-        j->item_i = 0;
+    /* one HSET of up to SLICE_BYTES of JSON: argv of pairs after the name */
+    size_t cap = 64, argc = 2, bytes = 0;
+    const char **argv = ldr_malloc(cap * sizeof(*argv));
+    size_t *lens = ldr_malloc(cap * sizeof(*lens));
+    bool ok = argv && lens;
+    if (ok) {
+        argv[0] = "HSET";
+        lens[0] = 4;
+        argv[1] = j->ns_hash;
+        lens[1] = j->ns_hash_len;
     }
-    if (j->kind_i < j->nkinds) {
-        j->st->slicing = j;
-        event_active(j->st->slice, EV_TIMEOUT, 0);
+    while (ok && j->item_iter && bytes < SLICE_BYTES) {
+        if (argc + 2 > cap) {
+            cap *= 2;
+            const char **a = ldr_realloc(argv, cap * sizeof(*argv));
+            if (a)
+                argv = a;
+            size_t *l = a ? ldr_realloc(lens, cap * sizeof(*lens)) : NULL;
+            if (l)
+                lens = l;
+            if (!a || !l) {
+                ok = false;
+                break;
+            }
+        }
+        char *text = json_dumps(json_object_iter_value(j->item_iter), JSON_COMPACT);
+        if (!text) {
+            ok = false;
+            break;
+        }
+        argv[argc] = json_object_iter_key(j->item_iter);
+        lens[argc] = json_object_iter_key_len(j->item_iter);
+        argv[argc + 1] = text;
+        lens[argc + 1] = strlen(text);
+        bytes += lens[argc + 1] + lens[argc] + 32;
+        argc += 2;
+        j->item_iter = json_object_iter_next(json_object_iter_value(j->ns_iter), j->item_iter);
+    }
+    bool sent = ok && (argc == 2 || init_send(j, (int)argc, argv, lens, NULL));
+    for (size_t i = 3; argv && i < argc; i += 2)
+        free((void *)argv[i]); /* json_dumps()'s */
+    ldr_free(argv);
+    ldr_free(lens);
+    if (!ok) {
+        ldr_conn_reset(j->st->conn, "out of memory in a transaction");
+        job_reject(j, LD_ENOMEM, NULL);
         return;
     }
-    init_send(j);
+    if (!sent)
+        return;          /* rejected */
+    if (!j->item_iter) { /* the namespace is written: the next one */
+        j->ns_iter = json_object_iter_next(j->data, j->ns_iter);
+        if (j->ns_iter && !init_namespace(j)) {
+            ldr_conn_reset(j->st->conn, "out of memory in a transaction");
+            job_reject(j, LD_ENOMEM, NULL);
+            return;
+        }
+    }
+    if (j->ns_iter) {
+        slice_later(j);
+        return;
+    }
+    if (init_send(j, 3, (const char *[]){"SET", j->st->inited_key, ""}, NULL, NULL))
+        init_send(j, 1, (const char *[]){"EXEC"}, NULL, on_init_exec);
 }
 
 static void init_start(struct job *j)
 {
-    /* the kinds in the order a persistent store writes them (segments
-     * first), each with its HSET's first two arguments */
-    json_t *sorted = ld_data_sort(j->data);
-    json_decref(j->data);
-    j->data = sorted;
-    size_t n = json_array_size(sorted);
-    j->batches = sorted ? ldr_calloc(n ? n : 1, sizeof(*j->batches)) : NULL;
-    if (!j->batches) {
-        job_reject(j, LD_ENOMEM, NULL);
+    struct rstore *st = j->st;
+    if (!init_send(j, 1, (const char *[]){"MULTI"}, NULL, NULL))
         return;
-    }
-    j->nkinds = n;
-    const size_t plen = strlen(j->st->o.prefix);
-    for (size_t i = 0; i < n; i++) {
-        json_t *ns = json_object_get(json_array_get(sorted, i), "namespace");
-        size_t nslen = json_string_length(ns);
-        struct kbatch *b = &j->batches[i];
-        b->hash = ldr_malloc(plen + nslen + 2);
-        if (!b->hash || batch_push(b, "HSET", 4) != 0 ||
-            batch_push(b, b->hash, plen + 1 + nslen) != 0) {
+    /* namespaces absent from the data become empty: DEL the known ones and
+     * those given */
+    for (int i = 0; i < 2; i++)
+        if (!init_send(j, 2, (const char *[]){"DEL", st->hashes[i]}, NULL, NULL))
+            return;
+    for (j->ns_iter = json_object_iter(j->data); j->ns_iter;
+         j->ns_iter = json_object_iter_next(j->data, j->ns_iter)) {
+        if (!init_namespace(j)) {
+            ldr_conn_reset(st->conn, "out of memory in a transaction");
             job_reject(j, LD_ENOMEM, NULL);
             return;
         }
-        memcpy(b->hash, j->st->o.prefix, plen);
-        b->hash[plen] = ':';
-        memcpy(b->hash + plen + 1, json_string_value(ns), nslen);
-        b->hash[plen + 1 + nslen] = '\0';
+        if (strcmp(j->ns_hash, st->hashes[0]) == 0 || strcmp(j->ns_hash, st->hashes[1]) == 0)
+            continue;
+        if (!init_send(j, 2, (const char *[]){"DEL", j->ns_hash},
+                       (const size_t[]){3, j->ns_hash_len}, NULL))
+            return;
     }
-    init_slice(j);
+    j->ns_iter = json_object_iter(j->data);
+    if (j->ns_iter && !init_namespace(j)) {
+        ldr_conn_reset(st->conn, "out of memory in a transaction");
+        job_reject(j, LD_ENOMEM, NULL);
+        return;
+    }
+    slice_later(j); /* the items from the next pass on */
 }
 
 static void on_slice(evutil_socket_t fd, short what, void *arg)
@@ -576,7 +574,6 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 static void job_start(struct job *j)
 {
     struct rstore *st = j->st;
-    j->started = true;
     if (!ldr_conn_usable(st->conn)) {
         const char *why;
         /* ask for the reason: the connection says why it cannot send */
@@ -619,24 +616,27 @@ static void pump(struct rstore *st)
 
 /* ---- the store's operations --------------------------------------------- */
 
-static char *hash_of(struct rstore *st, const ld_kind *kind)
+/* Files a job in the list of all, without queueing it (it starts now). */
+static void job_file(struct job *j)
 {
-    const char *ns = ld_kind_namespace(kind);
-    size_t n = strlen(st->o.prefix) + strlen(ns) + 2;
-    char *h = ldr_malloc(n);
-    if (h)
-        snprintf(h, n, "%s:%s", st->o.prefix, ns);
-    return h;
+    struct rstore *st = j->st;
+    j->prev = st->jobs_tail;
+    if (st->jobs_tail)
+        st->jobs_tail->next = j;
+    else
+        st->jobs = j;
+    st->jobs_tail = j;
 }
 
 static void r_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
-    struct job *j = job_new(impl, J_GET, out);
+    struct rstore *st = impl;
+    struct job *j = job_new(st, J_GET, out);
     if (!j)
         return;
-    j->hash = hash_of(impl, kind);
+    j->hash = hash_for(st, kind);
     j->key = ldr_strdup(key);
-    if (!j->hash || !j->key) {
+    if (!j->key) {
         ld_future_reject(out, LD_ENOMEM, NULL);
         ld_future_unref(out);
         job_free(j);
@@ -650,13 +650,7 @@ static void r_all(void *impl, const ld_kind *kind, ld_future *out)
     struct job *j = job_new(impl, J_ALL, out);
     if (!j)
         return;
-    j->hash = hash_of(impl, kind);
-    if (!j->hash) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        job_free(j);
-        return;
-    }
+    j->hash = hash_for(impl, kind);
     job_add(j);
 }
 
@@ -675,11 +669,11 @@ static void write_job(struct rstore *st, const ld_kind *kind, const char *key, j
     struct job *j = job_new(st, J_WRITE, out);
     if (!j)
         return;
-    j->hash = hash_of(st, kind);
+    j->hash = hash_for(st, kind);
     j->key = ldr_strdup(key);
     j->text = item ? json_dumps(item, JSON_COMPACT) : NULL;
     j->version = version;
-    if (!j->hash || !j->key || !j->text) {
+    if (!j->key || !j->text) {
         ld_future_reject(out, LD_ENOMEM, NULL);
         ld_future_unref(out);
         job_free(j);
@@ -746,6 +740,8 @@ static void r_free(void *impl)
     if (st->slice)
         event_free(st->slice);
     ldr_free(st->inited_key);
+    ldr_free(st->hashes[0]);
+    ldr_free(st->hashes[1]);
     ldr_options_clear(&st->o);
     ldr_free(st);
 }
@@ -788,14 +784,18 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
         ldr_free(st);
         return NULL;
     }
-    size_t n = strlen(st->o.prefix) + sizeof(":$inited");
+    size_t n = strlen(st->o.prefix) + sizeof(":features");
     st->inited_key = ldr_malloc(n);
-    st->slice = event_new(base, -1, 0, on_slice, st);
-    if (!st->inited_key || !st->slice) {
+    st->hashes[0] = ldr_malloc(n);
+    st->hashes[1] = ldr_malloc(n);
+    st->slice = evtimer_new(base, on_slice, st);
+    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice) {
         r_free(st);
         return NULL;
     }
     snprintf(st->inited_key, n, "%s:$inited", st->o.prefix);
+    snprintf(st->hashes[0], n, "%s:features", st->o.prefix);
+    snprintf(st->hashes[1], n, "%s:segments", st->o.prefix);
     ld_store *store = ld_store_new(base, &ops, st);
     if (!store) {
         r_free(st);

@@ -3,11 +3,13 @@
  * ldasync: the big segment store front layer and helpers (big_segments.h).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <ldasync/big_segments.h>
 #include <ldasync/error.h>
 
 #include "core/core-internal.h"
+#include "model/model-internal.h"
 #include "store/store-internal.h"
 
 struct ld_big_segment_store {
@@ -92,13 +94,14 @@ static int set_refs(json_t *m, const char *const *refs, size_t n, json_t *value,
             *why = bad;
             return LD_EINVAL;
         }
-        if (json_object_set(m, refs[i], value) != 0) {
-            /* jansson refuses keys that are not UTF-8 as it refuses on no memory */
-            if (json_object_set_nocheck(m, refs[i], value) != 0)
-                return LD_ENOMEM;
+        /* checked here: jansson refuses a key that is not UTF-8 as it
+         * refuses one when memory runs out */
+        if (!ld__utf8_valid(refs[i], strlen(refs[i]))) {
             *why = "segment refs must be valid UTF-8";
             return LD_EINVAL;
         }
+        if (json_object_set_nocheck(m, refs[i], value) != 0)
+            return LD_ENOMEM;
     }
     return 0;
 }

@@ -32,7 +32,11 @@ static void outcome(ld_future *f, const char *what)
     ck_assert_int_eq(ld_future_wait(f), 0);
     if (ld_future_is_rejected(f)) {
         int e = ld_future_error(f);
-        ck_assert_msg(e == LD_ENOMEM || e == LD_ESTORE || e == LD_ECLOSED,
+        /* jansson 2.14 reports some of its own allocation failures while
+         * parsing as malformed input: with its allocations failing too
+         * (g_json), a parse may say LD_EPARSE */
+        ck_assert_msg(e == LD_ENOMEM || e == LD_ESTORE || e == LD_ECLOSED ||
+                          (g_json && e == LD_EPARSE),
                       "%s rejected with %s (%s), N=%ld", what, ld_err_name(e),
                       ld_future_error_message(f), g_fail_at);
     }
@@ -110,8 +114,8 @@ static void act_store_free_in_flight(void)
     ld_redis_options_free(o);
     if (!s)
         return;
-    ld_future *fs[4] = {ld_store_get(s, ld_kind_features(), "a"), ld_store_all(s, ld_kind_segments()),
-                        ld_store_initialized(s), NULL};
+    ld_future *fs[4] = {ld_store_get(s, ld_kind_features(), "a"),
+                        ld_store_all(s, ld_kind_segments()), ld_store_initialized(s), NULL};
     json_t *item = json_pack("{s:s,s:i}", "key", "z", "version", 1);
     if (item) {
         fs[3] = ld_store_upsert(s, ld_kind_features(), item);
