@@ -208,6 +208,7 @@ static int send_cmd(struct job *j, int argc, const char **argv, const size_t *le
 static json_t *parse_item(struct job *j, const char *text, size_t len, const char *key)
 {
     json_error_t e;
+    memset(&e, 0, sizeof(e)); /* not every failure of jansson's fills it in */
     json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
     if (!v && json_error_code(&e) == json_error_out_of_memory) {
         job_reject(j, LD_ENOMEM, NULL);
