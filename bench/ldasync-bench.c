@@ -97,7 +97,7 @@ struct workload {
 /* The redis group needs Redis: skipped without one. */
 static bool needs_redis(const struct workload *w)
 {
-    return strncmp(w->name, "redis.", 6) == 0;
+    return strncmp(w->name, "redis.", 6) == 0 || strcmp(w->name, "client.eval.daemon") == 0;
 }
 
 static void report(const char *name, long ops, double value)
@@ -3054,6 +3054,62 @@ static double bench_redis_all_pass_ms(struct event_base *base, long ops)
     return redis_all(base, ops, true, redis_store);
 }
 
+/* The same Redis behind the caching store (ttl 30 s, as the Node SDK's
+ * cache in bench/node/redis-bench.mjs), filled by the init through it: every
+ * get is answered from the cache.
+ *   redis.get.cached          ld_store_get through the cache, awaited, the
+ *                             item's key read and checked, released (as
+ *                             store.get on the memory store)
+ *   client.eval.daemon        a detail evaluation of a client in daemon mode
+ *                             over that cache (as client.eval.bool: events
+ *                             off, flag-000042, awaited, value read) */
+static ld_store *redis_cached_store(struct event_base *base)
+{
+    ld_store *st = ld_caching_store_new(base, redis_store(base), 30000);
+    if (!st)
+        exit(1);
+    return st;
+}
+
+static double bench_redis_get_cached(struct event_base *base, long ops)
+{
+    return redis_gets(base, ops, 1, 0, redis_cached_store);
+}
+
+static double bench_client_eval_daemon(struct event_base *base, long ops)
+{
+    ld_store *st = redis_cached_store(base);
+    wait_ok(ld_store_init(st, redis_data()), "redis init");
+    drain(base);
+    ld_client_options *o = ld_client_options_new();
+    ld_client_options_set_store(o, st);
+    ld_client_options_set_daemon_mode(o, true);
+    ld_client *cl = ld_client_new(base, o);
+    ld_client_options_free(o);
+    if (!cl)
+        exit(1);
+    wait_ok(ld_client_ready(cl), "ready");
+    struct client_run r = {cl, eval_context("user-1"), "flag-000042", ops, 0};
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(
+        ld_client_variation_detail(cl, r.flag, r.ctx, LD_VALUE_BOOL, json_false()), client_next,
+        &r);
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    if (r.wrong) {
+        fprintf(stderr, "client.eval.daemon: %ld of %ld evaluations served another value\n",
+                r.wrong, ops);
+        exit(1);
+    }
+    ld_context_unref(r.ctx);
+    ld_client_free(cl);
+    drain(base);
+    ld_store_free(st);
+    drain(base);
+    return ns;
+}
+
 /* Each workload runs in a process of its own (run_workload), so that its
  * figures are measured in the state it says: libevent threading on only
  * for those marked threaded (it cannot be turned off again, and with it on
@@ -3140,6 +3196,8 @@ static const struct workload workloads[] = {
     {"redis.get.inflight64", 200000, bench_redis_get_inflight64, 0},
     {"redis.all_10k.ms", 5, bench_redis_all_ms, 0},
     {"redis.all_10k.pass_ms", 5, bench_redis_all_pass_ms, 0},
+    {"redis.get.cached", 1000000, bench_redis_get_cached, 0},
+    {"client.eval.daemon", 1000000, bench_client_eval_daemon, 0},
     {"alt.event_once", 1000000, bench_alt_event_once, 0},
     {"alt.event_per_future", 1000000, bench_alt_event_per_future, 0},
 };
