@@ -960,14 +960,29 @@ static int cache_initialized_now(void *impl)
     return c->inited ? 1 : LD_EBUSY;
 }
 
+/* The inner store's close came back: the cache's close fulfils, also when
+ * the inner store had no memory to close (the cache is closed all the same:
+ * nothing reaches the inner store any more, and it is freed with it). */
+static void inner_closed(ld_future *f, void *arg)
+{
+    ld_future *out = arg;
+    int code = ld_future_error(f);
+    if (code != 0 && code != LD_ENOMEM)
+        ld_future_reject(out, code, "%s", ld_future_error_message(f));
+    else
+        ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
 static void cache_close(void *impl, ld_future *out)
 {
     struct cache *c = impl;
     c->closed = true;
     evtimer_del(c->poll_ev);
-    if (ld_future_forward(out, ld_store_close(c->inner)) != 0)
-        ld_future_reject(out, LD_ENOMEM, E_NOMEM);
-    ld_future_unref(out);
+    if (ld_future_on_complete(ld_store_close(c->inner), inner_closed, out) != 0) {
+        ld_future_fulfill(out); /* the inner store's LD_ENOMEM: see inner_closed */
+        ld_future_unref(out);
+    }
 }
 
 /* ld_store_free() of the caching store: from now on nothing more is done
