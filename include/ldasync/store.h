@@ -441,7 +441,9 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  backend error, it polls again); without a whole data set (no init came
  *  through the cache) it reports available with needs_refresh true; with a
  *  ttl (or 0), it forgets what it held and reports available with
- *  needs_refresh true: the data source should send its data again.
+ *  needs_refresh true: the data source should send its data again; an
+ *  init through the cache that succeeds afterwards makes it available with
+ *  needs_refresh false.
  *
  *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
  *  the cache closes it, freeing the cache frees it (operations of `inner`

@@ -100,10 +100,11 @@ struct cache {
     bool inited;
     uint64_t wseq, wdone; /* writes issued and come back */
     /* availability (store.h) */
-    bool inner_down; /* the inner store says it is unavailable */
-    bool failing;    /* an inner operation failed: polling */
-    bool recovering; /* the write-back is under way */
-    bool dirty;      /* forever: writes the inner store missed */
+    bool inner_down;   /* the inner store says it is unavailable */
+    bool failing;      /* an inner operation failed: polling */
+    bool recovering;   /* the write-back is under way */
+    uint64_t dirty;    /* forever: writes the inner store missed (a count); 0: none */
+    uint64_t wb_dirty; /* what `dirty` was when the write-back's data was taken */
     struct event *poll_ev;
     int64_t poll_ms;
     char *describe;
@@ -413,7 +414,9 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
         entry_drop(c, e);
     }
     struct kcache *kc = &c->kc[k];
-    if (full_fresh(kc)) {
+    if (kc->full && !full_fresh(kc))
+        full_drop(kc);
+    if (kc->full) {
         it = json_object_getn(kc->full, key, len);
         *item = it && !ld_item_is_deleted(it) ? it : NULL;
         return 0;
@@ -433,7 +436,9 @@ static int all_lookup(struct cache *c, int k, json_t **all, bool any)
         return 0;
     }
     all_drop(kc);
-    if (!full_fresh(kc))
+    if (kc->full && !full_fresh(kc))
+        full_drop(kc);
+    if (!kc->full)
         return LD_EBUSY;
     if (!(kc->all = items_copy(kc->full, true)))
         return LD_ENOMEM;
@@ -481,8 +486,8 @@ static void written_back(ld_future *f, void *arg)
     if (!c->dead) {
         int code = ld_future_error(f);
         c->recovering = false;
-        if (code == 0)
-            c->dirty = false;
+        if (code == 0 && c->dirty == c->wb_dirty)
+            c->dirty = 0; /* no write failed since the data was taken */
         if (c->failing || c->inner_down)
             ; /* failed again meanwhile: the next recovery writes back */
         else if (code == 0)
@@ -523,6 +528,7 @@ static void recover(struct cache *c)
         return;
     }
     c->recovering = true;
+    c->wb_dirty = c->dirty;
     c->refs++;
     if (ld_future_on_complete(ld_store_init(c->inner, data), written_back, c) != 0) {
         c->recovering = false;
@@ -839,9 +845,14 @@ static void inited(ld_future *f, void *arg)
         if (code == 0 || (c->ttl < 0 && store_error(code))) {
             /* forever: the cache keeps serving the data, written back later */
             cache_replace(c, op->item);
-            c->dirty = code != 0;
+            c->dirty = code != 0 ? c->dirty + 1 : 0;
             if (c->ttl != 0)
                 c->inited = true;
+        }
+        ld_store_status st;
+        if (code == 0 && !c->failing && !c->inner_down &&
+            ld_store_current_status(c->self, &st) == 0 && st.needs_refresh) {
+            set_status(c, true, false); /* the data source sent its data again */
         }
     }
     settle_as(op, f);
@@ -885,7 +896,7 @@ static void wrote(ld_future *f, void *arg)
             /* forever: the cache serves the newest data it knows, and
              * writes it back once the inner store is back */
             put = true;
-            c->dirty = true;
+            c->dirty++;
         }
         if (put) {
             json_t *item =

@@ -586,6 +586,12 @@ START_TEST(test_it_mirrors_the_inner_status)
     ck_assert(g_heard_st[1].available && g_heard_st[1].needs_refresh);
     force("x", 2);
     ck_assert_int_eq(get_version("x"), 2); /* flushed */
+    /* the data source sends its data again: needs_refresh is over */
+    const char *keys[] = {"a"};
+    init_through(keys, 1, 1);
+    ld_test_flush();
+    ck_assert_int_eq(g_heard, 3);
+    ck_assert(g_heard_st[2].available && !g_heard_st[2].needs_refresh);
 }
 END_TEST
 
