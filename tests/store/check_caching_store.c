@@ -477,6 +477,19 @@ START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
 }
 END_TEST
 
+START_TEST(test_a_ttl_cache_reads_expired_entries_from_the_failing_store)
+{
+    make(30);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 100, LD_ESTORE), 0);
+    sleep_loop(60); /* twice the ttl */
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "x"), LD_ESTORE, NULL);
+    ck_assert(!available());
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+}
+END_TEST
+
 START_TEST(test_request_errors_keep_it_available)
 {
     make(LONG_TTL);
@@ -734,6 +747,51 @@ START_TEST(test_free_from_inside_a_status_listener)
 }
 END_TEST
 
+/* Runs the loop until the script store has been handed `n` operations. */
+static void until_handed(const struct ld_test_script *sc, int n)
+{
+    for (int i = 0; i < 10000 && sc->n < n; i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert_int_eq(sc->n, n);
+}
+
+/* Over a store that answers only when the test says (check_util.h's
+ * script): freed while the write-back's init is under way. */
+START_TEST(test_free_while_writing_back)
+{
+    static struct ld_test_script sc;
+    memset(&sc, 0, sizeof sc);
+    setenv("LDASYNC_CACHE_POLL_MS", "5", 1);
+    cache =
+        ld_caching_store_new(B, ld_store_new(B, &ld_test_script_store_ops, &sc), LD_CACHE_FOREVER);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    ck_assert_ptr_nonnull(cache);
+    ck_assert_str_eq(ld_store_describe(cache), "caching(script)");
+    json_t *data = data_of((const char *[]){"a"}, 1, 1);
+    ld_future *f = ld_store_init(cache, data);
+    until_handed(&sc, 1);
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[0]), 0);
+    ld_test_await_ok(f);
+    f = ld_store_delete(cache, ld_kind_features(), "a", 2);
+    until_handed(&sc, 2);
+    ck_assert_int_eq(ld_future_reject(sc.outs[1], LD_ESTORE, "down"), 0);
+    ld_test_expect_error(f, LD_ESTORE, "down");
+    ck_assert(!available());
+    until_handed(&sc, 3); /* the poll's initialized */
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[2], true), 0);
+    until_handed(&sc, 4);                             /* the write-back */
+    ck_assert(!available());                          /* not before it came back */
+    f = ld_store_get(cache, ld_kind_features(), "a"); /* from the cache */
+    ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(f)));
+    ld_future_unref(f);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(sc.freed, 1);
+    json_decref(data);
+}
+END_TEST
+
 /* ---- the contract ------------------------------------------------------- */
 
 static ld_store *new_cached_memory(struct event_base *base, void *arg)
@@ -771,6 +829,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_a_failure_makes_it_unavailable_until_the_poll_answers);
     tcase_add_test(tc, test_request_errors_keep_it_available);
+    tcase_add_test(tc, test_a_ttl_cache_reads_expired_entries_from_the_failing_store);
     tcase_add_test(tc, test_forever_serves_while_failing_and_writes_back);
     tcase_add_test(tc, test_forever_keeps_a_failed_init);
     tcase_add_test(tc, test_forever_without_an_init_asks_for_the_data);
@@ -785,6 +844,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_close_with_inner_operations_pending);
     tcase_add_test(tc, test_free_from_a_callback_of_its_future);
     tcase_add_test(tc, test_free_from_inside_a_status_listener);
+    tcase_add_test(tc, test_free_while_writing_back);
     suite_add_tcase(s, tc);
 
     ld_store_contract_add_tests(s, "contract_ttl_0", &cached_factory, (void *)&ttl_none);
