@@ -449,7 +449,8 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  the cache closes it, freeing the cache frees it (operations of `inner`
  *  still under way complete as cancelled, and are let go of). `inner` must
  *  be used only through the cache afterwards, and belong to `base`.
- *  describe() is "caching(" + the inner store's describe() + ")".
+ *  describe() is "caching(" + the inner store's describe() + ")". Loop
+ *  thread of `base`, as every store (the cache has no lock).
  *  @return a new store; NULL if `base` or `inner` is NULL, `inner` belongs
  *  to another base, or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t ttl_ms);
