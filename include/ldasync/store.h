@@ -416,9 +416,12 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  Writes: an init that succeeds replaces what the cache holds with its
  *  data; an upsert or delete that was applied is cached; one that was not
  *  drops the item's entry (the next get reads `inner`); each drops the
- *  kind's all answer. While a write is under way, reads go to `inner`,
+ *  kind's all answer. While an upsert or delete is under way, gets of its
+ *  key and alls of its kind go to `inner` (while an init is, every read),
  *  which orders them after it: a result never misses a write issued before
- *  it.
+ *  it; other reads are answered from the cache as usual. An entry a write
+ *  waits for stays until the write came back (beyond the bound, by one per
+ *  write under way).
  *
  *  `ttl_ms` > 0: an entry expires that long after it was cached. 0: nothing
  *  is cached, every operation goes to `inner`. LD_CACHE_FOREVER (any

@@ -280,6 +280,49 @@ START_TEST(test_a_get_after_a_write_does_not_share_an_earlier_get)
 }
 END_TEST
 
+START_TEST(test_a_write_under_way_holds_back_reads_of_its_key_only)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    force("y", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(get_version("y"), 1);
+    ld_future *a = ld_test_fulfilled(ld_store_all(cache, ld_kind_segments()));
+    ld_future_unref(a);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    json_t *item = F("x", 2);
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item);
+    json_decref(item);
+    ld_future *gy = ld_store_get(cache, ld_kind_features(), "y");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2); /* y: from the cache */
+    a = ld_store_all(cache, ld_kind_segments());
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 1); /* another kind: from the cache */
+    ld_future *gx = ld_store_get(cache, ld_kind_features(), "x");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 3); /* x: after the write, from the store */
+    ld_future *af = ld_store_all(cache, ld_kind_features());
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 2); /* its kind: likewise */
+    ck_assert(ld_test_await_bool(w));
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(gy))), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(gx))), 2);
+    ld_test_fulfilled(a);
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(ld_test_fulfilled(af)), "x")),
+                     2);
+    ld_future_unref(gy);
+    ld_future_unref(gx);
+    ld_future_unref(a);
+    ld_future_unref(af);
+    /* an init under way holds back every read */
+    json_t *data = data_of((const char *[]){"z"}, 1, 1);
+    ld_future *i = ld_store_init(cache, data);
+    json_decref(data);
+    ld_future *gz = ld_store_get(cache, ld_kind_features(), "y");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 4);
+    ld_test_await_ok(i);
+    ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(gz)));
+    ld_future_unref(gz);
+}
+END_TEST
+
 START_TEST(test_writes_update_the_entries)
 {
     make(LONG_TTL);
@@ -444,6 +487,21 @@ START_TEST(test_the_per_item_cache_is_bounded)
     /* k6 was the least recently used of the four (k6..k9) before k0 came */
     ck_assert_int_eq(get_version("k6"), -1);
     ck_assert_int_eq(calls(LD_MOCK_OP_GET), 12);
+    /* writes under way keep their entries beyond the bound, until they
+     * came back */
+    ld_future *w[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "w%d", i);
+        json_t *item = F(key, 1);
+        w[i] = ld_store_upsert(cache, ld_kind_features(), item);
+        json_decref(item);
+    }
+    for (int i = 0; i < 6; i++)
+        ck_assert(ld_test_await_bool(w[i]));
+    ck_assert_int_eq(get_version("w5"), 1); /* cached by its write */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 12);
+    ck_assert_int_eq(get_version("w0"), 1); /* evicted */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 13);
 }
 END_TEST
 
@@ -817,6 +875,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_entries_expire);
     tcase_add_test(tc, test_concurrent_gets_share_one_inner_get);
     tcase_add_test(tc, test_a_get_after_a_write_does_not_share_an_earlier_get);
+    tcase_add_test(tc, test_a_write_under_way_holds_back_reads_of_its_key_only);
     tcase_add_test(tc, test_writes_update_the_entries);
     tcase_add_test(tc, test_all_entries_and_their_invalidation);
     tcase_add_test(tc, test_init_replaces_what_the_cache_holds);
