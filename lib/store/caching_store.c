@@ -542,6 +542,14 @@ static void recover(struct cache *c)
         set_status(c, true, true);
         return;
     }
+    if (c->initing || c->unpinned || c->kc[0].writing || c->kc[1].writing) {
+        /* writes under way reach the inner store before the write-back's
+         * init, which would undo them (its data has not got them yet): the
+         * next poll tries again */
+        c->failing = true;
+        poll_later(c);
+        return;
+    }
     json_t *data = json_object();
     for (int k = 0; data && k < NK; k++) {
         json_t *items = items_copy(c->kc[k].full, false);

@@ -850,6 +850,49 @@ START_TEST(test_free_while_writing_back)
 }
 END_TEST
 
+/* A write under way when the store comes back reaches it before the
+ * write-back's init would, whose data has not got it yet: the write-back
+ * waits for it. */
+START_TEST(test_write_back_waits_for_writes_under_way)
+{
+    static struct ld_test_script sc;
+    memset(&sc, 0, sizeof sc);
+    setenv("LDASYNC_CACHE_POLL_MS", "5", 1);
+    cache =
+        ld_caching_store_new(B, ld_store_new(B, &ld_test_script_store_ops, &sc), LD_CACHE_FOREVER);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    ck_assert_ptr_nonnull(cache);
+    json_t *data = data_of((const char *[]){"a"}, 1, 1);
+    ld_future *f = ld_store_init(cache, data);
+    json_decref(data);
+    until_handed(&sc, 1);
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[0]), 0);
+    ld_test_await_ok(f);
+    f = ld_store_delete(cache, ld_kind_features(), "a", 2);
+    until_handed(&sc, 2);
+    ck_assert_int_eq(ld_future_reject(sc.outs[1], LD_ESTORE, "down"), 0);
+    ld_test_expect_error(f, LD_ESTORE, "down");
+    until_handed(&sc, 3); /* the poll's initialized */
+    json_t *item = F("b", 1);
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item); /* under way */
+    json_decref(item);
+    until_handed(&sc, 4);
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[2], true), 0);
+    until_handed(&sc, 5); /* not the write-back: the next poll */
+    ck_assert(!available());
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[3], true), 0); /* the upsert */
+    ck_assert(ld_test_await_bool(w));
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[4], true), 0);
+    until_handed(&sc, 6); /* the write-back, after the upsert */
+    ck_assert(!available());
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[5]), 0);
+    until_available();
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(cache, &st), 0);
+    ck_assert(!st.needs_refresh);
+}
+END_TEST
+
 /* ---- the contract ------------------------------------------------------- */
 
 static ld_store *new_cached_memory(struct event_base *base, void *arg)
@@ -904,6 +947,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_free_from_a_callback_of_its_future);
     tcase_add_test(tc, test_free_from_inside_a_status_listener);
     tcase_add_test(tc, test_free_while_writing_back);
+    tcase_add_test(tc, test_write_back_waits_for_writes_under_way);
     suite_add_tcase(s, tc);
 
     ld_store_contract_add_tests(s, "contract_ttl_0", &cached_factory, (void *)&ttl_none);
