@@ -365,7 +365,8 @@ static json_t *contents(void)
     for (int i = 0; i < 2; i++) {
         ld_future *f = ld_store_all(S, kinds[i]);
         settle(f);
-        ck_assert(ld_future_is_fulfilled(f));
+        ck_assert_msg(ld_future_is_fulfilled(f), "all: %s (%s, N=%ld)",
+                      ld_err_name(ld_future_error(f)), g_path, g_fail_at);
         json_object_set_new(all, ld_kind_namespace(kinds[i]), json_deep_copy(ld_future_json(f)));
         ld_future_unref(f);
     }
@@ -747,7 +748,106 @@ static void busy_store_fixture(void)
     g_make_store = busy_store_new;
 }
 
+/* The caching store over a memory store, forever and with a ttl. */
+static ld_store *caching_forever_new(struct event_base *base)
+{
+    return ld_caching_store_new(base, ld_memory_store_new(base), LD_CACHE_FOREVER);
+}
+
+static ld_store *caching_ttl_new(struct event_base *base)
+{
+    return ld_caching_store_new(base, ld_memory_store_new(base), 600000);
+}
+
+static void caching_forever_fixture(void)
+{
+    chaos_setup();
+    g_make_store = caching_forever_new;
+}
+
+static void caching_ttl_fixture(void)
+{
+    chaos_setup();
+    g_make_store = caching_ttl_new;
+}
+
+/* The caching store (forever) over a mock store whose next upsert fails
+ * with LD_ESTORE: the cache becomes unavailable, polls (every ms), and
+ * writes its data back once the mock answers. */
+static ld_store *g_mock;
+
+static ld_store *caching_mock_new(struct event_base *base)
+{
+    setenv("LDASYNC_CACHE_POLL_MS", "1", 1);
+    g_mock = ld_mock_store_new(base);
+    ld_store *s = ld_caching_store_new(base, g_mock, LD_CACHE_FOREVER);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    return s;
+}
+
+static void caching_fail_setup(void)
+{
+    g_make_store = caching_mock_new;
+    store_setup();
+    ck_assert_int_eq(ld_mock_store_fail_next(g_mock, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
+}
+
+static bool cache_available(ld_store_status *st)
+{
+    ck_assert_int_eq(ld_store_current_status(S, st), 0);
+    return st->available;
+}
+
+static void act_caching_recovery(void)
+{
+    OFF();
+    json_t *item = feature("foo", 11);
+    ON();
+    ld_future *f = ld_store_upsert(S, ld_kind_features(), item);
+    settle(f);
+    int code = ld_future_error(f);
+    ck_assert_msg(code == LD_ESTORE || code == LD_ENOMEM, "%s (%s, N=%ld)", ld_err_name(code),
+                  g_path, g_fail_at);
+    ld_future_unref(f);
+    ld_store_status st;
+    for (int i = 0; i < 100000 && !cache_available(&st); i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert_msg(st.available, "the cache stayed unavailable (%s, N=%ld)", g_path, g_fail_at);
+    OFF();
+    flush();
+    if (code == LD_ESTORE && !st.needs_refresh) {
+        /* written back: the data the cache served, foo at 11 */
+        int n = ld_mock_store_init_count(g_mock);
+        ck_assert_int_ge(n, 2);
+        const json_t *back = ld_mock_store_init_data(g_mock, (size_t)n - 1);
+        ck_assert_int_eq(ld_item_version(json_object_get(json_object_get(back, "features"), "foo")),
+                         11);
+    }
+    json_decref(item);
+}
+
+static void act_caching_free_failing(void)
+{
+    OFF();
+    json_t *item = feature("foo", 11);
+    ON();
+    ld_future *f = ld_store_upsert(S, ld_kind_features(), item);
+    ld_future *g = ld_store_get(S, ld_kind_features(), "nobody");
+    settle(f);
+    ld_store_free(S); /* polling, perhaps; g's read in flight */
+    S = NULL;
+    settle(g);
+    ld_future_unref(f);
+    ld_future_unref(g);
+    OFF();
+    json_decref(item);
+}
+
 CHAOS_TEST(test_chaos_store, STORE_PATHS)
+
+CHAOS_TEST(test_chaos_caching_status,
+           PATH(caching_fail_setup, act_caching_recovery, store_teardown),
+           PATH(caching_fail_setup, act_caching_free_failing, store_teardown))
 
 /* ---- the store sink ------------------------------------------------------ */
 
@@ -2051,6 +2151,9 @@ static Suite *chaos_suite(void)
     add_case(s, "sliced_memory_store", sliced_memory_store_fixture, test_chaos_store);
     add_case(s, "mock_store", mock_store_fixture, test_chaos_store);
     add_case(s, "busy_store", busy_store_fixture, test_chaos_store);
+    add_case(s, "caching_store", caching_forever_fixture, test_chaos_store);
+    add_case(s, "caching_store_ttl", caching_ttl_fixture, test_chaos_store);
+    add_case(s, "caching_store_status", chaos_setup, test_chaos_caching_status);
     add_case(s, "sink_fdv2_mocks", chaos_setup, test_chaos_sink_fdv2_mocks);
     add_case(s, "contexts", chaos_setup, test_chaos_contexts);
     add_case(s, "file_source", chaos_setup, test_chaos_file_source);

@@ -416,9 +416,12 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  Writes: an init that succeeds replaces what the cache holds with its
  *  data; an upsert or delete that was applied is cached; one that was not
  *  drops the item's entry (the next get reads `inner`); each drops the
- *  kind's all answer. While a write is under way, reads go to `inner`,
+ *  kind's all answer. While an upsert or delete is under way, gets of its
+ *  key and alls of its kind go to `inner` (while an init is, every read),
  *  which orders them after it: a result never misses a write issued before
- *  it.
+ *  it; other reads are answered from the cache as usual. An entry a write
+ *  waits for stays until the write came back (beyond the bound, by one per
+ *  write under way).
  *
  *  `ttl_ms` > 0: an entry expires that long after it was cached. 0: nothing
  *  is cached, every operation goes to `inner`. LD_CACHE_FOREVER (any
@@ -441,13 +444,16 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  backend error, it polls again); without a whole data set (no init came
  *  through the cache) it reports available with needs_refresh true; with a
  *  ttl (or 0), it forgets what it held and reports available with
- *  needs_refresh true: the data source should send its data again.
+ *  needs_refresh true: the data source should send its data again; an
+ *  init through the cache that succeeds afterwards makes it available with
+ *  needs_refresh false.
  *
  *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
  *  the cache closes it, freeing the cache frees it (operations of `inner`
  *  still under way complete as cancelled, and are let go of). `inner` must
  *  be used only through the cache afterwards, and belong to `base`.
- *  describe() is "caching(" + the inner store's describe() + ")".
+ *  describe() is "caching(" + the inner store's describe() + ")". Loop
+ *  thread of `base`, as every store (the cache has no lock).
  *  @return a new store; NULL if `base` or `inner` is NULL, `inner` belongs
  *  to another base, or memory ran out. @since 0.1.0 */
 LD_EXPORT ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t ttl_ms);

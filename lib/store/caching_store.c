@@ -21,10 +21,13 @@
  * when the result of an inner operation comes back, every write issued
  * before it has come back too, and none issued after it: a read's result
  * may be cached as it is. A write takes effect on the cache when its result
- * comes back, so while a write is under way (wseq != wdone) the cache may
- * be behind what was issued: reads then go to the inner store, which orders
- * them after the write. A get that finds the same key's inner get under way
- * shares it, unless a write was issued since it was.
+ * comes back, so while a write of an item is under way (its entry's
+ * `writing`), or of its kind (the kind's `writing`: for all), or an init
+ * (`initing`), the cache may be behind what was issued: those reads then go
+ * to the inner store, which orders them after the write. An entry with a
+ * write under way stays (neither evicted nor flushed) until it came back. A
+ * get that finds the same key's inner get under way shares it, unless a
+ * write was issued since it was (`wseq`).
  *
  * Availability: see store.h. `self` is the caching store's own handle, for
  * its status; ld_store_free() tells the cache first (ld__store_on_free), as
@@ -66,7 +69,8 @@ struct entry {
     uint64_t hash;
     int64_t expires;     /* ms of the monotonic clock; FOREVER */
     json_t *item;        /* the item or a tombstone (a reference); NULL: missing */
-    bool has_value;      /* false while only its inner get is under way */
+    bool has_value;      /* false while only its inner get or a write is under way */
+    unsigned writing;    /* its upserts and deletes under way: it stays */
     ld_future *flight;   /* that inner get (a reference), or NULL */
     uint64_t flight_seq; /* wseq when it was issued */
     int k;
@@ -79,6 +83,7 @@ struct kcache {
     int64_t full_expires;
     json_t *all; /* the answer of all (a reference), or NULL */
     int64_t all_expires;
+    unsigned writing;      /* its upserts and deletes under way */
     ld_future *all_flight; /* the inner all under way (a reference), or NULL */
     uint64_t all_flight_seq;
 };
@@ -98,12 +103,15 @@ struct cache {
     struct entry *lru, *mru;
     struct kcache kc[NK];
     bool inited;
-    uint64_t wseq, wdone; /* writes issued and come back */
+    uint64_t wseq;     /* writes issued */
+    unsigned initing;  /* inits under way */
+    unsigned unpinned; /* writes under way whose entry could not be made */
     /* availability (store.h) */
-    bool inner_down; /* the inner store says it is unavailable */
-    bool failing;    /* an inner operation failed: polling */
-    bool recovering; /* the write-back is under way */
-    bool dirty;      /* forever: writes the inner store missed */
+    bool inner_down;   /* the inner store says it is unavailable */
+    bool failing;      /* an inner operation failed: polling */
+    bool recovering;   /* the write-back is under way */
+    uint64_t dirty;    /* forever: writes the inner store missed (a count); 0: none */
+    uint64_t wb_dirty; /* what `dirty` was when the write-back's data was taken */
     struct event *poll_ev;
     int64_t poll_ms;
     char *describe;
@@ -205,10 +213,21 @@ static void entry_remove(struct cache *c, struct entry *e)
     ld__free(e);
 }
 
-static void entries_clear(struct cache *c)
+/* Removes every entry; with `keep_writing`, those with a write under way
+ * stay, without their value. */
+static void entries_clear(struct cache *c, bool keep_writing)
 {
-    while (c->lru)
-        entry_remove(c, c->lru);
+    struct entry *e = c->lru, *next;
+    for (; e; e = next) {
+        next = e->next;
+        if (keep_writing && e->writing) {
+            ld__json_decref(e->item);
+            e->item = NULL;
+            e->has_value = false;
+        } else {
+            entry_remove(c, e);
+        }
+    }
 }
 
 /* Doubles the buckets when the entries outnumber them (up to the capacity);
@@ -249,8 +268,14 @@ static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t
     e->k = k;
     e->len = len;
     memcpy(e->key, key, len);
-    while (c->n >= c->cap && c->lru)
-        entry_remove(c, c->lru);
+    /* the least recently used entries go, but not those a write waits for
+     * (at most one per write under way) */
+    struct entry *old = c->lru, *next;
+    for (; old && c->n >= c->cap; old = next) {
+        next = old->next;
+        if (!old->writing)
+            entry_remove(c, old);
+    }
     struct entry **head = &c->buckets[e->hash & (c->nbuckets - 1)];
     e->hnext = *head;
     *head = e;
@@ -269,10 +294,11 @@ static void entry_set(struct cache *c, struct entry *e, json_t *item)
     touch(c, e);
 }
 
-/* Drops the value of `e` (and `e`, unless its inner get is under way). */
+/* Drops the value of `e` (and `e`, unless its inner get or a write is
+ * under way). */
 static void entry_drop(struct cache *c, struct entry *e)
 {
-    if (e->flight) {
+    if (e->flight || e->writing) {
         ld__json_decref(e->item);
         e->item = NULL;
         e->has_value = false;
@@ -326,7 +352,7 @@ static json_t *items_copy(const json_t *obj, bool live)
 /* Forgets what the cache holds of the data (not `inited`). */
 static void cache_flush(struct cache *c)
 {
-    entries_clear(c);
+    entries_clear(c, true);
     for (int k = 0; k < NK; k++)
         full_drop(&c->kc[k]);
 }
@@ -399,10 +425,12 @@ static void cache_forget(struct cache *c, int k, const char *key)
  * way (unless `any`: then what it holds counts). */
 static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **item, bool any)
 {
-    if (c->ttl == 0 || c->dead || (!any && c->wseq != c->wdone))
+    if (c->ttl == 0 || c->dead || (!any && (c->initing || c->unpinned)))
         return LD_EBUSY;
     struct entry *e = find(c, k, key, len);
     json_t *it;
+    if (!any && e && e->writing)
+        return LD_EBUSY;
     if (e && e->has_value) {
         if (fresh(e->expires)) {
             touch(c, e);
@@ -413,7 +441,9 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
         entry_drop(c, e);
     }
     struct kcache *kc = &c->kc[k];
-    if (full_fresh(kc)) {
+    if (kc->full && !full_fresh(kc))
+        full_drop(kc);
+    if (kc->full) {
         it = json_object_getn(kc->full, key, len);
         *item = it && !ld_item_is_deleted(it) ? it : NULL;
         return 0;
@@ -425,15 +455,17 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
  * borrowed; LD_ENOMEM. */
 static int all_lookup(struct cache *c, int k, json_t **all, bool any)
 {
-    if (c->ttl == 0 || c->dead || (!any && c->wseq != c->wdone))
-        return LD_EBUSY;
     struct kcache *kc = &c->kc[k];
+    if (c->ttl == 0 || c->dead || (!any && (c->initing || c->unpinned || kc->writing)))
+        return LD_EBUSY;
     if (kc->all && fresh(kc->all_expires)) {
         *all = kc->all;
         return 0;
     }
     all_drop(kc);
-    if (!full_fresh(kc))
+    if (kc->full && !full_fresh(kc))
+        full_drop(kc);
+    if (!kc->full)
         return LD_EBUSY;
     if (!(kc->all = items_copy(kc->full, true)))
         return LD_ENOMEM;
@@ -481,8 +513,8 @@ static void written_back(ld_future *f, void *arg)
     if (!c->dead) {
         int code = ld_future_error(f);
         c->recovering = false;
-        if (code == 0)
-            c->dirty = false;
+        if (code == 0 && c->dirty == c->wb_dirty)
+            c->dirty = 0; /* no write failed since the data was taken */
         if (c->failing || c->inner_down)
             ; /* failed again meanwhile: the next recovery writes back */
         else if (code == 0)
@@ -510,6 +542,14 @@ static void recover(struct cache *c)
         set_status(c, true, true);
         return;
     }
+    if (c->initing || c->unpinned || c->kc[0].writing || c->kc[1].writing) {
+        /* writes under way reach the inner store before the write-back's
+         * init, which would undo them (its data has not got them yet): the
+         * next poll tries again */
+        c->failing = true;
+        poll_later(c);
+        return;
+    }
     json_t *data = json_object();
     for (int k = 0; data && k < NK; k++) {
         json_t *items = items_copy(c->kc[k].full, false);
@@ -523,6 +563,7 @@ static void recover(struct cache *c)
         return;
     }
     c->recovering = true;
+    c->wb_dirty = c->dirty;
     c->refs++;
     if (ld_future_on_complete(ld_store_init(c->inner, data), written_back, c) != 0) {
         c->recovering = false;
@@ -592,6 +633,7 @@ struct op {
     json_t *item;      /* upsert: the item; init: the data (references) */
     int64_t version;   /* upsert, del */
     ld_future *flight; /* get, all: the inner future it shares, if it is the first */
+    bool pinned;       /* upsert, del: its entry counts it in `writing` */
     char key[];        /* get, upsert, del */
 };
 
@@ -611,6 +653,7 @@ static struct op *op_new(struct cache *c, enum op_type type, int k, const char *
     op->item = NULL;
     op->version = 0;
     op->flight = NULL;
+    op->pinned = false;
     memcpy(op->key, key ? key : "", len + 1);
     c->refs++;
     return op;
@@ -624,6 +667,45 @@ static void op_free(struct op *op)
     ld_future_unref(op->flight);
     ld__free(op);
     cache_unref(c);
+}
+
+/* A write is issued: the reads it may change wait for it (lookup()). */
+static void write_begin(struct cache *c, struct op *op)
+{
+    c->wseq++;
+    if (op->type == OP_INIT) {
+        c->initing++;
+        return;
+    }
+    if (c->ttl == 0)
+        return;
+    c->kc[op->k].writing++;
+    struct entry *e = find_or_add(c, op->k, op->key, strlen(op->key));
+    if (e) {
+        e->writing++;
+        op->pinned = true;
+    } else {
+        c->unpinned++; /* every get waits */
+    }
+}
+
+/* The write came back (before the cache takes what it did). */
+static void write_end(struct cache *c, struct op *op)
+{
+    if (op->type == OP_INIT) {
+        c->initing--;
+        return;
+    }
+    if (c->ttl == 0)
+        return;
+    c->kc[op->k].writing--;
+    if (!op->pinned) {
+        c->unpinned--;
+        return;
+    }
+    struct entry *e = find(c, op->k, op->key, strlen(op->key)); /* it stayed */
+    if (--e->writing == 0 && !e->has_value && !e->flight)
+        entry_remove(c, e);
 }
 
 /* Completes the op's future as the inner future `f` completed. */
@@ -654,7 +736,7 @@ static void await(ld_future *f, ld_future_cb done, struct op *op)
         ld_future_unref(oom);
     } else { /* nothing to read from: only the counts */
         if (op->type == OP_INIT || op->type == OP_UPSERT || op->type == OP_DEL)
-            op->c->wdone++;
+            write_end(op->c, op);
         ld_future_reject(op->out, LD_ENOMEM, E_NOMEM);
         op_free(op);
     }
@@ -675,7 +757,7 @@ static void got(ld_future *f, void *arg)
     if (e && op->flight && e->flight == op->flight) {
         ld_future_unref(e->flight);
         e->flight = NULL;
-        if (!e->has_value)
+        if (!e->has_value && !e->writing)
             entry_remove(c, e);
     }
     int code = ld_future_error(f);
@@ -832,16 +914,21 @@ static void inited(ld_future *f, void *arg)
 {
     struct op *op = arg;
     struct cache *c = op->c;
-    c->wdone++;
     if (!c->dead) {
         int code = ld_future_error(f);
+        write_end(c, op);
         note_result(c, code);
         if (code == 0 || (c->ttl < 0 && store_error(code))) {
             /* forever: the cache keeps serving the data, written back later */
             cache_replace(c, op->item);
-            c->dirty = code != 0;
+            c->dirty = code != 0 ? c->dirty + 1 : 0;
             if (c->ttl != 0)
                 c->inited = true;
+        }
+        ld_store_status st;
+        if (code == 0 && !c->failing && !c->inner_down &&
+            ld_store_current_status(c->self, &st) == 0 && st.needs_refresh) {
+            set_status(c, true, false); /* the data source sent its data again */
         }
     }
     settle_as(op, f);
@@ -855,7 +942,7 @@ static void cache_init(void *impl, const json_t *all_data, ld_future *out)
     if (!op)
         return;
     op->item = ld__json_incref((json_t *)all_data);
-    c->wseq++;
+    write_begin(c, op);
     await(ld_store_init(c->inner, all_data), inited, op);
 }
 
@@ -863,9 +950,9 @@ static void wrote(ld_future *f, void *arg)
 {
     struct op *op = arg;
     struct cache *c = op->c;
-    c->wdone++;
     if (!c->dead) {
         int code = ld_future_error(f);
+        write_end(c, op);
         note_result(c, code);
         bool known;
         int64_t have = cached_version(c, op->k, op->key, strlen(op->key), &known);
@@ -885,7 +972,7 @@ static void wrote(ld_future *f, void *arg)
             /* forever: the cache serves the newest data it knows, and
              * writes it back once the inner store is back */
             put = true;
-            c->dirty = true;
+            c->dirty++;
         }
         if (put) {
             json_t *item =
@@ -910,7 +997,7 @@ static void cache_upsert(void *impl, const ld_kind *kind, const json_t *item,
         return;
     op->item = ld__json_incref((json_t *)item);
     op->version = info->version;
-    c->wseq++;
+    write_begin(c, op);
     await(ld_store_upsert(c->inner, kind, item), wrote, op);
 }
 
@@ -922,7 +1009,7 @@ static void cache_del(void *impl, const ld_kind *kind, const char *key, int64_t 
     if (!op)
         return;
     op->version = version;
-    c->wseq++;
+    write_begin(c, op);
     await(ld_store_delete(c->inner, kind, key, version), wrote, op);
 }
 
@@ -960,14 +1047,29 @@ static int cache_initialized_now(void *impl)
     return c->inited ? 1 : LD_EBUSY;
 }
 
+/* The inner store's close came back: the cache's close fulfils, also when
+ * the inner store had no memory to close (the cache is closed all the same:
+ * nothing reaches the inner store any more, and it is freed with it). */
+static void inner_closed(ld_future *f, void *arg)
+{
+    ld_future *out = arg;
+    int code = ld_future_error(f);
+    if (code != 0 && code != LD_ENOMEM)
+        ld_future_reject(out, code, "%s", ld_future_error_message(f));
+    else
+        ld_future_fulfill(out);
+    ld_future_unref(out);
+}
+
 static void cache_close(void *impl, ld_future *out)
 {
     struct cache *c = impl;
     c->closed = true;
     evtimer_del(c->poll_ev);
-    if (ld_future_forward(out, ld_store_close(c->inner)) != 0)
-        ld_future_reject(out, LD_ENOMEM, E_NOMEM);
-    ld_future_unref(out);
+    if (ld_future_on_complete(ld_store_close(c->inner), inner_closed, out) != 0) {
+        ld_future_fulfill(out); /* the inner store's LD_ENOMEM: see inner_closed */
+        ld_future_unref(out);
+    }
 }
 
 /* ld_store_free() of the caching store: from now on nothing more is done
@@ -990,6 +1092,7 @@ static void cache_free(void *impl)
     c->self = NULL;
     ld_store_free(c->inner);
     c->inner = NULL;
+    entries_clear(c, false);
     cache_flush(c);
     for (int k = 0; k < NK; k++) {
         ld_future_unref(c->kc[k].all_flight);

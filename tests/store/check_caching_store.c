@@ -280,6 +280,49 @@ START_TEST(test_a_get_after_a_write_does_not_share_an_earlier_get)
 }
 END_TEST
 
+START_TEST(test_a_write_under_way_holds_back_reads_of_its_key_only)
+{
+    make(LONG_TTL);
+    force("x", 1);
+    force("y", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(get_version("y"), 1);
+    ld_future *a = ld_test_fulfilled(ld_store_all(cache, ld_kind_segments()));
+    ld_future_unref(a);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    json_t *item = F("x", 2);
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item);
+    json_decref(item);
+    ld_future *gy = ld_store_get(cache, ld_kind_features(), "y");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2); /* y: from the cache */
+    a = ld_store_all(cache, ld_kind_segments());
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 1); /* another kind: from the cache */
+    ld_future *gx = ld_store_get(cache, ld_kind_features(), "x");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 3); /* x: after the write, from the store */
+    ld_future *af = ld_store_all(cache, ld_kind_features());
+    ck_assert_int_eq(calls(LD_MOCK_OP_ALL), 2); /* its kind: likewise */
+    ck_assert(ld_test_await_bool(w));
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(gy))), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(ld_test_fulfilled(gx))), 2);
+    ld_test_fulfilled(a);
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(ld_test_fulfilled(af)), "x")),
+                     2);
+    ld_future_unref(gy);
+    ld_future_unref(gx);
+    ld_future_unref(a);
+    ld_future_unref(af);
+    /* an init under way holds back every read */
+    json_t *data = data_of((const char *[]){"z"}, 1, 1);
+    ld_future *i = ld_store_init(cache, data);
+    json_decref(data);
+    ld_future *gz = ld_store_get(cache, ld_kind_features(), "y");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 4);
+    ld_test_await_ok(i);
+    ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(gz)));
+    ld_future_unref(gz);
+}
+END_TEST
+
 START_TEST(test_writes_update_the_entries)
 {
     make(LONG_TTL);
@@ -444,6 +487,21 @@ START_TEST(test_the_per_item_cache_is_bounded)
     /* k6 was the least recently used of the four (k6..k9) before k0 came */
     ck_assert_int_eq(get_version("k6"), -1);
     ck_assert_int_eq(calls(LD_MOCK_OP_GET), 12);
+    /* writes under way keep their entries beyond the bound, until they
+     * came back */
+    ld_future *w[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "w%d", i);
+        json_t *item = F(key, 1);
+        w[i] = ld_store_upsert(cache, ld_kind_features(), item);
+        json_decref(item);
+    }
+    for (int i = 0; i < 6; i++)
+        ck_assert(ld_test_await_bool(w[i]));
+    ck_assert_int_eq(get_version("w5"), 1); /* cached by its write */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 12);
+    ck_assert_int_eq(get_version("w0"), 1); /* evicted */
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 13);
 }
 END_TEST
 
@@ -474,6 +532,19 @@ START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
     /* and what it held is forgotten */
     force("x", 2);
     ck_assert_int_eq(get_version("x"), 2);
+}
+END_TEST
+
+START_TEST(test_a_ttl_cache_reads_expired_entries_from_the_failing_store)
+{
+    make(30);
+    force("x", 1);
+    ck_assert_int_eq(get_version("x"), 1);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_GET, 100, LD_ESTORE), 0);
+    sleep_loop(60); /* twice the ttl */
+    ld_test_expect_error(ld_store_get(cache, ld_kind_features(), "x"), LD_ESTORE, NULL);
+    ck_assert(!available());
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
 }
 END_TEST
 
@@ -586,6 +657,12 @@ START_TEST(test_it_mirrors_the_inner_status)
     ck_assert(g_heard_st[1].available && g_heard_st[1].needs_refresh);
     force("x", 2);
     ck_assert_int_eq(get_version("x"), 2); /* flushed */
+    /* the data source sends its data again: needs_refresh is over */
+    const char *keys[] = {"a"};
+    init_through(keys, 1, 1);
+    ld_test_flush();
+    ck_assert_int_eq(g_heard, 3);
+    ck_assert(g_heard_st[2].available && !g_heard_st[2].needs_refresh);
 }
 END_TEST
 
@@ -728,6 +805,94 @@ START_TEST(test_free_from_inside_a_status_listener)
 }
 END_TEST
 
+/* Runs the loop until the script store has been handed `n` operations. */
+static void until_handed(const struct ld_test_script *sc, int n)
+{
+    for (int i = 0; i < 10000 && sc->n < n; i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert_int_eq(sc->n, n);
+}
+
+/* Over a store that answers only when the test says (check_util.h's
+ * script): freed while the write-back's init is under way. */
+START_TEST(test_free_while_writing_back)
+{
+    static struct ld_test_script sc;
+    memset(&sc, 0, sizeof sc);
+    setenv("LDASYNC_CACHE_POLL_MS", "5", 1);
+    cache =
+        ld_caching_store_new(B, ld_store_new(B, &ld_test_script_store_ops, &sc), LD_CACHE_FOREVER);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    ck_assert_ptr_nonnull(cache);
+    ck_assert_str_eq(ld_store_describe(cache), "caching(script)");
+    json_t *data = data_of((const char *[]){"a"}, 1, 1);
+    ld_future *f = ld_store_init(cache, data);
+    until_handed(&sc, 1);
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[0]), 0);
+    ld_test_await_ok(f);
+    f = ld_store_delete(cache, ld_kind_features(), "a", 2);
+    until_handed(&sc, 2);
+    ck_assert_int_eq(ld_future_reject(sc.outs[1], LD_ESTORE, "down"), 0);
+    ld_test_expect_error(f, LD_ESTORE, "down");
+    ck_assert(!available());
+    until_handed(&sc, 3); /* the poll's initialized */
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[2], true), 0);
+    until_handed(&sc, 4);                             /* the write-back */
+    ck_assert(!available());                          /* not before it came back */
+    f = ld_store_get(cache, ld_kind_features(), "a"); /* from the cache */
+    ck_assert_ptr_null(ld_future_json(ld_test_fulfilled(f)));
+    ld_future_unref(f);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(sc.freed, 1);
+    json_decref(data);
+}
+END_TEST
+
+/* A write under way when the store comes back reaches it before the
+ * write-back's init would, whose data has not got it yet: the write-back
+ * waits for it. */
+START_TEST(test_write_back_waits_for_writes_under_way)
+{
+    static struct ld_test_script sc;
+    memset(&sc, 0, sizeof sc);
+    setenv("LDASYNC_CACHE_POLL_MS", "5", 1);
+    cache =
+        ld_caching_store_new(B, ld_store_new(B, &ld_test_script_store_ops, &sc), LD_CACHE_FOREVER);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    ck_assert_ptr_nonnull(cache);
+    json_t *data = data_of((const char *[]){"a"}, 1, 1);
+    ld_future *f = ld_store_init(cache, data);
+    json_decref(data);
+    until_handed(&sc, 1);
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[0]), 0);
+    ld_test_await_ok(f);
+    f = ld_store_delete(cache, ld_kind_features(), "a", 2);
+    until_handed(&sc, 2);
+    ck_assert_int_eq(ld_future_reject(sc.outs[1], LD_ESTORE, "down"), 0);
+    ld_test_expect_error(f, LD_ESTORE, "down");
+    until_handed(&sc, 3); /* the poll's initialized */
+    json_t *item = F("b", 1);
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item); /* under way */
+    json_decref(item);
+    until_handed(&sc, 4);
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[2], true), 0);
+    until_handed(&sc, 5); /* not the write-back: the next poll */
+    ck_assert(!available());
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[3], true), 0); /* the upsert */
+    ck_assert(ld_test_await_bool(w));
+    ck_assert_int_eq(ld_future_fulfill_bool(sc.outs[4], true), 0);
+    until_handed(&sc, 6); /* the write-back, after the upsert */
+    ck_assert(!available());
+    ck_assert_int_eq(ld_future_fulfill(sc.outs[5]), 0);
+    until_available();
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(cache, &st), 0);
+    ck_assert(!st.needs_refresh);
+}
+END_TEST
+
 /* ---- the contract ------------------------------------------------------- */
 
 static ld_store *new_cached_memory(struct event_base *base, void *arg)
@@ -753,6 +918,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_entries_expire);
     tcase_add_test(tc, test_concurrent_gets_share_one_inner_get);
     tcase_add_test(tc, test_a_get_after_a_write_does_not_share_an_earlier_get);
+    tcase_add_test(tc, test_a_write_under_way_holds_back_reads_of_its_key_only);
     tcase_add_test(tc, test_writes_update_the_entries);
     tcase_add_test(tc, test_all_entries_and_their_invalidation);
     tcase_add_test(tc, test_init_replaces_what_the_cache_holds);
@@ -765,6 +931,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_a_failure_makes_it_unavailable_until_the_poll_answers);
     tcase_add_test(tc, test_request_errors_keep_it_available);
+    tcase_add_test(tc, test_a_ttl_cache_reads_expired_entries_from_the_failing_store);
     tcase_add_test(tc, test_forever_serves_while_failing_and_writes_back);
     tcase_add_test(tc, test_forever_keeps_a_failed_init);
     tcase_add_test(tc, test_forever_without_an_init_asks_for_the_data);
@@ -779,6 +946,8 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_close_with_inner_operations_pending);
     tcase_add_test(tc, test_free_from_a_callback_of_its_future);
     tcase_add_test(tc, test_free_from_inside_a_status_listener);
+    tcase_add_test(tc, test_free_while_writing_back);
+    tcase_add_test(tc, test_write_back_waits_for_writes_under_way);
     suite_add_tcase(s, tc);
 
     ld_store_contract_add_tests(s, "contract_ttl_0", &cached_factory, (void *)&ttl_none);
