@@ -408,7 +408,9 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *      that is asked for again and again and missing is read once per ttl),
  *      at most LDASYNC_CACHE_CAPACITY entries (an environment variable read
  *      when the cache is made; 65536 by default): beyond that, the least
- *      recently used entry goes (an expired entry goes when it is met);
+ *      recently used entry goes (one read since it was last passed over
+ *      keeps it once more: the second chance, so that a hit writes no
+ *      list; an expired entry goes when it is met);
  *    - per kind, the answer of all, and the whole kind as the last init gave
  *      it, kept up to date by the writes since (it answers every get of the
  *      kind, a missing key included, until it expires);

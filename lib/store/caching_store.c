@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -70,6 +71,8 @@ struct entry {
     int64_t expires;     /* ms of the monotonic clock; FOREVER */
     json_t *item;        /* the item or a tombstone (a reference); NULL: missing */
     bool has_value;      /* false while only its inner get or a write is under way */
+    bool deleted;        /* `item` is a tombstone (read once, when set) */
+    bool used;           /* read since it last met the eviction (its second chance) */
     unsigned writing;    /* its upserts and deletes under way: it stays */
     ld_future *flight;   /* that inner get (a reference), or NULL */
     uint64_t flight_seq; /* wseq when it was issued */
@@ -119,9 +122,14 @@ struct cache {
 
 /* ---- time, references --------------------------------------------------- */
 
+/* The coarse clock (a few ms a tick, a few ns a read: it is read on
+ * every hit of a cache with a ttl). */
 static int64_t now_ms(void)
 {
-    return ld__now_ns() / 1000000;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return ld__now_ns() / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int64_t deadline(const struct cache *c)
@@ -223,6 +231,7 @@ static void entries_clear(struct cache *c, bool keep_writing)
         if (keep_writing && e->writing) {
             ld__json_decref(e->item);
             e->item = NULL;
+            e->deleted = false;
             e->has_value = false;
         } else {
             entry_remove(c, e);
@@ -269,12 +278,21 @@ static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t
     e->len = len;
     memcpy(e->key, key, len);
     /* the least recently used entries go, but not those a write waits for
-     * (at most one per write under way) */
+     * (at most one per write under way); one read since it was last met
+     * here moves an entry to the back instead, once (a hit only marks its
+     * entry: moving it in the list would write to two more) */
     struct entry *old = c->lru, *next;
-    for (; old && c->n >= c->cap; old = next) {
+    size_t seen = 0, n0 = c->n;
+    for (; old && c->n >= c->cap && seen < 2 * n0; old = next, seen++) {
         next = old->next;
-        if (!old->writing)
+        if (old->used && seen < n0) {
+            old->used = false;
+            touch(c, old);
+            if (!next)
+                next = c->lru == old ? NULL : c->lru;
+        } else if (!old->writing) {
             entry_remove(c, old);
+        }
     }
     struct entry **head = &c->buckets[e->hash & (c->nbuckets - 1)];
     e->hnext = *head;
@@ -289,6 +307,7 @@ static void entry_set(struct cache *c, struct entry *e, json_t *item)
 {
     ld__json_decref(e->item);
     e->item = jref(item);
+    e->deleted = item && ld_item_is_deleted(item);
     e->has_value = true;
     e->expires = deadline(c);
     touch(c, e);
@@ -301,6 +320,7 @@ static void entry_drop(struct cache *c, struct entry *e)
     if (e->flight || e->writing) {
         ld__json_decref(e->item);
         e->item = NULL;
+        e->deleted = false;
         e->has_value = false;
     } else {
         entry_remove(c, e);
@@ -433,9 +453,8 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
         return LD_EBUSY;
     if (e && e->has_value) {
         if (fresh(e->expires)) {
-            touch(c, e);
-            it = e->item;
-            *item = it && !ld_item_is_deleted(it) ? it : NULL;
+            e->used = true;
+            *item = e->deleted ? NULL : e->item;
             return 0;
         }
         entry_drop(c, e);
@@ -446,6 +465,17 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
     if (kc->full) {
         it = json_object_getn(kc->full, key, len);
         *item = it && !ld_item_is_deleted(it) ? it : NULL;
+        /* kept as an entry of its own (a miss too), until the whole kind
+         * expires: the next get of the key is one lookup in the cache's
+         * table, not in jansson's object of the kind (several times
+         * slower at thousands of items) */
+        if (!any) {
+            struct entry *ne = find_or_add(c, k, key, len);
+            if (ne && !ne->writing && !ne->flight) {
+                entry_set(c, ne, it);
+                ne->expires = kc->full_expires;
+            }
+        }
         return 0;
     }
     return LD_EBUSY;
