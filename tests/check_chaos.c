@@ -113,6 +113,7 @@ static void chaos_setup(void)
     json_set_alloc_funcs(chaos_json_malloc, free);
     g_fail_at = 0;
     g_counting = false;
+    setenv("LDASYNC_CACHE_CHECK_MS", "0", 1); /* no caching store's periodic check */
 }
 
 static void chaos_teardown(void)

@@ -448,7 +448,12 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  ttl (or 0), it forgets what it held and reports available with
  *  needs_refresh true: the data source should send its data again; an
  *  init through the cache that succeeds afterwards makes it available with
- *  needs_refresh false.
+ *  needs_refresh false. A cache with LD_CACHE_FOREVER that holds a whole
+ *  data set also asks ld_store_initialized() of `inner` every 5 s while
+ *  `inner` is available (LDASYNC_CACHE_CHECK_MS, an environment variable
+ *  read when the cache is made; "0": never), and writes the data set back
+ *  when `inner` says it holds none: a Redis emptied by FLUSHALL, or
+ *  restarted empty without the connection noticing.
  *
  *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
  *  the cache closes it, freeing the cache frees it (operations of `inner`

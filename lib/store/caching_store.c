@@ -50,6 +50,7 @@
 
 #define DEFAULT_CAP 65536
 #define DEFAULT_POLL_MS 500
+#define DEFAULT_CHECK_MS 5000
 #define FOREVER INT64_MAX /* the expiry of what never expires */
 
 static const char E_NOMEM[] = "out of memory";
@@ -117,6 +118,11 @@ struct cache {
     uint64_t wb_dirty; /* what `dirty` was when the write-back's data was taken */
     struct event *poll_ev;
     int64_t poll_ms;
+    /* forever, with a whole data set: whether the inner store still holds
+     * one (FLUSHALL, a Redis restarted empty without the connection
+     * noticing): asked every check_ms, written back when it does not */
+    struct event *check_ev;
+    int64_t check_ms;
     char *describe;
 };
 
@@ -601,6 +607,47 @@ static void recover(struct cache *c)
         set_status(c, true, true);
     }
     ld__json_decref(data);
+}
+
+static void check_later(struct cache *c);
+
+static void checked(ld_future *f, void *arg)
+{
+    struct cache *c = arg;
+    if (!c->dead) {
+        if (ld_future_is_rejected(f))
+            note_result(c, ld_future_error(f)); /* a backend failure: the poll takes over */
+        else if (!ld_future_bool(f) && !c->failing && !c->inner_down)
+            recover(c); /* it lost its data set: the write-back */
+        check_later(c);
+    }
+    cache_unref(c);
+}
+
+static void check_fire(evutil_socket_t fd, short what, void *arg)
+{
+    struct cache *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->dead || c->closed)
+        return;
+    if (c->ttl >= 0 || !(c->kc[0].full && c->kc[1].full) || c->failing || c->inner_down ||
+        c->recovering || c->initing) {
+        check_later(c);
+        return;
+    }
+    c->refs++;
+    if (ld_future_on_complete(ld_store_initialized(c->inner), checked, c) != 0) {
+        cache_unref(c);
+        check_later(c);
+    }
+}
+
+static void check_later(struct cache *c)
+{
+    struct timeval tv = {(time_t)(c->check_ms / 1000), (suseconds_t)(c->check_ms % 1000 * 1000)};
+    if (!c->dead && !c->closed && c->ttl < 0 && c->check_ms > 0)
+        evtimer_add(c->check_ev, &tv);
 }
 
 static void polled(ld_future *f, void *arg)
@@ -1096,6 +1143,7 @@ static void cache_close(void *impl, ld_future *out)
     struct cache *c = impl;
     c->closed = true;
     evtimer_del(c->poll_ev);
+    evtimer_del(c->check_ev);
     if (ld_future_on_complete(ld_store_close(c->inner), inner_closed, out) != 0) {
         ld_future_fulfill(out); /* the inner store's LD_ENOMEM: see inner_closed */
         ld_future_unref(out);
@@ -1110,6 +1158,7 @@ static void cache_gone(void *arg)
     c->dead = true;
     c->self = NULL;
     evtimer_del(c->poll_ev);
+    evtimer_del(c->check_ev);
 }
 
 /* Frees what the cache holds, and the inner store; the struct goes with
@@ -1131,6 +1180,9 @@ static void cache_free(void *impl)
     if (c->poll_ev)
         event_free(c->poll_ev);
     c->poll_ev = NULL;
+    if (c->check_ev)
+        event_free(c->check_ev);
+    c->check_ev = NULL;
     ld__free(c->buckets);
     c->buckets = NULL;
     ld__free(c->describe);
@@ -1191,12 +1243,18 @@ ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t
     c->nbuckets = 64;
     c->buckets = ld__calloc(c->nbuckets, sizeof(*c->buckets));
     c->poll_ev = evtimer_new(base, poll_fire, c);
+    /* "0" turns the check off (for tests that wait for an idle loop) */
+    const char *check = getenv("LDASYNC_CACHE_CHECK_MS");
+    c->check_ms = check && strcmp(check, "0") == 0
+                      ? 0
+                      : env_number("LDASYNC_CACHE_CHECK_MS", DEFAULT_CHECK_MS);
+    c->check_ev = evtimer_new(base, check_fire, c);
     const char *inner_name = ld_store_describe(inner);
     size_t dlen = strlen(inner_name) + sizeof("caching()");
     c->describe = ld__malloc(dlen);
     if (c->describe)
         snprintf(c->describe, dlen, "caching(%s)", inner_name);
-    if (c->buckets && c->poll_ev && c->describe)
+    if (c->buckets && c->poll_ev && c->check_ev && c->describe)
         c->self = ld_store_new(base, &cache_ops, c);
     if (!c->self) {
         cache_free(c); /* frees inner */
@@ -1212,5 +1270,6 @@ ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t
         c->inner_down = true;
         ld_store_update_status(c->self, false, false);
     }
+    check_later(c);
     return c->self;
 }

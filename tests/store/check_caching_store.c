@@ -29,6 +29,9 @@ static void make(int64_t ttl)
 static void setup(void)
 {
     ld_test_setup();
+    /* no periodic check of the inner store: the tests wait for an idle
+     * loop (tests/redis checks it against a real FLUSHALL) */
+    setenv("LDASYNC_CACHE_CHECK_MS", "0", 1);
 }
 
 static void teardown(void)
@@ -37,6 +40,7 @@ static void teardown(void)
     cache = mock = NULL;
     ld_test_flush();
     ld_test_teardown();
+    unsetenv("LDASYNC_CACHE_CHECK_MS");
 }
 
 static int calls(enum ld_mock_op op)
