@@ -27,6 +27,13 @@
 //   redis.all_10k.ms          store.all() of the features, awaited, its keys
 //                             counted and checked: ms per all
 //   redis.all_10k.pass_ms     the longest stall of the event loop meanwhile
+//   redis.get.cached          the gets of redis.get through the store's cache
+//                             (cacheTTL 30 s), filled by the init through it
+//   client.eval.daemon        variationDetail() of flag-000042 by the SDK in
+//                             daemon mode (useLdd) on that cached store, for
+//                             ldasync-bench's context (user-1 with five
+//                             attributes), events off, awaited, value checked:
+//                             ns per evaluation
 // The i-th get of a run reads flag-NNNNNN, N = i * 7919 mod 10,000, as
 // ldasync-bench does. Each run makes a store and awaits initialized() (its
 // first answer) before the clock; the get and all runs init the data before
@@ -36,7 +43,7 @@ import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { basicLogger } from '@launchdarkly/node-server-sdk';
+import { basicLogger, init as ldInit } from '@launchdarkly/node-server-sdk';
 import { RedisFeatureStore } from '@launchdarkly/node-server-sdk-redis';
 
 let runs = 3;
@@ -89,8 +96,8 @@ if (!sock) {
 const logger = basicLogger({ level: 'error' });
 
 // A store (cacheTTL 0: uncached), connected: its first answer came.
-async function newStore() {
-  const store = RedisFeatureStore({ redisOpts: { path: sock }, cacheTTL: 0 })(
+async function newStore(cacheTTL = 0) {
+  const store = RedisFeatureStore({ redisOpts: { path: sock }, cacheTTL })(
     { basicConfiguration: { logger } });
   await new Promise((r) => store.initialized(r));
   return store;
@@ -131,8 +138,8 @@ async function initRun(ops, pass) {
 }
 
 // `what`: 0 ns per get, 1 the median (us), 2 the 99th percentile (us).
-async function getRun(ops, inflight, what) {
-  const store = await newStore();
+async function getRun(ops, inflight, what, cacheTTL = 0) {
+  const store = await newStore(cacheTTL);
   await init(store);
   const lat = what ? new Float64Array(ops) : null;
   let issued = 0;
@@ -176,6 +183,33 @@ async function allRun(ops, pass) {
   return pass ? worst : total / ops / 1e6;
 }
 
+async function daemonRun(ops) {
+  const seed = await newStore();
+  await init(seed);
+  seed.close();
+  const client = ldInit('sdk-bench', {
+    useLdd: true,
+    sendEvents: false,
+    diagnosticOptOut: true,
+    logger,
+    featureStore: RedisFeatureStore({ redisOpts: { path: sock }, cacheTTL: 30 }),
+  });
+  await client.waitForInitialization({ timeout: 10 });
+  const context = { kind: 'user', key: 'user-1', email: 'someone@example.org', country: 'us',
+                    age: 30, version: '1.4.2', beta: false };
+  await client.variationDetail('flag-000042', context, false); // the cache filled
+  let wrong = 0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < ops; i++) {
+    const d = await client.variationDetail('flag-000042', context, false);
+    if (d.value !== true) wrong++;
+  }
+  const ns = Number(process.hrtime.bigint() - t0) / ops;
+  client.close();
+  if (wrong) { console.error(`client.eval.daemon: ${wrong} of ${ops} served another value`); process.exit(1); }
+  return ns;
+}
+
 const rows = [
   ['redis.init_10k.ms', 5, () => initRun(5, false)],
   ['redis.init_10k.pass_ms', 5, () => initRun(5, true)],
@@ -185,6 +219,8 @@ const rows = [
   ['redis.get.inflight64', 200000, () => getRun(200000, 64, 0)],
   ['redis.all_10k.ms', 5, () => allRun(5, false)],
   ['redis.all_10k.pass_ms', 5, () => allRun(5, true)],
+  ['redis.get.cached', 200000, () => getRun(200000, 1, 0, 30)],
+  ['client.eval.daemon', 200000, () => daemonRun(200000)],
 ];
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
