@@ -100,6 +100,33 @@ json_t *rt_j(const char *text)
     return v;
 }
 
+ld_store *rt_store_on(struct event_base *base, const struct redisd *d, int64_t connect_ms,
+                      int64_t command_ms)
+{
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, d->url), 0);
+    if (connect_ms > 0)
+        ck_assert_int_eq(ld_redis_options_set_timeouts(o, connect_ms, command_ms), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 40), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+bool rt_answers_again(struct event_base *base, ld_store *s, bool want_initialized)
+{
+    for (int i = 0; i < 1000; i++) {
+        rt_run_for(base, 10);
+        ld_future *f = rt_wait(ld_store_initialized(s));
+        bool ok = ld_future_is_fulfilled(f) && ld_future_bool(f) == want_initialized;
+        ld_future_unref(f);
+        if (ok)
+            return true;
+    }
+    return false;
+}
+
 /* Runs the loop for `ms` milliseconds. */
 void rt_run_for(struct event_base *base, int ms)
 {

@@ -24,6 +24,12 @@ json_t *rt_json(ld_future *f);
 void rt_error(ld_future *f, int code, const char *in_message);
 json_t *rt_j(const char *text);
 void rt_run_for(struct event_base *base, int ms);
+/* A Redis store on the server `d` (timeouts: 0 for the defaults), which
+ * connects again 20 to 40 ms after a failure. */
+ld_store *rt_store_on(struct event_base *base, const struct redisd *d, int64_t connect_ms,
+                      int64_t command_ms);
+/* Whether `s` answers initialized (with `want_initialized`) within 10 s. */
+bool rt_answers_again(struct event_base *base, ld_store *s, bool want_initialized);
 
 Suite *rt_suite_options(void);
 Suite *rt_suite_store(void);

@@ -43,6 +43,26 @@ static void outcome(ld_future *f, const char *what)
     ld_future_unref(f);
 }
 
+/* Options for the test's server; NULL when memory ran out. */
+static ld_redis_options *server_options(void)
+{
+    ld_redis_options *o = ld_redis_options_new();
+    if (o && ld_redis_options_set_url(o, rt_server.url) != 0) {
+        ld_redis_options_free(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* A Redis store on the test's server; NULL when memory ran out. */
+static ld_store *chaos_store(void)
+{
+    ld_redis_options *o = server_options();
+    ld_store *s = o ? ld_redis_store_new(base, o) : NULL;
+    ld_redis_options_free(o);
+    return s;
+}
+
 static void act_options(void)
 {
     ld_redis_options *o = ld_redis_options_new();
@@ -61,15 +81,7 @@ static void act_options(void)
 
 static void act_store(void)
 {
-    ld_redis_options *o = ld_redis_options_new();
-    if (!o)
-        return;
-    if (ld_redis_options_set_url(o, rt_server.url) != 0) {
-        ld_redis_options_free(o);
-        return;
-    }
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
+    ld_store *s = chaos_store();
     if (!s)
         return;
     json_t *data = json_pack("{s:{s:{s:s,s:i},s:{s:s,s:i}},s:{s:{s:s,s:i}}}", "features", "a",
@@ -103,15 +115,7 @@ static void act_store(void)
 
 static void act_store_free_in_flight(void)
 {
-    ld_redis_options *o = ld_redis_options_new();
-    if (!o)
-        return;
-    if (ld_redis_options_set_url(o, rt_server.url) != 0) {
-        ld_redis_options_free(o);
-        return;
-    }
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
+    ld_store *s = chaos_store();
     if (!s)
         return;
     ld_future *fs[4] = {ld_store_get(s, ld_kind_features(), "a"),
@@ -134,14 +138,8 @@ static void act_store_free_in_flight(void)
 
 static void act_big_segments(void)
 {
-    ld_redis_options *o = ld_redis_options_new();
-    if (!o)
-        return;
-    if (ld_redis_options_set_url(o, rt_server.url) != 0) {
-        ld_redis_options_free(o);
-        return;
-    }
-    ld_big_segment_store *s = ld_redis_big_segment_store_new(base, o);
+    ld_redis_options *o = server_options();
+    ld_big_segment_store *s = o ? ld_redis_big_segment_store_new(base, o) : NULL;
     ld_redis_options_free(o);
     if (!s)
         return;

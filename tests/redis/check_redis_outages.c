@@ -27,18 +27,6 @@ static void teardown(void)
     event_base_free(base);
 }
 
-static ld_store *store_on(const struct redisd *d, int64_t connect_ms, int64_t command_ms)
-{
-    ld_redis_options *o = ld_redis_options_new();
-    ck_assert_int_eq(ld_redis_options_set_url(o, d->url), 0);
-    ck_assert_int_eq(ld_redis_options_set_timeouts(o, connect_ms, command_ms), 0);
-    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 40), 0);
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
-    ck_assert_ptr_nonnull(s);
-    return s;
-}
-
 static json_t *data_of(int nflags)
 {
     json_t *flags = json_object();
@@ -100,7 +88,7 @@ START_TEST(test_status_follows_redis)
 {
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
-    ld_store *s = store_on(&d, 300, 100);
+    ld_store *s = rt_store_on(base, &d, 300, 100);
     struct seen sn = {0, true};
     ck_assert_int_gt(ld_store_add_status_listener(s, on_status, &sn), 0);
     ck_assert(!rt_bool(ld_store_initialized(s)));
@@ -126,7 +114,7 @@ START_TEST(test_cache_serves_while_redis_is_stopped)
 {
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
-    ld_store *c = ld_caching_store_new(base, store_on(&d, 300, 100), LD_CACHE_FOREVER);
+    ld_store *c = ld_caching_store_new(base, rt_store_on(base, &d, 300, 100), LD_CACHE_FOREVER);
     json_t *data = data_of(1000);
     rt_ok(ld_store_init(c, data));
     json_decref(data);
@@ -182,7 +170,7 @@ START_TEST(test_restarted_empty_is_written_back)
 {
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
-    ld_store *c = ld_caching_store_new(base, store_on(&d, 300, 200), LD_CACHE_FOREVER);
+    ld_store *c = ld_caching_store_new(base, rt_store_on(base, &d, 300, 200), LD_CACHE_FOREVER);
     json_t *data = data_of(500);
     rt_ok(ld_store_init(c, data));
     json_decref(data);

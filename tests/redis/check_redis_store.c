@@ -320,21 +320,10 @@ START_TEST(test_no_server_then_server)
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
     redisd_stop(&d);
-    ld_redis_options *o = ld_redis_options_new();
-    ld_redis_options_set_url(o, d.url);
-    ld_redis_options_set_reconnect(o, 20, 40);
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
+    ld_store *s = rt_store_on(base, &d, 0, 0);
     rt_error(ld_store_initialized(s), LD_ESTORE, "Redis");
     ck_assert_int_eq(redisd_restart(&d), 0);
-    bool ok = false;
-    for (int i = 0; i < 200 && !ok; i++) {
-        rt_run_for(base, 10);
-        ld_future *f = rt_wait(ld_store_initialized(s));
-        ok = ld_future_is_fulfilled(f);
-        ld_future_unref(f);
-    }
-    ck_assert_msg(ok, "never reconnected");
+    ck_assert_msg(rt_answers_again(base, s, false), "never reconnected");
     ld_store_free(s);
     redisd_destroy(&d);
 }
@@ -344,12 +333,7 @@ START_TEST(test_paused_server_times_out)
 {
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
-    ld_redis_options *o = ld_redis_options_new();
-    ld_redis_options_set_url(o, d.url);
-    ld_redis_options_set_timeouts(o, 200, 100);
-    ld_redis_options_set_reconnect(o, 20, 40);
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
+    ld_store *s = rt_store_on(base, &d, 200, 100);
     ck_assert(!rt_bool(ld_store_initialized(s)));
     redisd_pause(&d);
     ld_future *fs[10];
@@ -358,14 +342,7 @@ START_TEST(test_paused_server_times_out)
     for (int i = 0; i < 10; i++)
         rt_error(fs[i], LD_ETIMEDOUT, "100 ms");
     redisd_resume(&d);
-    bool ok = false;
-    for (int i = 0; i < 300 && !ok; i++) {
-        rt_run_for(base, 10);
-        ld_future *f = rt_wait(ld_store_initialized(s));
-        ok = ld_future_is_fulfilled(f);
-        ld_future_unref(f);
-    }
-    ck_assert_msg(ok, "never came back");
+    ck_assert_msg(rt_answers_again(base, s, false), "never came back");
     ld_store_free(s);
     redisd_destroy(&d);
 }
@@ -375,11 +352,7 @@ START_TEST(test_killed_mid_pipeline)
 {
     struct redisd d;
     ck_assert_int_eq(redisd_start(&d, NULL), 0);
-    ld_redis_options *o = ld_redis_options_new();
-    ld_redis_options_set_url(o, d.url);
-    ld_redis_options_set_reconnect(o, 20, 40);
-    ld_store *s = ld_redis_store_new(base, o);
-    ld_redis_options_free(o);
+    ld_store *s = rt_store_on(base, &d, 0, 0);
     ck_assert(!rt_bool(ld_store_initialized(s)));
     ld_future *fs[1000];
     for (int i = 0; i < 1000; i++)
@@ -397,14 +370,7 @@ START_TEST(test_killed_mid_pipeline)
     ck_assert_int_eq(ok + failed, 1000);
     /* restarted empty: the store connects again and reads the new server */
     ck_assert_int_eq(redisd_restart(&d), 0);
-    bool back = false;
-    for (int i = 0; i < 300 && !back; i++) {
-        rt_run_for(base, 10);
-        ld_future *f = rt_wait(ld_store_initialized(s));
-        back = ld_future_is_fulfilled(f) && !ld_future_bool(f);
-        ld_future_unref(f);
-    }
-    ck_assert_msg(back, "never reconnected");
+    ck_assert_msg(rt_answers_again(base, s, false), "never reconnected");
     ld_store_free(s);
     redisd_destroy(&d);
 }
@@ -418,14 +384,7 @@ START_TEST(test_client_kill_reconnects)
     ld_redis_options_free(o);
     ck_assert(!rt_bool(ld_store_initialized(s)));
     freeReplyObject(redisd_cmd(&rt_server, "CLIENT KILL TYPE normal"));
-    bool ok = false;
-    for (int i = 0; i < 300 && !ok; i++) {
-        rt_run_for(base, 5);
-        ld_future *f = rt_wait(ld_store_initialized(s));
-        ok = ld_future_is_fulfilled(f);
-        ld_future_unref(f);
-    }
-    ck_assert_msg(ok, "never reconnected");
+    ck_assert_msg(rt_answers_again(base, s, false), "never reconnected");
     ld_store_free(s);
 }
 END_TEST
