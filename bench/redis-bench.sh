@@ -42,7 +42,7 @@ echo "## medians of the rounds (min-max); ns per get unless the name says; gets/
 awk '
 /^## round [0-9]+: ldasync/ { side = "c"; next }
 /^## round [0-9]+: Node SDK/ { side = "n"; next }
-/^(redis\.|client\.eval\.daemon)/ && $3 ~ /^[0-9.]+$/ {
+/^redis\./ && $3 ~ /^[0-9.]+$/ {
     if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
     v[side, $1] = v[side, $1] " " $3
 }

@@ -29,7 +29,7 @@
 //   redis.all_10k.pass_ms     the longest stall of the event loop meanwhile
 //   redis.get.cached          the gets of redis.get through the store's cache
 //                             (cacheTTL 30 s), filled by the init through it
-//   client.eval.daemon        variationDetail() of flag-000042 by the SDK in
+//   redis.eval.daemon         variationDetail() of flag-000042 by the SDK in
 //                             daemon mode (useLdd) on that cached store, for
 //                             ldasync-bench's context (user-1 with five
 //                             attributes), events off, awaited, value checked:
@@ -206,7 +206,7 @@ async function daemonRun(ops) {
   }
   const ns = Number(process.hrtime.bigint() - t0) / ops;
   client.close();
-  if (wrong) { console.error(`client.eval.daemon: ${wrong} of ${ops} served another value`); process.exit(1); }
+  if (wrong) { console.error(`redis.eval.daemon: ${wrong} of ${ops} served another value`); process.exit(1); }
   return ns;
 }
 
@@ -220,7 +220,7 @@ const rows = [
   ['redis.all_10k.ms', 5, () => allRun(5, false)],
   ['redis.all_10k.pass_ms', 5, () => allRun(5, true)],
   ['redis.get.cached', 200000, () => getRun(200000, 1, 0, 30)],
-  ['client.eval.daemon', 200000, () => daemonRun(200000)],
+  ['redis.eval.daemon', 200000, () => daemonRun(200000)],
 ];
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
