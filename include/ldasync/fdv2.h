@@ -423,9 +423,20 @@ LD_EXPORT ld_future *ld_synchronizer_stop(ld_synchronizer *sync);
  *  cancel handlers (which may use the implementation). NULL-safe. @since 0.1.0 */
 LD_EXPORT void ld_synchronizer_free(ld_synchronizer *sync);
 
-/** The version of struct ld_synchronizer_ops this header describes.
- *  @since 0.1.0 */
-#define LD_SYNCHRONIZER_OPS_VERSION 1
+/** Asks the synchronizer to send the whole data set again: its consumer
+ *  lost data (a store that came back from an outage without what it held:
+ *  ld_store_status's needs_refresh, which the data system acts on). The
+ *  library's synchronizers do: the file one reads its files again, the
+ *  streaming one reconnects (a new put), the polling one forgets its ETag
+ *  (its next poll is answered in full), the store one yields what it reads
+ *  next. One whose ops have no `refresh` (version 1) does nothing. Loop
+ *  thread. @return 0; LD_EINVAL if `sync` is NULL. @since 0.1.0 */
+LD_EXPORT int ld_synchronizer_refresh(ld_synchronizer *sync);
+
+/** The version of struct ld_synchronizer_ops this header describes: 2,
+ *  which adds `refresh`. A version 1 struct (without it) is still
+ *  accepted. @since 0.1.0 */
+#define LD_SYNCHRONIZER_OPS_VERSION 2
 
 /** What a synchronizer implementation provides. `next` and `stop` receive
  *  `out`, a pending future they own (one reference), to complete (now or
@@ -434,7 +445,9 @@ LD_EXPORT void ld_synchronizer_free(ld_synchronizer *sync);
  *  iteration, so an implementation that has nothing more to say rejects
  *  every later next with it. stop with ld_future_fulfill(). A next's `out`
  *  is cancelled when the synchronizer is stopped or freed while it is
- *  pending. `next` is required; `name`, `stop` and `free` may be NULL.
+ *  pending. `refresh` (version 2) hears ld_synchronizer_refresh() (not
+ *  once stopped). `next` is required; `name`, `stop`, `free` and
+ *  `refresh` may be NULL.
  *  @since 0.1.0 */
 struct ld_synchronizer_ops {
     int version; /* LD_SYNCHRONIZER_OPS_VERSION */
@@ -442,6 +455,8 @@ struct ld_synchronizer_ops {
     void (*next)(void *impl, ld_future *out);
     void (*stop)(void *impl, ld_future *out);
     void (*free)(void *impl);
+    /* Version 2 (may be NULL): ld_synchronizer_refresh(). */
+    void (*refresh)(void *impl);
 };
 
 /** Makes a synchronizer from an implementation; `ops` is borrowed and must

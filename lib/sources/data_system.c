@@ -593,6 +593,16 @@ static void free_sources(ld_initializer *const *inits, size_t n, ld_synchronizer
     ld_synchronizer_free(sync);
 }
 
+/* The store says it lost data (a cache whose database came back without
+ * it, and a ttl): the synchronizer sends everything again. */
+static void on_store_status(ld_store *store, const ld_store_status *st, void *arg)
+{
+    (void)store;
+    ld_data_system *ds = arg;
+    if (!ds->freed && !ds->closing && st->available && st->needs_refresh && ds->sync)
+        ld_synchronizer_refresh(ds->sync);
+}
+
 ld_data_system *ld_data_system_new(struct event_base *base, ld_store *store,
                                    ld_initializer *const *initializers, size_t n,
                                    ld_synchronizer *synchronizer)
@@ -627,6 +637,9 @@ ld_data_system *ld_data_system_new(struct event_base *base, ld_store *store,
         memcpy(ds->inits, initializers, n * sizeof(*ds->inits));
     ds->n_inits = n;
     ds->sync = synchronizer;
+    /* without memory for it, a store that loses data is not refilled
+     * until the data source sends everything of itself */
+    ds->store_listener = ld_store_add_status_listener(store, on_store_status, ds);
     return ds;
 fail:
     free_sources(initializers, n, synchronizer);
@@ -740,6 +753,9 @@ void ld_data_system_free(ld_data_system *ds)
     if (!ds)
         return;
     ds->freed = true;
+    if (ds->store_listener > 0)
+        ld_store_remove_status_listener(ds->store, ds->store_listener);
+    ds->store_listener = 0;
     if (event_pending(ds->timer, EV_TIMEOUT, NULL)) {
         event_del(ds->timer);
         ds->refs--; /* never the last: the owner's is still held */

@@ -668,8 +668,20 @@ static void sync_free(void *impl)
     src_unref(&y->s);
 }
 
+/* ld_synchronizer_refresh(): the files read again, changed or not, and
+ * yielded as a full set. */
+static void sync_refresh(void *impl)
+{
+    struct fsync *y = impl;
+    if (y->stopped)
+        return;
+    y->synced = false;
+    y->named = true;
+    arm_quiet(y);
+}
+
 static const struct ld_synchronizer_ops SYNC_OPS = {
-    LD_SYNCHRONIZER_OPS_VERSION, sync_name, sync_next, sync_stop, sync_free,
+    LD_SYNCHRONIZER_OPS_VERSION, sync_name, sync_next, sync_stop, sync_free, sync_refresh,
 };
 
 ld_synchronizer *ld_file_synchronizer_new(struct event_base *base, const char *const *paths,

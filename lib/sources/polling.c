@@ -588,8 +588,19 @@ static void ps_free(void *impl)
     ld__free(y);
 }
 
+/* ld_synchronizer_refresh(): the ETag forgotten, so that the next poll
+ * is answered in full, not with 304. */
+static void ps_refresh(void *impl)
+{
+    struct psync *y = impl;
+    if (!y->p)
+        return;
+    ld__free(y->p->etag);
+    y->p->etag = NULL;
+}
+
 static const struct ld_synchronizer_ops SYNC_OPS = {
-    LD_SYNCHRONIZER_OPS_VERSION, polling_name, ps_next, ps_stop, ps_free,
+    LD_SYNCHRONIZER_OPS_VERSION, polling_name, ps_next, ps_stop, ps_free, ps_refresh,
 };
 
 ld_synchronizer *ld_polling_synchronizer_new(struct event_base *base, const ld_net_config *cfg)

@@ -116,6 +116,7 @@ void ld__file_synchronizer_lost(ld_synchronizer *sync);
  * a full transfer whatever it reads. Not a store synchronizer: nothing. */
 void ld__store_synchronizer_lost(ld_synchronizer *sync);
 
+
 /* ---- Waiters (src_waiters.c) -------------------------------------------------
  * The futures (`out` of an ops function) a source has not answered yet, in
  * the order they came. Zeroed: empty. Loop thread.
@@ -226,6 +227,7 @@ struct ld_data_system {
     uint64_t seq;
     struct ld__ds_note *notes, *notes_tail;
     struct ld__ds_status_listener *status_listeners;
+    int64_t store_listener; /* the store's status listener (needs_refresh), or <= 0 */
 };
 
 /* Drops a reference of the data system; the last one frees it. */

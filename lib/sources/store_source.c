@@ -239,12 +239,21 @@ static const char *s_name(void *impl)
     return "store";
 }
 
+/* ld_synchronizer_refresh(): what it reads next is yielded, changed or
+ * not. */
+static void s_refresh(void *impl)
+{
+    struct ssync *s = impl;
+    s->have_fingerprint = false;
+}
+
 static const struct ld_synchronizer_ops sops = {
     .version = LD_SYNCHRONIZER_OPS_VERSION,
     .name = s_name,
     .next = s_next,
     .stop = s_stop,
     .free = s_free,
+    .refresh = s_refresh,
 };
 
 void ld__store_synchronizer_lost(ld_synchronizer *sync)

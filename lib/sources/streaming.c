@@ -517,8 +517,17 @@ static void st_free(void *impl)
     stream_destroy(impl);
 }
 
+/* ld_synchronizer_refresh(): a new connection, whose put is the whole
+ * data set. */
+static void st_refresh(void *impl)
+{
+    struct stream *s = impl;
+    if (s->started && !s->stopped && !s->ended)
+        restart(s, 0);
+}
+
 static const struct ld_synchronizer_ops OPS = {
-    LD_SYNCHRONIZER_OPS_VERSION, st_name, st_next, st_stop, st_free,
+    LD_SYNCHRONIZER_OPS_VERSION, st_name, st_next, st_stop, st_free, st_refresh,
 };
 
 ld_synchronizer *ld_streaming_synchronizer_new(struct event_base *base, const ld_net_config *cfg)

@@ -622,7 +622,8 @@ void *ld__synchronizer_impl(const ld_synchronizer *sync, const struct ld_synchro
 ld_synchronizer *ld_synchronizer_new(struct event_base *base, const struct ld_synchronizer_ops *ops,
                                      void *impl)
 {
-    if (!base || !ops || ops->version != LD_SYNCHRONIZER_OPS_VERSION || !ops->next)
+    if (!base || !ops || ops->version < 1 || ops->version > LD_SYNCHRONIZER_OPS_VERSION ||
+        !ops->next)
         return NULL;
     ld_synchronizer *s = ld__component_new(sizeof(*s), base, impl, "synchronizer is stopped");
     if (s)
@@ -643,6 +644,15 @@ ld_future *ld_synchronizer_next(ld_synchronizer *s)
 ld_future *ld_synchronizer_stop(ld_synchronizer *s)
 {
     return s ? ld__component_close(&s->c, true, s->ops->stop) : NULL;
+}
+
+int ld_synchronizer_refresh(ld_synchronizer *s)
+{
+    if (!s)
+        return LD_EINVAL;
+    if (s->ops->version >= 2 && s->ops->refresh && !ld__front_closed(&s->c.front))
+        s->ops->refresh(s->c.impl);
+    return 0;
 }
 
 void ld_synchronizer_free(ld_synchronizer *s)

@@ -337,6 +337,29 @@ START_TEST(test_a_stream_the_server_ends_reconnects)
 }
 END_TEST
 
+/* ld_synchronizer_refresh(): a new connection, whose put is the whole
+ * data set again (the store lost what it held). */
+START_TEST(test_refresh_reconnects_for_a_new_put)
+{
+    F.initial = PUT1;
+    ld_synchronizer *s = stream_new(fake_config());
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ck_assert_int_eq(F.connects, 1);
+    ck_assert_int_eq(ld_synchronizer_refresh(s), 0);
+    ld_future_unref(expect_changes(s, LD_FDV2_INTENT_XFER_FULL, 2));
+    ck_assert_int_eq(F.connects, 2);
+    ck_assert_int_eq(ld_synchronizer_refresh(NULL), LD_EINVAL);
+    /* stopped: nothing more */
+    ld_future *stop = ld_synchronizer_stop(s);
+    ld_test_await_ok(stop);
+    ck_assert_int_eq(ld_synchronizer_refresh(s), 0);
+    settle();
+    ck_assert_int_eq(F.connects, 2);
+    ld_synchronizer_free(s);
+    settle();
+}
+END_TEST
+
 START_TEST(test_a_stalled_stream_times_out_and_reconnects)
 {
     ld_net_config *c = fake_config();
@@ -1108,6 +1131,7 @@ Suite *ld_suite_streaming(void)
     tcase_add_test(tc, test_malformed_events_restart_the_stream);
     tcase_add_test(tc, test_not_an_event_stream_is_invalid_data);
     tcase_add_test(tc, test_a_stream_the_server_ends_reconnects);
+    tcase_add_test(tc, test_refresh_reconnects_for_a_new_put);
     tcase_add_test(tc, test_a_stalled_stream_times_out_and_reconnects);
     tcase_add_test(tc, test_a_server_that_never_answers_times_out);
     tcase_add_test(tc, test_a_refused_connection_is_a_network_error);

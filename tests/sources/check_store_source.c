@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <ldasync/testing.h>
@@ -184,6 +185,98 @@ START_TEST(test_free_with_a_read_in_flight)
 }
 END_TEST
 
+/* ---- ld_synchronizer_refresh() ----------------------------------------------- */
+
+static void v1_next(void *impl, ld_future *out)
+{
+    (void)impl;
+    ld_future_reject(out, LD_ECLOSED, NULL);
+    ld_future_unref(out);
+}
+
+/* A synchronizer of ops version 1 (no refresh) is still made, and a
+ * refresh of it does nothing; a store synchronizer's refresh makes its
+ * next read an update although nothing changed. */
+START_TEST(test_refresh_of_each_version)
+{
+    static const struct ld_synchronizer_ops v1 = {1, NULL, v1_next, NULL, NULL, NULL};
+    ld_synchronizer *old = ld_synchronizer_new(B, &v1, NULL);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_int_eq(ld_synchronizer_refresh(old), 0);
+    ld_synchronizer_free(old);
+    static const struct ld_synchronizer_ops v3 = {3, NULL, v1_next, NULL, NULL, NULL};
+    ck_assert_ptr_null(ld_synchronizer_new(B, &v3, NULL));
+
+    json_t *data = ld_test_data_of("{'a': {'version': 1}}", NULL);
+    ld_test_await_ok(ld_store_init(SRC, data));
+    json_decref(data);
+    ld_synchronizer *s = ld_store_synchronizer_new(B, SRC, 5);
+    ld_test_await_ok(ld_synchronizer_next(s)); /* the first read */
+    ld_future *n = ld_synchronizer_next(s);
+    run_ms(40);
+    ck_assert(ld_future_is_pending(n)); /* nothing changed: no update */
+    ck_assert_int_eq(ld_synchronizer_refresh(s), 0);
+    ld_test_wait(n);
+    ck_assert(ld_future_is_fulfilled(n));
+    ck_assert_ptr_nonnull(ld_fdv2_update_change_set(ld_fdv2_future_update(n)));
+    ld_future_unref(n);
+    ld_synchronizer_free(s);
+    ld_test_flush();
+}
+END_TEST
+
+/* ---- a store that lost data ----------------------------------------------- */
+
+/* A data system reading a flag file into a caching store (with a ttl) over
+ * the mock: when the mock fails and comes back, the cache says it lost
+ * what it held (needs_refresh), and the data system has the file read
+ * again: a second init reaches the mock, and the cache is whole again. */
+START_TEST(test_needs_refresh_sends_everything_again)
+{
+    char path[] = "/tmp/ldasync-refresh-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *text = "{\"flags\": {\"a\": {\"key\": \"a\", \"version\": 3, \"on\": true}}}";
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    setenv("LDASYNC_CACHE_POLL_MS", "10", 1);
+    setenv("LDASYNC_CACHE_CHECK_MS", "0", 1);
+    ld_store *mock = ld_mock_store_new(B);
+    ld_store *cache = ld_caching_store_new(B, mock, 600000);
+    unsetenv("LDASYNC_CACHE_POLL_MS");
+    unsetenv("LDASYNC_CACHE_CHECK_MS");
+    const char *paths[] = {path};
+    ld_data_system *ds =
+        ld_data_system_new(B, cache, NULL, 0, ld_file_synchronizer_new(B, paths, 1, 1000));
+    ld_test_await_ok(ld_data_system_ready(ds));
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 1);
+    /* the mock fails a write: the cache is unavailable, then polls it back */
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_UPSERT, 1, LD_ESTORE), 0);
+    json_t *item = ld_test_feature("b", 1);
+    ld_future *w = ld_store_upsert(cache, ld_kind_features(), item);
+    json_decref(item);
+    ld_test_wait(w);
+    ck_assert(ld_future_is_rejected(w));
+    ld_future_unref(w);
+    /* back: needs_refresh, and the data system reads the file again */
+    for (int i = 0; i < 400 && ld_mock_store_init_count(mock) < 2; i++)
+        run_ms(5);
+    ck_assert_int_eq(ld_mock_store_init_count(mock), 2);
+    ld_store_status st = {false, true};
+    for (int i = 0; i < 100 && !(st.available && !st.needs_refresh); i++) {
+        run_ms(5);
+        ck_assert_int_eq(ld_store_current_status(cache, &st), 0);
+    }
+    ck_assert(st.available);
+    ck_assert(!st.needs_refresh);
+    ck_assert_int_eq(version_in(cache, "a"), 3);
+    ld_data_system_free(ds);
+    ld_test_flush();
+    ld_store_free(cache);
+    unlink(path);
+}
+END_TEST
+
 Suite *ld_suite_store_source(void)
 {
     Suite *s = suite_create("store_source");
@@ -194,6 +287,8 @@ Suite *ld_suite_store_source(void)
     tcase_add_test(tc, test_waits_for_an_initialized_store);
     tcase_add_test(tc, test_store_failure_interrupts_then_recovers);
     tcase_add_test(tc, test_free_with_a_read_in_flight);
+    tcase_add_test(tc, test_needs_refresh_sends_everything_again);
+    tcase_add_test(tc, test_refresh_of_each_version);
     suite_add_tcase(s, tc);
     return s;
 }
