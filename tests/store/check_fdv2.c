@@ -855,7 +855,9 @@ START_TEST(test_synchronizer_new_bad_input)
     struct ld_synchronizer_ops ops;
     ck_assert_ptr_null(ld_synchronizer_new(NULL, &ld_test_script_synchronizer_ops, &impl));
     ck_assert_ptr_null(ld_synchronizer_new(B, NULL, &impl));
-    LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, version, 2,
+    LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, version, 3,
+                    ld_synchronizer_new(B, &ops, &impl));
+    LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, version, 0,
                     ld_synchronizer_new(B, &ops, &impl));
     LD_TEST_REFUSES(ops, ld_test_script_synchronizer_ops, next, NULL,
                     ld_synchronizer_new(B, &ops, &impl));
