@@ -69,6 +69,7 @@ struct rstore {
     struct job *slicing;               /* its job */
     ld_future *closing;                /* close waits for the jobs */
     bool closed;
+    bool pumping; /* inside pump() */
 };
 
 static void pump(struct rstore *st);
@@ -260,6 +261,47 @@ static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 
 /* ---- all ---------------------------------------------------------------- */
 
+/* True if `s` (`n` bytes) is valid UTF-8 without a NUL: a key an item can
+ * have (jansson's rule for object keys, and no NUL, which would end the
+ * key early and let the field shadow another item). */
+static bool key_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        if (c == 0)
+            return false;
+        if (c < 0x80)
+            continue;
+        int more;
+        unsigned v;
+        if (c >= 0xC2 && c <= 0xDF) {
+            more = 1;
+            v = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            v = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            v = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p < more)
+            return false;
+        for (int i = 0; i < more; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+            v = (v << 6) | (p[i] & 0x3F);
+        }
+        p += more;
+        if ((more == 2 && v < 0x800) || (more == 3 && (v < 0x10000 || v > 0x10FFFF)) ||
+            (v >= 0xD800 && v <= 0xDFFF))
+            return false; /* overlong, too large, a surrogate */
+    }
+    return true;
+}
+
 static void all_slice(struct job *j)
 {
     size_t bytes = 0;
@@ -270,6 +312,11 @@ static void all_slice(struct job *j)
             return;
         }
         bytes += v->len + 64;
+        if (!key_valid(k->str, k->len)) {
+            job_reject(j, LD_EPARSE, "Redis: a field of %s is not a key (not UTF-8, or a NUL)",
+                       j->hash);
+            return;
+        }
         char *key = ldr_strndup(k->str, k->len);
         if (!key) {
             job_reject(j, LD_ENOMEM, NULL);
@@ -604,14 +651,22 @@ static void job_start(struct job *j)
 
 static void pump(struct rstore *st)
 {
+    /* a job that completes within job_start() (not connected: it rejects
+     * at once) pumps again from job_done(): that call leaves the rest to
+     * this loop, or the jobs waiting behind a write that failed would each
+     * nest a call (tens of thousands of them overflow the stack) */
+    if (st->pumping)
+        return;
+    st->pumping = true;
     while (!st->writing && st->wait_head) {
         struct job *j = st->wait_head;
         st->wait_head = j->wnext;
         if (!st->wait_head)
             st->wait_tail = NULL;
         j->wnext = NULL;
-        job_start(j); /* may complete j, and pump() again from job_done() */
+        job_start(j); /* may complete j */
     }
+    st->pumping = false;
 }
 
 /* ---- the store's operations --------------------------------------------- */
