@@ -74,6 +74,7 @@ struct ldr_conn {
     int64_t delay_ms;
     uint64_t rng;
     bool available;
+    bool answered; /* the session had an answer (not an error) from Redis */
     char why[512]; /* why the last connection failed */
 };
 
@@ -105,7 +106,6 @@ static void became_ready(struct ldr_conn *c)
 {
     c->state = S_READY;
     c->ready_ms = mono_ms();
-    c->delay_ms = c->o->reconnect_ms; /* the next failure starts over */
     set_available(c, true);
 }
 
@@ -139,6 +139,12 @@ static void detach(struct ldr_conn *c, int code, const char *msg)
     snprintf(c->why, sizeof(c->why), "%s", msg);
     event_del(c->timer);
     if (c->state != S_CLOSED) {
+        /* the delay starts over after a connection that worked: one that
+         * answered, or lasted a second. A server that accepts and hangs up
+         * at once (Redis at maxclients, a proxy without its backend) is
+         * tried again with the delay doubling, not every initial delay. */
+        if (c->state == S_READY && (c->answered || mono_ms() - c->ready_ms >= 1000))
+            c->delay_ms = c->o->reconnect_ms;
         c->state = S_IDLE;
         set_available(c, false);
         schedule_reconnect(c);
@@ -179,6 +185,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
                  s->ac->errstr[0] ? s->ac->errstr : "connection lost");
         detach(c, LD_ESTORE, msg);
     }
+    if (r && c && r->type != REDIS_REPLY_ERROR)
+        c->answered = true;
     struct rec *rc = pop(s);
     if (!rc)
         return;
@@ -406,6 +414,7 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     c->s = s;
     c->state = S_CONNECTING;
     c->handshake_left = 0;
+    c->answered = false;
     char db[24];
     snprintf(db, sizeof(db), "%d", c->o->database);
     if ((c->o->password && handshake_cmd(c, 2, (const char *[]){"AUTH", c->o->password}) != 0) ||
