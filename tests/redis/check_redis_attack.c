@@ -1,0 +1,305 @@
+/* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
+/*
+ * Attacks on libldasync-redis through its public API: hostile data in
+ * Redis, a server that misbehaves, options at their limits, operations
+ * piled up when the connection goes. Each test names what must hold.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "check_redis.h"
+
+static struct event_base *base;
+
+static void setup(void)
+{
+    rt_flushall();
+    base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+}
+
+static void teardown(void)
+{
+    redisd_resume(&rt_server); /* a test that paused it may have failed */
+    event_base_free(base);
+    base = NULL;
+}
+
+static void raw(const char *fmt, const char *a, size_t alen, const char *b, size_t blen)
+{
+    redisContext *c = redisd_connect(&rt_server);
+    ck_assert_ptr_nonnull(c);
+    redisReply *r = redisCommand(c, fmt, a, alen, b, blen);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "raw command failed");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* A field name that is not valid UTF-8 in the features hash: all() says
+ * the data is bad (LD_EPARSE), not that memory ran out. */
+START_TEST(test_all_field_not_utf8)
+{
+    static const char key[] = "bad\xff\xfe";
+    static const char item[] = "{\"key\":\"bad\",\"version\":1}";
+    raw("HSET launchdarkly:features %b %b", key, sizeof(key) - 1, item, sizeof(item) - 1);
+    ld_store *s = rt_store(base, NULL);
+    rt_error(ld_store_all(s, ld_kind_features()), LD_EPARSE, NULL);
+    ld_store_free(s);
+}
+END_TEST
+
+/* A field name with a NUL byte ("a\0evil") must not shadow the item "a":
+ * all() either rejects the data or keeps "a" as Redis has it. */
+START_TEST(test_all_field_with_nul_does_not_shadow)
+{
+    static const char good[] = "{\"key\":\"a\",\"version\":1,\"on\":true}";
+    static const char evil_key[] = "a\0evil";
+    static const char evil[] = "{\"key\":\"a\",\"version\":99,\"on\":false}";
+    raw("HSET launchdarkly:features %b %b", "a", 1, good, sizeof(good) - 1);
+    raw("HSET launchdarkly:features %b %b", evil_key, sizeof(evil_key) - 1, evil, sizeof(evil) - 1);
+    ld_store *s = rt_store(base, NULL);
+    ld_future *f = rt_wait(ld_store_all(s, ld_kind_features()));
+    if (ld_future_is_fulfilled(f)) {
+        json_t *a = json_object_get(ld_future_json(f), "a");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_int_eq(json_integer_value(json_object_get(a, "version")), 1);
+    } else {
+        ck_assert_int_eq(ld_future_error(f), LD_EPARSE);
+    }
+    ld_future_unref(f);
+    ld_store_free(s);
+}
+END_TEST
+
+/* The largest timeouts the options accept work: a get is answered (no
+ * overflow of the deadline makes it time out at once). */
+START_TEST(test_huge_timeouts)
+{
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, INT64_MAX, INT64_MAX), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, INT64_MAX, INT64_MAX), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    for (int i = 0; i < 5; i++) {
+        json_t *v = rt_json(ld_store_get(s, ld_kind_features(), "nothing"));
+        ck_assert_ptr_null(v);
+        rt_run_for(base, 20);
+    }
+    ld_store_free(s);
+}
+END_TEST
+
+/* Tens of thousands of operations wait behind a write when the connection
+ * times out: they all reject, without one nested call per operation (the
+ * stack), and the store answers again once Redis does. */
+START_TEST(test_pile_behind_write_on_timeout)
+{
+    enum { N = 50000 };
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, 2000, 300), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 50, 200), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    redisd_pause(&rt_server);
+    json_t *item = rt_j("{\"key\":\"w\",\"version\":1}");
+    ld_future *w = ld_store_upsert(s, ld_kind_features(), item);
+    json_decref(item);
+    ld_future **fs = calloc(N, sizeof(*fs));
+    ck_assert_ptr_nonnull(fs);
+    for (int i = 0; i < N; i++)
+        fs[i] = ld_store_get(s, ld_kind_features(), "w");
+    rt_wait(fs[N - 1]);
+    redisd_resume(&rt_server);
+    rt_wait(w);
+    ck_assert(ld_future_is_rejected(w));
+    ld_future_unref(w);
+    for (int i = 0; i < N; i++) {
+        rt_wait(fs[i]);
+        ck_assert(ld_future_is_rejected(fs[i]));
+        ld_future_unref(fs[i]);
+    }
+    free(fs);
+    /* and it comes back */
+    bool ok = false;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ld_future *g = rt_wait(ld_store_get(s, ld_kind_features(), "w"));
+        ok = ld_future_is_fulfilled(g);
+        ld_future_unref(g);
+        if (!ok)
+            rt_run_for(base, 50);
+    }
+    ck_assert(ok);
+    ld_store_free(s);
+}
+END_TEST
+
+/* ---- a server that accepts and hangs up at once -------------------------- */
+
+struct hangup {
+    int fd;
+    int accepts;
+    struct event *ev;
+    char path[108];
+};
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct hangup *h = arg;
+    int c = accept(fd, NULL, NULL);
+    if (c >= 0) {
+        h->accepts++;
+        close(c);
+    }
+}
+
+static void hangup_start(struct hangup *h)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->path, sizeof(h->path), "%s/hangup.sock", rt_server.dir);
+    unlink(h->path);
+    h->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(h->fd, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", h->path);
+    ck_assert_int_eq(bind(h->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(h->fd, 16), 0);
+    evutil_make_socket_nonblocking(h->fd);
+    h->ev = event_new(base, h->fd, EV_READ | EV_PERSIST, on_accept, h);
+    event_add(h->ev, NULL);
+}
+
+static void hangup_stop(struct hangup *h)
+{
+    event_free(h->ev);
+    close(h->fd);
+    unlink(h->path);
+}
+
+static int status_changes;
+
+static void on_status(ld_store *store, const ld_store_status *st, void *arg)
+{
+    (void)store;
+    (void)st;
+    (void)arg;
+    status_changes++;
+}
+
+/* A server that accepts each connection and closes it at once (as Redis
+ * does at maxclients, or a proxy with no backend): the store connects
+ * again with the delay doubling, not every initial delay forever. */
+START_TEST(test_hangup_server_backs_off)
+{
+    struct hangup h;
+    hangup_start(&h);
+    char url[200];
+    snprintf(url, sizeof(url), "unix:%s", h.path);
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, url), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 10000), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    status_changes = 0;
+    ck_assert_int_gt(ld_store_add_status_listener(s, on_status, NULL), 0);
+    rt_run_for(base, 1500);
+    /* with backoff: about 10+20+40+...+640 ms of waits, 8 connections */
+    ck_assert_msg(h.accepts <= 12, "%d connections in 1.5 s", h.accepts);
+    ck_assert_msg(status_changes <= 2 * 12 + 1, "%d status changes in 1.5 s", status_changes);
+    ld_store_free(s);
+    hangup_stop(&h);
+}
+END_TEST
+
+/* Freeing the store from inside its own status listener (allowed by
+ * store.h) when its connection is killed, while it reconnects. */
+static void free_in_listener(ld_store *store, const ld_store_status *st, void *arg)
+{
+    (void)st;
+    int *freed = arg;
+    if (!*freed) {
+        *freed = 1;
+        ld_store_free(store);
+    }
+}
+
+START_TEST(test_free_in_status_listener)
+{
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 1, 5), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    int freed = 0;
+    ck_assert_int_gt(ld_store_add_status_listener(s, free_in_listener, &freed), 0);
+    ld_future *g = ld_store_get(s, ld_kind_features(), "x");
+    redisReply *r = redisd_cmd(&rt_server, "CLIENT KILL TYPE normal SKIPME yes");
+    ck_assert_ptr_nonnull(r);
+    freeReplyObject(r);
+    rt_wait(g);
+    ld_future_unref(g);
+    for (int i = 0; i < 50 && !freed; i++)
+        rt_run_for(base, 20);
+    ck_assert_int_eq(freed, 1);
+    rt_run_for(base, 50);
+}
+END_TEST
+
+/* Very small timeouts and delays: the store keeps working or rejecting,
+ * every future completes, nothing leaks. */
+START_TEST(test_tiny_timeouts)
+{
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, 1, 1), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 1, 1), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    json_t *data = rt_j("{\"features\":{\"a\":{\"key\":\"a\",\"version\":1}},\"segments\":{}}");
+    for (int round = 0; round < 200; round++) {
+        ld_future *fs[3] = {ld_store_init(s, data), ld_store_get(s, ld_kind_features(), "a"),
+                            ld_store_all(s, ld_kind_features())};
+        for (int i = 0; i < 3; i++) {
+            rt_wait(fs[i]);
+            if (ld_future_is_rejected(fs[i])) {
+                int e = ld_future_error(fs[i]);
+                ck_assert_msg(e == LD_ESTORE || e == LD_ETIMEDOUT, "rejected with %s",
+                              ld_err_name(e));
+            }
+            ld_future_unref(fs[i]);
+        }
+    }
+    json_decref(data);
+    ld_store_free(s);
+}
+END_TEST
+
+Suite *rt_suite_attack(void)
+{
+    Suite *s = suite_create("redis_attack");
+    TCase *tc = tcase_create("attack");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_all_field_not_utf8);
+    tcase_add_test(tc, test_all_field_with_nul_does_not_shadow);
+    tcase_add_test(tc, test_huge_timeouts);
+    tcase_add_test(tc, test_hangup_server_backs_off);
+    tcase_add_test(tc, test_free_in_status_listener);
+    tcase_add_test(tc, test_tiny_timeouts);
+    tcase_add_test(tc, test_pile_behind_write_on_timeout);
+    suite_add_tcase(s, tc);
+    return s;
+}
