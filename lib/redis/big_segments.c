@@ -6,6 +6,7 @@
  * membership is SMEMBERS of {prefix}:big_segment_include:{hash} and of
  * {prefix}:big_segment_exclude:{hash}, pipelined. Read only.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,9 +112,15 @@ static void on_synced(void *arg, redisReply *r, int err, const char *msg)
     } else if (r->type == REDIS_REPLY_NIL) {
         ld_future_fulfill_int(op->out, LD_BIG_SEGMENT_TIME_UNKNOWN);
     } else {
+        /* digits only, all of the value (no sign, no blank, no NUL),
+         * and no more than a long long holds */
         char *end = NULL;
-        long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, &end, 10) : -1;
-        if (!end || end == r->str || *end || v < 0)
+        errno = 0;
+        long long v =
+            r->type == REDIS_REPLY_STRING && r->len && r->str[0] >= '0' && r->str[0] <= '9'
+                ? strtoll(r->str, &end, 10)
+                : -1;
+        if (!end || end != r->str + r->len || errno == ERANGE || v < 0)
             ld_future_reject(op->out, LD_EPARSE, "Redis: %s is not a time in milliseconds",
                              op->bs->synced_key);
         else

@@ -287,6 +287,31 @@ START_TEST(test_tiny_timeouts)
 }
 END_TEST
 
+/* The big segment store's metadata: a value that is not all digits of a
+ * time that fits rejects with LD_EPARSE (strtoll() alone took an overflow
+ * as LLONG_MAX, and "+5", " 5" or "5\0junk" as 5). */
+START_TEST(test_big_segments_synced_hostile)
+{
+    static const char *const bad[] = {"99999999999999999999999", "+5", " 5", "5 "};
+    ld_redis_options *o = rt_options(NULL);
+    ld_big_segment_store *bs = ld_redis_big_segment_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(bs);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw("SET %b %b", "launchdarkly:big_segments_synchronized_on", 41, bad[i], strlen(bad[i]));
+        rt_error(ld_big_segment_store_get_metadata(bs), LD_EPARSE, NULL);
+    }
+    raw("SET %b %b", "launchdarkly:big_segments_synchronized_on", 41, "5\0junk", 6);
+    rt_error(ld_big_segment_store_get_metadata(bs), LD_EPARSE, NULL);
+    raw("SET %b %b", "launchdarkly:big_segments_synchronized_on", 41, "1700000000123", 13);
+    ld_future *f = rt_wait(ld_big_segment_store_get_metadata(bs));
+    ck_assert(ld_future_is_fulfilled(f));
+    ck_assert_int_eq(ld_future_int(f), 1700000000123);
+    ld_future_unref(f);
+    ld_big_segment_store_free(bs);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -299,6 +324,7 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_hangup_server_backs_off);
     tcase_add_test(tc, test_free_in_status_listener);
     tcase_add_test(tc, test_tiny_timeouts);
+    tcase_add_test(tc, test_big_segments_synced_hostile);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
     suite_add_tcase(s, tc);
     return s;
