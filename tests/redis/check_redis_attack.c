@@ -312,6 +312,127 @@ START_TEST(test_big_segments_synced_hostile)
 }
 END_TEST
 
+/* A Redis with a password, and a store with the wrong one: AUTH fails on
+ * every connection; the store tries again with the delay doubling (not a
+ * busy loop), and its operations reject with LD_ESTORE. */
+START_TEST(test_wrong_password_backs_off)
+{
+    struct redisd d;
+    ck_assert_int_eq(redisd_start(&d, "--requirepass secret"), 0);
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, d.url), 0);
+    ck_assert_int_eq(ld_redis_options_set_password(o, "wrong"), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 10000), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    rt_error(ld_store_get(s, ld_kind_features(), "a"), LD_ESTORE, NULL);
+    rt_run_for(base, 1500);
+    ld_store_status st;
+    ck_assert_int_eq(ld_store_current_status(s, &st), 0);
+    ck_assert(!st.available);
+    ld_store_free(s);
+    redisContext *c = redisConnectUnix(d.sock);
+    ck_assert(c && !c->err);
+    redisReply *r = redisCommand(c, "AUTH secret");
+    freeReplyObject(r);
+    r = redisCommand(c, "INFO stats");
+    ck_assert(r && r->type == REDIS_REPLY_STRING);
+    const char *p = strstr(r->str, "total_connections_received:");
+    ck_assert_ptr_nonnull(p);
+    int n = atoi(p + strlen("total_connections_received:"));
+    freeReplyObject(r);
+    redisFree(c);
+    redisd_destroy(&d);
+    /* with backoff: 8 or so (and this one, and redisd's PING) */
+    ck_assert_msg(n <= 14, "%d connections in 1.5 s", n);
+}
+END_TEST
+
+/* The hash replaced by another type: every read and write rejects with
+ * LD_ESTORE (Redis's WRONGTYPE), and an init puts things right. */
+START_TEST(test_hash_of_another_type)
+{
+    redisReply *r = redisd_cmd(&rt_server, "SET launchdarkly:features notahash");
+    freeReplyObject(r);
+    ld_store *s = rt_store(base, NULL);
+    rt_error(ld_store_all(s, ld_kind_features()), LD_ESTORE, "WRONGTYPE");
+    rt_error(ld_store_get(s, ld_kind_features(), "a"), LD_ESTORE, "WRONGTYPE");
+    json_t *item = rt_j("{\"key\":\"a\",\"version\":1}");
+    rt_error(ld_store_upsert(s, ld_kind_features(), item), LD_ESTORE, "WRONGTYPE");
+    json_decref(item);
+    json_t *data = rt_j("{\"features\":{\"a\":{\"key\":\"a\",\"version\":1}},\"segments\":{}}");
+    rt_ok(ld_store_init(s, data));
+    json_decref(data);
+    json_t *v = rt_json(ld_store_get(s, ld_kind_features(), "a"));
+    ck_assert_ptr_nonnull(v);
+    json_decref(v);
+    ld_store_free(s);
+}
+END_TEST
+
+/* An init of many items (several slices) freed half way: the transaction
+ * is never run (Redis keeps what it had), nothing leaks. */
+START_TEST(test_free_mid_init)
+{
+    ld_store *s = rt_store(base, NULL);
+    json_t *old = rt_j("{\"features\":{\"old\":{\"key\":\"old\",\"version\":1}},\"segments\":{}}");
+    rt_ok(ld_store_init(s, old));
+    json_decref(old);
+    json_t *features = json_object();
+    char pad[1024];
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 2000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "f%d", i);
+        json_object_set_new(features, key,
+                            json_pack("{s:s,s:i,s:s}", "key", key, "version", 1, "pad", pad));
+    }
+    json_t *data = json_pack("{s:o,s:{}}", "features", features, "segments");
+    ld_future *f = ld_store_init(s, data);
+    json_decref(data);
+    for (int i = 0; i < 5; i++)
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ck_assert(!ld_future_is_fulfilled(f));
+    ld_store_free(s);
+    rt_wait(f);
+    ld_future_unref(f);
+    rt_run_for(base, 100);
+    redisReply *r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
+    ck_assert(r && r->type == REDIS_REPLY_INTEGER);
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+}
+END_TEST
+
+/* Close, then free at once, with operations in flight on a paused Redis;
+ * and a caching store over it freed while Redis is paused. */
+START_TEST(test_close_free_while_paused)
+{
+    ld_store *s = rt_store(base, NULL);
+    ck_assert(!rt_bool(ld_store_initialized(s)));
+    ld_store *c = ld_caching_store_new(base, rt_store(base, "cached"), LD_CACHE_FOREVER);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(!rt_bool(ld_store_initialized(c)));
+    redisd_pause(&rt_server);
+    ld_future *g = ld_store_get(s, ld_kind_features(), "a");
+    ld_future *a = ld_store_all(c, ld_kind_features());
+    event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    ld_future *cl = ld_store_close(s);
+    ld_future *cl2 = ld_store_close(s);
+    ld_store_free(s);
+    ld_store_free(c);
+    ld_future *fs[] = {g, a, cl, cl2};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        rt_wait(fs[i]);
+        ld_future_unref(fs[i]);
+    }
+    redisd_resume(&rt_server);
+    rt_run_for(base, 50);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -325,6 +446,10 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_free_in_status_listener);
     tcase_add_test(tc, test_tiny_timeouts);
     tcase_add_test(tc, test_big_segments_synced_hostile);
+    tcase_add_test(tc, test_wrong_password_backs_off);
+    tcase_add_test(tc, test_hash_of_another_type);
+    tcase_add_test(tc, test_free_mid_init);
+    tcase_add_test(tc, test_close_free_while_paused);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
     suite_add_tcase(s, tc);
     return s;
