@@ -409,6 +409,12 @@ static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 static void on_old(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        /* the WATCH stays on the connection unless taken back: a later
+         * init's EXEC would be aborted by another client's change */
+        const char *why;
+        ldr_conn_send(j->st->conn, 1, (const char *[]){"UNWATCH"}, NULL, NULL, NULL, &why);
+    }
     if (failed(j, r, err, msg))
         return;
     int64_t old = -1;

@@ -433,6 +433,28 @@ START_TEST(test_close_free_while_paused)
 }
 END_TEST
 
+/* An upsert whose read under WATCH fails (the hash is of another type)
+ * must not leave the WATCH on the connection: another client then changes
+ * the key, and the next init (which repairs it) must still run, not end in
+ * "the init's transaction was not run". */
+START_TEST(test_failed_upsert_leaves_no_watch)
+{
+    redisReply *r = redisd_cmd(&rt_server, "SET launchdarkly:features notahash");
+    freeReplyObject(r);
+    ld_store *s = rt_store(base, NULL);
+    json_t *item = rt_j("{\"key\":\"a\",\"version\":1}");
+    rt_error(ld_store_upsert(s, ld_kind_features(), item), LD_ESTORE, "WRONGTYPE");
+    json_decref(item);
+    r = redisd_cmd(&rt_server, "SET launchdarkly:features changed");
+    freeReplyObject(r);
+    json_t *data = rt_j("{\"features\":{\"a\":{\"key\":\"a\",\"version\":1}},\"segments\":{}}");
+    rt_ok(ld_store_init(s, data));
+    json_decref(data);
+    ck_assert(rt_bool(ld_store_initialized(s)));
+    ld_store_free(s);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -448,6 +470,7 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_big_segments_synced_hostile);
     tcase_add_test(tc, test_wrong_password_backs_off);
     tcase_add_test(tc, test_hash_of_another_type);
+    tcase_add_test(tc, test_failed_upsert_leaves_no_watch);
     tcase_add_test(tc, test_free_mid_init);
     tcase_add_test(tc, test_close_free_while_paused);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
