@@ -455,6 +455,202 @@ START_TEST(test_failed_upsert_leaves_no_watch)
 }
 END_TEST
 
+/* Fills the features hash of `d` with `n` items of about `pad` bytes each,
+ * through a pipeline of HSETs. */
+static void fill(const struct redisd *d, int n, int pad)
+{
+    redisContext *c = redisd_connect(d);
+    ck_assert_ptr_nonnull(c);
+    char *v = malloc((size_t)pad + 100);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < n; i += 1000) {
+        int m = n - i < 1000 ? n - i : 1000;
+        for (int k = i; k < i + m; k++) {
+            int len = snprintf(v, (size_t)pad + 100,
+                               "{\"key\":\"f%d\",\"version\":1,\"pad\":\"%*s\"}", k, pad, "");
+            redisAppendCommand(c, "HSET launchdarkly:features f%d %b", k, v, (size_t)len);
+        }
+        for (int k = 0; k < m; k++) {
+            redisReply *r = NULL;
+            ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+    free(v);
+    redisFree(c);
+}
+
+static long long hlen_features(void)
+{
+    redisReply *r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
+    ck_assert(r && r->type == REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Redis paused while an init of 2 MB is half sent, then the command
+ * timeout: the init rejects, and once Redis runs again what it holds is
+ * the old data or the new, never a mix; a new init then succeeds. */
+START_TEST(test_pause_mid_init_is_atomic)
+{
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, 2000, 300), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 100), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    json_t *old = rt_j("{\"features\":{\"old\":{\"key\":\"old\",\"version\":1}},\"segments\":{}}");
+    rt_ok(ld_store_init(s, old));
+    json_t *features = json_object();
+    char pad[1024];
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 2000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "f%d", i);
+        json_object_set_new(features, key,
+                            json_pack("{s:s,s:i,s:s}", "key", key, "version", 1, "pad", pad));
+    }
+    json_t *data = json_pack("{s:o,s:{}}", "features", features, "segments");
+    ld_future *f = ld_store_init(s, data);
+    for (int i = 0; i < 3; i++)
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    redisd_pause(&rt_server);
+    rt_wait(f);
+    ck_assert(ld_future_is_rejected(f));
+    ck_assert(ld_future_error(f) == LD_ETIMEDOUT || ld_future_error(f) == LD_ESTORE);
+    ld_future_unref(f);
+    redisd_resume(&rt_server);
+    rt_run_for(base, 200);
+    long long n = hlen_features();
+    ck_assert_msg(n == 1 || n == 2000, "%lld items: a partial init", n);
+    bool ok = false;
+    for (int i = 0; i < 50 && !ok; i++) {
+        ld_future *g = rt_wait(ld_store_init(s, data));
+        ok = ld_future_is_fulfilled(g);
+        ld_future_unref(g);
+        if (!ok)
+            rt_run_for(base, 50);
+    }
+    ck_assert(ok);
+    ck_assert_int_eq(hlen_features(), 2000);
+    json_decref(data);
+    json_decref(old);
+    ld_store_free(s);
+}
+END_TEST
+
+/* Redis killed while the reply of an HGETALL of 200,000 fields is being
+ * read: the all() rejects with LD_ESTORE, nothing leaks, and the store
+ * works once Redis is back (restarted empty). */
+START_TEST(test_kill_mid_hgetall)
+{
+    struct redisd d;
+    ck_assert_int_eq(redisd_start(&d, NULL), 0);
+    fill(&d, 200000, 20);
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, d.url), 0);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 20, 100), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    ck_assert(rt_bool(ld_store_initialized(s)) == false);
+    ld_future *f = ld_store_all(s, ld_kind_features());
+    for (int i = 0; i < 3; i++)
+        event_base_loop(base, EVLOOP_ONCE);
+    redisd_kill(&d);
+    rt_wait(f);
+    if (ld_future_is_rejected(f))
+        ck_assert_int_eq(ld_future_error(f), LD_ESTORE);
+    else /* read whole before the kill: the machine was fast */
+        ck_assert_int_eq((int)json_object_size(ld_future_json(f)), 200000);
+    ld_future_unref(f);
+    ck_assert_int_eq(redisd_restart(&d), 0);
+    bool ok = false;
+    for (int i = 0; i < 50 && !ok; i++) {
+        ld_future *g = rt_wait(ld_store_all(s, ld_kind_features()));
+        ok = ld_future_is_fulfilled(g);
+        if (ok)
+            ck_assert_int_eq((int)json_object_size(ld_future_json(g)), 0);
+        ld_future_unref(g);
+        if (!ok)
+            rt_run_for(base, 50);
+    }
+    ck_assert(ok);
+    ld_store_free(s);
+    redisd_destroy(&d);
+}
+END_TEST
+
+/* CLIENT KILL again and again while 10,000 reads and 100 writes are
+ * pipelined: every future completes (fulfilled, or LD_ESTORE /
+ * LD_ETIMEDOUT), and the store works afterwards. */
+static void on_kill(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    int *kills = arg;
+    redisReply *r = redisd_cmd(&rt_server, "CLIENT KILL TYPE normal SKIPME yes");
+    if (r)
+        freeReplyObject(r);
+    (*kills)++;
+}
+
+START_TEST(test_client_kill_storm)
+{
+    enum { N = 10000, W = 100 };
+    ld_redis_options *o = rt_options(NULL);
+    ck_assert_int_eq(ld_redis_options_set_reconnect(o, 1, 5), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    int kills = 0;
+    struct event *ev = event_new(base, -1, EV_PERSIST, on_kill, &kills);
+    struct timeval tv = {0, 3000};
+    event_add(ev, &tv);
+    ld_future **fs = calloc(N + W, sizeof(*fs));
+    ck_assert_ptr_nonnull(fs);
+    int ok = 0, failed_n = 0;
+    for (int i = 0; i < N + W; i++) {
+        if (i % 100 == 0) {
+            json_t *item = json_pack("{s:s,s:i}", "key", "w", "version", i + 1);
+            fs[i] = ld_store_upsert(s, ld_kind_features(), item);
+            json_decref(item);
+        } else {
+            fs[i] = ld_store_get(s, ld_kind_features(), "w");
+        }
+        if (i % 500 == 0)
+            event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    for (int i = 0; i < N + W; i++) {
+        rt_wait(fs[i]);
+        if (ld_future_is_fulfilled(fs[i])) {
+            ok++;
+        } else {
+            int e = ld_future_error(fs[i]);
+            ck_assert_msg(e == LD_ESTORE || e == LD_ETIMEDOUT, "rejected with %s (%s)",
+                          ld_err_name(e), ld_future_error_message(fs[i]));
+            failed_n++;
+        }
+        ld_future_unref(fs[i]);
+    }
+    free(fs);
+    event_free(ev);
+    ck_assert_int_eq(ok + failed_n, N + W);
+    bool back = false;
+    for (int i = 0; i < 50 && !back; i++) {
+        ld_future *g = rt_wait(ld_store_get(s, ld_kind_features(), "w"));
+        back = ld_future_is_fulfilled(g);
+        ld_future_unref(g);
+        if (!back)
+            rt_run_for(base, 20);
+    }
+    ck_assert(back);
+    ld_store_free(s);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -473,6 +669,9 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_failed_upsert_leaves_no_watch);
     tcase_add_test(tc, test_free_mid_init);
     tcase_add_test(tc, test_close_free_while_paused);
+    tcase_add_test(tc, test_pause_mid_init_is_atomic);
+    tcase_add_test(tc, test_client_kill_storm);
+    tcase_add_test(tc, test_kill_mid_hgetall);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
     suite_add_tcase(s, tc);
     return s;
