@@ -63,6 +63,8 @@ struct ldr_conn {
     const struct ld_redis_options *o; /* borrowed from the owner */
     ldr_avail_fn avail;
     void *avail_arg;
+    void (*settled)(void *arg); /* a name resolution ended */
+    void *settled_arg;
     enum state state;
     struct sess *s; /* connecting or ready */
     size_t handshake_left;
@@ -100,6 +102,15 @@ static void set_available(struct ldr_conn *c, bool yes)
     c->available = yes;
     if (c->avail)
         c->avail(c->avail_arg, yes);
+}
+
+/* A name resolution ended (a connection is being made, or the resolution
+ * failed): the owner may start what waited for it. Called last: it may
+ * free the connection. */
+static void settled(struct ldr_conn *c)
+{
+    if (c->settled)
+        c->settled(c->settled_arg);
 }
 
 static void became_ready(struct ldr_conn *c)
@@ -268,6 +279,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             c->state = S_IDLE;
             set_available(c, false);
             schedule_reconnect(c);
+            settled(c);
             return;
         }
         fail(c, LD_ETIMEDOUT, "connect timed out after %lld ms", (long long)c->o->connect_ms);
@@ -444,6 +456,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
         event_del(c->timer);
         set_available(c, false);
         schedule_reconnect(c);
+        settled(c);
         return;
     }
     char ip[64];
@@ -455,6 +468,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
     evutil_inet_ntop(res->ai_family, a, ip, sizeof(ip));
     evutil_freeaddrinfo(res);
     connect_to(c, ip);
+    settled(c);
 }
 
 /* Whether `host` needs resolving (not an address, not "localhost"). */
@@ -589,6 +603,17 @@ int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t 
 void ldr_conn_reset(struct ldr_conn *c, const char *why)
 {
     fail(c, LD_ESTORE, "%s", why);
+}
+
+void ldr_conn_on_settled(struct ldr_conn *c, void (*fn)(void *arg), void *arg)
+{
+    c->settled = fn;
+    c->settled_arg = arg;
+}
+
+bool ldr_conn_resolving(const struct ldr_conn *c)
+{
+    return c->state == S_RESOLVING;
 }
 
 bool ldr_conn_usable(const struct ldr_conn *c)

@@ -66,6 +66,7 @@ struct rstore {
     struct job *wait_head, *wait_tail; /* not started */
     struct job *writing;               /* the write under way, or NULL */
     struct event *slice;               /* a timer due at once: the next slice */
+    struct event *kick;                /* a timer due at once: pump() */
     struct job *slicing;               /* its job */
     ld_future *closing;                /* close waits for the jobs */
     bool closed;
@@ -664,7 +665,9 @@ static void pump(struct rstore *st)
     if (st->pumping)
         return;
     st->pumping = true;
-    while (!st->writing && st->wait_head) {
+    /* while the host name is being resolved, the jobs wait: kicked when
+     * it ends (connecting then, or failed: they reject) */
+    while (!st->writing && st->wait_head && !(st->conn && ldr_conn_resolving(st->conn))) {
         struct job *j = st->wait_head;
         st->wait_head = j->wnext;
         if (!st->wait_head)
@@ -800,6 +803,8 @@ static void r_free(void *impl)
     }
     if (st->slice)
         event_free(st->slice);
+    if (st->kick)
+        event_free(st->kick);
     ldr_free(st->inited_key);
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
@@ -826,6 +831,23 @@ static const struct ld_store_ops ops = {
     .describe = r_describe,
 };
 
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pump(arg);
+}
+
+/* A name resolution ended: the jobs that waited start from the next pass
+ * (not from inside the resolver's callback, where freeing the connection
+ * would free the resolver). */
+static void on_settled(void *arg)
+{
+    static const struct timeval now = {0, 0};
+    struct rstore *st = arg;
+    event_add(st->kick, &now);
+}
+
 static void on_avail(void *arg, bool available)
 {
     struct rstore *st = arg;
@@ -850,7 +872,8 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
     st->hashes[0] = ldr_malloc(n);
     st->hashes[1] = ldr_malloc(n);
     st->slice = evtimer_new(base, on_slice, st);
-    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice) {
+    st->kick = evtimer_new(base, on_kick, st);
+    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice || !st->kick) {
         r_free(st);
         return NULL;
     }
@@ -868,5 +891,6 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
         ld_store_free(store); /* frees st */
         return NULL;
     }
+    ldr_conn_on_settled(st->conn, on_settled, st);
     return store;
 }

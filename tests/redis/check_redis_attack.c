@@ -651,6 +651,60 @@ START_TEST(test_client_kill_storm)
 }
 END_TEST
 
+/* A host name being resolved when operations are issued: they wait for
+ * the resolution (redis.h: "operations issued while a connection is being
+ * made wait for it"), not reject at once with "still resolving"; a name
+ * that does not resolve within the connect timeout rejects them then. */
+START_TEST(test_ops_wait_for_name_resolution)
+{
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, "redis://ldasync-attack.invalid:6379"), 0);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, 300, 300), 0);
+    ld_store *s = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(s);
+    ld_future *f = ld_store_get(s, ld_kind_features(), "a");
+    rt_wait(f);
+    ck_assert(ld_future_is_rejected(f));
+    ck_assert_int_eq(ld_future_error(f), LD_ESTORE);
+    ck_assert_msg(!strstr(ld_future_error_message(f), "still resolving"),
+                  "did not wait for the name: %s", ld_future_error_message(f));
+    ck_assert_msg(strstr(ld_future_error_message(f), "resol"), "message: %s",
+                  ld_future_error_message(f));
+    ld_future_unref(f);
+    ld_store_free(s);
+}
+END_TEST
+
+/* The unreachable: a unix "socket" that is a regular file or a directory,
+ * a TCP port nobody listens on. Operations reject with LD_ESTORE at once
+ * or within the connect timeout, and the store can be freed. */
+START_TEST(test_unreachable_places)
+{
+    char file[300], url[400];
+    snprintf(file, sizeof(file), "%s/not-a-socket", rt_server.dir);
+    FILE *fp = fopen(file, "w");
+    ck_assert_ptr_nonnull(fp);
+    fclose(fp);
+    const char *urls[] = {url, "unix:/tmp", "redis://127.0.0.1:1", "redis://[::1]:1"};
+    snprintf(url, sizeof(url), "unix:%s", file);
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        ld_redis_options *o = ld_redis_options_new();
+        ck_assert_int_eq(ld_redis_options_set_url(o, urls[i]), 0);
+        ck_assert_int_eq(ld_redis_options_set_timeouts(o, 300, 300), 0);
+        ck_assert_int_eq(ld_redis_options_set_reconnect(o, 1, 10), 0);
+        ld_store *s = ld_redis_store_new(base, o);
+        ld_redis_options_free(o);
+        ck_assert_ptr_nonnull(s);
+        rt_error(ld_store_get(s, ld_kind_features(), "a"), LD_ESTORE, NULL);
+        rt_run_for(base, 100);
+        rt_error(ld_store_all(s, ld_kind_features()), LD_ESTORE, NULL);
+        ld_store_free(s);
+    }
+    unlink(file);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -660,6 +714,8 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_all_field_not_utf8);
     tcase_add_test(tc, test_all_field_with_nul_does_not_shadow);
     tcase_add_test(tc, test_huge_timeouts);
+    tcase_add_test(tc, test_ops_wait_for_name_resolution);
+    tcase_add_test(tc, test_unreachable_places);
     tcase_add_test(tc, test_hangup_server_backs_off);
     tcase_add_test(tc, test_free_in_status_listener);
     tcase_add_test(tc, test_tiny_timeouts);
