@@ -705,6 +705,38 @@ START_TEST(test_unreachable_places)
 }
 END_TEST
 
+/* ld_store_free from inside the callback of one of the store's futures,
+ * with a sliced all() and a write still under way behind it: the others
+ * complete (cancelled or answered), nothing leaks. */
+static void free_store_cb(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_store **sp = arg;
+    ld_store_free(*sp);
+    *sp = NULL;
+}
+
+START_TEST(test_free_in_future_callback)
+{
+    fill(&rt_server, 5000, 100);
+    ld_store *s = rt_store(base, NULL);
+    ld_future *g = ld_store_get(s, ld_kind_features(), "f1");
+    ld_future *a = ld_store_all(s, ld_kind_features());
+    json_t *item = rt_j("{\"key\":\"f1\",\"version\":7}");
+    ld_future *w = ld_store_upsert(s, ld_kind_features(), item);
+    json_decref(item);
+    ld_future *a2 = ld_store_all(s, ld_kind_features());
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(g), free_store_cb, &s), 0);
+    ld_future *fs[] = {g, a, w, a2};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        rt_wait(fs[i]);
+        ld_future_unref(fs[i]);
+    }
+    ck_assert_ptr_null(s);
+    rt_run_for(base, 50);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -725,6 +757,7 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_failed_upsert_leaves_no_watch);
     tcase_add_test(tc, test_free_mid_init);
     tcase_add_test(tc, test_close_free_while_paused);
+    tcase_add_test(tc, test_free_in_future_callback);
     tcase_add_test(tc, test_pause_mid_init_is_atomic);
     tcase_add_test(tc, test_client_kill_storm);
     tcase_add_test(tc, test_kill_mid_hgetall);
