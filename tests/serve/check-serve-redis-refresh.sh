@@ -13,6 +13,9 @@
 # Redis store itself never reports needs_refresh: Redis stays empty (no
 # $inited: readers in daemon mode and other SDKs see no flags) until the
 # file changes. --cache-ttl -1 (the default) writes back and passes.
+# Second part: Redis absent when the writer starts, then started: with
+# --cache-ttl 0 the failed init is never made again either (the writer
+# serves no flags meanwhile, and Redis stays empty).
 #
 # Run by hand: top_builddir=BUILD top_srcdir=SRC sh tests/serve/check-serve-redis-refresh.sh
 set -u
@@ -64,6 +67,24 @@ for ttl in -1 0 30; do
     start_redis
     if ! wait_inited 10; then
         echo "FAIL: --cache-ttl $ttl: Redis restarted empty is not written again within 10 s" >&2
+        failures=$((failures + 1))
+    fi
+    kill $w
+    wait $w
+    w=
+    kill $rpid
+    wait $rpid 2>/dev/null
+    rpid=
+done
+for ttl in -1 0; do
+    rm -f "$sock"
+    "$serve" --data "$top_srcdir/data/flags.json" --redis "unix:$sock" --cache-ttl $ttl \
+        --port 0 2>"$tmp/w.log" &
+    w=$!
+    sleep 1
+    start_redis
+    if ! wait_inited 10; then
+        echo "FAIL: --cache-ttl $ttl: Redis started after the writer is not written within 10 s" >&2
         failures=$((failures + 1))
     fi
     kill $w
