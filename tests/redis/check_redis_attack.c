@@ -737,6 +737,32 @@ START_TEST(test_free_in_future_callback)
 }
 END_TEST
 
+/* The same for the big segment store: its reads wait for the name. */
+START_TEST(test_big_segments_wait_for_name_resolution)
+{
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, "redis://ldasync-attack.invalid:6379"), 0);
+    ck_assert_int_eq(ld_redis_options_set_timeouts(o, 300, 300), 0);
+    ld_big_segment_store *bs = ld_redis_big_segment_store_new(base, o);
+    ld_redis_options_free(o);
+    ck_assert_ptr_nonnull(bs);
+    ld_future *fs[] = {ld_big_segment_store_get_metadata(bs),
+                       ld_big_segment_store_get_membership(bs, "aGFzaA==")};
+    for (size_t i = 0; i < 2; i++) {
+        rt_wait(fs[i]);
+        ck_assert(ld_future_is_rejected(fs[i]));
+        ck_assert_msg(!strstr(ld_future_error_message(fs[i]), "still resolving"),
+                      "did not wait for the name: %s", ld_future_error_message(fs[i]));
+        ld_future_unref(fs[i]);
+    }
+    /* freed with reads waiting for the name */
+    ld_future *late = ld_big_segment_store_get_membership(bs, "aGFzaA==");
+    ld_big_segment_store_free(bs);
+    rt_wait(late);
+    ld_future_unref(late);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -747,6 +773,7 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_all_field_with_nul_does_not_shadow);
     tcase_add_test(tc, test_huge_timeouts);
     tcase_add_test(tc, test_ops_wait_for_name_resolution);
+    tcase_add_test(tc, test_big_segments_wait_for_name_resolution);
     tcase_add_test(tc, test_unreachable_places);
     tcase_add_test(tc, test_hangup_server_backs_off);
     tcase_add_test(tc, test_free_in_status_listener);
