@@ -110,13 +110,14 @@ LD_EXPORT int ld_redis_options_set_database(ld_redis_options *opts, int database
 LD_EXPORT int ld_redis_options_set_prefix(ld_redis_options *opts, const char *prefix);
 
 /** Milliseconds to connect (name resolution included) and for Redis to
- *  answer a command (both > 0). @return 0; LD_EINVAL. @since 0.1.0 */
+ *  answer a command (both > 0; more than a year counts as a year).
+ *  @return 0; LD_EINVAL. @since 0.1.0 */
 LD_EXPORT int ld_redis_options_set_timeouts(ld_redis_options *opts, int64_t connect_ms,
                                             int64_t command_ms);
 
 /** The delay before connecting again after a failure (> 0), doubled after
- *  each failure up to `max_ms` (>= initial_ms). @return 0; LD_EINVAL.
- *  @since 0.1.0 */
+ *  each failure up to `max_ms` (>= initial_ms); more than a year counts as
+ *  a year. @return 0; LD_EINVAL. @since 0.1.0 */
 LD_EXPORT int ld_redis_options_set_reconnect(ld_redis_options *opts, int64_t initial_ms,
                                              int64_t max_ms);
 

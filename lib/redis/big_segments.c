@@ -6,10 +6,12 @@
  * membership is SMEMBERS of {prefix}:big_segment_include:{hash} and of
  * {prefix}:big_segment_exclude:{hash}, pipelined. Read only.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 
@@ -23,8 +25,10 @@ struct bop {
     struct rbss *bs;
     ld_future *out; /* owned */
     bool membership;
-    int replies; /* replies still to come */
-    int code;    /* the first failure */
+    char *hash;   /* waiting for a name resolution: the context's (membership) */
+    bool waiting; /* issued while the host name was resolved: not sent yet */
+    int replies;  /* replies still to come */
+    int code;     /* the first failure */
     char msg[300];
     /* the members read: include, then exclude (copied from the replies) */
     char **refs[2];
@@ -36,6 +40,7 @@ struct rbss {
     struct ldr_conn *conn;
     char *synced_key;
     struct bop *ops;
+    struct event *kick; /* a timer due at once: send the waiting ops */
 };
 
 static void bop_free(struct bop *op)
@@ -45,6 +50,7 @@ static void bop_free(struct bop *op)
             ldr_free(op->refs[i][k]);
         ldr_free(op->refs[i]);
     }
+    ldr_free(op->hash);
     ldr_free(op);
 }
 
@@ -111,9 +117,15 @@ static void on_synced(void *arg, redisReply *r, int err, const char *msg)
     } else if (r->type == REDIS_REPLY_NIL) {
         ld_future_fulfill_int(op->out, LD_BIG_SEGMENT_TIME_UNKNOWN);
     } else {
+        /* digits only, all of the value (no sign, no blank, no NUL),
+         * and no more than a long long holds */
         char *end = NULL;
-        long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, &end, 10) : -1;
-        if (!end || end == r->str || *end || v < 0)
+        errno = 0;
+        long long v =
+            r->type == REDIS_REPLY_STRING && r->len && r->str[0] >= '0' && r->str[0] <= '9'
+                ? strtoll(r->str, &end, 10)
+                : -1;
+        if (!end || end != r->str + r->len || errno == ERANGE || v < 0)
             ld_future_reject(op->out, LD_EPARSE, "Redis: %s is not a time in milliseconds",
                              op->bs->synced_key);
         else
@@ -122,17 +134,27 @@ static void on_synced(void *arg, redisReply *r, int err, const char *msg)
     bop_done(op);
 }
 
+static void metadata_start(struct bop *op)
+{
+    struct rbss *bs = op->bs;
+    bop_send(op, 2, (const char *[]){"GET", bs->synced_key}, on_synced);
+    if (op->replies == 0) {
+        ld_future_reject(op->out, op->code, "%s", op->msg);
+        bop_done(op);
+    }
+}
+
 static void b_get_metadata(void *impl, ld_future *out)
 {
     struct rbss *bs = impl;
     struct bop *op = bop_new(bs, out, false);
     if (!op)
         return;
-    bop_send(op, 2, (const char *[]){"GET", bs->synced_key}, on_synced);
-    if (op->replies == 0) {
-        ld_future_reject(op->out, op->code, "%s", op->msg);
-        bop_done(op);
+    if (ldr_conn_resolving(bs->conn)) {
+        op->waiting = true; /* sent when the resolution ends */
+        return;
     }
+    metadata_start(op);
 }
 
 /* ---- membership --------------------------------------------------------- */
@@ -197,12 +219,9 @@ static void on_exclude(void *arg, redisReply *r, int err, const char *msg)
     on_members(arg, 1, r, err, msg);
 }
 
-static void b_get_membership(void *impl, const char *hash, ld_future *out)
+static void membership_start(struct bop *op, const char *hash)
 {
-    struct rbss *bs = impl;
-    struct bop *op = bop_new(bs, out, true);
-    if (!op)
-        return;
+    struct rbss *bs = op->bs;
     size_t n = strlen(bs->o.prefix) + strlen(hash) + sizeof(":big_segment_include:");
     char *inc = ldr_malloc(n), *exc = ldr_malloc(n);
     if (!inc || !exc) {
@@ -218,6 +237,53 @@ static void b_get_membership(void *impl, const char *hash, ld_future *out)
     ldr_free(exc);
     if (op->replies == 0)
         membership_end(op);
+}
+
+static void b_get_membership(void *impl, const char *hash, ld_future *out)
+{
+    struct rbss *bs = impl;
+    struct bop *op = bop_new(bs, out, true);
+    if (!op)
+        return;
+    if (ldr_conn_resolving(bs->conn)) { /* sent when the resolution ends */
+        op->hash = ldr_strdup(hash);
+        if (!op->hash) {
+            ld_future_reject(op->out, LD_ENOMEM, NULL);
+            bop_done(op);
+            return;
+        }
+        op->waiting = true;
+        return;
+    }
+    membership_start(op, hash);
+}
+
+/* The name resolution ended: the operations that waited are sent (or
+ * fail, when it failed), from the loop. */
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct rbss *bs = arg;
+    for (;;) {
+        struct bop *op = bs->ops;
+        while (op && !op->waiting)
+            op = op->next;
+        if (!op)
+            return;
+        op->waiting = false;
+        if (op->membership)
+            membership_start(op, op->hash); /* may complete op */
+        else
+            metadata_start(op);
+    }
+}
+
+static void on_settled(void *arg)
+{
+    static const struct timeval now = {0, 0};
+    struct rbss *bs = arg;
+    event_add(bs->kick, &now);
 }
 
 /* ---- the store ---------------------------------------------------------- */
@@ -238,6 +304,8 @@ static void b_free(void *impl)
         ld_future_reject(op->out, LD_ECANCELED, NULL);
         bop_done(op);
     }
+    if (bs->kick)
+        event_free(bs->kick);
     ldr_free(bs->synced_key);
     ldr_options_clear(&bs->o);
     ldr_free(bs);
@@ -272,7 +340,8 @@ ld_big_segment_store *ld_redis_big_segment_store_new(struct event_base *base,
     }
     size_t n = strlen(bs->o.prefix) + sizeof(":big_segments_synchronized_on");
     bs->synced_key = ldr_malloc(n);
-    if (!bs->synced_key) {
+    bs->kick = evtimer_new(base, on_kick, bs);
+    if (!bs->synced_key || !bs->kick) {
         b_free(bs);
         return NULL;
     }
@@ -282,6 +351,7 @@ ld_big_segment_store *ld_redis_big_segment_store_new(struct event_base *base,
         b_free(bs);
         return NULL;
     }
+    ldr_conn_on_settled(bs->conn, on_settled, bs);
     ld_big_segment_store *s = ld_big_segment_store_new(base, &bops, bs);
     if (!s)
         b_free(bs);

@@ -63,6 +63,8 @@ struct ldr_conn {
     const struct ld_redis_options *o; /* borrowed from the owner */
     ldr_avail_fn avail;
     void *avail_arg;
+    void (*settled)(void *arg); /* a name resolution ended */
+    void *settled_arg;
     enum state state;
     struct sess *s; /* connecting or ready */
     size_t handshake_left;
@@ -74,6 +76,7 @@ struct ldr_conn {
     int64_t delay_ms;
     uint64_t rng;
     bool available;
+    bool answered; /* the session had an answer (not an error) from Redis */
     char why[512]; /* why the last connection failed */
 };
 
@@ -101,11 +104,19 @@ static void set_available(struct ldr_conn *c, bool yes)
         c->avail(c->avail_arg, yes);
 }
 
+/* A name resolution ended (a connection is being made, or the resolution
+ * failed): the owner may start what waited for it. Called last: it may
+ * free the connection. */
+static void settled(struct ldr_conn *c)
+{
+    if (c->settled)
+        c->settled(c->settled_arg);
+}
+
 static void became_ready(struct ldr_conn *c)
 {
     c->state = S_READY;
     c->ready_ms = mono_ms();
-    c->delay_ms = c->o->reconnect_ms; /* the next failure starts over */
     set_available(c, true);
 }
 
@@ -139,6 +150,12 @@ static void detach(struct ldr_conn *c, int code, const char *msg)
     snprintf(c->why, sizeof(c->why), "%s", msg);
     event_del(c->timer);
     if (c->state != S_CLOSED) {
+        /* the delay starts over after a connection that worked: one that
+         * answered, or lasted a second. A server that accepts and hangs up
+         * at once (Redis at maxclients, a proxy without its backend) is
+         * tried again with the delay doubling, not every initial delay. */
+        if (c->state == S_READY && (c->answered || mono_ms() - c->ready_ms >= 1000))
+            c->delay_ms = c->o->reconnect_ms;
         c->state = S_IDLE;
         set_available(c, false);
         schedule_reconnect(c);
@@ -179,6 +196,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
                  s->ac->errstr[0] ? s->ac->errstr : "connection lost");
         detach(c, LD_ESTORE, msg);
     }
+    if (r && c && r->type != REDIS_REPLY_ERROR)
+        c->answered = true;
     struct rec *rc = pop(s);
     if (!rc)
         return;
@@ -260,6 +279,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             c->state = S_IDLE;
             set_available(c, false);
             schedule_reconnect(c);
+            settled(c);
             return;
         }
         fail(c, LD_ETIMEDOUT, "connect timed out after %lld ms", (long long)c->o->connect_ms);
@@ -406,6 +426,7 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     c->s = s;
     c->state = S_CONNECTING;
     c->handshake_left = 0;
+    c->answered = false;
     char db[24];
     snprintf(db, sizeof(db), "%d", c->o->database);
     if ((c->o->password && handshake_cmd(c, 2, (const char *[]){"AUTH", c->o->password}) != 0) ||
@@ -435,6 +456,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
         event_del(c->timer);
         set_available(c, false);
         schedule_reconnect(c);
+        settled(c);
         return;
     }
     char ip[64];
@@ -446,6 +468,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
     evutil_inet_ntop(res->ai_family, a, ip, sizeof(ip));
     evutil_freeaddrinfo(res);
     connect_to(c, ip);
+    settled(c);
 }
 
 /* Whether `host` needs resolving (not an address, not "localhost"). */
@@ -580,6 +603,17 @@ int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t 
 void ldr_conn_reset(struct ldr_conn *c, const char *why)
 {
     fail(c, LD_ESTORE, "%s", why);
+}
+
+void ldr_conn_on_settled(struct ldr_conn *c, void (*fn)(void *arg), void *arg)
+{
+    c->settled = fn;
+    c->settled_arg = arg;
+}
+
+bool ldr_conn_resolving(const struct ldr_conn *c)
+{
+    return c->state == S_RESOLVING;
 }
 
 bool ldr_conn_usable(const struct ldr_conn *c)

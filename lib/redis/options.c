@@ -308,12 +308,21 @@ int ld_redis_options_set_prefix(ld_redis_options *opts, const char *prefix)
     return 0;
 }
 
+/* The longest time the options keep (a year): deadlines computed from the
+ * monotonic clock, and a delay doubled, stay far from overflowing. */
+#define MAX_MS ((int64_t)366 * 24 * 3600 * 1000)
+
+static int64_t cap(int64_t ms)
+{
+    return ms > MAX_MS ? MAX_MS : ms;
+}
+
 int ld_redis_options_set_timeouts(ld_redis_options *opts, int64_t connect_ms, int64_t command_ms)
 {
     if (!opts || connect_ms <= 0 || command_ms <= 0)
         return LD_EINVAL;
-    opts->connect_ms = connect_ms;
-    opts->command_ms = command_ms;
+    opts->connect_ms = cap(connect_ms);
+    opts->command_ms = cap(command_ms);
     return 0;
 }
 
@@ -321,7 +330,7 @@ int ld_redis_options_set_reconnect(ld_redis_options *opts, int64_t initial_ms, i
 {
     if (!opts || initial_ms <= 0 || max_ms < initial_ms)
         return LD_EINVAL;
-    opts->reconnect_ms = initial_ms;
-    opts->reconnect_max_ms = max_ms;
+    opts->reconnect_ms = cap(initial_ms);
+    opts->reconnect_max_ms = cap(max_ms);
     return 0;
 }

@@ -80,6 +80,15 @@ int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t 
  * connects again: for a transaction that could not be sent whole. */
 void ldr_conn_reset(struct ldr_conn *c, const char *why);
 
+/* `fn(arg)` is called (from the loop, never within a call of this API)
+ * when a name resolution ends: a connection is then being made, or the
+ * resolution failed. It may free the connection. */
+void ldr_conn_on_settled(struct ldr_conn *c, void (*fn)(void *arg), void *arg);
+
+/* True while the host name is being resolved (sends fail: commands wait
+ * for ldr_conn_on_settled()'s call). */
+bool ldr_conn_resolving(const struct ldr_conn *c);
+
 /* True while connected or connecting (sends are accepted). */
 bool ldr_conn_usable(const struct ldr_conn *c);
 

@@ -66,9 +66,11 @@ struct rstore {
     struct job *wait_head, *wait_tail; /* not started */
     struct job *writing;               /* the write under way, or NULL */
     struct event *slice;               /* a timer due at once: the next slice */
+    struct event *kick;                /* a timer due at once: pump() */
     struct job *slicing;               /* its job */
     ld_future *closing;                /* close waits for the jobs */
     bool closed;
+    bool pumping; /* inside pump() */
 };
 
 static void pump(struct rstore *st);
@@ -261,6 +263,47 @@ static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 
 /* ---- all ---------------------------------------------------------------- */
 
+/* True if `s` (`n` bytes) is valid UTF-8 without a NUL: a key an item can
+ * have (jansson's rule for object keys, and no NUL, which would end the
+ * key early and let the field shadow another item). */
+static bool key_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        if (c == 0)
+            return false;
+        if (c < 0x80)
+            continue;
+        int more;
+        unsigned v;
+        if (c >= 0xC2 && c <= 0xDF) {
+            more = 1;
+            v = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            v = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            v = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p < more)
+            return false;
+        for (int i = 0; i < more; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+            v = (v << 6) | (p[i] & 0x3F);
+        }
+        p += more;
+        if ((more == 2 && v < 0x800) || (more == 3 && (v < 0x10000 || v > 0x10FFFF)) ||
+            (v >= 0xD800 && v <= 0xDFFF))
+            return false; /* overlong, too large, a surrogate */
+    }
+    return true;
+}
+
 static void all_slice(struct job *j)
 {
     size_t bytes = 0;
@@ -271,6 +314,11 @@ static void all_slice(struct job *j)
             return;
         }
         bytes += v->len + 64;
+        if (!key_valid(k->str, k->len)) {
+            job_reject(j, LD_EPARSE, "Redis: a field of %s is not a key (not UTF-8, or a NUL)",
+                       j->hash);
+            return;
+        }
         char *key = ldr_strndup(k->str, k->len);
         if (!key) {
             job_reject(j, LD_ENOMEM, NULL);
@@ -363,6 +411,12 @@ static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 static void on_old(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        /* the WATCH stays on the connection unless taken back: a later
+         * init's EXEC would be aborted by another client's change */
+        const char *why;
+        ldr_conn_send(j->st->conn, 1, (const char *[]){"UNWATCH"}, NULL, NULL, NULL, &why);
+    }
     if (failed(j, r, err, msg))
         return;
     int64_t old = -1;
@@ -605,14 +659,24 @@ static void job_start(struct job *j)
 
 static void pump(struct rstore *st)
 {
-    while (!st->writing && st->wait_head) {
+    /* a job that completes within job_start() (not connected: it rejects
+     * at once) pumps again from job_done(): that call leaves the rest to
+     * this loop, or the jobs waiting behind a write that failed would each
+     * nest a call (tens of thousands of them overflow the stack) */
+    if (st->pumping)
+        return;
+    st->pumping = true;
+    /* while the host name is being resolved, the jobs wait: kicked when
+     * it ends (connecting then, or failed: they reject) */
+    while (!st->writing && st->wait_head && !(st->conn && ldr_conn_resolving(st->conn))) {
         struct job *j = st->wait_head;
         st->wait_head = j->wnext;
         if (!st->wait_head)
             st->wait_tail = NULL;
         j->wnext = NULL;
-        job_start(j); /* may complete j, and pump() again from job_done() */
+        job_start(j); /* may complete j */
     }
+    st->pumping = false;
 }
 
 /* ---- the store's operations --------------------------------------------- */
@@ -740,6 +804,8 @@ static void r_free(void *impl)
     }
     if (st->slice)
         event_free(st->slice);
+    if (st->kick)
+        event_free(st->kick);
     ldr_free(st->inited_key);
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
@@ -766,6 +832,23 @@ static const struct ld_store_ops ops = {
     .describe = r_describe,
 };
 
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pump(arg);
+}
+
+/* A name resolution ended: the jobs that waited start from the next pass
+ * (not from inside the resolver's callback, where freeing the connection
+ * would free the resolver). */
+static void on_settled(void *arg)
+{
+    static const struct timeval now = {0, 0};
+    struct rstore *st = arg;
+    event_add(st->kick, &now);
+}
+
 static void on_avail(void *arg, bool available)
 {
     struct rstore *st = arg;
@@ -790,7 +873,8 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
     st->hashes[0] = ldr_malloc(n);
     st->hashes[1] = ldr_malloc(n);
     st->slice = evtimer_new(base, on_slice, st);
-    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice) {
+    st->kick = evtimer_new(base, on_kick, st);
+    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice || !st->kick) {
         r_free(st);
         return NULL;
     }
@@ -808,5 +892,6 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
         ld_store_free(store); /* frees st */
         return NULL;
     }
+    ldr_conn_on_settled(st->conn, on_settled, st);
     return store;
 }

@@ -37,5 +37,6 @@ Suite *rt_suite_big_segments(void);
 Suite *rt_suite_daemon(void);
 Suite *rt_suite_chaos(void);
 Suite *rt_suite_outages(void);
+Suite *rt_suite_attack(void);
 
 #endif

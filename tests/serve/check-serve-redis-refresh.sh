@@ -1,0 +1,97 @@
+#!/bin/sh
+# Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
+#
+# check-serve-redis-refresh.sh: NOT IN THE BUILD (fails today; see below).
+#
+# ldasync-serve --data FILE --redis URL with --cache-ttl 0 and 30: Redis
+# restarts empty; the writer must write the data set again. store.h says of
+# the caching store: "with a ttl (or 0), it forgets what it held and
+# reports available with needs_refresh true: the data source should send
+# its data again", and LaunchDarkly's SDKs re-fetch their data then. Today
+# nothing reacts to needs_refresh (no code in lib/sources, lib/client or
+# serve/ reads it), and with --cache-ttl 0 there is no cache at all, and the
+# Redis store itself never reports needs_refresh: Redis stays empty (no
+# $inited: readers in daemon mode and other SDKs see no flags) until the
+# file changes. --cache-ttl -1 (the default) writes back and passes.
+# Second part: Redis absent when the writer starts, then started: with
+# --cache-ttl 0 the failed init is never made again either (the writer
+# serves no flags meanwhile, and Redis stays empty).
+#
+# Run by hand: top_builddir=BUILD top_srcdir=SRC sh tests/serve/check-serve-redis-refresh.sh
+set -u
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+serve=$top_builddir/serve/ldasync-serve
+for tool in redis-server redis-cli; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: no $tool"; exit 77; }
+done
+tmp=$(mktemp -d)
+sock=$tmp/redis.sock
+rpid= w=
+failures=0
+cleanup() {
+    for p in $w $rpid; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+start_redis() {
+    rm -f "$sock"
+    redis-server --port 0 --unixsocket "$sock" --save '' --appendonly no --dir "$tmp" \
+        --logfile "$tmp/redis.log" &
+    rpid=$!
+    i=0
+    until redis-cli -s "$sock" ping >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -gt 200 ] && { echo "FAIL: redis-server did not start" >&2; exit 1; }
+        sleep 0.05
+    done
+}
+inited() { [ "$(redis-cli -s "$sock" exists 'launchdarkly:$inited')" = 1 ]; }
+wait_inited() { # SECONDS
+    i=0
+    until inited; do
+        i=$((i + 1))
+        [ $i -gt $(($1 * 20)) ] && return 1
+        sleep 0.05
+    done
+}
+for ttl in -1 0 30; do
+    start_redis
+    "$serve" --data "$top_srcdir/data/flags.json" --redis "unix:$sock" --cache-ttl $ttl \
+        --port 0 2>"$tmp/w.log" &
+    w=$!
+    wait_inited 10 || { echo "FAIL: ttl $ttl: the writer did not write" >&2; failures=$((failures + 1)); }
+    kill -9 $rpid
+    wait $rpid 2>/dev/null
+    sleep 1
+    start_redis
+    if ! wait_inited 10; then
+        echo "FAIL: --cache-ttl $ttl: Redis restarted empty is not written again within 10 s" >&2
+        failures=$((failures + 1))
+    fi
+    kill $w
+    wait $w
+    w=
+    kill $rpid
+    wait $rpid 2>/dev/null
+    rpid=
+done
+for ttl in -1 0; do
+    rm -f "$sock"
+    "$serve" --data "$top_srcdir/data/flags.json" --redis "unix:$sock" --cache-ttl $ttl \
+        --port 0 2>"$tmp/w.log" &
+    w=$!
+    sleep 1
+    start_redis
+    if ! wait_inited 10; then
+        echo "FAIL: --cache-ttl $ttl: Redis started after the writer is not written within 10 s" >&2
+        failures=$((failures + 1))
+    fi
+    kill $w
+    wait $w
+    w=
+    kill $rpid
+    wait $rpid 2>/dev/null
+    rpid=
+done
+[ $failures = 0 ] && echo "PASS" || exit 1
