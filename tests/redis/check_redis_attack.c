@@ -167,7 +167,10 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 static void hangup_start(struct hangup *h)
 {
     memset(h, 0, sizeof(*h));
-    snprintf(h->path, sizeof(h->path), "%s/hangup.sock", rt_server.dir);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/hangup.sock", rt_server.dir);
+    ck_assert_uint_lt(strlen(path), sizeof(h->path));
+    memcpy(h->path, path, strlen(path) + 1);
     unlink(h->path);
     h->fd = socket(AF_UNIX, SOCK_STREAM, 0);
     ck_assert_int_ge(h->fd, 0);
