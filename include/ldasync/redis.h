@@ -38,7 +38,11 @@
  * it); reads issued together are pipelined.
  *
  * Availability: the store's status (ld_store_current_status() and status
- * listeners, store.h) says whether Redis answers. When the connection
+ * listeners, store.h) says whether Redis answers; when it answers again
+ * after it did not (or at last, when it was down at the start), the status
+ * also says needs_refresh (Redis may have lost what it held, or missed
+ * writes), until an init succeeds: a data system writing into the store
+ * then has its data source send the whole data set again. When the connection
  * fails or drops, operations in flight reject with LD_ESTORE (or
  * LD_ETIMEDOUT), the status becomes unavailable, and the store connects
  * again after a delay that doubles from the initial reconnect delay up to

@@ -70,6 +70,7 @@ struct rstore {
     struct job *slicing;               /* its job */
     ld_future *closing;                /* close waits for the jobs */
     bool closed;
+    bool lost;    /* it was unavailable since the last init: needs_refresh */
     bool pumping; /* inside pump() */
 };
 
@@ -470,6 +471,12 @@ static void on_init_exec(void *arg, redisReply *r, int err, const char *msg)
             job_reject(j, LD_ESTORE, "Redis: %.*s", (int)r->element[i]->len, r->element[i]->str);
             return;
         }
+    if (j->st->lost) { /* the whole data set is there again */
+        j->st->lost = false;
+        ld_store_status now;
+        if (ld_store_current_status(j->st->store, &now) == 0 && now.available)
+            ld_store_update_status(j->st->store, true, false);
+    }
     ld_future_fulfill(j->out);
     job_done(j);
 }
@@ -849,11 +856,17 @@ static void on_settled(void *arg)
     event_add(st->kick, &now);
 }
 
+/* Unavailable, then available again: Redis may have lost what it held
+ * (restarted empty, or it was never written: it was down when the data
+ * came), so the status asks for the whole data set again
+ * (needs_refresh) until an init succeeds. */
 static void on_avail(void *arg, bool available)
 {
     struct rstore *st = arg;
+    if (!available)
+        st->lost = true;
     if (st->store)
-        ld_store_update_status(st->store, available, false);
+        ld_store_update_status(st->store, available, available && st->lost);
 }
 
 ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *opts)

@@ -690,7 +690,7 @@ static void inner_status(ld_store *inner, const ld_store_status *st, void *arg)
         c->failing = false;
         evtimer_del(c->poll_ev);
         set_status(c, false, false);
-    } else {
+    } else if (c->inner_down || c->failing) { /* back (not a change of needs_refresh alone) */
         c->inner_down = false;
         c->failing = false;
         evtimer_del(c->poll_ev);

@@ -1,23 +1,15 @@
 #!/bin/sh
 # Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT
 #
-# check-serve-redis-refresh.sh: NOT IN THE BUILD (fails today; see below).
+# check-serve-redis-refresh.sh: ldasync-serve --data FILE --redis URL with
+# --cache-ttl 0 and 30, -1 (the default) too: Redis restarts empty, and
+# the writer writes the data set again (the Redis store, or the cache in
+# front of it, says needs_refresh when Redis is back; the data system then
+# has the file read again). Second part: Redis absent when the writer
+# starts, then started: the failed init is made again once Redis answers.
+# Skipped (77) without redis-server or redis-cli.
 #
-# ldasync-serve --data FILE --redis URL with --cache-ttl 0 and 30: Redis
-# restarts empty; the writer must write the data set again. store.h says of
-# the caching store: "with a ttl (or 0), it forgets what it held and
-# reports available with needs_refresh true: the data source should send
-# its data again", and LaunchDarkly's SDKs re-fetch their data then. Today
-# nothing reacts to needs_refresh (no code in lib/sources, lib/client or
-# serve/ reads it), and with --cache-ttl 0 there is no cache at all, and the
-# Redis store itself never reports needs_refresh: Redis stays empty (no
-# $inited: readers in daemon mode and other SDKs see no flags) until the
-# file changes. --cache-ttl -1 (the default) writes back and passes.
-# Second part: Redis absent when the writer starts, then started: with
-# --cache-ttl 0 the failed init is never made again either (the writer
-# serves no flags meanwhile, and Redis stays empty).
-#
-# Run by hand: top_builddir=BUILD top_srcdir=SRC sh tests/serve/check-serve-redis-refresh.sh
+# Environment (set by Makefile.am): top_builddir, top_srcdir.
 set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
