@@ -264,6 +264,36 @@ START_TEST(test_many_items_sliced)
 }
 END_TEST
 
+/* Redis answers an all with the same bytes as the last time: the store
+ * hands out the same (immutable) result again, parsed once; other bytes
+ * (another process wrote) are parsed again. */
+START_TEST(test_all_of_the_same_bytes_is_parsed_once)
+{
+    freeReplyObject(
+        redisd_cmd(&rt_server, "HSET launchdarkly:features a {\"key\":\"a\",\"version\":1}"));
+    ld_store *s = rt_store(base, NULL);
+    ld_future *f1 = rt_wait(ld_store_all(s, F()));
+    ld_future *f2 = rt_wait(ld_store_all(s, F()));
+    ck_assert(ld_future_is_fulfilled(f1) && ld_future_is_fulfilled(f2));
+    ck_assert_ptr_eq(ld_future_json(f1), ld_future_json(f2));
+    freeReplyObject(
+        redisd_cmd(&rt_server, "HSET launchdarkly:features a {\"key\":\"a\",\"version\":2}"));
+    ld_future *f3 = rt_wait(ld_store_all(s, F()));
+    ck_assert(ld_future_json(f3) != ld_future_json(f1));
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(ld_future_json(f3), "a"), "version")),
+        2);
+    /* the first result is unchanged */
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(ld_future_json(f1), "a"), "version")),
+        1);
+    ld_future_unref(f1);
+    ld_future_unref(f2);
+    ld_future_unref(f3);
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_free_with_operations_in_flight)
 {
     ld_store *s = rt_store(base, NULL);
@@ -403,6 +433,7 @@ Suite *rt_suite_store(void)
     tcase_add_test(tc, test_upsert_race_retries);
     tcase_add_test(tc, test_read_your_writes_pipelined);
     tcase_add_test(tc, test_many_items_sliced);
+    tcase_add_test(tc, test_all_of_the_same_bytes_is_parsed_once);
     tcase_add_test(tc, test_free_with_operations_in_flight);
     tcase_add_test(tc, test_close_waits_for_operations);
     suite_add_tcase(s, tc);
