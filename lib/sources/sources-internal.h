@@ -116,7 +116,6 @@ void ld__file_synchronizer_lost(ld_synchronizer *sync);
  * a full transfer whatever it reads. Not a store synchronizer: nothing. */
 void ld__store_synchronizer_lost(ld_synchronizer *sync);
 
-
 /* ---- Waiters (src_waiters.c) -------------------------------------------------
  * The futures (`out` of an ops function) a source has not answered yet, in
  * the order they came. Zeroed: empty. Loop thread.
