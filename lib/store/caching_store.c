@@ -124,6 +124,10 @@ struct cache {
     struct event *check_ev;
     int64_t check_ms;
     char *describe;
+    /* what get_now lends (see lend()): items let go of while a lease may
+     * read them wait for it (the memory store's reclamation) */
+    struct reclaim rc;
+    bool rc_live; /* rc was made and not yet finished */
 };
 
 /* ---- time, references --------------------------------------------------- */
@@ -156,6 +160,20 @@ static json_t *jref(json_t *j)
     return j ? ld__json_incref(j) : NULL;
 }
 
+/* Lets go of the cache's reference to `j` (an item, a tombstone or an
+ * object of them): every reference the cache holds goes this way, since a
+ * result of get_now may read what it held without a reference of its own
+ * (lend()). */
+static void drop(struct cache *c, json_t *j)
+{
+    if (!j)
+        return;
+    if (c->rc_live)
+        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0}, 1);
+    else
+        ld__json_decref(j);
+}
+
 static void cache_unref(struct cache *c)
 {
     if (--c->refs == 0)
@@ -164,14 +182,10 @@ static void cache_unref(struct cache *c)
 
 /* ---- the per-item entries ----------------------------------------------- */
 
+/* Both kinds' entries are in one table: the kind is the low bit. */
 static uint64_t hash_of(int k, const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)k;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)key[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return ld__key_hash(key, len) ^ (uint64_t)k;
 }
 
 static struct entry *find(struct cache *c, int k, const char *key, size_t len)
@@ -222,7 +236,7 @@ static void entry_remove(struct cache *c, struct entry *e)
     *link = e->hnext;
     lru_unlink(c, e);
     c->n--;
-    ld__json_decref(e->item);
+    drop(c, e->item);
     ld_future_unref(e->flight);
     ld__free(e);
 }
@@ -235,7 +249,7 @@ static void entries_clear(struct cache *c, bool keep_writing)
     for (; e; e = next) {
         next = e->next;
         if (keep_writing && e->writing) {
-            ld__json_decref(e->item);
+            drop(c, e->item);
             e->item = NULL;
             e->deleted = false;
             e->has_value = false;
@@ -311,7 +325,7 @@ static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t
 
 static void entry_set(struct cache *c, struct entry *e, json_t *item)
 {
-    ld__json_decref(e->item);
+    drop(c, e->item);
     e->item = jref(item);
     e->deleted = item && ld_item_is_deleted(item);
     e->has_value = true;
@@ -324,7 +338,7 @@ static void entry_set(struct cache *c, struct entry *e, json_t *item)
 static void entry_drop(struct cache *c, struct entry *e)
 {
     if (e->flight || e->writing) {
-        ld__json_decref(e->item);
+        drop(c, e->item);
         e->item = NULL;
         e->deleted = false;
         e->has_value = false;
@@ -335,17 +349,17 @@ static void entry_drop(struct cache *c, struct entry *e)
 
 /* ---- the kinds ---------------------------------------------------------- */
 
-static void all_drop(struct kcache *kc)
+static void all_drop(struct cache *c, struct kcache *kc)
 {
-    ld__json_decref(kc->all);
+    drop(c, kc->all);
     kc->all = NULL;
 }
 
-static void full_drop(struct kcache *kc)
+static void full_drop(struct cache *c, struct kcache *kc)
 {
-    ld__json_decref(kc->full);
+    drop(c, kc->full);
     kc->full = NULL;
-    all_drop(kc); /* it may have been made from full */
+    all_drop(c, kc); /* it may have been made from full */
 }
 
 static bool full_fresh(const struct kcache *kc)
@@ -380,7 +394,7 @@ static void cache_flush(struct cache *c)
 {
     entries_clear(c, true);
     for (int k = 0; k < NK; k++)
-        full_drop(&c->kc[k]);
+        full_drop(c, &c->kc[k]);
 }
 
 /* The data set `data` (valid) becomes what the cache holds. Without memory
@@ -421,12 +435,20 @@ static void cache_put(struct cache *c, int k, const char *key, json_t *item)
 {
     size_t len = strlen(key);
     struct kcache *kc = &c->kc[k];
-    all_drop(kc);
+    all_drop(c, kc);
     if (c->ttl == 0)
         return;
-    if (kc->full &&
-        (!full_fresh(kc) || json_object_setn_new(kc->full, key, len, ld__json_incref(item)) != 0))
-        full_drop(kc); /* expired, or no memory */
+    if (kc->full && full_fresh(kc)) {
+        /* the item it replaces in `full` may be lent (lend()): it goes
+         * through drop(), not jansson's release of it */
+        json_t *was = json_object_getn(kc->full, key, len);
+        if (was)
+            drop(c, ld__json_incref(was));
+        if (json_object_setn_new(kc->full, key, len, ld__json_incref(item)) != 0)
+            full_drop(c, kc); /* no memory */
+    } else if (kc->full) {
+        full_drop(c, kc); /* expired */
+    }
     struct entry *e = find(c, k, key, len);
     if (!e && !kc->full)
         e = find_or_add(c, k, key, len);
@@ -441,7 +463,7 @@ static void cache_forget(struct cache *c, int k, const char *key)
     struct entry *e = find(c, k, key, len);
     if (e)
         entry_drop(c, e);
-    full_drop(&c->kc[k]);
+    full_drop(c, &c->kc[k]);
 }
 
 /* ---- answers from the cache --------------------------------------------- */
@@ -467,7 +489,7 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
     }
     struct kcache *kc = &c->kc[k];
     if (kc->full && !full_fresh(kc))
-        full_drop(kc);
+        full_drop(c, kc);
     if (kc->full) {
         it = json_object_getn(kc->full, key, len);
         *item = it && !ld_item_is_deleted(it) ? it : NULL;
@@ -498,9 +520,9 @@ static int all_lookup(struct cache *c, int k, json_t **all, bool any)
         *all = kc->all;
         return 0;
     }
-    all_drop(kc);
+    all_drop(c, kc);
     if (kc->full && !full_fresh(kc))
-        full_drop(kc);
+        full_drop(c, kc);
     if (!kc->full)
         return LD_EBUSY;
     if (!(kc->all = items_copy(kc->full, true)))
@@ -862,16 +884,26 @@ static void got(ld_future *f, void *arg)
     op_free(op);
 }
 
+/* An answer of get_now: `it` (held by the cache) lent on a lease, as the
+ * memory store lends its items (no reference taken: that touches the
+ * item's count, a cache miss at thousands of items); a reference without
+ * memory for the lease. */
+static void lend(struct cache *c, json_t *it, json_t **item, struct ld_lease **lease)
+{
+    *item = it;
+    *lease = it && c->rc_live ? ld__mem_lease(&c->rc, it) : NULL;
+    if (!*lease)
+        *item = jref(it);
+}
+
 static int cache_get_now(void *impl, const ld_kind *kind, const char *key, size_t len,
                          json_t **item, struct ld_lease **lease)
 {
     struct cache *c = impl;
     json_t *it;
     int rc = lookup(c, kidx(kind), key, len, &it, false);
-    if (rc == 0) {
-        *item = jref(it);
-        *lease = NULL;
-    }
+    if (rc == 0)
+        lend(c, it, item, lease);
     return rc;
 }
 
@@ -927,7 +959,7 @@ static void got_all(ld_future *f, void *arg)
     if (code == 0) {
         /* dirty: the inner store misses writes the cache holds */
         if (c->ttl != 0 && !c->dirty && !full_fresh(kc)) {
-            all_drop(kc);
+            all_drop(c, kc);
             kc->all = jref(ld_future_json(f));
             kc->all_expires = deadline(c);
         }
@@ -1043,8 +1075,8 @@ static void wrote(ld_future *f, void *arg)
             if (e)
                 entry_drop(c, e);
             if (!known || have < op->version)
-                full_drop(&c->kc[op->k]);
-            all_drop(&c->kc[op->k]);
+                full_drop(c, &c->kc[op->k]);
+            all_drop(c, &c->kc[op->k]);
         } else if (c->ttl < 0 && store_error(code) && (!known || have < op->version)) {
             /* forever: the cache serves the newest data it knows, and
              * writes it back once the inner store is back */
@@ -1183,6 +1215,10 @@ static void cache_free(void *impl)
     if (c->check_ev)
         event_free(c->check_ev);
     c->check_ev = NULL;
+    if (c->rc_live) { /* what leases still read stays with them */
+        c->rc_live = false;
+        ld__mem_reclaim_fini(&c->rc);
+    }
     ld__free(c->buckets);
     c->buckets = NULL;
     ld__free(c->describe);
@@ -1249,12 +1285,13 @@ ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t
                       ? 0
                       : env_number("LDASYNC_CACHE_CHECK_MS", DEFAULT_CHECK_MS);
     c->check_ev = evtimer_new(base, check_fire, c);
+    c->rc_live = ld__mem_reclaim_init(&c->rc, base) == 0;
     const char *inner_name = ld_store_describe(inner);
     size_t dlen = strlen(inner_name) + sizeof("caching()");
     c->describe = ld__malloc(dlen);
     if (c->describe)
         snprintf(c->describe, dlen, "caching(%s)", inner_name);
-    if (c->buckets && c->poll_ev && c->check_ev && c->describe)
+    if (c->buckets && c->poll_ev && c->check_ev && c->describe && c->rc_live)
         c->self = ld_store_new(base, &cache_ops, c);
     if (!c->self) {
         cache_free(c); /* frees inner */

@@ -2,8 +2,11 @@
 /* The caching store (store.h, ld_caching_store_new()): the store contract
  * over a memory store (no caching, a ttl, forever), and over the mock store
  * what it caches, when it asks the inner store, and its status. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/thread.h>
 
 #include <ldasync/testing.h>
 
@@ -509,6 +512,164 @@ START_TEST(test_the_per_item_cache_is_bounded)
 }
 END_TEST
 
+/* ---- what get lends ------------------------------------------------------ */
+
+/* A get answered from the cache holds a lease on what the cache holds, not
+ * a reference of its own: what the cache lets go of (replaced by a write,
+ * evicted, flushed by an init, or the cache freed) stays alive for the
+ * results still reading it (ASan), and every reference is given back once
+ * they are released (the refcount at the end). */
+START_TEST(test_lent_answers_outlive_what_the_cache_lets_go_of)
+{
+    setenv("LDASYNC_CACHE_CAPACITY", "4", 1);
+    make(LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    const ld_kind *k = ld_kind_features();
+    json_t *a1 = F("a", 1);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, a1)));
+    ld_future *held[4];
+    for (int i = 0; i < 4; i++)
+        held[i] = ld_store_get(cache, k, "a");
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0); /* answered by the cache */
+    ld_test_flush();
+    /* replaced by a write */
+    json_t *a2 = F("a", 2);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, a2)));
+    json_decref(a2);
+    ld_test_flush();
+    ck_assert_int_eq(get_version("a"), 2);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held[0])), 1);
+    ld_future_unref(held[0]);
+    /* evicted (the capacity is 4) */
+    ld_future *v2 = ld_store_get(cache, k, "a");
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_int_eq(get_version(key), -1);
+    }
+    ld_test_flush();
+    ck_assert_int_eq(ld_item_version(ld_future_json(held[1])), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(v2)), 2);
+    ld_future_unref(held[1]);
+    /* flushed by an init */
+    const char *keys[] = {"a", "b"};
+    init_through(keys, 2, 3);
+    ld_test_flush();
+    ck_assert_int_eq(get_version("a"), 3);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held[2])), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(v2)), 2);
+    /* the cache freed */
+    ld_future *v3 = ld_store_get(cache, k, "b");
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(ld_item_version(ld_future_json(held[3])), 1);
+    ck_assert_int_eq(ld_item_version(ld_future_json(v2)), 2);
+    ck_assert_int_eq(ld_item_version(ld_future_json(v3)), 3);
+    ld_future_unref(held[2]);
+    ld_future_unref(v3);
+    ld_future_unref(v2);
+    ld_future_unref(held[3]);
+    ld_test_flush();
+    ck_assert_int_eq(a1->refcount, 1); /* every lease counted back */
+    json_decref(a1);
+}
+END_TEST
+
+/* An item the whole kind holds (after an init) is lent too: a write
+ * replaces it in the kind's object and in its entry, and a result read
+ * before still reads the item it was given. */
+START_TEST(test_lent_answers_of_a_whole_kind_outlive_its_writes)
+{
+    /* over a memory store (the mock keeps every init's data) */
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    const char *keys[] = {"a", "b", "c"};
+    init_through(keys, 3, 1);
+    ld_future *held[3];
+    for (int i = 0; i < 3; i++)
+        held[i] = ld_store_get(cache, k, keys[i]); /* answered by the cache */
+    ld_test_flush();
+    for (int v = 2; v < 6; v++)
+        for (int i = 0; i < 3; i++) {
+            json_t *item = F(keys[i], v);
+            ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+            json_decref(item);
+        }
+    ld_test_flush();
+    ld_future *all = ld_test_fulfilled(ld_store_all(cache, k));
+    ck_assert_int_eq(ld_item_version(json_object_get(ld_future_json(all), "b")), 5);
+    ld_future_unref(all);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(get_version(keys[i]), 5);
+        ck_assert_int_eq(ld_item_version(ld_future_json(held[i])), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(ld_future_json(held[i]), "key")),
+                         keys[i]);
+        ld_future_unref(held[i]);
+    }
+}
+END_TEST
+
+enum { THREAD_GETS = 5000 };
+
+static void *read_and_release(void *arg)
+{
+    ld_future **gets = arg;
+    long bad = 0;
+    for (int i = 0; i < THREAD_GETS; i++) {
+        bad += ld_item_version(ld_future_json(gets[i])) != 1;
+        ld_future_unref(gets[i]);
+    }
+    return (void *)bad;
+}
+
+/* Results released on another thread (libevent threading on) while the
+ * loop thread writes over their items and takes more leases: each reads
+ * its item to the end (ASan, TSan), and every reference comes back (the
+ * leak check). */
+START_TEST(test_lent_answers_released_on_other_threads_while_written_over)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    make(LONG_TTL);
+    const ld_kind *k = ld_kind_features();
+    char key[16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        json_t *item = F(key, 1);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+    }
+    ld_future **gets = malloc(THREAD_GETS * sizeof(*gets));
+    ck_assert_ptr_nonnull(gets);
+    for (int i = 0; i < THREAD_GETS; i++) {
+        snprintf(key, sizeof key, "k%d", i % 50);
+        gets[i] = ld_store_get(cache, k, key);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    ld_test_flush();
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_and_release, gets), 0);
+    for (int v = 2; v < 30; v++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(key, sizeof key, "k%d", i);
+            json_t *item = F(key, v);
+            ld_future_unref(ld_store_upsert(cache, k, item));
+            json_decref(item);
+            snprintf(key, sizeof key, "k%d", i * 7 % 50);
+            ld_future_unref(ld_store_get(cache, k, key));
+        }
+        event_base_loop(B, EVLOOP_NONBLOCK);
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    free(gets);
+    ck_assert_ptr_null(bad);
+    ld_test_flush();
+    ck_assert_int_eq(get_version("k7"), 29);
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -929,6 +1090,9 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_initialized_is_remembered_once_true);
     tcase_add_test(tc, test_ttl_zero_asks_the_inner_store_every_time);
     tcase_add_test(tc, test_the_per_item_cache_is_bounded);
+    tcase_add_test(tc, test_lent_answers_outlive_what_the_cache_lets_go_of);
+    tcase_add_test(tc, test_lent_answers_of_a_whole_kind_outlive_its_writes);
+    tcase_add_test(tc, test_lent_answers_released_on_other_threads_while_written_over);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("status");
