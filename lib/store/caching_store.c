@@ -33,6 +33,8 @@
  * its status; ld_store_free() tells the cache first (ld__store_on_free), as
  * the front may free the implementation only later, from the loop.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,22 +67,42 @@ static const ld_kind *kind_of(int k)
     return k == 1 ? ld_kind_features() : ld_kind_segments();
 }
 
+/* An entry is allocated at a cache line, what a hit reads first and the key
+ * right after it: a hit on a key of up to 19 bytes reads one line (the
+ * fields were spread over two or three, and each line is a cache miss at
+ * thousands of entries). What only the cache's upkeep reads (`struct
+ * cold`) follows the key. */
 struct entry {
-    struct entry *hnext;       /* the bucket's chain */
-    struct entry *prev, *next; /* the LRU list: least recently used first */
     uint64_t hash;
-    int64_t expires;     /* ms of the monotonic clock; FOREVER */
+    struct entry *hnext; /* the bucket's chain */
     json_t *item;        /* the item or a tombstone (a reference); NULL: missing */
-    bool has_value;      /* false while only its inner get or a write is under way */
-    bool deleted;        /* `item` is a tombstone (read once, when set) */
-    bool used;           /* read since it last met the eviction (its second chance) */
-    unsigned writing;    /* its upserts and deletes under way: it stays */
-    ld_future *flight;   /* that inner get (a reference), or NULL */
-    uint64_t flight_seq; /* wseq when it was issued */
-    int k;
-    size_t len;
+    int64_t expires;     /* ms of the monotonic clock; FOREVER */
+    uint32_t len;
+    uint32_t writing; /* its upserts and deletes under way: it stays */
+    uint8_t k;
+    bool has_value; /* false while only its inner get or a write is under way */
+    bool deleted;   /* `item` is a tombstone (read once, when set) */
+    bool used;      /* read since it last met the eviction (its second chance) */
     char key[];
 };
+
+struct cold {
+    struct entry *prev, *next; /* the LRU list: least recently used first */
+    ld_future *flight;         /* that inner get (a reference), or NULL */
+    uint64_t flight_seq;       /* wseq when it was issued */
+};
+
+/* Where an entry's cold part is, after its key and NUL. */
+static size_t cold_at(size_t len)
+{
+    size_t n = offsetof(struct entry, key) + len + 1;
+    return (n + _Alignof(struct cold) - 1) & ~(_Alignof(struct cold) - 1);
+}
+
+static struct cold *cold(const struct entry *e)
+{
+    return (struct cold *)(void *)((char *)e + cold_at(e->len));
+}
 
 struct kcache {
     json_t *full; /* key -> item or tombstone: the whole kind; NULL: unknown */
@@ -199,22 +221,24 @@ static struct entry *find(struct cache *c, int k, const char *key, size_t len)
 
 static void lru_unlink(struct cache *c, struct entry *e)
 {
-    if (e->prev)
-        e->prev->next = e->next;
+    struct cold *x = cold(e);
+    if (x->prev)
+        cold(x->prev)->next = x->next;
     else
-        c->lru = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
+        c->lru = x->next;
+    if (x->next)
+        cold(x->next)->prev = x->prev;
     else
-        c->mru = e->prev;
+        c->mru = x->prev;
 }
 
 static void lru_append(struct cache *c, struct entry *e)
 {
-    e->next = NULL;
-    e->prev = c->mru;
+    struct cold *x = cold(e);
+    x->next = NULL;
+    x->prev = c->mru;
     if (c->mru)
-        c->mru->next = e;
+        cold(c->mru)->next = e;
     else
         c->lru = e;
     c->mru = e;
@@ -237,8 +261,8 @@ static void entry_remove(struct cache *c, struct entry *e)
     lru_unlink(c, e);
     c->n--;
     drop(c, e->item);
-    ld_future_unref(e->flight);
-    ld__free(e);
+    ld_future_unref(cold(e)->flight);
+    ld__aligned_free(e);
 }
 
 /* Removes every entry; with `keep_writing`, those with a write under way
@@ -247,7 +271,7 @@ static void entries_clear(struct cache *c, bool keep_writing)
 {
     struct entry *e = c->lru, *next;
     for (; e; e = next) {
-        next = e->next;
+        next = cold(e)->next;
         if (keep_writing && e->writing) {
             drop(c, e->item);
             e->item = NULL;
@@ -290,12 +314,16 @@ static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t
     struct entry *e = find(c, k, key, len);
     if (e)
         return e;
-    e = ld__calloc(1, sizeof(*e) + len + 1);
+    if (len > UINT32_MAX || len > SIZE_MAX - sizeof(struct cold) - LD__CACHE_LINE)
+        return NULL;
+    size_t size = cold_at(len) + sizeof(struct cold);
+    e = ld__aligned_alloc(LD__CACHE_LINE, size);
     if (!e)
         return NULL;
+    memset(e, 0, size);
     e->hash = hash_of(k, key, len);
-    e->k = k;
-    e->len = len;
+    e->k = (uint8_t)k;
+    e->len = (uint32_t)len;
     memcpy(e->key, key, len);
     /* the least recently used entries go, but not those a write waits for
      * (at most one per write under way); one read since it was last met
@@ -304,7 +332,7 @@ static struct entry *find_or_add(struct cache *c, int k, const char *key, size_t
     struct entry *old = c->lru, *next;
     size_t seen = 0, n0 = c->n;
     for (; old && c->n >= c->cap && seen < 2 * n0; old = next, seen++) {
-        next = old->next;
+        next = cold(old)->next;
         if (old->used && seen < n0) {
             old->used = false;
             touch(c, old);
@@ -337,7 +365,7 @@ static void entry_set(struct cache *c, struct entry *e, json_t *item)
  * under way). */
 static void entry_drop(struct cache *c, struct entry *e)
 {
-    if (e->flight || e->writing) {
+    if (cold(e)->flight || e->writing) {
         drop(c, e->item);
         e->item = NULL;
         e->deleted = false;
@@ -499,7 +527,7 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
          * slower at thousands of items) */
         if (!any) {
             struct entry *ne = find_or_add(c, k, key, len);
-            if (ne && !ne->writing && !ne->flight) {
+            if (ne && !ne->writing && !cold(ne)->flight) {
                 entry_set(c, ne, it);
                 ne->expires = kc->full_expires;
             }
@@ -803,7 +831,7 @@ static void write_end(struct cache *c, struct op *op)
         return;
     }
     struct entry *e = find(c, op->k, op->key, strlen(op->key)); /* it stayed */
-    if (--e->writing == 0 && !e->has_value && !e->flight)
+    if (--e->writing == 0 && !e->has_value && !cold(e)->flight)
         entry_remove(c, e);
 }
 
@@ -853,9 +881,9 @@ static void got(ld_future *f, void *arg)
     }
     size_t len = strlen(op->key);
     struct entry *e = find(c, op->k, op->key, len);
-    if (e && op->flight && e->flight == op->flight) {
-        ld_future_unref(e->flight);
-        e->flight = NULL;
+    if (e && op->flight && cold(e)->flight == op->flight) {
+        ld_future_unref(cold(e)->flight);
+        cold(e)->flight = NULL;
         if (!e->has_value && !e->writing)
             entry_remove(c, e);
     }
@@ -922,15 +950,16 @@ static void cache_get(void *impl, const ld_kind *kind, const char *key, ld_futur
     if (!op)
         return;
     struct entry *e = c->ttl != 0 ? find(c, k, key, len) : NULL;
-    if (e && e->flight && e->flight_seq == c->wseq) { /* share it */
-        await(ld_future_ref(e->flight), got, op);
+    if (e && cold(e)->flight && cold(e)->flight_seq == c->wseq) { /* share it */
+        await(ld_future_ref(cold(e)->flight), got, op);
         return;
     }
     ld_future *f = ld_store_get(c->inner, kind, key);
     if (c->ttl != 0 && (e || (e = find_or_add(c, k, key, len)) != NULL)) {
-        ld_future_unref(e->flight);
-        e->flight = ld_future_ref(f);
-        e->flight_seq = c->wseq;
+        struct cold *x = cold(e);
+        ld_future_unref(x->flight);
+        x->flight = ld_future_ref(f);
+        x->flight_seq = c->wseq;
         op->flight = ld_future_ref(f);
     }
     await(f, got, op);
