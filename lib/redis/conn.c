@@ -576,14 +576,19 @@ struct ldr_conn *ldr_conn_new(struct event_base *base, const struct ld_redis_opt
     return c;
 }
 
+const char *ldr_conn_why(const struct ldr_conn *c)
+{
+    return c->state == S_RESOLVING ? "Redis: still resolving its host name"
+           : c->why[0]             ? c->why
+                                   : "not connected to Redis";
+}
+
 int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t *lens,
                   ldr_reply_fn fn, void *arg, const char **why)
 {
     *why = NULL;
-    if (!c->s || (c->state != S_CONNECTING && c->state != S_READY)) {
-        *why = c->state == S_RESOLVING ? "Redis: still resolving its host name"
-               : c->why[0]             ? c->why
-                                       : "not connected to Redis";
+    if (!ldr_conn_usable(c)) {
+        *why = ldr_conn_why(c);
         return LD_ESTORE;
     }
     struct sess *s = c->s;

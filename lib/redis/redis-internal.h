@@ -92,6 +92,10 @@ bool ldr_conn_resolving(const struct ldr_conn *c);
 /* True while connected or connecting (sends are accepted). */
 bool ldr_conn_usable(const struct ldr_conn *c);
 
+/* Why commands cannot be sent now (not usable): the last connection's
+ * failure, or that the name is being resolved. */
+const char *ldr_conn_why(const struct ldr_conn *c);
+
 /* Commands sent and not answered yet. */
 size_t ldr_conn_in_flight(const struct ldr_conn *c);
 

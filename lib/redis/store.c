@@ -745,10 +745,7 @@ static void job_start(struct job *j)
 {
     struct rstore *st = j->st;
     if (!ldr_conn_usable(st->conn)) {
-        const char *why;
-        /* ask for the reason: the connection says why it cannot send */
-        ldr_conn_send(st->conn, 0, NULL, NULL, NULL, NULL, &why);
-        job_reject(j, LD_ESTORE, "%s", why ? why : "not connected to Redis");
+        job_reject(j, LD_ESTORE, "%s", ldr_conn_why(st->conn));
         return;
     }
     switch (j->kind) {
