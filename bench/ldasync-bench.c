@@ -2600,6 +2600,28 @@ static void client_next(ld_future *f, void *arg)
         client_next, r);
 }
 
+/* `ops` detail evaluations of `flag` by `cl` for user-1, each issued from
+ * the callback of the one before, which reads its value (true): ns per
+ * evaluation. Exits if one served another value. */
+static double client_evals(struct event_base *base, ld_client *cl, const char *flag, long ops,
+                           const char *name)
+{
+    struct client_run r = {cl, eval_context("user-1"), flag, ops, 0};
+    done_count = 0;
+    double t0 = now_ns();
+    ld_future_on_complete(
+        ld_client_variation_detail(cl, r.flag, r.ctx, LD_VALUE_BOOL, json_false()), client_next,
+        &r);
+    run_until(base, ops);
+    double ns = (now_ns() - t0) / (double)ops;
+    if (r.wrong) {
+        fprintf(stderr, "%s: %ld of %ld evaluations served another value\n", name, r.wrong, ops);
+        exit(1);
+    }
+    ld_context_unref(r.ctx);
+    return ns;
+}
+
 static double client_eval(struct event_base *base, long ops, bool events, bool tracked,
                           bool flush_ms)
 {
@@ -2622,16 +2644,9 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
     }
     ld_client *cl = bench_client(base, st, events ? &k : NULL, cfg);
     ld_events_config_free(cfg);
-    struct client_run r = {cl, eval_context("user-1"), tracked ? "tracked" : "flag-000042", ops, 0};
-    done_count = 0;
-    double t0 = now_ns();
-    ld_future_on_complete(
-        ld_client_variation_detail(cl, r.flag, r.ctx, LD_VALUE_BOOL, json_false()), client_next,
-        &r);
-    run_until(base, ops);
-    double ns = (now_ns() - t0) / (double)ops;
+    double ns = client_evals(base, cl, tracked ? "tracked" : "flag-000042", ops, "client.eval");
     if (tracked) {
-        t0 = now_ns();
+        double t0 = now_ns();
         ld_future *f = ld_client_flush(cl);
         while (ld_future_is_pending(f))
             event_base_loop(base, EVLOOP_ONCE);
@@ -2643,12 +2658,7 @@ static double client_eval(struct event_base *base, long ops, bool events, bool t
         if (flush_ms)
             ns = (now_ns() - t0) / 1e6;
     }
-    if (r.wrong) {
-        fprintf(stderr, "client.eval: %ld of %ld evaluations served another value\n", r.wrong, ops);
-        exit(1);
-    }
     ld_client_free(cl);
-    ld_context_unref(r.ctx);
     drain(base);
     ld_store_free(st);
     drain(base);
@@ -3116,20 +3126,7 @@ static double bench_redis_eval_daemon(struct event_base *base, long ops)
     if (!cl)
         exit(1);
     wait_ok(ld_client_ready(cl), "ready");
-    struct client_run r = {cl, eval_context("user-1"), "flag-000042", ops, 0};
-    done_count = 0;
-    double t0 = now_ns();
-    ld_future_on_complete(
-        ld_client_variation_detail(cl, r.flag, r.ctx, LD_VALUE_BOOL, json_false()), client_next,
-        &r);
-    run_until(base, ops);
-    double ns = (now_ns() - t0) / (double)ops;
-    if (r.wrong) {
-        fprintf(stderr, "redis.eval.daemon: %ld of %ld evaluations served another value\n", r.wrong,
-                ops);
-        exit(1);
-    }
-    ld_context_unref(r.ctx);
+    double ns = client_evals(base, cl, "flag-000042", ops, "redis.eval.daemon");
     ld_client_free(cl);
     drain(base);
     ld_store_free(st);
