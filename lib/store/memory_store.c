@@ -381,6 +381,17 @@ static int mem_get_now(void *impl, const ld_kind *kind, const char *key, size_t 
     return 0;
 }
 
+/* A get that lends the item (ld__store_set_lend()): for the evaluator,
+ * which reads it within the call, no lease noted in a generation. */
+static int mem_lend(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item)
+{
+    struct memory *mem = impl;
+    if (mem->load)
+        return LD_EBUSY;
+    *item = lookup(mem, kind, key, len);
+    return 0;
+}
+
 static json_t *snapshot_of(const struct table *t)
 {
     json_t *snap = json_object();
@@ -740,7 +751,9 @@ ld_store *ld_memory_store_new(struct event_base *base)
     ld_store *s = ok ? ld_store_new(base, &memory_ops, mem) : NULL;
     if (!s)
         mem_free(mem); /* the front layer did not take it */
-    else
+    else {
         ld__store_init_validates(s); /* load_item validates what init_now leaves */
+        ld__store_set_lend(s, mem_lend);
+    }
     return s;
 }

@@ -199,6 +199,25 @@ int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t
 int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t len, json_t **item,
                       struct ld_lease **lease);
 
+/* An implementation's get within the call that lends the item: 0 with
+ * *item (NULL: none) referenced by neither a lease nor a count, valid until
+ * the store is next written or the loop runs again; LD_EBUSY as get_now.
+ * Only what the store's own tables hold can be lent. */
+typedef int (*ld__store_lend_fn)(void *impl, const ld_kind *kind, const char *key, size_t len,
+                                 json_t **item);
+
+/* Gives `s` (an implementation of the library's own: the memory store) a
+ * get that lends, for ld__store_get_now_lent(). */
+void ld__store_set_lend(ld_store *s, ld__store_lend_fn fn);
+
+/* ld__store_get_now(), lent when the implementation lends (*lent true:
+ * *lease NULL and no reference taken; the item is valid until the store is
+ * next written or the loop runs again): for a reader done with the item
+ * within the call (the evaluator, which references what it keeps), which
+ * so takes no lease on a generation. Loop thread. */
+int ld__store_get_now_lent(ld_store *s, const ld_kind *kind, const char *key, size_t len,
+                           json_t **item, struct ld_lease **lease, bool *lent);
+
 /* The same for all_now. */
 int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
 
