@@ -785,8 +785,8 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
                       const struct ld__item *f, ld_value_type type, const json_t *fallback,
                       ld_detail *d, struct ld__prereq_log *log);
 
-/* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
- * out; fallback stolen), or LD__E_NEED (fallback not taken). */
+/* ld__evaluate_into() into a detail of its own: 0 with *out (NULL when
+ * memory ran out; fallback stolen), or LD__E_NEED (fallback not taken). */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                  const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out);
 
