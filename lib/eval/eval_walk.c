@@ -470,7 +470,7 @@ static int segment_contains(struct es *es, const struct ld__segment *s)
     return rc;
 }
 
-static bool of_type(const json_t *v, ld_value_type type)
+static inline __attribute__((always_inline)) bool of_type(const json_t *v, ld_value_type type)
 {
     switch (type) {
     case LD_VALUE_BOOL:

@@ -53,7 +53,7 @@ static inline uint64_t mix(uint64_t h, uint64_t w)
     return h ^ (h >> 29);
 }
 
-static uint64_t hash_key(const char *key, size_t len)
+static inline __attribute__((always_inline)) uint64_t hash_key(const char *key, size_t len)
 {
     uint64_t h = len, w;
     if (len >= 8) {
@@ -117,13 +117,21 @@ static inline bool key_eq(const char *a, const char *b, size_t len)
     return ((a0 ^ b0) | (a1 ^ b1)) == 0;
 }
 
-static struct slot *find(const struct table *t, const char *key, size_t len, uint64_t hash)
+/* The slot of `key`, or the empty slot where it would go; inlined in the
+ * reads (lookup()), a call elsewhere. */
+static inline __attribute__((always_inline)) struct slot *
+find_inline(const struct table *t, const char *key, size_t len, uint64_t hash)
 {
     for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
         struct slot *s = &t->slots[i];
         if (!s->len || (s->hash == hash && s->len == len && key_eq(slot_key(s), key, len)))
             return s;
     }
+}
+
+static struct slot *find(const struct table *t, const char *key, size_t len, uint64_t hash)
+{
+    return find_inline(t, key, len, hash);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -362,7 +370,7 @@ static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key, 
 {
     if (len >= UINT32_MAX)
         return NULL;
-    return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
+    return find_inline(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
 }
 
 /* A get: the item borrowed under a lease on its generation (a jansson
