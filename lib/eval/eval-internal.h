@@ -811,7 +811,7 @@ ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_c
 
 static inline const ld_kind *ld__item_kind(enum ld__item_type type)
 {
-    return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
+    return type == LD__FLAG ? &ld__kind_features : &ld__kind_segments;
 }
 
 /* False for a key no store can hold: empty, with a NUL inside (JSON allows

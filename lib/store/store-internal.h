@@ -22,6 +22,7 @@
 #include <ldasync/store.h>
 
 #include "core/core-internal.h"
+#include "model/model-internal.h"
 
 /*
  * The part every component's front layer shares (big segment store,
@@ -483,12 +484,12 @@ struct memory {
 
 static inline int kind_index(const ld_kind *kind)
 {
-    return kind == ld_kind_features() ? K_FEATURES : K_SEGMENTS;
+    return kind == &ld__kind_features ? K_FEATURES : K_SEGMENTS;
 }
 
 static inline const ld_kind *kind_at(int i)
 {
-    return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
+    return i == K_FEATURES ? &ld__kind_features : &ld__kind_segments;
 }
 
 /* True if the store holds the only reference to `json`. Readers may drop
