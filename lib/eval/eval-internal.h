@@ -785,8 +785,8 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
                       const struct ld__item *f, ld_value_type type, const json_t *fallback,
                       ld_detail *d, struct ld__prereq_log *log);
 
-/* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
- * out; fallback stolen), or LD__E_NEED (fallback not taken). */
+/* ld__evaluate_into() into a detail of its own: 0 with *out (NULL when
+ * memory ran out; fallback stolen), or LD__E_NEED (fallback not taken). */
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                  const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out);
 
@@ -811,7 +811,7 @@ ld_future *ld__evaluator_detail_rec(ld_evaluator *ev, const char *flag_key, ld_c
 
 static inline const ld_kind *ld__item_kind(enum ld__item_type type)
 {
-    return type == LD__FLAG ? ld_kind_features() : ld_kind_segments();
+    return type == LD__FLAG ? &ld__kind_features : &ld__kind_segments;
 }
 
 /* False for a key no store can hold: empty, with a NUL inside (JSON allows

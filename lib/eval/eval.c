@@ -49,7 +49,9 @@ static int now_read(ld_evaluator *ev, enum ld__item_type type, const struct ld__
         return 0;
     json_t *json;
     struct ld_lease *lease;
-    int rc = ld__store_get_now(ev->store, ld__item_kind(type), key->s, key->len, &json, &lease);
+    bool lent;
+    int rc = ld__store_get_now_lent(ev->store, ld__item_kind(type), key->s, key->len, &json, &lease,
+                                    &lent);
     if (rc == LD_EBUSY || rc == LD_ENOMEM)
         return LD__E_NEED; /* the job path asks again, and reports LD_ENOMEM */
     if (rc < 0)
@@ -57,11 +59,15 @@ static int now_read(ld_evaluator *ev, enum ld__item_type type, const struct ld__
     if (!json)
         return 0;
     struct ld__compile *wait;
+    /* The cache references the JSON of what it keeps, and a compile on the
+     * worker its own: a lent item needs nothing after this. */
     struct ld__item *it = ld__cache_get_keep(&ev->cache, type, json, walk, &wait);
-    if (lease)
-        lease->release(lease);
-    else
-        json_decref(json);
+    if (!lent) {
+        if (lease)
+            lease->release(lease);
+        else
+            json_decref(json);
+    }
     if (!it)
         return LD__E_NEED; /* compiled off the loop: the job path waits for it; out of
                               memory: the job path reports it */

@@ -470,7 +470,7 @@ static int segment_contains(struct es *es, const struct ld__segment *s)
     return rc;
 }
 
-static bool of_type(const json_t *v, ld_value_type type)
+static inline __attribute__((always_inline)) bool of_type(const json_t *v, ld_value_type type)
 {
     switch (type) {
     case LD_VALUE_BOOL:
@@ -492,6 +492,25 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
                       const struct ld__item *f, ld_value_type type, const json_t *fallback,
                       ld_detail *d, struct ld__prereq_log *log)
 {
+    if (f && !f->deleted && ((const struct ld__flag *)f)->simple) { /* known when compiled */
+        const struct ld__flag *fl = (const struct ld__flag *)f;
+        memset(d, 0, sizeof *d);
+        d->big = -1;
+        d->rule = -1;
+        d->kind = fl->simple_kind;
+        d->index = -1;
+        if (fl->simple_index < 0)
+            return 0;
+        json_t *v = fl->vars[fl->simple_index];
+        if (fallback && !json_is_null(fallback) && !of_type(v, type)) {
+            d->kind = LD_REASON_ERROR;
+            d->error = LD_EVAL_ERROR_WRONG_TYPE;
+            return 0;
+        }
+        d->index = fl->simple_index;
+        d->value = v;
+        return 0;
+    }
     struct es es;
     es.ctx = ctx;
     es.rv = rv;
@@ -507,13 +526,6 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
     int rc;
     if (!f || f->deleted) {
         rc = fail(&es, LD_EVAL_ERROR_FLAG_NOT_FOUND);
-    } else if (((const struct ld__flag *)f)->simple) { /* known when compiled */
-        const struct ld__flag *fl = (const struct ld__flag *)f;
-        memset(&r, 0, sizeof r);
-        r.kind = fl->simple_kind;
-        r.index = fl->simple_index;
-        r.rule = -1;
-        rc = 0;
     } else {
         rc = eval_flag(&es, (const struct ld__flag *)f, &r);
         if (rc == LD__E_NEED)
@@ -550,89 +562,104 @@ int ld__evaluate_into(const ld_context *ctx, const struct ld__resolver *rv, void
     return 0;
 }
 
-/* A detail of its own for `tmp`, which borrows from `f`: it references the
- * flag when it needs anything of it (a value other than true, false or
- * null; a rule id or prerequisite key), and takes `fallback` (stolen) when
- * no variation is served. It never references a value of the flag with
- * jansson's count: a detail may be released on another thread while the
- * loop thread counts references to the same value, and jansson's inline
- * counting is not free of data races. NULL when memory ran out. */
-static ld_detail *detail_new(const ld_detail *tmp, const struct ld__item *f, json_t *fallback)
+/* Makes `d` (evaluated by ld__evaluate_into(), borrowing from `f`) a
+ * detail of its own: it references the flag when it needs anything of it
+ * (a value other than true, false or null; a rule id or prerequisite key),
+ * and takes `fallback` (stolen) when no variation is served. It never
+ * references a value of the flag with jansson's count: a detail may be
+ * released on another thread while the loop thread counts references to
+ * the same value, and jansson's inline counting is not free of data
+ * races. */
+static void detail_own(ld_detail *d, const struct ld__item *f, json_t *fallback)
 {
-    ld_detail *d = ld__line_alloc();
-    if (!d) {
-        json_decref(fallback);
-        return NULL;
-    }
-    *d = *tmp;
     if (d->rule_id.s || d->prereq.s || (d->index >= 0 && !ld__json_immortal(d->value)))
         d->flag = ld__item_ref((struct ld__item *)f);
     if (d->index >= 0)
         json_decref(fallback);
     else
         d->value = fallback;
-    return d;
 }
 
-/* ld__evaluate_into() and detail_new(): 0 with *out (NULL when memory ran
- * out; fallback stolen), or LD__E_NEED (fallback not taken). */
+/* Tells `rec` of the prerequisites `log` holds, then of `d` (the result of
+ * `f`, NULL when not found, under `key`). */
+static void record(const struct ld__recorder *rec, const struct ld__prereq_log *log,
+                   const ld_context *ctx, const struct ld__item *f, const ld_detail *d,
+                   json_t *fallback, const char *key, size_t len)
+{
+    struct ld__eval_rec r = {NULL, 0, ctx, NULL, NULL, NULL, NULL, rec->with_reason};
+    for (size_t i = 0; i < log->n; i++) {
+        const struct ld__prereq_ent *x = &log->e[i];
+        ld_detail pd;
+        memset(&pd, 0, sizeof pd);
+        pd.index = x->index;
+        pd.rule = x->rule;
+        pd.rule_id = x->rule_id;
+        pd.prereq = x->prereq;
+        pd.kind = x->kind;
+        pd.in_experiment = x->in_experiment;
+        pd.big = -1;
+        pd.value = x->index >= 0 ? x->flag->vars[x->index] : NULL;
+        r.key = x->flag->h.key.s;
+        r.key_len = x->flag->h.key.len;
+        r.flag = x->flag;
+        r.d = &pd;
+        r.prereq_of = x->of;
+        rec->fn(rec->arg, &r);
+    }
+    r.key = key;
+    r.key_len = len;
+    r.flag = f && !f->deleted ? (const struct ld__flag *)f : NULL;
+    r.d = d;
+    r.fallback = fallback;
+    r.prereq_of = NULL;
+    rec->fn(rec->arg, &r);
+}
+
+/* ld__evaluate() and ld__evaluate_rec() (`rec` NULL: told to no one). The
+ * detail is evaluated into the line it is handed out in, not copied there;
+ * without memory for that line, into one on the stack, which the recorder
+ * reads all the same. */
+static int evaluate_own(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
+                        const struct ld__item *f, ld_value_type type, json_t *fallback,
+                        ld_detail **out, const struct ld__recorder *rec, const char *key,
+                        size_t len)
+{
+    ld_detail tmp;
+    ld_detail *d = ld__line_alloc();
+    ld_detail *into = d ? d : &tmp;
+    struct ld__prereq_log log;
+    *out = NULL;
+    log.e = log.inl;
+    log.n = 0;
+    log.cap = sizeof log.inl / sizeof log.inl[0];
+    int rc = ld__evaluate_into(ctx, rv, arg, f, type, fallback, into, rec ? &log : NULL);
+    if (rc == LD__E_NEED) {
+        ld__line_free(d);
+    } else {
+        if (rec)
+            record(rec, &log, ctx, f, into, fallback, key, len);
+        if (d)
+            detail_own(d, f, fallback);
+        else
+            json_decref(fallback);
+        *out = d;
+    }
+    if (log.e != log.inl)
+        ld__free(log.e);
+    return rc == LD__E_NEED ? LD__E_NEED : 0;
+}
+
 int ld__evaluate(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                  const struct ld__item *f, ld_value_type type, json_t *fallback, ld_detail **out)
 {
-    ld_detail tmp;
-    *out = NULL;
-    if (ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, NULL) == LD__E_NEED)
-        return LD__E_NEED;
-    *out = detail_new(&tmp, f, fallback);
-    return 0;
+    return evaluate_own(ctx, rv, arg, f, type, fallback, out, NULL, NULL, 0);
 }
 
 int ld__evaluate_rec(const ld_context *ctx, const struct ld__resolver *rv, void *arg,
                      const struct ld__item *f, ld_value_type type, json_t *fallback,
                      ld_detail **out, const struct ld__recorder *rec, const char *key, size_t len)
 {
-    if (!rec)
-        return ld__evaluate(ctx, rv, arg, f, type, fallback, out);
-    ld_detail tmp;
-    *out = NULL;
-    struct ld__prereq_log log;
-    log.e = log.inl;
-    log.n = 0;
-    log.cap = sizeof log.inl / sizeof log.inl[0];
-    int rc = ld__evaluate_into(ctx, rv, arg, f, type, fallback, &tmp, &log);
-    if (rc != LD__E_NEED) {
-        struct ld__eval_rec r = {NULL, 0, ctx, NULL, NULL, NULL, NULL, rec->with_reason};
-        for (size_t i = 0; i < log.n; i++) {
-            const struct ld__prereq_ent *x = &log.e[i];
-            ld_detail pd;
-            memset(&pd, 0, sizeof pd);
-            pd.index = x->index;
-            pd.rule = x->rule;
-            pd.rule_id = x->rule_id;
-            pd.prereq = x->prereq;
-            pd.kind = x->kind;
-            pd.in_experiment = x->in_experiment;
-            pd.big = -1;
-            pd.value = x->index >= 0 ? x->flag->vars[x->index] : NULL;
-            r.key = x->flag->h.key.s;
-            r.key_len = x->flag->h.key.len;
-            r.flag = x->flag;
-            r.d = &pd;
-            r.prereq_of = x->of;
-            rec->fn(rec->arg, &r);
-        }
-        r.key = key;
-        r.key_len = len;
-        r.flag = f && !f->deleted ? (const struct ld__flag *)f : NULL;
-        r.d = &tmp;
-        r.fallback = fallback;
-        r.prereq_of = NULL;
-        rec->fn(rec->arg, &r);
-        *out = detail_new(&tmp, f, fallback);
-    }
-    if (log.e != log.inl)
-        ld__free(log.e);
-    return rc == LD__E_NEED ? LD__E_NEED : 0;
+    return evaluate_own(ctx, rv, arg, f, type, fallback, out, rec, key, len);
 }
 
 void ld__record_one(const struct ld__recorder *rec, const char *key, size_t len,

@@ -514,15 +514,21 @@ static ld_context *without_anonymous(ld_context *ctx)
  * context seen last is remembered (referenced, so that its address is not
  * another's): evaluations of many flags for one context look its key up
  * once. */
-static bool context_seen(struct ld__events *e, const ld_context *ctx, bool count)
+static __attribute__((noinline)) bool context_lookup(struct ld__events *e, const ld_context *ctx)
 {
-    bool seen = ctx == e->last_ctx; /* the LRU's most recent already */
-    if (!seen) {
-        const char *fq = ld_context_fully_qualified_key(ctx);
-        seen = lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
-        ld_context_unref(e->last_ctx);
-        e->last_ctx = ld_context_ref((ld_context *)ctx);
-    }
+    const char *fq = ld_context_fully_qualified_key(ctx);
+    bool seen = lru_seen(&e->keys, ld__hash_bytes(fq, strlen(fq)));
+    ld_context_unref(e->last_ctx);
+    e->last_ctx = ld_context_ref((ld_context *)ctx);
+    return seen;
+}
+
+/* Inlined: the context seen last (the LRU's most recent already) costs no
+ * call; another is looked up by context_lookup(). */
+static inline __attribute__((always_inline)) bool context_seen(struct ld__events *e,
+                                                               const ld_context *ctx, bool count)
+{
+    bool seen = ctx == e->last_ctx || context_lookup(e, ctx);
     if (seen && count) { /* an index event not made */
         e->stats.deduplicated++;
         e->diag_dedup++;

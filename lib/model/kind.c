@@ -18,21 +18,21 @@ struct ld_kind {
     int has_prerequisites;
 };
 
-static const ld_kind kind_segments = {"segments", 0, 0};
-static const ld_kind kind_features = {"features", 1, 1};
+const ld_kind ld__kind_segments = {"segments", 0, 0};
+const ld_kind ld__kind_features = {"features", 1, 1};
 
 /* In ascending priority: the order ld_data_sort() writes kinds in. */
-static const ld_kind *const kinds[] = {&kind_segments, &kind_features};
+static const ld_kind *const kinds[] = {&ld__kind_segments, &ld__kind_features};
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 const ld_kind *ld_kind_features(void)
 {
-    return &kind_features;
+    return &ld__kind_features;
 }
 
 const ld_kind *ld_kind_segments(void)
 {
-    return &kind_segments;
+    return &ld__kind_segments;
 }
 
 const char *ld_kind_namespace(const ld_kind *kind)

@@ -19,6 +19,12 @@
  * What kind.c offers the rest of the library.
  */
 
+/* The two kinds, whose addresses ld_kind_features() and ld_kind_segments()
+ * return: the library's own code compares with them without a call (the
+ * public functions are called through the PLT). */
+extern const struct ld_kind ld__kind_features __attribute__((visibility("hidden")));
+extern const struct ld_kind ld__kind_segments __attribute__((visibility("hidden")));
+
 /* True if the `len` bytes at `s` are valid UTF-8 (strict: no overlong
  * forms, no surrogates, nothing above U+10FFFF), starting at a character
  * boundary. The out-of-line part of ld__utf8_valid(). */

@@ -43,7 +43,7 @@
 /* ------------------------------------------------------------------------- */
 /* Keys                                                                      */
 
-static uint64_t hash_key(const char *key, size_t len)
+static inline __attribute__((always_inline)) uint64_t hash_key(const char *key, size_t len)
 {
     return ld__key_hash(key, len);
 }
@@ -88,13 +88,21 @@ static inline bool key_eq(const char *a, const char *b, size_t len)
     return ((a0 ^ b0) | (a1 ^ b1)) == 0;
 }
 
-static struct slot *find(const struct table *t, const char *key, size_t len, uint64_t hash)
+/* The slot of `key`, or the empty slot where it would go; inlined in the
+ * reads (lookup()), a call elsewhere. */
+static inline __attribute__((always_inline)) struct slot *
+find_inline(const struct table *t, const char *key, size_t len, uint64_t hash)
 {
     for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
         struct slot *s = &t->slots[i];
         if (!s->len || (s->hash == hash && s->len == len && key_eq(slot_key(s), key, len)))
             return s;
     }
+}
+
+static struct slot *find(const struct table *t, const char *key, size_t len, uint64_t hash)
+{
+    return find_inline(t, key, len, hash);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -333,7 +341,7 @@ static json_t *lookup(struct memory *mem, const ld_kind *kind, const char *key, 
 {
     if (len >= UINT32_MAX)
         return NULL;
-    return find(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
+    return find_inline(&mem->t[kind_index(kind)], key, len, hash_key(key, len))->item;
 }
 
 /* A get: the item borrowed under a lease on its generation (a jansson
@@ -349,6 +357,17 @@ static int mem_get_now(void *impl, const ld_kind *kind, const char *key, size_t 
     *lease = NULL;
     if (found && !(*lease = ld__mem_lease(&mem->rc, found)))
         *item = item_ref(found);
+    return 0;
+}
+
+/* A get that lends the item (ld__store_set_lend()): for the evaluator,
+ * which reads it within the call, no lease noted in a generation. */
+static int mem_lend(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item)
+{
+    struct memory *mem = impl;
+    if (mem->load)
+        return LD_EBUSY;
+    *item = lookup(mem, kind, key, len);
     return 0;
 }
 
@@ -711,7 +730,9 @@ ld_store *ld_memory_store_new(struct event_base *base)
     ld_store *s = ok ? ld_store_new(base, &memory_ops, mem) : NULL;
     if (!s)
         mem_free(mem); /* the front layer did not take it */
-    else
+    else {
         ld__store_init_validates(s); /* load_item validates what init_now leaves */
+        ld__store_set_lend(s, mem_lend);
+    }
     return s;
 }

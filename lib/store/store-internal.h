@@ -23,6 +23,7 @@
 #include <ldasync/store.h>
 
 #include "core/core-internal.h"
+#include "model/model-internal.h"
 
 /*
  * The part every component's front layer shares (big segment store,
@@ -200,6 +201,25 @@ int ld__big_segment_store_now(ld_big_segment_store *s, const char *hash, int64_t
 int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t len, json_t **item,
                       struct ld_lease **lease);
 
+/* An implementation's get within the call that lends the item: 0 with
+ * *item (NULL: none) referenced by neither a lease nor a count, valid until
+ * the store is next written or the loop runs again; LD_EBUSY as get_now.
+ * Only what the store's own tables hold can be lent. */
+typedef int (*ld__store_lend_fn)(void *impl, const ld_kind *kind, const char *key, size_t len,
+                                 json_t **item);
+
+/* Gives `s` (an implementation of the library's own: the memory store) a
+ * get that lends, for ld__store_get_now_lent(). */
+void ld__store_set_lend(ld_store *s, ld__store_lend_fn fn);
+
+/* ld__store_get_now(), lent when the implementation lends (*lent true:
+ * *lease NULL and no reference taken; the item is valid until the store is
+ * next written or the loop runs again): for a reader done with the item
+ * within the call (the evaluator, which references what it keeps), which
+ * so takes no lease on a generation. Loop thread. */
+int ld__store_get_now_lent(ld_store *s, const ld_kind *kind, const char *key, size_t len,
+                           json_t **item, struct ld_lease **lease, bool *lent);
+
 /* The same for all_now. */
 int ld__store_all_now(ld_store *s, const ld_kind *kind, json_t **all);
 
@@ -275,7 +295,7 @@ static inline uint64_t ld__key_mix(uint64_t h, uint64_t w)
     return h ^ (h >> 29);
 }
 
-static inline uint64_t ld__key_hash(const char *key, size_t len)
+static inline __attribute__((always_inline)) uint64_t ld__key_hash(const char *key, size_t len)
 {
     uint64_t h = len, w;
     if (len >= 8) {
@@ -500,12 +520,12 @@ struct memory {
 
 static inline int kind_index(const ld_kind *kind)
 {
-    return kind == ld_kind_features() ? K_FEATURES : K_SEGMENTS;
+    return kind == &ld__kind_features ? K_FEATURES : K_SEGMENTS;
 }
 
 static inline const ld_kind *kind_at(int i)
 {
-    return i == K_FEATURES ? ld_kind_features() : ld_kind_segments();
+    return i == K_FEATURES ? &ld__kind_features : &ld__kind_segments;
 }
 
 /* True if the store holds the only reference to `json`. Readers may drop

@@ -35,6 +35,7 @@ struct ld_store {
     struct status_hub *hub;     /* its listeners, made by the first one */
     void (*on_free)(void *arg); /* ld__store_on_free() */
     void *on_free_arg;
+    ld__store_lend_fn lend; /* ld__store_set_lend() */
 };
 
 /* The size of struct ld_store_ops at version 1. */
@@ -464,6 +465,24 @@ int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t 
 {
     if (!now(s, s->ops.get_now, NULL))
         return LD_EBUSY;
+    return s->ops.get_now(s->c.impl, kind, key, len, item, lease);
+}
+
+void ld__store_set_lend(ld_store *s, ld__store_lend_fn fn)
+{
+    s->lend = fn;
+}
+
+int ld__store_get_now_lent(ld_store *s, const ld_kind *kind, const char *key, size_t len,
+                           json_t **item, struct ld_lease **lease, bool *lent)
+{
+    if (!now(s, s->ops.get_now, NULL))
+        return LD_EBUSY;
+    *lent = s->lend != NULL;
+    if (s->lend) {
+        *lease = NULL;
+        return s->lend(s->c.impl, kind, key, len, item);
+    }
     return s->ops.get_now(s->c.impl, kind, key, len, item, lease);
 }
 
