@@ -935,6 +935,14 @@ static int cache_get_now(void *impl, const ld_kind *kind, const char *key, size_
     return rc;
 }
 
+/* The evaluator's read within the call (ld__store_set_lend()): the cached
+ * item borrowed, no lease (the evaluator references what it keeps before
+ * anything else runs). */
+static int cache_lend(void *impl, const ld_kind *kind, const char *key, size_t len, json_t **item)
+{
+    return lookup(impl, kidx(kind), key, len, item, false);
+}
+
 static void cache_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
     struct cache *c = impl;
@@ -1327,6 +1335,7 @@ ld_store *ld_caching_store_new(struct event_base *base, ld_store *inner, int64_t
         return NULL;
     }
     ld__store_on_free(c->self, cache_gone, c);
+    ld__store_set_lend(c->self, cache_lend);
     if (ld_store_add_status_listener(inner, inner_status, c) < 0) {
         ld_store_free(c->self);
         return NULL;

@@ -208,8 +208,8 @@ int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t 
 typedef int (*ld__store_lend_fn)(void *impl, const ld_kind *kind, const char *key, size_t len,
                                  json_t **item);
 
-/* Gives `s` (an implementation of the library's own: the memory store) a
- * get that lends, for ld__store_get_now_lent(). */
+/* Gives `s` (an implementation of the library's own: the memory store,
+ * the caching store) a get that lends, for ld__store_get_now_lent(). */
 void ld__store_set_lend(ld_store *s, ld__store_lend_fn fn);
 
 /* ld__store_get_now(), lent when the implementation lends (*lent true:
