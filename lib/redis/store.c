@@ -35,6 +35,8 @@ enum jkind { J_GET, J_ALL, J_INIT, J_WRITE, J_INITED };
 struct job {
     struct job *prev, *next; /* every job of the store, started or not */
     struct job *wnext;       /* the jobs waiting to start */
+    struct job *snext;       /* the jobs waiting for their next slice */
+    bool queued;             /* in that queue */
     struct rstore *st;
     enum jkind kind;
     ld_future *out;   /* owned */
@@ -69,8 +71,11 @@ struct rstore {
     struct job *writing;               /* the write under way, or NULL */
     struct event *slice;               /* a timer due at once: the next slice */
     struct event *kick;                /* a timer due at once: pump() */
-    struct job *slicing;               /* its job */
-    ld_future *closing;                /* close waits for the jobs */
+    /* the jobs waiting for their next slice, first come first served, one
+     * slice a pass: an all's answer may come while another all's or an
+     * init's is sliced (reads are pipelined, a write starts at the head) */
+    struct job *slicing, *slicing_tail;
+    ld_future *closing; /* close waits for the jobs */
     bool closed;
     bool lost;    /* it was unavailable since the last init: needs_refresh */
     bool pumping; /* inside pump() */
@@ -173,8 +178,17 @@ static void job_done(struct job *j)
         st->jobs_tail = j->prev;
     if (st->writing == j)
         st->writing = NULL;
-    if (st->slicing == j)
-        st->slicing = NULL;
+    if (j->queued) {
+        struct job **link = &st->slicing, *prev = NULL;
+        while (*link != j) {
+            prev = *link;
+            link = &(*link)->snext;
+        }
+        *link = j->snext;
+        if (st->slicing_tail == j)
+            st->slicing_tail = prev;
+        j->queued = false;
+    }
     ld_future_unref(j->out);
     job_free(j);
     pump(st);
@@ -200,8 +214,17 @@ static void job_reject(struct job *j, int code, const char *fmt, ...)
 static void slice_later(struct job *j)
 {
     static const struct timeval now = {0, 0};
-    j->st->slicing = j;
-    event_add(j->st->slice, &now);
+    struct rstore *st = j->st;
+    if (!j->queued) {
+        j->queued = true;
+        j->snext = NULL;
+        if (st->slicing_tail)
+            st->slicing_tail->snext = j;
+        else
+            st->slicing = j;
+        st->slicing_tail = j;
+    }
+    event_add(st->slice, &now);
 }
 
 /* A reply that is not an answer: the connection's error, or Redis's. */
@@ -728,15 +751,22 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    static const struct timeval now = {0, 0};
     struct rstore *st = arg;
     struct job *j = st->slicing;
-    st->slicing = NULL;
     if (!j)
         return;
+    st->slicing = j->snext;
+    if (!st->slicing)
+        st->slicing_tail = NULL;
+    j->queued = false;
+    j->snext = NULL;
     if (j->kind == J_INIT)
-        init_slice(j);
+        init_slice(j); /* may queue it again, or complete it */
     else
         all_slice(j);
+    if (st->slicing)
+        event_add(st->slice, &now);
 }
 
 /* ---- starting jobs ------------------------------------------------------ */

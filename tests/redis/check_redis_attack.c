@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -767,6 +768,113 @@ START_TEST(test_big_segments_wait_for_name_resolution)
 }
 END_TEST
 
+/* ---- alls parsed a slice per pass ---------------------------------------- */
+
+/* Fills the hash `ns` ("features", "segments") of the default prefix with
+ * `n` items of about `pad` bytes, version `version`, through a pipeline. */
+static void fill_ns(const char *ns, int n, int pad, int version)
+{
+    redisContext *c = redisd_connect(&rt_server);
+    ck_assert_ptr_nonnull(c);
+    char *v = malloc((size_t)pad + 100);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < n; i += 1000) {
+        int m = n - i < 1000 ? n - i : 1000;
+        for (int k = i; k < i + m; k++) {
+            int len =
+                snprintf(v, (size_t)pad + 100, "{\"key\":\"k%d\",\"version\":%d,\"pad\":\"%*s\"}",
+                         k, version, pad, "");
+            redisAppendCommand(c, "HSET launchdarkly:%s k%d %b", ns, k, v, (size_t)len);
+        }
+        for (int k = 0; k < m; k++) {
+            redisReply *r = NULL;
+            ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+    free(v);
+    redisFree(c);
+}
+
+/* Runs the loop until `f` is complete, for `ms` at most: whether it is. */
+static bool done_within(ld_future *f, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (!ld_future_is_pending(f))
+            return true;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+            return false;
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+}
+
+/* An all of each kind issued together, both answered with more than one
+ * slice of bytes: the second answer comes while the first is still parsed
+ * (Redis answers both at once; the store reads 16 KB a pass and parses
+ * 64 KB). Both complete, each with its own kind's items. */
+START_TEST(test_alls_of_two_kinds_parsed_at_once_both_complete)
+{
+    fill_ns("features", 4000, 100, 1);
+    fill_ns("segments", 500, 100, 1);
+    ld_store *s = rt_store(base, NULL);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    ld_future *fa = ld_store_all(s, ld_kind_features());
+    ld_future *sa = ld_store_all(s, ld_kind_segments());
+    bool f_done = done_within(fa, 10000), s_done = done_within(sa, 10000);
+    ck_assert_msg(f_done && s_done, "all(features) %s, all(segments) %s",
+                  f_done ? "complete" : "never completed", s_done ? "complete" : "never completed");
+    ck_assert(ld_future_is_fulfilled(fa) && ld_future_is_fulfilled(sa));
+    ck_assert_int_eq(json_object_size(ld_future_json(fa)), 4000);
+    ck_assert_int_eq(json_object_size(ld_future_json(sa)), 500);
+    ld_future_unref(fa);
+    ld_future_unref(sa);
+    ld_store_free(s);
+    rt_run_for(base, 5);
+}
+END_TEST
+
+/* An init of many items (sliced) issued right after an all of a large
+ * hash: the write starts at once, the all's answer comes while the init's
+ * items are written a slice per pass. Both complete, and a read after them
+ * sees the init's data. */
+START_TEST(test_an_init_sliced_while_an_all_is_parsed_both_complete)
+{
+    fill_ns("features", 4000, 100, 1);
+    ld_store *s = rt_store(base, NULL);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    json_t *features = json_object();
+    char pad[1024];
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 6000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "n%d", i);
+        json_object_set_new(features, key,
+                            json_pack("{s:s,s:i,s:s}", "key", key, "version", 2, "pad", pad));
+    }
+    json_t *data = json_pack("{s:o,s:{}}", "features", features, "segments");
+    ld_future *a = ld_store_all(s, ld_kind_features());
+    ld_future *in = ld_store_init(s, data);
+    json_decref(data);
+    bool a_done = done_within(a, 10000), in_done = done_within(in, 10000);
+    ck_assert_msg(a_done && in_done, "all %s, init %s", a_done ? "complete" : "never completed",
+                  in_done ? "complete" : "never completed");
+    ck_assert(ld_future_is_fulfilled(a));
+    ck_assert_int_eq(json_object_size(ld_future_json(a)), 4000);
+    ck_assert_msg(ld_future_is_fulfilled(in), "%s", ld_future_error_message(in));
+    ld_future_unref(a);
+    ld_future_unref(in);
+    json_t *after = rt_json(ld_store_all(s, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(after), 6000);
+    json_decref(after);
+    ld_store_free(s);
+    rt_run_for(base, 5);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -793,6 +901,8 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_client_kill_storm);
     tcase_add_test(tc, test_kill_mid_hgetall);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
+    tcase_add_test(tc, test_alls_of_two_kinds_parsed_at_once_both_complete);
+    tcase_add_test(tc, test_an_init_sliced_while_an_all_is_parsed_both_complete);
     suite_add_tcase(s, tc);
     return s;
 }
