@@ -670,6 +670,98 @@ START_TEST(test_lent_answers_released_on_other_threads_while_written_over)
 }
 END_TEST
 
+/* The items of a data set of `n` features "p0".."p<n-1>" at `version`. */
+static json_t *numbered_data(const char *prefix, int n, int version)
+{
+    json_t *features = json_object();
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        json_object_set_new(features, key, F(key, version));
+    }
+    return json_pack("{s:o, s:{}}", "features", features, "segments");
+}
+
+/* How many items of `data`'s features someone besides `data` holds. */
+static int held_elsewhere(const json_t *data)
+{
+    int n = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(data, "features"), key, v) n += v->refcount > 1;
+    return n;
+}
+
+/* A lent answer held while inits replace the whole data set again and
+ * again keeps a few hundred items at most, as the memory store's (store.h),
+ * not every data set the cache let go of meanwhile: a kind's object of
+ * thousands of items weighs as much as its items. */
+START_TEST(test_a_held_answer_does_not_keep_the_data_sets_inits_replace)
+{
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    json_t *first = numbered_data("p", 2000, 1);
+    ld_test_await_ok(ld_store_init(cache, first));
+    ld_future *held = ld_store_get(cache, k, "p7"); /* lent by the cache */
+    ld_test_flush();
+    for (int v = 2; v < 6; v++) {
+        json_t *data = numbered_data("p", 2000, v);
+        ld_test_await_ok(ld_store_init(cache, data));
+        json_decref(data);
+        ld_test_flush();
+    }
+    ck_assert_int_eq(get_version("p7"), 5);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held)), 1);
+    int kept = held_elsewhere(first);
+    ck_assert_msg(kept <= 300, "%d items of the first data set still held", kept);
+    ld_future_unref(held);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(held_elsewhere(first), 0);
+    json_decref(first);
+}
+END_TEST
+
+/* The same for the answers of all: each a kind's object of thousands of
+ * items, dropped by every write of the kind while a lent answer is held. */
+START_TEST(test_a_held_answer_does_not_keep_the_alls_writes_replace)
+{
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    json_t *first = numbered_data("p", 2000, 1);
+    ld_test_await_ok(ld_store_init(cache, first));
+    ld_future *held = ld_store_get(cache, k, "p7"); /* lent by the cache */
+    ld_test_flush();
+    json_t *snap[8];
+    for (int v = 0; v < 8; v++) {
+        /* an all (made from the kind's object: it references every item),
+         * then a write of another key, which drops it */
+        ld_future *a = ld_test_fulfilled(ld_store_all(cache, k));
+        snap[v] = json_incref(ld_future_json(a));
+        ld_future_unref(a);
+        char key[16];
+        snprintf(key, sizeof key, "w%d", v);
+        json_t *item = F(key, 1);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+        ld_test_flush();
+    }
+    /* the test's own references to the answers are all they have left */
+    int kept = 0;
+    for (int v = 0; v < 8; v++) {
+        kept += snap[v]->refcount > 1;
+        json_decref(snap[v]);
+    }
+    ck_assert_msg(kept <= 1, "%d answers of all still held by the cache", kept);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held)), 1);
+    ld_future_unref(held);
+    json_decref(first);
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -1093,6 +1185,8 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_lent_answers_outlive_what_the_cache_lets_go_of);
     tcase_add_test(tc, test_lent_answers_of_a_whole_kind_outlive_its_writes);
     tcase_add_test(tc, test_lent_answers_released_on_other_threads_while_written_over);
+    tcase_add_test(tc, test_a_held_answer_does_not_keep_the_data_sets_inits_replace);
+    tcase_add_test(tc, test_a_held_answer_does_not_keep_the_alls_writes_replace);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("status");
