@@ -762,6 +762,267 @@ START_TEST(test_a_held_answer_does_not_keep_the_alls_writes_replace)
 }
 END_TEST
 
+/* Keys of every length across the entry's cache lines (1 to 200 bytes),
+ * keys of UTF-8 (2, 3 and 4 byte sequences), and a key of 1 MB: each is
+ * cached by its write and answered by the cache (no inner get) with its
+ * own item; results lent before a write read the item they were given;
+ * every reference comes back. */
+START_TEST(test_keys_of_any_length_and_utf8_are_cached_and_lent)
+{
+    make(LONG_TTL);
+    const ld_kind *k = ld_kind_features();
+    enum { NSHORT = 200, NKEYS = NSHORT + 5 };
+    char *keys[NKEYS];
+    for (int i = 0; i < NSHORT; i++) {
+        keys[i] = malloc((size_t)i + 2);
+        ck_assert_ptr_nonnull(keys[i]);
+        for (int j = 0; j <= i; j++)
+            keys[i][j] = (char)('a' + (i + j) % 26);
+        keys[i][i + 1] = '\0';
+    }
+    keys[NSHORT] = strdup("\xc3\xa9");                                 /* é */
+    keys[NSHORT + 1] = strdup("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"); /* 日本語 */
+    keys[NSHORT + 2] = strdup("\xf0\x9f\x9a\x80x");                    /* 🚀x */
+    keys[NSHORT + 3] = strdup("a\xc3\xa9"); /* shares its first byte with "a" */
+    keys[NSHORT + 4] = malloc(1 << 20);
+    ck_assert_ptr_nonnull(keys[NSHORT + 4]);
+    memset(keys[NSHORT + 4], 'm', (1 << 20) - 1);
+    keys[NSHORT + 4][(1 << 20) - 1] = '\0';
+    json_t *v1[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        v1[i] = F(keys[i], 1);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, v1[i])));
+    }
+    ld_future *held[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *item = NULL;
+        ck_assert_int_eq(ld_store_get_now(cache, k, keys[i], &item), 0);
+        ck_assert_ptr_eq(item, v1[i]);
+        json_decref(item);
+        held[i] = ld_store_get(cache, k, keys[i]);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *item = F(keys[i], 2);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+    }
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *got = ld_future_json(held[i]);
+        ck_assert_ptr_eq(got, v1[i]);
+        ck_assert_int_eq(ld_item_version(got), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(got, "key")), keys[i]);
+        ld_future_unref(held[i]);
+        json_t *item = NULL;
+        ck_assert_int_eq(ld_store_get_now(cache, k, keys[i], &item), 0);
+        ck_assert_int_eq(ld_item_version(item), 2);
+        ck_assert_str_eq(json_string_value(json_object_get(item, "key")), keys[i]);
+        json_decref(item);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    /* a key a character short of a cached one, and one longer: misses */
+    ck_assert_int_eq(get_version("\xe6\x97\xa5\xe6\x9c\xac"), -1);
+    ck_assert_int_eq(get_version("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        ck_assert_int_eq(v1[i]->refcount, 1); /* every lease counted back */
+        json_decref(v1[i]);
+        free(keys[i]);
+    }
+}
+END_TEST
+
+/* 100,000 distinct keys through a cache of 1,000 entries, one result in
+ * 100 held: each answer is the item of its key (misses read the inner
+ * store), what eviction let go of stays alive for the results held, and
+ * every reference comes back. */
+START_TEST(test_many_keys_through_a_small_cache_with_results_held)
+{
+    setenv("LDASYNC_CACHE_CAPACITY", "1000", 1);
+    make(LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    const ld_kind *k = ld_kind_features();
+    enum { NKEYS = 100000 };
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        json_t *item = F(key, i % 7 + 1);
+        ck_assert_int_eq(ld_mock_store_force_set(mock, k, item), 0);
+        json_decref(item);
+    }
+    ld_future **held = calloc(NKEYS / 100, sizeof(*held));
+    ck_assert_ptr_nonnull(held);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NKEYS; i++) {
+            snprintf(key, sizeof key, "key-%d", i);
+            ld_future *f = ld_store_get(cache, k, key);
+            if (round == 0 && i % 100 == 0)
+                held[i / 100] = ld_future_ref(f);
+            if (i % 1000 == 999)
+                ld_test_flush();
+            ld_future_unref(f);
+        }
+        ld_test_flush();
+        /* the same keys again, within the capacity: answered by the cache */
+        int before = calls(LD_MOCK_OP_GET);
+        for (int i = NKEYS - 500; i < NKEYS; i++) {
+            snprintf(key, sizeof key, "key-%d", i);
+            json_t *item = NULL;
+            ck_assert_int_eq(ld_store_get_now(cache, k, key, &item), 0);
+            ck_assert_str_eq(json_string_value(json_object_get(item, "key")), key);
+            json_decref(item);
+        }
+        ck_assert_int_eq(calls(LD_MOCK_OP_GET), before);
+    }
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    for (int i = 0; i < NKEYS / 100; i++) {
+        snprintf(key, sizeof key, "key-%d", i * 100);
+        json_t *got = ld_future_json(held[i]);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(json_string_value(json_object_get(got, "key")), key);
+        ck_assert_int_eq(ld_item_version(got), i * 100 % 7 + 1);
+        ld_future_unref(held[i]);
+    }
+    free(held);
+}
+END_TEST
+
+/* Batches of completed gets handed to a releasing thread. */
+enum { BATCH = 500, NBATCH = 40, HKEYS = 64 };
+
+struct batch {
+    ld_future *f[BATCH];
+    int key[BATCH]; /* the key index each get asked for */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct batch *q[NBATCH];
+    int put, taken;
+} hand = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0};
+
+static void *release_batches(void *arg)
+{
+    long bad = 0;
+    char key[16];
+    (void)arg;
+    for (int b = 0; b < NBATCH; b++) {
+        pthread_mutex_lock(&hand.mu);
+        while (hand.put == b)
+            pthread_cond_wait(&hand.cv, &hand.mu);
+        struct batch *x = hand.q[b];
+        pthread_mutex_unlock(&hand.mu);
+        for (int i = 0; i < BATCH; i++) {
+            json_t *item = ld_future_json(x->f[i]);
+            snprintf(key, sizeof key, "h%d", x->key[i]);
+            /* misses are possible (a key deleted), a wrong item is not */
+            if (ld_future_is_fulfilled(x->f[i]) && item)
+                bad += strcmp(json_string_value(json_object_get(item, "key")), key) != 0 ||
+                       ld_item_version(item) < 1;
+            else if (!ld_future_is_fulfilled(x->f[i]))
+                bad++;
+            ld_future_unref(x->f[i]);
+        }
+        free(x);
+    }
+    return (void *)bad;
+}
+
+static void hand_over(struct batch *x)
+{
+    pthread_mutex_lock(&hand.mu);
+    hand.q[hand.put++] = x;
+    pthread_cond_signal(&hand.cv);
+    pthread_mutex_unlock(&hand.mu);
+}
+
+/* Lent results released on another thread while the loop thread replaces
+ * their items, evicts them (a capacity of 16 for 64 keys), deletes them,
+ * flushes them with inits, and at last frees the cache with results still
+ * held over there: each reads its own item to the end (ASan, TSan), and
+ * every reference comes back (the leak check). */
+START_TEST(test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setenv("LDASYNC_CACHE_CAPACITY", "16", 1);
+    /* over a memory store: the mock lets go of its items inside jansson,
+     * whose reference counts ThreadSanitizer does not see */
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    ck_assert_ptr_nonnull(cache);
+    hand.put = hand.taken = 0;
+    const ld_kind *k = ld_kind_features();
+    char key[16];
+    int version = 1;
+    for (int i = 0; i < HKEYS; i++) {
+        snprintf(key, sizeof key, "h%d", i);
+        json_t *item = F(key, version);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, release_batches, NULL), 0);
+    for (int b = 0; b < NBATCH; b++) {
+        struct batch *x = malloc(sizeof *x);
+        ck_assert_ptr_nonnull(x);
+        for (int i = 0; i < BATCH; i++) {
+            x->key[i] = (i * 7 + b) % HKEYS;
+            snprintf(key, sizeof key, "h%d", x->key[i]);
+            x->f[i] = ld_store_get(cache, k, key);
+            if (i % 50 == 0) {
+                /* a write over a key the batch reads, and one delete */
+                version++;
+                json_t *item = F(key, version);
+                ld_future_unref(ld_store_upsert(cache, k, item));
+                json_decref(item);
+                snprintf(key, sizeof key, "h%d", (i + b) % HKEYS);
+                ld_future_unref(ld_store_delete(cache, k, key, ++version));
+                event_base_loop(B, EVLOOP_NONBLOCK);
+            }
+        }
+        if (b % 8 == 7) { /* an init of every key, as a data source's */
+            json_t *features = json_object();
+            version++;
+            for (int i = 0; i < HKEYS; i++) {
+                snprintf(key, sizeof key, "h%d", i);
+                json_object_set_new(features, key, F(key, version));
+            }
+            json_t *data = json_pack("{s:o, s:{}}", "features", features, "segments");
+            ld_future_unref(ld_store_init(cache, data));
+            json_decref(data);
+        }
+        /* complete the batch (its results from the loop), then hand it */
+        ld_test_fulfilled(ld_future_ref(x->f[BATCH - 1]));
+        ld_future_unref(x->f[BATCH - 1]);
+        hand_over(x);
+        if (b == NBATCH - 2) { /* the cache freed while the thread reads */
+            ld_store_free(cache);
+            cache = NULL;
+            cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+            ck_assert_ptr_nonnull(cache);
+            for (int i = 0; i < HKEYS; i++) {
+                snprintf(key, sizeof key, "h%d", i);
+                json_t *item = F(key, 1);
+                ld_future_unref(ld_store_upsert(cache, k, item));
+                json_decref(item);
+            }
+        }
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    ck_assert_ptr_null(bad);
+    ld_test_flush();
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -1187,6 +1448,9 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_lent_answers_released_on_other_threads_while_written_over);
     tcase_add_test(tc, test_a_held_answer_does_not_keep_the_data_sets_inits_replace);
     tcase_add_test(tc, test_a_held_answer_does_not_keep_the_alls_writes_replace);
+    tcase_add_test(tc, test_keys_of_any_length_and_utf8_are_cached_and_lent);
+    tcase_add_test(tc, test_many_keys_through_a_small_cache_with_results_held);
+    tcase_add_test(tc, test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("status");
