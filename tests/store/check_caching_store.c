@@ -1023,6 +1023,63 @@ START_TEST(test_lent_answers_released_on_another_thread_while_evicted_inited_and
 }
 END_TEST
 
+static void free_cache_cb(ld_future *f, void *arg);
+
+/* LD_CACHE_FOREVER over a failing inner store: lent answers are taken
+ * from what the failed writes cached, then the cache is freed from a
+ * callback of one of its futures while the inner store's reads and writes
+ * are still under way: every future completes, the lent answers still read
+ * their items, and every reference comes back. */
+START_TEST(test_forever_failing_freed_from_a_callback_with_lent_answers_held)
+{
+    make(LD_CACHE_FOREVER);
+    const ld_kind *k = ld_kind_features();
+    const char *keys[] = {"a", "b", "c"};
+    init_through(keys, 3, 1);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 1000, LD_ESTORE), 0);
+    json_t *a2 = F("a", 2);
+    ld_test_expect_error(ld_store_upsert(cache, k, a2), LD_ESTORE, NULL);
+    ld_test_expect_error(ld_store_delete(cache, k, "b", 2), LD_ESTORE, NULL);
+    ld_future *held_a = ld_store_get(cache, k, "a"); /* lent: the failed write's item */
+    ld_future *held_c = ld_store_get(cache, k, "c");
+    ld_future *held_b = ld_store_get(cache, k, "b"); /* the tombstone: NULL */
+    run_ready(); /* (the poll's timer keeps the loop from being idle) */
+    ck_assert_ptr_eq(ld_future_json(held_a), a2);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held_c)), 1);
+    ck_assert_ptr_null(ld_future_json(held_b));
+    /* under way at the inner store when the cache goes: a read of a key it
+     * does not know, an all (the kind is known: answered), writes, an
+     * initialized */
+    ld_future *ops[6];
+    json_t *a3 = F("a", 3), *d1 = F("d", 1);
+    ops[0] = ld_store_get(cache, k, "zzz");
+    ops[1] = ld_store_upsert(cache, k, a3);
+    ops[2] = ld_store_get(cache, k, "a");
+    ops[3] = ld_store_upsert(cache, k, d1);
+    ops[4] = ld_store_all(cache, k);
+    ops[5] = ld_store_delete(cache, k, "c", 9);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(ops[0]), free_cache_cb, NULL), 0);
+    ld_test_flush();
+    ck_assert_ptr_null(cache);
+    for (int i = 0; i < 6; i++) {
+        ck_assert(!ld_future_is_pending(ops[i]));
+        ld_future_unref(ops[i]);
+    }
+    ck_assert_ptr_eq(ld_future_json(held_a), a2);
+    ck_assert_str_eq(json_string_value(json_object_get(ld_future_json(held_c), "key")), "c");
+    ld_future_unref(held_a);
+    ld_future_unref(held_b);
+    ld_future_unref(held_c);
+    ld_test_flush();
+    ck_assert_int_eq(a2->refcount, 1);
+    ck_assert_int_eq(a3->refcount, 1);
+    ck_assert_int_eq(d1->refcount, 1);
+    json_decref(a2);
+    json_decref(a3);
+    json_decref(d1);
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -1473,6 +1530,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_free_from_a_callback_of_its_future);
     tcase_add_test(tc, test_free_from_inside_a_status_listener);
     tcase_add_test(tc, test_free_while_writing_back);
+    tcase_add_test(tc, test_forever_failing_freed_from_a_callback_with_lent_answers_held);
     tcase_add_test(tc, test_write_back_waits_for_writes_under_way);
     suite_add_tcase(s, tc);
 
