@@ -109,10 +109,24 @@ static const char *hash_for(const struct rstore *st, const ld_kind *kind)
 
 /* ---- jobs --------------------------------------------------------------- */
 
+/* Frees what json_dumps() returned: jansson allocates it with the
+ * functions json_set_alloc_funcs() set, not always malloc(). */
+static void dumps_free(char *text)
+{
+    json_free_t free_fn = NULL;
+    if (!text)
+        return;
+    json_get_alloc_funcs(NULL, &free_fn);
+    if (free_fn)
+        free_fn(text);
+    else
+        free(text);
+}
+
 static void job_free(struct job *j)
 {
     ldr_free(j->key);
-    free(j->text);
+    dumps_free(j->text);
     json_decref(j->data);
     ldr_free(j->ns_hash);
     for (size_t i = j->el_i; i < j->nels; i++)
@@ -689,7 +703,7 @@ static void init_slice(struct job *j)
     }
     bool sent = ok && (argc == 2 || init_send(j, (int)argc, argv, lens, NULL));
     for (size_t i = 3; argv && i < argc; i += 2)
-        free((void *)argv[i]); /* json_dumps()'s */
+        dumps_free((char *)argv[i]); /* json_dumps()'s */
     ldr_free(argv);
     ldr_free(lens);
     if (!ok) {

@@ -875,6 +875,148 @@ START_TEST(test_an_init_sliced_while_an_all_is_parsed_both_complete)
 }
 END_TEST
 
+/* Blocks allocated and not yet freed, through ldasync's and jansson's
+ * allocators. */
+static long g_blocks;
+
+static void *blocks_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p)
+        __atomic_add_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void *blocks_realloc(void *q, size_t n)
+{
+    void *p = realloc(q, n);
+    if (p && !q)
+        __atomic_add_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void blocks_free(void *q)
+{
+    if (q)
+        __atomic_sub_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    free(q);
+}
+
+/* Sets feature `key` at `version` in Redis, as another writer would. */
+static void set_raw(int key, int version)
+{
+    char k[32], v[128];
+    snprintf(k, sizeof k, "k%d", key);
+    int n = snprintf(v, sizeof v, "{\"key\":\"%s\",\"version\":%d}", k, version);
+    raw("HSET launchdarkly:features %b %b", k, strlen(k), v, (size_t)n);
+}
+
+/* Alls in a row, each answered with other bytes (a flag changed before
+ * each), their results released at once: what the store keeps does not
+ * grow with the number of alls (each replaced result is let go of over
+ * the next passes), and it all goes when the store is freed half way
+ * through letting one go. */
+START_TEST(test_alls_in_a_row_with_changed_data_stay_bounded)
+{
+    fill_ns("features", 3000, 20, 1);
+    ck_assert_int_eq(ld_set_alloc_funcs(blocks_malloc, blocks_realloc, blocks_free), 0);
+    json_set_alloc_funcs(blocks_malloc, blocks_free);
+    long base_blocks = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED), left[2];
+    enum { NBURST = 30 };
+    for (int round = 0; round < 2; round++) {
+        ld_store *s = rt_store(base, NULL);
+        long most = 0, after3 = 0;
+        for (int i = 0; i < 30; i++) {
+            set_raw(i % 3000, 100 * round + i + 2);
+            json_t *a = rt_json(ld_store_all(s, ld_kind_features()));
+            ck_assert_int_eq(json_object_size(a), 3000);
+            json_decref(a);
+            rt_run_for(base, 2);
+            long now = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+            if (i == 2)
+                after3 = now;
+            most = now > most ? now : most;
+        }
+        /* alls issued at once, a write between each pair, all released
+         * at once */
+        ld_future *fs[NBURST];
+        for (int i = 0; i < NBURST; i++) {
+            fs[i] = ld_store_all(s, ld_kind_features());
+            json_t *item = json_pack("{s:s,s:i}", "key", "k1", "version", 1000 * (round + 1) + i);
+            ld_future_unref(ld_store_upsert(s, ld_kind_features(), item));
+            json_decref(item);
+        }
+        for (int i = 0; i < NBURST; i++) {
+            rt_wait(fs[i]);
+            ck_assert(ld_future_is_fulfilled(fs[i]));
+            ld_future_unref(fs[i]);
+        }
+        rt_run_for(base, 50);
+        long end = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+        ck_assert_msg(end <= after3 + after3 / 4 + NBURST && most <= 3 * after3,
+                      "blocks held: %ld after 3 alls, %ld at most, %ld at the end", after3, most,
+                      end);
+        /* freed while a replaced result is let go of */
+        set_raw(7, 5000 + round);
+        json_decref(rt_json(ld_store_all(s, ld_kind_features())));
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        ld_store_free(s);
+        rt_run_for(base, 20);
+        left[round] = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+    }
+    json_set_alloc_funcs(malloc, free);
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    /* the first round leaves what the base keeps for its futures (spares,
+     * up to as many as were under way at once); a second one, nothing */
+    ck_assert_msg(left[0] <= 2 * NBURST + 16 && left[1] <= left[0],
+                  "%ld blocks left after a store's life, %ld after a second one", left[0], left[1]);
+}
+END_TEST
+
+/* Alls of 0, 1, 1024, 1025 and 200,000 items one after the other (each
+ * replacing the last result: at once up to 1024 members, over passes
+ * beyond), a result held across the next all and across the store's free:
+ * each answer is whole, and a held result stays whole. */
+START_TEST(test_alls_of_every_size_replacing_each_other)
+{
+    static const int sizes[] = {0, 1, 1024, 1025, 200000, 1025, 0};
+    ld_store *s = rt_store(base, NULL);
+    json_t *held = NULL;
+    int held_n = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        rt_flushall();
+        if (sizes[i])
+            fill_ns("features", sizes[i], 0, (int)i + 1);
+        json_t *a = rt_json(ld_store_all(s, ld_kind_features()));
+        ck_assert_int_eq(json_object_size(a), sizes[i]);
+        if (sizes[i])
+            ck_assert_int_eq(ld_item_version(json_object_get(a, "k0")), (int)i + 1);
+        if (i == 4) { /* the 200,000 items, held across the next all */
+            held = json_incref(a);
+            held_n = sizes[i];
+        }
+        json_decref(a);
+        if (i == 5) {
+            ck_assert_int_eq(json_object_size(held), held_n);
+            json_decref(held);
+            held = NULL;
+        }
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    /* the last result, 1025 items, replaced by one of 0, held over the free */
+    rt_flushall();
+    fill_ns("features", 1025, 0, 9);
+    held = rt_json(ld_store_all(s, ld_kind_features()));
+    rt_flushall();
+    json_decref(rt_json(ld_store_all(s, ld_kind_features())));
+    ld_store_free(s);
+    rt_run_for(base, 5);
+    ck_assert_int_eq(json_object_size(held), 1025);
+    ck_assert_int_eq(ld_item_version(json_object_get(held, "k1024")), 9);
+    json_decref(held);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -903,6 +1045,8 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
     tcase_add_test(tc, test_alls_of_two_kinds_parsed_at_once_both_complete);
     tcase_add_test(tc, test_an_init_sliced_while_an_all_is_parsed_both_complete);
+    tcase_add_test(tc, test_alls_in_a_row_with_changed_data_stay_bounded);
+    tcase_add_test(tc, test_alls_of_every_size_replacing_each_other);
     suite_add_tcase(s, tc);
     return s;
 }
