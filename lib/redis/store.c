@@ -322,6 +322,25 @@ static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 
 /* ---- all ---------------------------------------------------------------- */
 
+/* References to an all's result (an object: never one of jansson's
+ * immortal values), which its futures share: once libevent threading is
+ * on, a future may be released on another thread while the store takes or
+ * drops a reference on the loop thread. jansson's json_incref() and
+ * json_decref() read the count plainly first, and its decrement that frees
+ * does not acquire (what the other thread read may not be seen as done). */
+static json_t *shared_ref(json_t *obj)
+{
+    if (obj)
+        __atomic_fetch_add(&obj->refcount, 1, __ATOMIC_RELAXED);
+    return obj;
+}
+
+static void shared_unref(json_t *obj)
+{
+    if (obj && __atomic_sub_fetch(&obj->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(obj);
+}
+
 /* Members of an object of items let go of per loop pass. */
 #define REAP_SLICE 1024
 
@@ -345,7 +364,7 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     }
     if (!it) {
         st->dying = d->next;
-        json_decref(d->obj);
+        shared_unref(d->obj);
         ldr_free(d);
     }
     ldr_free(ldr_malloc(LARGE_REQUEST));
@@ -361,7 +380,7 @@ static void let_go(struct rstore *st, json_t *obj)
     struct dying *d = NULL;
     if (!obj || __atomic_load_n(&obj->refcount, __ATOMIC_ACQUIRE) != 1 ||
         json_object_size(obj) <= REAP_SLICE || !(d = ldr_malloc(sizeof(*d)))) {
-        json_decref(obj);
+        shared_unref(obj);
         return;
     }
     d->obj = obj;
@@ -463,7 +482,7 @@ static void all_slice(struct job *j)
     j->result = NULL;
     struct rstore *st = j->st;
     let_go(st, st->last_all[j->kind_i].result);
-    st->last_all[j->kind_i].result = json_incref(res);
+    st->last_all[j->kind_i].result = shared_ref(res);
     st->last_all[j->kind_i].hash = j->all_hash;
     st->last_all[j->kind_i].n = j->nels;
     ld_future_fulfill_json(j->out, res);
@@ -505,7 +524,7 @@ static void on_all(void *arg, redisReply *r, int err, const char *msg)
     j->kind_i = j->hash == j->st->hashes[1];
     if (j->st->last_all[j->kind_i].result && j->st->last_all[j->kind_i].hash == h &&
         j->st->last_all[j->kind_i].n == r->elements) {
-        ld_future_fulfill_json(j->out, json_incref(j->st->last_all[j->kind_i].result));
+        ld_future_fulfill_json(j->out, shared_ref(j->st->last_all[j->kind_i].result));
         job_done(j);
         return;
     }
@@ -966,10 +985,10 @@ static void r_free(void *impl)
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
     for (int k = 0; k < 2; k++)
-        json_decref(st->last_all[k].result);
+        shared_unref(st->last_all[k].result);
     for (struct dying *d; (d = st->dying);) { /* the store is freed: at once */
         st->dying = d->next;
-        json_decref(d->obj);
+        shared_unref(d->obj);
         ldr_free(d);
     }
     if (st->reap)

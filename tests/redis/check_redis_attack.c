@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 
 #include "check_redis.h"
 
@@ -1017,6 +1019,74 @@ START_TEST(test_alls_of_every_size_replacing_each_other)
 }
 END_TEST
 
+/* Results of all handed to another thread, which reads and releases them
+ * while the loop thread replaces them with the next alls. */
+enum { TALLS = 40 };
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ld_future *q[TALLS];
+    int put;
+} thand = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0};
+
+static void *read_alls(void *arg)
+{
+    long bad = 0;
+    (void)arg;
+    for (int i = 0; i < TALLS; i++) {
+        pthread_mutex_lock(&thand.mu);
+        while (thand.put == i)
+            pthread_cond_wait(&thand.cv, &thand.mu);
+        ld_future *f = thand.q[i];
+        pthread_mutex_unlock(&thand.mu);
+        json_t *a = ld_future_json(f);
+        bad += json_object_size(a) != 2000;
+        bad += ld_item_version(json_object_get(a, "k5")) != (i % 4 == 3 ? 1 : 1);
+        ld_future_unref(f);
+    }
+    return (void *)bad;
+}
+
+/* With libevent threading on, results of all released on another thread
+ * while the loop thread's next alls (other bytes, or the same: the same
+ * result again) replace them: each reads whole (ASan, TSan), and nothing
+ * is left once the store is freed (the leak check). */
+START_TEST(test_all_results_released_on_another_thread)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    struct event_base *tb = event_base_new();
+    ck_assert_ptr_nonnull(tb);
+    fill_ns("features", 2000, 10, 1);
+    ld_store *s = rt_store(tb, NULL);
+    thand.put = 0;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_alls, NULL), 0);
+    for (int i = 0; i < TALLS; i++) {
+        if (i % 4 != 3) /* other bytes, else the same result again */
+            set_raw(1000 + i, 2 + i);
+        ld_future *f = ld_store_all(s, ld_kind_features());
+        ck_assert_int_eq(ld_future_wait(f), 0);
+        ck_assert(ld_future_is_fulfilled(f));
+        pthread_mutex_lock(&thand.mu);
+        thand.q[thand.put++] = f;
+        pthread_cond_signal(&thand.cv);
+        pthread_mutex_unlock(&thand.mu);
+        event_base_loop(tb, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (i == TALLS - 2) {
+            ld_store_free(s); /* while the thread may hold the last ones */
+            s = rt_store(tb, NULL);
+        }
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    ck_assert_ptr_null(bad);
+    ld_store_free(s);
+    rt_run_for(tb, 20);
+    event_base_free(tb);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -1047,6 +1117,7 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_an_init_sliced_while_an_all_is_parsed_both_complete);
     tcase_add_test(tc, test_alls_in_a_row_with_changed_data_stay_bounded);
     tcase_add_test(tc, test_alls_of_every_size_replacing_each_other);
+    tcase_add_test(tc, test_all_results_released_on_another_thread);
     suite_add_tcase(s, tc);
     return s;
 }
