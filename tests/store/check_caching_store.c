@@ -8,6 +8,7 @@
 
 #include <event2/thread.h>
 
+#include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
 
 #include "check_suites.h"
@@ -1080,6 +1081,127 @@ START_TEST(test_forever_failing_freed_from_a_callback_with_lent_answers_held)
 }
 END_TEST
 
+/* A flag of daemon mode's test: it serves "<key>/<version>", and requires
+ * the flag `prereq` (NULL: none) to serve its first variation. */
+static json_t *dflag(const char *key, int version, const char *prereq)
+{
+    char val[64];
+    snprintf(val, sizeof val, "%s/%d", key, version);
+    json_t *f = json_pack("{s:s, s:i, s:b, s:[s,s], s:i, s:{s:i}, s:[], s:[], s:[], s:[], s:s}",
+                          "key", key, "version", version, "on", 1, "variations", val, "off",
+                          "offVariation", 1, "fallthrough", "variation", 0, "prerequisites",
+                          "targets", "contextTargets", "rules", "salt", "abc");
+    ck_assert_ptr_nonnull(f);
+    if (prereq)
+        json_array_append_new(json_object_get(f, "prerequisites"),
+                              json_pack("{s:s, s:i}", "key", prereq, "variation", 0));
+    return f;
+}
+
+struct details {
+    ld_future **f;
+    int n;
+};
+
+static void *read_details(void *arg)
+{
+    struct details *d = arg;
+    long bad = 0;
+    for (int i = 0; i < d->n; i++) {
+        const ld_detail *det = ld_future_ptr(d->f[i]);
+        const char *v = json_string_value(ld_detail_value(det));
+        char want[16];
+        snprintf(want, sizeof want, "d%d/", i % 40);
+        bad += !v || (strncmp(v, want, strlen(want)) != 0 && strcmp(v, "off") != 0);
+        ld_future_unref(d->f[i]);
+    }
+    return (void *)bad;
+}
+
+/* Daemon mode over the cache (a capacity of 8 for 40 flags, each the
+ * prerequisite of the one before): evaluations read the flags within the
+ * call, lent by the cache, while it evicts them; details taken between
+ * writes and inits are released on another thread after the cache let go
+ * of what they read: each reads its own flag's value (ASan, TSan). */
+START_TEST(test_daemon_mode_evaluations_over_an_evicting_cache)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setenv("LDASYNC_CACHE_CAPACITY", "8", 1);
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    ck_assert_ptr_nonnull(cache);
+    enum { NF = 40, NEVAL = 3000 };
+    char key[16], next[16];
+    int version = 1;
+    json_t *features = json_object();
+    for (int i = 0; i < NF; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        snprintf(next, sizeof next, "d%d", i + 1);
+        json_object_set_new(features, key, dflag(key, version, i + 1 < NF ? next : NULL));
+    }
+    json_t *data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+    ld_client_options *o = ld_client_options_new();
+    ck_assert_int_eq(ld_client_options_set_daemon_mode(o, true), 0);
+    ld_client_options_set_store(o, cache);
+    ld_client *client = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(client);
+    ld_test_await_ok(ld_client_ready(client));
+    json_t *cj = json_pack("{s:s,s:s}", "kind", "user", "key", "u1");
+    ld_context *ctx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(ctx);
+    json_t *dflt = json_string("default");
+    struct details d = {malloc(NEVAL * sizeof(ld_future *)), NEVAL};
+    ck_assert_ptr_nonnull(d.f);
+    for (int i = 0; i < NEVAL; i++) {
+        snprintf(key, sizeof key, "d%d", i % NF);
+        d.f[i] = ld_client_variation_detail(client, key, ctx, LD_VALUE_STRING, json_incref(dflt));
+        if (i % 100 == 99) { /* a write over flags being read */
+            int w = i / 100 % NF;
+            snprintf(key, sizeof key, "d%d", w);
+            snprintf(next, sizeof next, "d%d", w + 1);
+            json_t *item = dflag(key, ++version, w + 1 < NF ? next : NULL);
+            ld_future_unref(ld_store_upsert(cache, ld_kind_features(), item));
+            json_decref(item);
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        }
+    }
+    for (int i = 0; i < NEVAL; i++) {
+        ck_assert_int_eq(ld_future_wait(d.f[i]), 0);
+        ck_assert_msg(ld_future_is_fulfilled(d.f[i]), "%s", ld_future_error_message(d.f[i]));
+    }
+    /* an init replaces every flag, then the details go on another thread */
+    features = json_object();
+    version++;
+    for (int i = 0; i < NF; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        json_object_set_new(features, key, dflag(key, version, NULL));
+    }
+    data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_details, &d), 0);
+    for (int i = 0; i < 200; i++) { /* the loop evicts and evaluates meanwhile */
+        snprintf(key, sizeof key, "d%d", i % NF);
+        ld_future_unref(
+            ld_client_variation_detail(client, key, ctx, LD_VALUE_STRING, json_incref(dflt)));
+        event_base_loop(B, EVLOOP_NONBLOCK);
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    free(d.f);
+    ck_assert_ptr_null(bad);
+    json_decref(dflt);
+    ld_context_unref(ctx);
+    ld_client_free(client);
+    ld_test_flush();
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -1503,11 +1625,17 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_lent_answers_outlive_what_the_cache_lets_go_of);
     tcase_add_test(tc, test_lent_answers_of_a_whole_kind_outlive_its_writes);
     tcase_add_test(tc, test_lent_answers_released_on_other_threads_while_written_over);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lend");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120); /* 100,000 keys; threads (TSan) */
     tcase_add_test(tc, test_a_held_answer_does_not_keep_the_data_sets_inits_replace);
     tcase_add_test(tc, test_a_held_answer_does_not_keep_the_alls_writes_replace);
     tcase_add_test(tc, test_keys_of_any_length_and_utf8_are_cached_and_lent);
     tcase_add_test(tc, test_many_keys_through_a_small_cache_with_results_held);
     tcase_add_test(tc, test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed);
+    tcase_add_test(tc, test_daemon_mode_evaluations_over_an_evicting_cache);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("status");
