@@ -155,13 +155,30 @@ ld_future *ld_future_ref(ld_future *f)
     return f;
 }
 
+/* A future's JSON value may be released on another thread while the loop
+ * thread references the same value (a store's item, answered by reference):
+ * its count changes atomically (jansson's json_incref() and json_decref()
+ * read it plainly first, and the decrement that frees does not acquire);
+ * jansson's values that are never freed (refcount -1) are left alone. */
+static inline void json_ref_shared(json_t *j)
+{
+    if (j && !ld__json_immortal(j))
+        ld__json_incref(j);
+}
+
+static inline void json_unref_shared(json_t *j)
+{
+    if (j && !ld__json_immortal(j))
+        ld__json_decref(j);
+}
+
 /* Releases what a future's value holds (a, b and vtype as for a complete
  * future, or the outcome a K_LATER future waits to be given). */
 static inline void value_release(ld_future *f)
 {
     switch (f->vtype) {
     case V_JSON:
-        json_decref(f->a.j);
+        json_unref_shared(f->a.j);
         break;
     case V_JSON_LEASED:
         ((struct ld_lease *)f->b.p)->release(f->b.p);
@@ -502,10 +519,10 @@ int ld__adopt(ld_future *out, ld_future *src)
     switch (src->vtype) {
     case V_JSON_LEASED: /* out takes a reference of its own */
         r.vtype = V_JSON;
-        json_incref(src->a.j);
+        json_ref_shared(src->a.j);
         break;
     case V_JSON:
-        json_incref(src->a.j);
+        json_ref_shared(src->a.j);
         break;
     case V_PTR: /* the value stays owned by src, which out keeps alive */
         r.vtype = V_PTRREF;
@@ -521,7 +538,7 @@ int ld__adopt(ld_future *out, ld_future *src)
     int rc = ld__future_settle(out, &r);
     if (rc != 0) {
         if (r.vtype == V_JSON)
-            json_decref(r.a.j);
+            json_unref_shared(r.a.j);
         else if (r.vtype == V_PTRREF)
             ld_future_unref(r.b.f);
     }

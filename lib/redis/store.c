@@ -35,6 +35,8 @@ enum jkind { J_GET, J_ALL, J_INIT, J_WRITE, J_INITED };
 struct job {
     struct job *prev, *next; /* every job of the store, started or not */
     struct job *wnext;       /* the jobs waiting to start */
+    struct job *snext;       /* the jobs waiting for their next slice */
+    bool queued;             /* in that queue */
     struct rstore *st;
     enum jkind kind;
     ld_future *out;   /* owned */
@@ -69,8 +71,11 @@ struct rstore {
     struct job *writing;               /* the write under way, or NULL */
     struct event *slice;               /* a timer due at once: the next slice */
     struct event *kick;                /* a timer due at once: pump() */
-    struct job *slicing;               /* its job */
-    ld_future *closing;                /* close waits for the jobs */
+    /* the jobs waiting for their next slice, first come first served, one
+     * slice a pass: an all's answer may come while another all's or an
+     * init's is sliced (reads are pipelined, a write starts at the head) */
+    struct job *slicing, *slicing_tail;
+    ld_future *closing; /* close waits for the jobs */
     bool closed;
     bool lost;    /* it was unavailable since the last init: needs_refresh */
     bool pumping; /* inside pump() */
@@ -104,10 +109,24 @@ static const char *hash_for(const struct rstore *st, const ld_kind *kind)
 
 /* ---- jobs --------------------------------------------------------------- */
 
+/* Frees what json_dumps() returned: jansson allocates it with the
+ * functions json_set_alloc_funcs() set, not always malloc(). */
+static void dumps_free(char *text)
+{
+    json_free_t free_fn = NULL;
+    if (!text)
+        return;
+    json_get_alloc_funcs(NULL, &free_fn);
+    if (free_fn)
+        free_fn(text);
+    else
+        free(text);
+}
+
 static void job_free(struct job *j)
 {
     ldr_free(j->key);
-    free(j->text);
+    dumps_free(j->text);
     json_decref(j->data);
     ldr_free(j->ns_hash);
     for (size_t i = j->el_i; i < j->nels; i++)
@@ -173,8 +192,17 @@ static void job_done(struct job *j)
         st->jobs_tail = j->prev;
     if (st->writing == j)
         st->writing = NULL;
-    if (st->slicing == j)
-        st->slicing = NULL;
+    if (j->queued) {
+        struct job **link = &st->slicing, *prev = NULL;
+        while (*link != j) {
+            prev = *link;
+            link = &(*link)->snext;
+        }
+        *link = j->snext;
+        if (st->slicing_tail == j)
+            st->slicing_tail = prev;
+        j->queued = false;
+    }
     ld_future_unref(j->out);
     job_free(j);
     pump(st);
@@ -200,8 +228,17 @@ static void job_reject(struct job *j, int code, const char *fmt, ...)
 static void slice_later(struct job *j)
 {
     static const struct timeval now = {0, 0};
-    j->st->slicing = j;
-    event_add(j->st->slice, &now);
+    struct rstore *st = j->st;
+    if (!j->queued) {
+        j->queued = true;
+        j->snext = NULL;
+        if (st->slicing_tail)
+            st->slicing_tail->snext = j;
+        else
+            st->slicing = j;
+        st->slicing_tail = j;
+    }
+    event_add(st->slice, &now);
 }
 
 /* A reply that is not an answer: the connection's error, or Redis's. */
@@ -285,6 +322,25 @@ static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 
 /* ---- all ---------------------------------------------------------------- */
 
+/* References to an all's result (an object: never one of jansson's
+ * immortal values), which its futures share: once libevent threading is
+ * on, a future may be released on another thread while the store takes or
+ * drops a reference on the loop thread. jansson's json_incref() and
+ * json_decref() read the count plainly first, and its decrement that frees
+ * does not acquire (what the other thread read may not be seen as done). */
+static json_t *shared_ref(json_t *obj)
+{
+    if (obj)
+        __atomic_fetch_add(&obj->refcount, 1, __ATOMIC_RELAXED);
+    return obj;
+}
+
+static void shared_unref(json_t *obj)
+{
+    if (obj && __atomic_sub_fetch(&obj->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+        json_delete(obj);
+}
+
 /* Members of an object of items let go of per loop pass. */
 #define REAP_SLICE 1024
 
@@ -308,7 +364,7 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     }
     if (!it) {
         st->dying = d->next;
-        json_decref(d->obj);
+        shared_unref(d->obj);
         ldr_free(d);
     }
     ldr_free(ldr_malloc(LARGE_REQUEST));
@@ -324,7 +380,7 @@ static void let_go(struct rstore *st, json_t *obj)
     struct dying *d = NULL;
     if (!obj || __atomic_load_n(&obj->refcount, __ATOMIC_ACQUIRE) != 1 ||
         json_object_size(obj) <= REAP_SLICE || !(d = ldr_malloc(sizeof(*d)))) {
-        json_decref(obj);
+        shared_unref(obj);
         return;
     }
     d->obj = obj;
@@ -426,7 +482,7 @@ static void all_slice(struct job *j)
     j->result = NULL;
     struct rstore *st = j->st;
     let_go(st, st->last_all[j->kind_i].result);
-    st->last_all[j->kind_i].result = json_incref(res);
+    st->last_all[j->kind_i].result = shared_ref(res);
     st->last_all[j->kind_i].hash = j->all_hash;
     st->last_all[j->kind_i].n = j->nels;
     ld_future_fulfill_json(j->out, res);
@@ -468,7 +524,7 @@ static void on_all(void *arg, redisReply *r, int err, const char *msg)
     j->kind_i = j->hash == j->st->hashes[1];
     if (j->st->last_all[j->kind_i].result && j->st->last_all[j->kind_i].hash == h &&
         j->st->last_all[j->kind_i].n == r->elements) {
-        ld_future_fulfill_json(j->out, json_incref(j->st->last_all[j->kind_i].result));
+        ld_future_fulfill_json(j->out, shared_ref(j->st->last_all[j->kind_i].result));
         job_done(j);
         return;
     }
@@ -666,7 +722,7 @@ static void init_slice(struct job *j)
     }
     bool sent = ok && (argc == 2 || init_send(j, (int)argc, argv, lens, NULL));
     for (size_t i = 3; argv && i < argc; i += 2)
-        free((void *)argv[i]); /* json_dumps()'s */
+        dumps_free((char *)argv[i]); /* json_dumps()'s */
     ldr_free(argv);
     ldr_free(lens);
     if (!ok) {
@@ -728,15 +784,22 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    static const struct timeval now = {0, 0};
     struct rstore *st = arg;
     struct job *j = st->slicing;
-    st->slicing = NULL;
     if (!j)
         return;
+    st->slicing = j->snext;
+    if (!st->slicing)
+        st->slicing_tail = NULL;
+    j->queued = false;
+    j->snext = NULL;
     if (j->kind == J_INIT)
-        init_slice(j);
+        init_slice(j); /* may queue it again, or complete it */
     else
         all_slice(j);
+    if (st->slicing)
+        event_add(st->slice, &now);
 }
 
 /* ---- starting jobs ------------------------------------------------------ */
@@ -922,10 +985,10 @@ static void r_free(void *impl)
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
     for (int k = 0; k < 2; k++)
-        json_decref(st->last_all[k].result);
+        shared_unref(st->last_all[k].result);
     for (struct dying *d; (d = st->dying);) { /* the store is freed: at once */
         st->dying = d->next;
-        json_decref(d->obj);
+        shared_unref(d->obj);
         ldr_free(d);
     }
     if (st->reap)

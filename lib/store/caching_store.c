@@ -182,18 +182,33 @@ static json_t *jref(json_t *j)
     return j ? ld__json_incref(j) : NULL;
 }
 
-/* Lets go of the cache's reference to `j` (an item, a tombstone or an
- * object of them): every reference the cache holds goes this way, since a
- * result of get_now may read what it held without a reference of its own
- * (lend()). */
-static void drop(struct cache *c, json_t *j)
+/* Lets go of the cache's reference to `j`, which weighs `w` (the items
+ * it keeps alive: 1 for an item or a tombstone, one more than its members
+ * for a kind's object of them): every reference the cache holds goes this
+ * way, since a result of get_now may read what it held without a
+ * reference of its own (lend()). The weight bounds what waits for such
+ * results: a kind's object of thousands of items counted as one item kept
+ * the objects of 256 inits or writes alive for a result held meanwhile. */
+static void drop_w(struct cache *c, json_t *j, size_t w)
 {
     if (!j)
         return;
     if (c->rc_live)
-        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0}, 1);
+        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0}, w);
     else
         ld__json_decref(j);
+}
+
+/* drop_w() of an item or a tombstone. */
+static void drop(struct cache *c, json_t *j)
+{
+    drop_w(c, j, 1);
+}
+
+/* drop_w() of a kind's object of items. */
+static void drop_obj(struct cache *c, json_t *obj)
+{
+    drop_w(c, obj, obj ? 1 + json_object_size(obj) : 0);
 }
 
 static void cache_unref(struct cache *c)
@@ -379,13 +394,13 @@ static void entry_drop(struct cache *c, struct entry *e)
 
 static void all_drop(struct cache *c, struct kcache *kc)
 {
-    drop(c, kc->all);
+    drop_obj(c, kc->all);
     kc->all = NULL;
 }
 
 static void full_drop(struct cache *c, struct kcache *kc)
 {
-    drop(c, kc->full);
+    drop_obj(c, kc->full);
     kc->full = NULL;
     all_drop(c, kc); /* it may have been made from full */
 }

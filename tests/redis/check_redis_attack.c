@@ -6,14 +6,17 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 
 #include "check_redis.h"
 
@@ -767,6 +770,323 @@ START_TEST(test_big_segments_wait_for_name_resolution)
 }
 END_TEST
 
+/* ---- alls parsed a slice per pass ---------------------------------------- */
+
+/* Fills the hash `ns` ("features", "segments") of the default prefix with
+ * `n` items of about `pad` bytes, version `version`, through a pipeline. */
+static void fill_ns(const char *ns, int n, int pad, int version)
+{
+    redisContext *c = redisd_connect(&rt_server);
+    ck_assert_ptr_nonnull(c);
+    char *v = malloc((size_t)pad + 100);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < n; i += 1000) {
+        int m = n - i < 1000 ? n - i : 1000;
+        for (int k = i; k < i + m; k++) {
+            int len =
+                snprintf(v, (size_t)pad + 100, "{\"key\":\"k%d\",\"version\":%d,\"pad\":\"%*s\"}",
+                         k, version, pad, "");
+            redisAppendCommand(c, "HSET launchdarkly:%s k%d %b", ns, k, v, (size_t)len);
+        }
+        for (int k = 0; k < m; k++) {
+            redisReply *r = NULL;
+            ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+    free(v);
+    redisFree(c);
+}
+
+/* Runs the loop until `f` is complete, for `ms` at most: whether it is. */
+static bool done_within(ld_future *f, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (!ld_future_is_pending(f))
+            return true;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+            return false;
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+}
+
+/* An all of each kind issued together, both answered with more than one
+ * slice of bytes: the second answer comes while the first is still parsed
+ * (Redis answers both at once; the store reads 16 KB a pass and parses
+ * 64 KB). Both complete, each with its own kind's items. */
+START_TEST(test_alls_of_two_kinds_parsed_at_once_both_complete)
+{
+    fill_ns("features", 4000, 100, 1);
+    fill_ns("segments", 500, 100, 1);
+    ld_store *s = rt_store(base, NULL);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    ld_future *fa = ld_store_all(s, ld_kind_features());
+    ld_future *sa = ld_store_all(s, ld_kind_segments());
+    bool f_done = done_within(fa, 10000), s_done = done_within(sa, 10000);
+    ck_assert_msg(f_done && s_done, "all(features) %s, all(segments) %s",
+                  f_done ? "complete" : "never completed", s_done ? "complete" : "never completed");
+    ck_assert(ld_future_is_fulfilled(fa) && ld_future_is_fulfilled(sa));
+    ck_assert_int_eq(json_object_size(ld_future_json(fa)), 4000);
+    ck_assert_int_eq(json_object_size(ld_future_json(sa)), 500);
+    ld_future_unref(fa);
+    ld_future_unref(sa);
+    ld_store_free(s);
+    rt_run_for(base, 5);
+}
+END_TEST
+
+/* An init of many items (sliced) issued right after an all of a large
+ * hash: the write starts at once, the all's answer comes while the init's
+ * items are written a slice per pass. Both complete, and a read after them
+ * sees the init's data. */
+START_TEST(test_an_init_sliced_while_an_all_is_parsed_both_complete)
+{
+    fill_ns("features", 4000, 100, 1);
+    ld_store *s = rt_store(base, NULL);
+    ck_assert(!rt_bool(ld_store_initialized(s))); /* connected */
+    json_t *features = json_object();
+    char pad[1024];
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    for (int i = 0; i < 6000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "n%d", i);
+        json_object_set_new(features, key,
+                            json_pack("{s:s,s:i,s:s}", "key", key, "version", 2, "pad", pad));
+    }
+    json_t *data = json_pack("{s:o,s:{}}", "features", features, "segments");
+    ld_future *a = ld_store_all(s, ld_kind_features());
+    ld_future *in = ld_store_init(s, data);
+    json_decref(data);
+    bool a_done = done_within(a, 10000), in_done = done_within(in, 10000);
+    ck_assert_msg(a_done && in_done, "all %s, init %s", a_done ? "complete" : "never completed",
+                  in_done ? "complete" : "never completed");
+    ck_assert(ld_future_is_fulfilled(a));
+    ck_assert_int_eq(json_object_size(ld_future_json(a)), 4000);
+    ck_assert_msg(ld_future_is_fulfilled(in), "%s", ld_future_error_message(in));
+    ld_future_unref(a);
+    ld_future_unref(in);
+    json_t *after = rt_json(ld_store_all(s, ld_kind_features()));
+    ck_assert_int_eq(json_object_size(after), 6000);
+    json_decref(after);
+    ld_store_free(s);
+    rt_run_for(base, 5);
+}
+END_TEST
+
+/* Blocks allocated and not yet freed, through ldasync's and jansson's
+ * allocators. */
+static long g_blocks;
+
+static void *blocks_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p)
+        __atomic_add_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void *blocks_realloc(void *q, size_t n)
+{
+    void *p = realloc(q, n);
+    if (p && !q)
+        __atomic_add_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void blocks_free(void *q)
+{
+    if (q)
+        __atomic_sub_fetch(&g_blocks, 1, __ATOMIC_RELAXED);
+    free(q);
+}
+
+/* Sets feature `key` at `version` in Redis, as another writer would. */
+static void set_raw(int key, int version)
+{
+    char k[32], v[128];
+    snprintf(k, sizeof k, "k%d", key);
+    int n = snprintf(v, sizeof v, "{\"key\":\"%s\",\"version\":%d}", k, version);
+    raw("HSET launchdarkly:features %b %b", k, strlen(k), v, (size_t)n);
+}
+
+/* Alls in a row, each answered with other bytes (a flag changed before
+ * each), their results released at once: what the store keeps does not
+ * grow with the number of alls (each replaced result is let go of over
+ * the next passes), and it all goes when the store is freed half way
+ * through letting one go. */
+START_TEST(test_alls_in_a_row_with_changed_data_stay_bounded)
+{
+    fill_ns("features", 3000, 20, 1);
+    ck_assert_int_eq(ld_set_alloc_funcs(blocks_malloc, blocks_realloc, blocks_free), 0);
+    json_set_alloc_funcs(blocks_malloc, blocks_free);
+    long base_blocks = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED), left[2];
+    enum { NBURST = 30 };
+    for (int round = 0; round < 2; round++) {
+        ld_store *s = rt_store(base, NULL);
+        long most = 0, after3 = 0;
+        for (int i = 0; i < 30; i++) {
+            set_raw(i % 3000, 100 * round + i + 2);
+            json_t *a = rt_json(ld_store_all(s, ld_kind_features()));
+            ck_assert_int_eq(json_object_size(a), 3000);
+            json_decref(a);
+            rt_run_for(base, 2);
+            long now = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+            if (i == 2)
+                after3 = now;
+            most = now > most ? now : most;
+        }
+        /* alls issued at once, a write between each pair, all released
+         * at once */
+        ld_future *fs[NBURST];
+        for (int i = 0; i < NBURST; i++) {
+            fs[i] = ld_store_all(s, ld_kind_features());
+            json_t *item = json_pack("{s:s,s:i}", "key", "k1", "version", 1000 * (round + 1) + i);
+            ld_future_unref(ld_store_upsert(s, ld_kind_features(), item));
+            json_decref(item);
+        }
+        for (int i = 0; i < NBURST; i++) {
+            rt_wait(fs[i]);
+            ck_assert(ld_future_is_fulfilled(fs[i]));
+            ld_future_unref(fs[i]);
+        }
+        rt_run_for(base, 50);
+        long end = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+        ck_assert_msg(end <= after3 + after3 / 4 + NBURST && most <= 3 * after3,
+                      "blocks held: %ld after 3 alls, %ld at most, %ld at the end", after3, most,
+                      end);
+        /* freed while a replaced result is let go of */
+        set_raw(7, 5000 + round);
+        json_decref(rt_json(ld_store_all(s, ld_kind_features())));
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        ld_store_free(s);
+        rt_run_for(base, 20);
+        left[round] = __atomic_load_n(&g_blocks, __ATOMIC_RELAXED) - base_blocks;
+    }
+    json_set_alloc_funcs(malloc, free);
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    /* the first round leaves what the base keeps for its futures (spares,
+     * up to as many as were under way at once); a second one, nothing */
+    ck_assert_msg(left[0] <= 2 * NBURST + 16 && left[1] <= left[0],
+                  "%ld blocks left after a store's life, %ld after a second one", left[0], left[1]);
+}
+END_TEST
+
+/* Alls of 0, 1, 1024, 1025 and 200,000 items one after the other (each
+ * replacing the last result: at once up to 1024 members, over passes
+ * beyond), a result held across the next all and across the store's free:
+ * each answer is whole, and a held result stays whole. */
+START_TEST(test_alls_of_every_size_replacing_each_other)
+{
+    static const int sizes[] = {0, 1, 1024, 1025, 200000, 1025, 0};
+    ld_store *s = rt_store(base, NULL);
+    json_t *held = NULL;
+    int held_n = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        rt_flushall();
+        if (sizes[i])
+            fill_ns("features", sizes[i], 0, (int)i + 1);
+        json_t *a = rt_json(ld_store_all(s, ld_kind_features()));
+        ck_assert_int_eq(json_object_size(a), sizes[i]);
+        if (sizes[i])
+            ck_assert_int_eq(ld_item_version(json_object_get(a, "k0")), (int)i + 1);
+        if (i == 4) { /* the 200,000 items, held across the next all */
+            held = json_incref(a);
+            held_n = sizes[i];
+        }
+        json_decref(a);
+        if (i == 5) {
+            ck_assert_int_eq(json_object_size(held), held_n);
+            json_decref(held);
+            held = NULL;
+        }
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    /* the last result, 1025 items, replaced by one of 0, held over the free */
+    rt_flushall();
+    fill_ns("features", 1025, 0, 9);
+    held = rt_json(ld_store_all(s, ld_kind_features()));
+    rt_flushall();
+    json_decref(rt_json(ld_store_all(s, ld_kind_features())));
+    ld_store_free(s);
+    rt_run_for(base, 5);
+    ck_assert_int_eq(json_object_size(held), 1025);
+    ck_assert_int_eq(ld_item_version(json_object_get(held, "k1024")), 9);
+    json_decref(held);
+}
+END_TEST
+
+/* Results of all handed to another thread, which reads and releases them
+ * while the loop thread replaces them with the next alls. */
+enum { TALLS = 40 };
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ld_future *q[TALLS];
+    int put;
+} thand = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0};
+
+static void *read_alls(void *arg)
+{
+    long bad = 0;
+    (void)arg;
+    for (int i = 0; i < TALLS; i++) {
+        pthread_mutex_lock(&thand.mu);
+        while (thand.put == i)
+            pthread_cond_wait(&thand.cv, &thand.mu);
+        ld_future *f = thand.q[i];
+        pthread_mutex_unlock(&thand.mu);
+        json_t *a = ld_future_json(f);
+        bad += json_object_size(a) != 2000;
+        bad += ld_item_version(json_object_get(a, "k5")) != (i % 4 == 3 ? 1 : 1);
+        ld_future_unref(f);
+    }
+    return (void *)bad;
+}
+
+/* With libevent threading on, results of all released on another thread
+ * while the loop thread's next alls (other bytes, or the same: the same
+ * result again) replace them: each reads whole (ASan, TSan), and nothing
+ * is left once the store is freed (the leak check). */
+START_TEST(test_all_results_released_on_another_thread)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    struct event_base *tb = event_base_new();
+    ck_assert_ptr_nonnull(tb);
+    fill_ns("features", 2000, 10, 1);
+    ld_store *s = rt_store(tb, NULL);
+    thand.put = 0;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_alls, NULL), 0);
+    for (int i = 0; i < TALLS; i++) {
+        if (i % 4 != 3) /* other bytes, else the same result again */
+            set_raw(1000 + i, 2 + i);
+        ld_future *f = ld_store_all(s, ld_kind_features());
+        ck_assert_int_eq(ld_future_wait(f), 0);
+        ck_assert(ld_future_is_fulfilled(f));
+        pthread_mutex_lock(&thand.mu);
+        thand.q[thand.put++] = f;
+        pthread_cond_signal(&thand.cv);
+        pthread_mutex_unlock(&thand.mu);
+        event_base_loop(tb, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (i == TALLS - 2) {
+            ld_store_free(s); /* while the thread may hold the last ones */
+            s = rt_store(tb, NULL);
+        }
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    ck_assert_ptr_null(bad);
+    ld_store_free(s);
+    rt_run_for(tb, 20);
+    event_base_free(tb);
+}
+END_TEST
+
 Suite *rt_suite_attack(void)
 {
     Suite *s = suite_create("redis_attack");
@@ -793,6 +1113,11 @@ Suite *rt_suite_attack(void)
     tcase_add_test(tc, test_client_kill_storm);
     tcase_add_test(tc, test_kill_mid_hgetall);
     tcase_add_test(tc, test_pile_behind_write_on_timeout);
+    tcase_add_test(tc, test_alls_of_two_kinds_parsed_at_once_both_complete);
+    tcase_add_test(tc, test_an_init_sliced_while_an_all_is_parsed_both_complete);
+    tcase_add_test(tc, test_alls_in_a_row_with_changed_data_stay_bounded);
+    tcase_add_test(tc, test_alls_of_every_size_replacing_each_other);
+    tcase_add_test(tc, test_all_results_released_on_another_thread);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 
 #include <event2/thread.h>
 
+#include <ldasync/ldasync.h>
 #include <ldasync/testing.h>
 
 #include "check_suites.h"
@@ -670,6 +671,537 @@ START_TEST(test_lent_answers_released_on_other_threads_while_written_over)
 }
 END_TEST
 
+/* The items of a data set of `n` features "p0".."p<n-1>" at `version`. */
+static json_t *numbered_data(const char *prefix, int n, int version)
+{
+    json_t *features = json_object();
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        json_object_set_new(features, key, F(key, version));
+    }
+    return json_pack("{s:o, s:{}}", "features", features, "segments");
+}
+
+/* How many items of `data`'s features someone besides `data` holds. */
+static int held_elsewhere(const json_t *data)
+{
+    int n = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(data, "features"), key, v) n += v->refcount > 1;
+    return n;
+}
+
+/* A lent answer held while inits replace the whole data set again and
+ * again keeps a few hundred items at most, as the memory store's (store.h),
+ * not every data set the cache let go of meanwhile: a kind's object of
+ * thousands of items weighs as much as its items. */
+START_TEST(test_a_held_answer_does_not_keep_the_data_sets_inits_replace)
+{
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    json_t *first = numbered_data("p", 2000, 1);
+    ld_test_await_ok(ld_store_init(cache, first));
+    ld_future *held = ld_store_get(cache, k, "p7"); /* lent by the cache */
+    ld_test_flush();
+    for (int v = 2; v < 6; v++) {
+        json_t *data = numbered_data("p", 2000, v);
+        ld_test_await_ok(ld_store_init(cache, data));
+        json_decref(data);
+        ld_test_flush();
+    }
+    ck_assert_int_eq(get_version("p7"), 5);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held)), 1);
+    int kept = held_elsewhere(first);
+    ck_assert_msg(kept <= 300, "%d items of the first data set still held", kept);
+    ld_future_unref(held);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    ck_assert_int_eq(held_elsewhere(first), 0);
+    json_decref(first);
+}
+END_TEST
+
+/* The same for the answers of all: each a kind's object of thousands of
+ * items, dropped by every write of the kind while a lent answer is held. */
+START_TEST(test_a_held_answer_does_not_keep_the_alls_writes_replace)
+{
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    json_t *first = numbered_data("p", 2000, 1);
+    ld_test_await_ok(ld_store_init(cache, first));
+    ld_future *held = ld_store_get(cache, k, "p7"); /* lent by the cache */
+    ld_test_flush();
+    json_t *snap[8];
+    for (int v = 0; v < 8; v++) {
+        /* an all (made from the kind's object: it references every item),
+         * then a write of another key, which drops it */
+        ld_future *a = ld_test_fulfilled(ld_store_all(cache, k));
+        snap[v] = json_incref(ld_future_json(a));
+        ld_future_unref(a);
+        char key[16];
+        snprintf(key, sizeof key, "w%d", v);
+        json_t *item = F(key, 1);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+        ld_test_flush();
+    }
+    /* the test's own references to the answers are all they have left */
+    int kept = 0;
+    for (int v = 0; v < 8; v++) {
+        kept += snap[v]->refcount > 1;
+        json_decref(snap[v]);
+    }
+    ck_assert_msg(kept <= 1, "%d answers of all still held by the cache", kept);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held)), 1);
+    ld_future_unref(held);
+    json_decref(first);
+}
+END_TEST
+
+/* Keys of every length across the entry's cache lines (1 to 200 bytes),
+ * keys of UTF-8 (2, 3 and 4 byte sequences), and a key of 1 MB: each is
+ * cached by its write and answered by the cache (no inner get) with its
+ * own item; results lent before a write read the item they were given;
+ * every reference comes back. */
+START_TEST(test_keys_of_any_length_and_utf8_are_cached_and_lent)
+{
+    make(LONG_TTL);
+    const ld_kind *k = ld_kind_features();
+    enum { NSHORT = 200, NKEYS = NSHORT + 5 };
+    char *keys[NKEYS];
+    for (int i = 0; i < NSHORT; i++) {
+        keys[i] = malloc((size_t)i + 2);
+        ck_assert_ptr_nonnull(keys[i]);
+        for (int j = 0; j <= i; j++)
+            keys[i][j] = (char)('a' + (i + j) % 26);
+        keys[i][i + 1] = '\0';
+    }
+    keys[NSHORT] = strdup("\xc3\xa9");                                 /* é */
+    keys[NSHORT + 1] = strdup("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"); /* 日本語 */
+    keys[NSHORT + 2] = strdup("\xf0\x9f\x9a\x80x");                    /* 🚀x */
+    keys[NSHORT + 3] = strdup("a\xc3\xa9"); /* shares its first byte with "a" */
+    keys[NSHORT + 4] = malloc(1 << 20);
+    ck_assert_ptr_nonnull(keys[NSHORT + 4]);
+    memset(keys[NSHORT + 4], 'm', (1 << 20) - 1);
+    keys[NSHORT + 4][(1 << 20) - 1] = '\0';
+    json_t *v1[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        v1[i] = F(keys[i], 1);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, v1[i])));
+    }
+    ld_future *held[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *item = NULL;
+        ck_assert_int_eq(ld_store_get_now(cache, k, keys[i], &item), 0);
+        ck_assert_ptr_eq(item, v1[i]);
+        json_decref(item);
+        held[i] = ld_store_get(cache, k, keys[i]);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *item = F(keys[i], 2);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+    }
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        json_t *got = ld_future_json(held[i]);
+        ck_assert_ptr_eq(got, v1[i]);
+        ck_assert_int_eq(ld_item_version(got), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(got, "key")), keys[i]);
+        ld_future_unref(held[i]);
+        json_t *item = NULL;
+        ck_assert_int_eq(ld_store_get_now(cache, k, keys[i], &item), 0);
+        ck_assert_int_eq(ld_item_version(item), 2);
+        ck_assert_str_eq(json_string_value(json_object_get(item, "key")), keys[i]);
+        json_decref(item);
+    }
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 0);
+    /* a key a character short of a cached one, and one longer: misses */
+    ck_assert_int_eq(get_version("\xe6\x97\xa5\xe6\x9c\xac"), -1);
+    ck_assert_int_eq(get_version("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e!"), -1);
+    ck_assert_int_eq(calls(LD_MOCK_OP_GET), 2);
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    for (int i = 0; i < NKEYS; i++) {
+        ck_assert_int_eq(v1[i]->refcount, 1); /* every lease counted back */
+        json_decref(v1[i]);
+        free(keys[i]);
+    }
+}
+END_TEST
+
+/* 100,000 distinct keys through a cache of 1,000 entries, one result in
+ * 100 held: each answer is the item of its key (misses read the inner
+ * store), what eviction let go of stays alive for the results held, and
+ * every reference comes back. */
+START_TEST(test_many_keys_through_a_small_cache_with_results_held)
+{
+    setenv("LDASYNC_CACHE_CAPACITY", "1000", 1);
+    make(LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    const ld_kind *k = ld_kind_features();
+    enum { NKEYS = 100000 };
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        json_t *item = F(key, i % 7 + 1);
+        ck_assert_int_eq(ld_mock_store_force_set(mock, k, item), 0);
+        json_decref(item);
+    }
+    ld_future **held = calloc(NKEYS / 100, sizeof(*held));
+    ck_assert_ptr_nonnull(held);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NKEYS; i++) {
+            snprintf(key, sizeof key, "key-%d", i);
+            ld_future *f = ld_store_get(cache, k, key);
+            if (round == 0 && i % 100 == 0)
+                held[i / 100] = ld_future_ref(f);
+            if (i % 1000 == 999)
+                ld_test_flush();
+            ld_future_unref(f);
+        }
+        ld_test_flush();
+        /* the same keys again, within the capacity: answered by the cache */
+        int before = calls(LD_MOCK_OP_GET);
+        for (int i = NKEYS - 500; i < NKEYS; i++) {
+            snprintf(key, sizeof key, "key-%d", i);
+            json_t *item = NULL;
+            ck_assert_int_eq(ld_store_get_now(cache, k, key, &item), 0);
+            ck_assert_str_eq(json_string_value(json_object_get(item, "key")), key);
+            json_decref(item);
+        }
+        ck_assert_int_eq(calls(LD_MOCK_OP_GET), before);
+    }
+    ld_store_free(cache);
+    cache = NULL;
+    ld_test_flush();
+    for (int i = 0; i < NKEYS / 100; i++) {
+        snprintf(key, sizeof key, "key-%d", i * 100);
+        json_t *got = ld_future_json(held[i]);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(json_string_value(json_object_get(got, "key")), key);
+        ck_assert_int_eq(ld_item_version(got), i * 100 % 7 + 1);
+        ld_future_unref(held[i]);
+    }
+    free(held);
+}
+END_TEST
+
+/* Batches of completed gets handed to a releasing thread. */
+enum { BATCH = 500, NBATCH = 40, HKEYS = 64 };
+
+struct batch {
+    ld_future *f[BATCH];
+    int key[BATCH]; /* the key index each get asked for */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct batch *q[NBATCH];
+    int put, taken;
+} hand = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0};
+
+static void *release_batches(void *arg)
+{
+    long bad = 0;
+    char key[16];
+    (void)arg;
+    for (int b = 0; b < NBATCH; b++) {
+        pthread_mutex_lock(&hand.mu);
+        while (hand.put == b)
+            pthread_cond_wait(&hand.cv, &hand.mu);
+        struct batch *x = hand.q[b];
+        pthread_mutex_unlock(&hand.mu);
+        for (int i = 0; i < BATCH; i++) {
+            json_t *item = ld_future_json(x->f[i]);
+            snprintf(key, sizeof key, "h%d", x->key[i]);
+            /* misses are possible (a key deleted), a wrong item is not */
+            if (ld_future_is_fulfilled(x->f[i]) && item)
+                bad += strcmp(json_string_value(json_object_get(item, "key")), key) != 0 ||
+                       ld_item_version(item) < 1;
+            else if (!ld_future_is_fulfilled(x->f[i]))
+                bad++;
+            ld_future_unref(x->f[i]);
+        }
+        free(x);
+    }
+    return (void *)bad;
+}
+
+static void hand_over(struct batch *x)
+{
+    pthread_mutex_lock(&hand.mu);
+    hand.q[hand.put++] = x;
+    pthread_cond_signal(&hand.cv);
+    pthread_mutex_unlock(&hand.mu);
+}
+
+/* Lent results released on another thread while the loop thread replaces
+ * their items, evicts them (a capacity of 16 for 64 keys), deletes them,
+ * flushes them with inits, and at last frees the cache with results still
+ * held over there: each reads its own item to the end (ASan, TSan), and
+ * every reference comes back (the leak check). */
+START_TEST(test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setenv("LDASYNC_CACHE_CAPACITY", "16", 1);
+    /* over a memory store: the mock lets go of its items inside jansson,
+     * whose reference counts ThreadSanitizer does not see */
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    ck_assert_ptr_nonnull(cache);
+    hand.put = hand.taken = 0;
+    const ld_kind *k = ld_kind_features();
+    char key[16];
+    int version = 1;
+    for (int i = 0; i < HKEYS; i++) {
+        snprintf(key, sizeof key, "h%d", i);
+        json_t *item = F(key, version);
+        ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+        json_decref(item);
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, release_batches, NULL), 0);
+    for (int b = 0; b < NBATCH; b++) {
+        struct batch *x = malloc(sizeof *x);
+        ck_assert_ptr_nonnull(x);
+        for (int i = 0; i < BATCH; i++) {
+            x->key[i] = (i * 7 + b) % HKEYS;
+            snprintf(key, sizeof key, "h%d", x->key[i]);
+            x->f[i] = ld_store_get(cache, k, key);
+            if (i % 50 == 0) {
+                /* a write over a key the batch reads, and one delete */
+                version++;
+                json_t *item = F(key, version);
+                ld_future_unref(ld_store_upsert(cache, k, item));
+                json_decref(item);
+                snprintf(key, sizeof key, "h%d", (i + b) % HKEYS);
+                ld_future_unref(ld_store_delete(cache, k, key, ++version));
+                event_base_loop(B, EVLOOP_NONBLOCK);
+            }
+        }
+        if (b % 8 == 7) { /* an init of every key, as a data source's */
+            json_t *features = json_object();
+            version++;
+            for (int i = 0; i < HKEYS; i++) {
+                snprintf(key, sizeof key, "h%d", i);
+                json_object_set_new(features, key, F(key, version));
+            }
+            json_t *data = json_pack("{s:o, s:{}}", "features", features, "segments");
+            ld_future_unref(ld_store_init(cache, data));
+            json_decref(data);
+        }
+        /* complete the batch (its results from the loop), then hand it */
+        ld_test_fulfilled(ld_future_ref(x->f[BATCH - 1]));
+        ld_future_unref(x->f[BATCH - 1]);
+        hand_over(x);
+        if (b == NBATCH - 2) { /* the cache freed while the thread reads */
+            ld_store_free(cache);
+            cache = NULL;
+            cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+            ck_assert_ptr_nonnull(cache);
+            for (int i = 0; i < HKEYS; i++) {
+                snprintf(key, sizeof key, "h%d", i);
+                json_t *item = F(key, 1);
+                ld_future_unref(ld_store_upsert(cache, k, item));
+                json_decref(item);
+            }
+        }
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    ck_assert_ptr_null(bad);
+    ld_test_flush();
+}
+END_TEST
+
+static void free_cache_cb(ld_future *f, void *arg);
+
+/* LD_CACHE_FOREVER over a failing inner store: lent answers are taken
+ * from what the failed writes cached, then the cache is freed from a
+ * callback of one of its futures while the inner store's reads and writes
+ * are still under way: every future completes, the lent answers still read
+ * their items, and every reference comes back. */
+START_TEST(test_forever_failing_freed_from_a_callback_with_lent_answers_held)
+{
+    make(LD_CACHE_FOREVER);
+    const ld_kind *k = ld_kind_features();
+    const char *keys[] = {"a", "b", "c"};
+    init_through(keys, 3, 1);
+    ck_assert_int_eq(ld_mock_store_fail_next(mock, LD_MOCK_OP_ANY, 1000, LD_ESTORE), 0);
+    json_t *a2 = F("a", 2);
+    ld_test_expect_error(ld_store_upsert(cache, k, a2), LD_ESTORE, NULL);
+    ld_test_expect_error(ld_store_delete(cache, k, "b", 2), LD_ESTORE, NULL);
+    ld_future *held_a = ld_store_get(cache, k, "a"); /* lent: the failed write's item */
+    ld_future *held_c = ld_store_get(cache, k, "c");
+    ld_future *held_b = ld_store_get(cache, k, "b"); /* the tombstone: NULL */
+    run_ready(); /* (the poll's timer keeps the loop from being idle) */
+    ck_assert_ptr_eq(ld_future_json(held_a), a2);
+    ck_assert_int_eq(ld_item_version(ld_future_json(held_c)), 1);
+    ck_assert_ptr_null(ld_future_json(held_b));
+    /* under way at the inner store when the cache goes: a read of a key it
+     * does not know, an all (the kind is known: answered), writes, an
+     * initialized */
+    ld_future *ops[6];
+    json_t *a3 = F("a", 3), *d1 = F("d", 1);
+    ops[0] = ld_store_get(cache, k, "zzz");
+    ops[1] = ld_store_upsert(cache, k, a3);
+    ops[2] = ld_store_get(cache, k, "a");
+    ops[3] = ld_store_upsert(cache, k, d1);
+    ops[4] = ld_store_all(cache, k);
+    ops[5] = ld_store_delete(cache, k, "c", 9);
+    ck_assert_int_eq(ld_future_on_complete(ld_future_ref(ops[0]), free_cache_cb, NULL), 0);
+    ld_test_flush();
+    ck_assert_ptr_null(cache);
+    for (int i = 0; i < 6; i++) {
+        ck_assert(!ld_future_is_pending(ops[i]));
+        ld_future_unref(ops[i]);
+    }
+    ck_assert_ptr_eq(ld_future_json(held_a), a2);
+    ck_assert_str_eq(json_string_value(json_object_get(ld_future_json(held_c), "key")), "c");
+    ld_future_unref(held_a);
+    ld_future_unref(held_b);
+    ld_future_unref(held_c);
+    ld_test_flush();
+    ck_assert_int_eq(a2->refcount, 1);
+    ck_assert_int_eq(a3->refcount, 1);
+    ck_assert_int_eq(d1->refcount, 1);
+    json_decref(a2);
+    json_decref(a3);
+    json_decref(d1);
+}
+END_TEST
+
+/* A flag of daemon mode's test: it serves "<key>/<version>", and requires
+ * the flag `prereq` (NULL: none) to serve its first variation. */
+static json_t *dflag(const char *key, int version, const char *prereq)
+{
+    char val[64];
+    snprintf(val, sizeof val, "%s/%d", key, version);
+    json_t *f = json_pack("{s:s, s:i, s:b, s:[s,s], s:i, s:{s:i}, s:[], s:[], s:[], s:[], s:s}",
+                          "key", key, "version", version, "on", 1, "variations", val, "off",
+                          "offVariation", 1, "fallthrough", "variation", 0, "prerequisites",
+                          "targets", "contextTargets", "rules", "salt", "abc");
+    ck_assert_ptr_nonnull(f);
+    if (prereq)
+        json_array_append_new(json_object_get(f, "prerequisites"),
+                              json_pack("{s:s, s:i}", "key", prereq, "variation", 0));
+    return f;
+}
+
+struct details {
+    ld_future **f;
+    int n;
+};
+
+static void *read_details(void *arg)
+{
+    struct details *d = arg;
+    long bad = 0;
+    for (int i = 0; i < d->n; i++) {
+        const ld_detail *det = ld_future_ptr(d->f[i]);
+        const char *v = json_string_value(ld_detail_value(det));
+        char want[16];
+        snprintf(want, sizeof want, "d%d/", i % 40);
+        bad += !v || (strncmp(v, want, strlen(want)) != 0 && strcmp(v, "off") != 0);
+        ld_future_unref(d->f[i]);
+    }
+    return (void *)bad;
+}
+
+/* Daemon mode over the cache (a capacity of 8 for 40 flags, each the
+ * prerequisite of the one before): evaluations read the flags within the
+ * call, lent by the cache, while it evicts them; details taken between
+ * writes and inits are released on another thread after the cache let go
+ * of what they read: each reads its own flag's value (ASan, TSan). */
+START_TEST(test_daemon_mode_evaluations_over_an_evicting_cache)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setenv("LDASYNC_CACHE_CAPACITY", "8", 1);
+    cache = ld_caching_store_new(B, ld_memory_store_new(B), LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    ck_assert_ptr_nonnull(cache);
+    enum { NF = 40, NEVAL = 3000 };
+    char key[16], next[16];
+    int version = 1;
+    json_t *features = json_object();
+    for (int i = 0; i < NF; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        snprintf(next, sizeof next, "d%d", i + 1);
+        json_object_set_new(features, key, dflag(key, version, i + 1 < NF ? next : NULL));
+    }
+    json_t *data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+    ld_client_options *o = ld_client_options_new();
+    ck_assert_int_eq(ld_client_options_set_daemon_mode(o, true), 0);
+    ld_client_options_set_store(o, cache);
+    ld_client *client = ld_client_new(B, o);
+    ld_client_options_free(o);
+    ck_assert_ptr_nonnull(client);
+    ld_test_await_ok(ld_client_ready(client));
+    json_t *cj = json_pack("{s:s,s:s}", "kind", "user", "key", "u1");
+    ld_context *ctx = ld_context_from_json(cj, NULL);
+    json_decref(cj);
+    ck_assert_ptr_nonnull(ctx);
+    json_t *dflt = json_string("default");
+    struct details d = {malloc(NEVAL * sizeof(ld_future *)), NEVAL};
+    ck_assert_ptr_nonnull(d.f);
+    for (int i = 0; i < NEVAL; i++) {
+        snprintf(key, sizeof key, "d%d", i % NF);
+        d.f[i] = ld_client_variation_detail(client, key, ctx, LD_VALUE_STRING, json_incref(dflt));
+        if (i % 100 == 99) { /* a write over flags being read */
+            int w = i / 100 % NF;
+            snprintf(key, sizeof key, "d%d", w);
+            snprintf(next, sizeof next, "d%d", w + 1);
+            json_t *item = dflag(key, ++version, w + 1 < NF ? next : NULL);
+            ld_future_unref(ld_store_upsert(cache, ld_kind_features(), item));
+            json_decref(item);
+            event_base_loop(B, EVLOOP_NONBLOCK);
+        }
+    }
+    for (int i = 0; i < NEVAL; i++) {
+        ck_assert_int_eq(ld_future_wait(d.f[i]), 0);
+        ck_assert_msg(ld_future_is_fulfilled(d.f[i]), "%s", ld_future_error_message(d.f[i]));
+    }
+    /* an init replaces every flag, then the details go on another thread */
+    features = json_object();
+    version++;
+    for (int i = 0; i < NF; i++) {
+        snprintf(key, sizeof key, "d%d", i);
+        json_object_set_new(features, key, dflag(key, version, NULL));
+    }
+    data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_details, &d), 0);
+    for (int i = 0; i < 200; i++) { /* the loop evicts and evaluates meanwhile */
+        snprintf(key, sizeof key, "d%d", i % NF);
+        ld_future_unref(
+            ld_client_variation_detail(client, key, ctx, LD_VALUE_STRING, json_incref(dflt)));
+        event_base_loop(B, EVLOOP_NONBLOCK);
+    }
+    void *bad;
+    pthread_join(t, &bad);
+    free(d.f);
+    ck_assert_ptr_null(bad);
+    json_decref(dflt);
+    ld_context_unref(ctx);
+    ld_client_free(client);
+    ld_test_flush();
+}
+END_TEST
+
 /* ---- status ------------------------------------------------------------- */
 
 START_TEST(test_a_failure_makes_it_unavailable_until_the_poll_answers)
@@ -1095,6 +1627,17 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_lent_answers_released_on_other_threads_while_written_over);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("lend");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120); /* 100,000 keys; threads (TSan) */
+    tcase_add_test(tc, test_a_held_answer_does_not_keep_the_data_sets_inits_replace);
+    tcase_add_test(tc, test_a_held_answer_does_not_keep_the_alls_writes_replace);
+    tcase_add_test(tc, test_keys_of_any_length_and_utf8_are_cached_and_lent);
+    tcase_add_test(tc, test_many_keys_through_a_small_cache_with_results_held);
+    tcase_add_test(tc, test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed);
+    tcase_add_test(tc, test_daemon_mode_evaluations_over_an_evicting_cache);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("status");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_a_failure_makes_it_unavailable_until_the_poll_answers);
@@ -1115,6 +1658,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_free_from_a_callback_of_its_future);
     tcase_add_test(tc, test_free_from_inside_a_status_listener);
     tcase_add_test(tc, test_free_while_writing_back);
+    tcase_add_test(tc, test_forever_failing_freed_from_a_callback_with_lent_answers_held);
     tcase_add_test(tc, test_write_back_waits_for_writes_under_way);
     suite_add_tcase(s, tc);
 
