@@ -576,6 +576,59 @@ struct ldr_conn *ldr_conn_new(struct event_base *base, const struct ld_redis_opt
     return c;
 }
 
+/* The digits of `v` at `p`; returns the end. */
+static char *put_size(char *p, size_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* A command in Redis's protocol (RESP: "*argc", then "$len" and the bytes
+ * of each argument, each line ended by CRLF), formatted here rather than
+ * by hiredis's redisAsyncCommandArgv(), whose sds string costs three
+ * allocations and a printf-like pass per argument: into `buf` (`size`
+ * bytes) when it fits, else into a block of its own (*owned). NULL when
+ * memory ran out. */
+static char *format_cmd(int argc, const char **argv, const size_t *lens, size_t *lenp, char *buf,
+                        size_t size, char **owned)
+{
+    size_t need = 16;
+    for (int i = 0; i < argc; i++)
+        need += (lens ? lens[i] : strlen(argv[i])) + 26;
+    char *out = buf;
+    *owned = NULL;
+    if (need > size) {
+        out = *owned = ldr_malloc(need);
+        if (!out)
+            return NULL;
+    }
+    char *p = out;
+    *p++ = '*';
+    p = put_size(p, (size_t)argc);
+    *p++ = '\r';
+    *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        size_t n = lens ? lens[i] : strlen(argv[i]);
+        *p++ = '$';
+        p = put_size(p, n);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    *lenp = (size_t)(p - out);
+    return out;
+}
+
 int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t *lens,
                   ldr_reply_fn fn, void *arg, const char **why)
 {
@@ -588,9 +641,18 @@ int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t 
     }
     struct sess *s = c->s;
     bool was_empty = !s->head;
-    if (push(s, fn, arg, false) != 0)
+    char small[512], *owned;
+    size_t len;
+    const char *cmd = format_cmd(argc, argv, lens, &len, small, sizeof(small), &owned);
+    if (!cmd)
         return LD_ENOMEM;
-    if (redisAsyncCommandArgv(s->ac, on_reply, s, argc, argv, lens) != REDIS_OK) {
+    if (push(s, fn, arg, false) != 0) {
+        ldr_free(owned);
+        return LD_ENOMEM;
+    }
+    int rc = redisAsyncFormattedCommand(s->ac, on_reply, s, cmd, len);
+    ldr_free(owned);
+    if (rc != REDIS_OK) {
         unpush(s);
         *why = "Redis connection is closing";
         return LD_ESTORE;
