@@ -1,10 +1,12 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * One connection to Redis on the loop (redis-internal.h): hiredis's
- * asynchronous API through its libevent adapter. Commands are pipelined;
- * Redis answers them in order, so a queue of records (one per command)
- * pairs each reply with its caller, stamps it for the command timeout (one
- * timer, for the oldest), and fails what is left when the connection ends.
+ * asynchronous API through its libevent adapter, whose writes are made
+ * here, one per loop pass for all of the pass's commands (add_write()).
+ * Commands are pipelined; Redis answers them in order, so a queue of
+ * records (one per command) pairs each reply with its caller, stamps it
+ * for the command timeout (one timer, for the oldest), and fails what is
+ * left when the connection ends.
  *
  * Each hiredis context has a session (struct sess) that outlives the
  * connection's interest in it: hiredis may free a context later than asked
@@ -33,6 +35,7 @@
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include <ldasync/error.h>
 
@@ -50,6 +53,8 @@ struct sess {
     struct ldr_conn *c; /* NULL once the connection has let go of it */
     redisAsyncContext *ac;
     void (*adapter_cleanup)(void *privdata);
+    struct event *flush; /* active while commands wait to be written: on_flush() */
+    bool flush_due;
     struct rec *head, *tail;
     size_t n;
     int code; /* what the callers of records left hear */
@@ -231,6 +236,8 @@ static void on_cleanup(void *privdata)
     redisLibeventEvents *e = privdata;
     struct sess *s = e->context->data;
     s->adapter_cleanup(privdata);
+    if (s->flush)
+        event_free(s->flush);
     if (s->c) /* ended by hiredis with no command in flight */
         detach(s->c, LD_ESTORE, "Redis closed the connection");
     while (s->head)
@@ -320,6 +327,60 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
         sigtimedwait(&pipe, NULL, &zero);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* hiredis asks to write (commands were added to its buffer, or it is
+ * connecting). Connected, the commands of the whole loop pass go out in
+ * one write at its end (on_flush(), an event made active: no epoll_ctl to
+ * watch for writability, no epoll_wait to be told of it); else, and for
+ * what a write leaves, the adapter's write event. */
+static void add_write(void *privdata)
+{
+    redisLibeventEvents *e = privdata;
+    struct sess *s = e->context->data;
+    if (!(e->context->c.flags & REDIS_CONNECTED)) {
+        event_add(e->wev, NULL);
+        return;
+    }
+    if (!s->flush_due) {
+        s->flush_due = true;
+        event_active(s->flush, EV_WRITE, 1);
+    }
+}
+
+/* hiredis's output buffer written as redisBufferWrite() would, with
+ * send(MSG_NOSIGNAL): no SIGPIPE (on_writable() blocks it around
+ * hiredis's write(2)). */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sess *s = arg;
+    redisContext *rc = &s->ac->c;
+    redisLibeventEvents *e = s->ac->ev.data;
+    s->flush_due = false;
+    size_t len = sdslen(rc->obuf);
+    if (len == 0 || rc->err || (rc->flags & REDIS_FREEING))
+        return;
+    ssize_t n = send(rc->fd, rc->obuf, len, MSG_NOSIGNAL);
+    if (n == (ssize_t)len) {
+        /* as hiredis does, a large buffer is given back */
+        sds fresh = sdsalloc(rc->obuf) > 64 * 1024 ? sdsempty() : NULL;
+        if (fresh) {
+            sdsfree(rc->obuf);
+            rc->obuf = fresh;
+        } else {
+            sdsclear(rc->obuf);
+        }
+        return;
+    }
+    if (n > 0)
+        sdsrange(rc->obuf, n, -1);
+    /* the rest, or the error (EAGAIN: a full socket), through hiredis when
+     * the socket is writable */
+    event_add(e->wev, NULL);
 }
 
 static bool sigpipe_ignored(void)
@@ -422,6 +483,9 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     }
     s->adapter_cleanup = ac->ev.cleanup;
     ac->ev.cleanup = on_cleanup;
+    s->flush = event_new(c->base, -1, 0, on_flush, s);
+    if (s->flush)
+        ac->ev.addWrite = add_write; /* else hiredis writes from the write event */
     redisAsyncSetConnectCallback(ac, on_connect);
     c->s = s;
     c->state = S_CONNECTING;
