@@ -80,6 +80,8 @@ struct ldr_conn {
     struct evdns_getaddrinfo_request *req;
     int64_t delay_ms;
     uint64_t rng;
+    uint64_t reads;      /* read events so far (ldr_conn_read_seq()) */
+    size_t read_pending; /* commands unanswered when the last read began */
     bool available;
     bool answered; /* the session had an answer (not an error) from Redis */
     char why[512]; /* why the last connection failed */
@@ -329,6 +331,20 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The adapter's read event, counted (ldr_conn_read_seq()). */
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisLibeventEvents *e = arg;
+    struct sess *s = e->context->data;
+    if (s->c) {
+        s->c->reads++;
+        s->c->read_pending = s->n;
+    }
+    redisAsyncHandleRead(e->context); /* may free the context and `e` */
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 /* hiredis asks to write (commands were added to its buffer, or it is
@@ -474,7 +490,7 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     /* a persistent read event: the adapter's is re-added after every
      * reply, two epoll_ctl calls each time */
     event_del(e->rev);
-    event_assign(e->rev, c->base, ac->c.fd, EV_READ | EV_PERSIST, redisLibeventReadEvent, e);
+    event_assign(e->rev, c->base, ac->c.fd, EV_READ | EV_PERSIST, on_readable, e);
     event_add(e->rev, NULL);
     if (!sigpipe_ignored()) {
         event_del(e->wev);
@@ -745,6 +761,16 @@ bool ldr_conn_resolving(const struct ldr_conn *c)
 bool ldr_conn_usable(const struct ldr_conn *c)
 {
     return c->s && (c->state == S_CONNECTING || c->state == S_READY);
+}
+
+uint64_t ldr_conn_read_seq(const struct ldr_conn *c)
+{
+    return c->reads;
+}
+
+size_t ldr_conn_read_pending(const struct ldr_conn *c)
+{
+    return c->read_pending;
 }
 
 size_t ldr_conn_in_flight(const struct ldr_conn *c)

@@ -8,7 +8,9 @@
  * starts when it reaches the head and holds every later job back until it
  * is done, so that what is issued after a write sees it and two writes'
  * WATCH never mix on the connection. A large init writes its items' JSON,
- * and a large HGETALL's items are parsed, a slice per loop pass.
+ * and a large HGETALL's items are parsed, a slice per loop pass; of many
+ * gets answered in one read, half are parsed at once and the rest from the
+ * next pass (parse_now()), before any later answer completes its job.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +31,26 @@
 #define MAX_TRIES 10
 /* Bytes of items' JSON written or parsed per loop pass. */
 #define SLICE_BYTES (64 * 1024)
+/* Gets' items parsed per loop pass when many are answered together: half
+ * of the gets in flight, at least MIN_GET_SLICE, and from the second pass
+ * on up to GET_SLICE_BYTES (a read from Redis is 16 KiB at most); see
+ * parse_now(). */
+#define MIN_GET_SLICE 4
+#define GET_SLICE_BYTES (16 * 1024)
 
 enum jkind { J_GET, J_ALL, J_INIT, J_WRITE, J_INITED };
 
 struct job {
     struct job *prev, *next; /* every job of the store, started or not */
     struct job *wnext;       /* the jobs waiting to start */
+    struct job *pnext;       /* the gets whose item waits to be parsed */
     struct rstore *st;
     enum jkind kind;
     ld_future *out;   /* owned */
     const char *hash; /* {prefix}:{namespace} (get, all, write): the store's */
     char *key;        /* write; get when it waited (else the caller's, sent at once) */
-    char *text;       /* write: the item's JSON */
+    char *text;       /* write: the item's JSON; get: its reply's, to parse (hiredis's) */
+    size_t text_len;
     int64_t version;
     int tries;
     /* init: the data (held), walked a slice per loop pass: the namespace
@@ -63,14 +73,19 @@ struct rstore {
     struct ldr_conn *conn;
     ld_store *store;
     char *inited_key;
-    char *hashes[2];                   /* {prefix}:features, {prefix}:segments */
-    struct job *jobs, *jobs_tail;      /* all */
-    struct job *wait_head, *wait_tail; /* not started */
-    struct job *writing;               /* the write under way, or NULL */
-    struct event *slice;               /* a timer due at once: the next slice */
-    struct event *kick;                /* a timer due at once: pump() */
-    struct job *slicing;               /* its job */
-    ld_future *closing;                /* close waits for the jobs */
+    char *hashes[2];                     /* {prefix}:features, {prefix}:segments */
+    struct job *jobs, *jobs_tail;        /* all */
+    struct job *wait_head, *wait_tail;   /* not started */
+    struct job *writing;                 /* the write under way, or NULL */
+    struct event *slice;                 /* a timer due at once: the next slice */
+    struct event *kick;                  /* a timer due at once: pump() */
+    struct job *slicing;                 /* its job */
+    struct event *parse;                 /* a timer due at once: parse_gets() */
+    struct job *parse_head, *parse_tail; /* gets answered, to parse */
+    size_t parse_n;                      /* their number */
+    uint64_t read_seq;                   /* the read of parse_now()'s count */
+    size_t read_left;                    /* gets it may parse at once still */
+    ld_future *closing;                  /* close waits for the jobs */
     bool closed;
     bool lost;    /* it was unavailable since the last init: needs_refresh */
     bool pumping; /* inside pump() */
@@ -239,9 +254,109 @@ static json_t *parse_item(struct job *j, const char *text, size_t len, const cha
 
 /* ---- get, initialized --------------------------------------------------- */
 
+/* Completes a get with the item Redis answered. */
+static void get_item(struct job *j, const char *text, size_t len)
+{
+    json_t *v = parse_item(j, text, len, j->key);
+    if (!v)
+        return;
+    if (ld_item_is_deleted(v)) {
+        json_decref(v);
+        v = NULL;
+    }
+    ld_future_fulfill_json(j->out, v);
+    job_done(j);
+}
+
+/* Parses the items of the gets answered and not parsed yet, in the order
+ * of their answers: `all` of them (before any other answer completes its
+ * job: jobs complete in the order Redis answers them), or a slice (from
+ * the timer, which is then set again for the rest): half of the gets
+ * waiting for their answer or their parse (see parse_now()), up to
+ * GET_SLICE_BYTES. */
+static void parse_gets(struct rstore *st, bool all)
+{
+    if (!st->parse_head)
+        return;
+    size_t n = (st->parse_n + ldr_conn_in_flight(st->conn)) / 2, bytes = 0;
+    if (n < MIN_GET_SLICE)
+        n = MIN_GET_SLICE;
+    while (st->parse_head && (all || (n > 0 && bytes < GET_SLICE_BYTES))) {
+        struct job *j = st->parse_head;
+        st->parse_head = j->pnext;
+        if (!st->parse_head)
+            st->parse_tail = NULL;
+        st->parse_n--;
+        j->pnext = NULL;
+        char *text = j->text;
+        size_t len = j->text_len;
+        j->text = NULL;
+        bytes += len;
+        n--;
+        get_item(j, text, len);
+        free(text); /* hiredis's (malloc()) */
+    }
+    if (st->parse_head) {
+        static const struct timeval now = {0, 0};
+        event_add(st->parse, &now);
+    }
+}
+
+static void on_parse(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    parse_gets(arg, false);
+}
+
+/* Whether a get's item is parsed as its answer comes. Many gets in flight
+ * are answered together (Redis answers what it read at once), and their
+ * parse is most of what they cost: parsed at once, the commands of the
+ * callers' next gets would wait for the last parse of the read while
+ * Redis has nothing to do, and then the parses would wait for Redis. So
+ * half of the gets in flight when the read began (at least MIN_GET_SLICE)
+ * are parsed now, and the rest from the next pass on (parse_gets()), after
+ * the first half's callers' commands have been written. */
+static bool parse_now(struct rstore *st)
+{
+    if (st->parse_head)
+        return false;
+    uint64_t seq = ldr_conn_read_seq(st->conn);
+    if (seq != st->read_seq) {
+        st->read_seq = seq;
+        st->read_left = ldr_conn_read_pending(st->conn) / 2;
+        if (st->read_left < MIN_GET_SLICE)
+            st->read_left = MIN_GET_SLICE;
+    }
+    if (st->read_left == 0)
+        return false;
+    st->read_left--;
+    return true;
+}
+
 static void on_get(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    struct rstore *st = j->st;
+    if (r && r->type == REDIS_REPLY_STRING && !parse_now(st)) {
+        /* parsed from a later pass: the string taken from hiredis (which
+         * frees the reply, and a NULL str, when this returns) */
+        j->text = r->str;
+        j->text_len = r->len;
+        r->str = NULL;
+        if (st->parse_tail)
+            st->parse_tail->pnext = j;
+        else
+            st->parse_head = j;
+        st->parse_tail = j;
+        st->parse_n++;
+        if (!event_pending(st->parse, EV_TIMEOUT, NULL)) {
+            static const struct timeval now = {0, 0};
+            event_add(st->parse, &now);
+        }
+        return;
+    }
+    parse_gets(st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type == REDIS_REPLY_NIL) {
@@ -253,20 +368,13 @@ static void on_get(void *arg, redisReply *r, int err, const char *msg)
         job_reject(j, LD_ESTORE, "Redis: HGET answered a reply of type %d", r->type);
         return;
     }
-    json_t *v = parse_item(j, r->str, r->len, j->key);
-    if (!v)
-        return;
-    if (ld_item_is_deleted(v)) {
-        json_decref(v);
-        v = NULL;
-    }
-    ld_future_fulfill_json(j->out, v);
-    job_done(j);
+    get_item(j, r->str, r->len);
 }
 
 static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     ld_future_fulfill_bool(j->out, r->type == REDIS_REPLY_INTEGER && r->integer > 0);
@@ -392,6 +500,7 @@ static uint64_t bytes_hash(uint64_t h, const char *s, size_t len)
 static void on_all(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
@@ -433,6 +542,7 @@ static void write_start(struct job *j);
 static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type == REDIS_REPLY_NIL) { /* another writer changed the hash */
@@ -458,6 +568,7 @@ static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 static void on_old(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (r && r->type == REDIS_REPLY_ERROR) {
         /* the WATCH stays on the connection unless taken back: a later
          * init's EXEC would be aborted by another client's change */
@@ -506,6 +617,7 @@ static void write_start(struct job *j)
 static void on_init_exec(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type != REDIS_REPLY_ARRAY) {
@@ -859,6 +971,8 @@ static void r_free(void *impl)
         event_free(st->slice);
     if (st->kick)
         event_free(st->kick);
+    if (st->parse)
+        event_free(st->parse);
     ldr_free(st->inited_key);
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
@@ -935,7 +1049,9 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
     st->hashes[1] = ldr_malloc(n);
     st->slice = evtimer_new(base, on_slice, st);
     st->kick = evtimer_new(base, on_kick, st);
-    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice || !st->kick) {
+    st->parse = evtimer_new(base, on_parse, st);
+    if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice || !st->kick ||
+        !st->parse) {
         r_free(st);
         return NULL;
     }
