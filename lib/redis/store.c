@@ -48,7 +48,7 @@ struct job {
     enum jkind kind;
     ld_future *out;   /* owned */
     const char *hash; /* {prefix}:{namespace} (get, all, write): the store's */
-    char *key;        /* write; get when it waited (else the caller's, sent at once) */
+    char *key;        /* write: its own; get: key_in */
     char *text;       /* write: the item's JSON; get: its reply's, to parse (hiredis's) */
     size_t text_len;
     int64_t version;
@@ -65,6 +65,7 @@ struct job {
     json_t *result;
     int kind_i;        /* all: 0 features, 1 segments */
     uint64_t all_hash; /* all: the reply's bytes */
+    char key_in[];     /* get: its key, in the job's block */
 };
 
 struct rstore {
@@ -111,7 +112,8 @@ static const char *hash_for(const struct rstore *st, const ld_kind *kind)
 
 static void job_free(struct job *j)
 {
-    ldr_free(j->key);
+    if (j->key != j->key_in)
+        ldr_free(j->key);
     free(j->text);
     json_decref(j->data);
     ldr_free(j->ns_hash);
@@ -123,9 +125,10 @@ static void job_free(struct job *j)
     ldr_free(j);
 }
 
-static struct job *job_new(struct rstore *st, enum jkind kind, ld_future *out)
+/* `extra` bytes after the job: a get's key (key_in). */
+static struct job *job_new(struct rstore *st, enum jkind kind, ld_future *out, size_t extra)
 {
-    struct job *j = ldr_calloc(1, sizeof(*j));
+    struct job *j = extra <= SIZE_MAX - sizeof(*j) ? ldr_calloc(1, sizeof(*j) + extra) : NULL;
     if (!j) {
         ld_future_reject(out, LD_ENOMEM, NULL);
         ld_future_unref(out);
@@ -236,9 +239,15 @@ static int send_cmd(struct job *j, int argc, const char **argv, const size_t *le
  * NULL with the job rejected when it is not an object. */
 static json_t *parse_item(struct job *j, const char *text, size_t len, const char *key)
 {
+    json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
+    if (v && json_is_object(v))
+        return v;
+    /* not an object: parsed again for jansson's error (asked for on every
+     * parse, it costs even when there is none) */
+    json_decref(v);
     json_error_t e;
     memset(&e, 0, sizeof(e)); /* not every failure of jansson's fills it in */
-    json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
+    v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
     if (!v && json_error_code(&e) == json_error_out_of_memory) {
         job_reject(j, LD_ENOMEM, NULL);
         return NULL;
@@ -861,23 +870,18 @@ static void job_file(struct job *j)
 static void r_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
     struct rstore *st = impl;
-    struct job *j = job_new(st, J_GET, out);
+    size_t len = strlen(key);
+    struct job *j = job_new(st, J_GET, out, len + 1);
     if (!j)
         return;
     j->hash = hash_for(st, kind);
-    j->key = ldr_strdup(key);
-    if (!j->key) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        job_free(j);
-        return;
-    }
+    j->key = memcpy(j->key_in, key, len + 1);
     job_add(j);
 }
 
 static void r_all(void *impl, const ld_kind *kind, ld_future *out)
 {
-    struct job *j = job_new(impl, J_ALL, out);
+    struct job *j = job_new(impl, J_ALL, out, 0);
     if (!j)
         return;
     j->hash = hash_for(impl, kind);
@@ -886,7 +890,7 @@ static void r_all(void *impl, const ld_kind *kind, ld_future *out)
 
 static void r_init(void *impl, const json_t *all_data, ld_future *out)
 {
-    struct job *j = job_new(impl, J_INIT, out);
+    struct job *j = job_new(impl, J_INIT, out, 0);
     if (!j)
         return;
     j->data = json_incref((json_t *)all_data);
@@ -896,7 +900,7 @@ static void r_init(void *impl, const json_t *all_data, ld_future *out)
 static void write_job(struct rstore *st, const ld_kind *kind, const char *key, json_t *item,
                       int64_t version, ld_future *out)
 {
-    struct job *j = job_new(st, J_WRITE, out);
+    struct job *j = job_new(st, J_WRITE, out, 0);
     if (!j)
         return;
     j->hash = hash_for(st, kind);
@@ -932,7 +936,7 @@ static void r_del(void *impl, const ld_kind *kind, const char *key, int64_t vers
 
 static void r_initialized(void *impl, ld_future *out)
 {
-    struct job *j = job_new(impl, J_INITED, out);
+    struct job *j = job_new(impl, J_INITED, out, 0);
     if (j)
         job_add(j);
 }
