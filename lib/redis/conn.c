@@ -705,6 +705,9 @@ static char *format_cmd(int argc, const char **argv, const size_t *lens, size_t 
         *p++ = '\r';
         *p++ = '\n';
     }
+    /* not counted: hiredis looks one byte past a command's last argument
+     * (whether another follows), as in its own NUL-ended buffers */
+    *p = '\0';
     *lenp = (size_t)(p - out);
     return out;
 }
