@@ -1,10 +1,12 @@
 /* Copyright (c) 2026 The ldasync authors. SPDX-License-Identifier: MIT */
 /*
  * One connection to Redis on the loop (redis-internal.h): hiredis's
- * asynchronous API through its libevent adapter. Commands are pipelined;
- * Redis answers them in order, so a queue of records (one per command)
- * pairs each reply with its caller, stamps it for the command timeout (one
- * timer, for the oldest), and fails what is left when the connection ends.
+ * asynchronous API through its libevent adapter, whose writes are made
+ * here, one per loop pass for all of the pass's commands (add_write()).
+ * Commands are pipelined; Redis answers them in order, so a queue of
+ * records (one per command) pairs each reply with its caller, stamps it
+ * for the command timeout (one timer, for the oldest), and fails what is
+ * left when the connection ends.
  *
  * Each hiredis context has a session (struct sess) that outlives the
  * connection's interest in it: hiredis may free a context later than asked
@@ -33,6 +35,7 @@
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include <ldasync/error.h>
 
@@ -50,6 +53,8 @@ struct sess {
     struct ldr_conn *c; /* NULL once the connection has let go of it */
     redisAsyncContext *ac;
     void (*adapter_cleanup)(void *privdata);
+    struct event *flush; /* active while commands wait to be written: on_flush() */
+    bool flush_due;
     struct rec *head, *tail;
     size_t n;
     int code; /* what the callers of records left hear */
@@ -75,6 +80,8 @@ struct ldr_conn {
     struct evdns_getaddrinfo_request *req;
     int64_t delay_ms;
     uint64_t rng;
+    uint64_t reads;      /* read events so far (ldr_conn_read_seq()) */
+    size_t read_pending; /* commands unanswered when the last read began */
     bool available;
     bool answered; /* the session had an answer (not an error) from Redis */
     char why[512]; /* why the last connection failed */
@@ -231,6 +238,8 @@ static void on_cleanup(void *privdata)
     redisLibeventEvents *e = privdata;
     struct sess *s = e->context->data;
     s->adapter_cleanup(privdata);
+    if (s->flush)
+        event_free(s->flush);
     if (s->c) /* ended by hiredis with no command in flight */
         detach(s->c, LD_ESTORE, "Redis closed the connection");
     while (s->head)
@@ -320,6 +329,74 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
         sigtimedwait(&pipe, NULL, &zero);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The adapter's read event, counted (ldr_conn_read_seq()). */
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisLibeventEvents *e = arg;
+    struct sess *s = e->context->data;
+    if (s->c) {
+        s->c->reads++;
+        s->c->read_pending = s->n;
+    }
+    redisAsyncHandleRead(e->context); /* may free the context and `e` */
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* hiredis asks to write (commands were added to its buffer, or it is
+ * connecting). Connected, the commands of the whole loop pass go out in
+ * one write at its end (on_flush(), an event made active: no epoll_ctl to
+ * watch for writability, no epoll_wait to be told of it); else, and for
+ * what a write leaves, the adapter's write event. */
+static void add_write(void *privdata)
+{
+    redisLibeventEvents *e = privdata;
+    struct sess *s = e->context->data;
+    if (!(e->context->c.flags & REDIS_CONNECTED)) {
+        event_add(e->wev, NULL);
+        return;
+    }
+    if (!s->flush_due) {
+        s->flush_due = true;
+        event_active(s->flush, EV_WRITE, 1);
+    }
+}
+
+/* hiredis's output buffer written as redisBufferWrite() would, with
+ * send(MSG_NOSIGNAL): no SIGPIPE (on_writable() blocks it around
+ * hiredis's write(2)). */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sess *s = arg;
+    redisContext *rc = &s->ac->c;
+    redisLibeventEvents *e = s->ac->ev.data;
+    s->flush_due = false;
+    size_t len = sdslen(rc->obuf);
+    if (len == 0 || rc->err || (rc->flags & REDIS_FREEING))
+        return;
+    ssize_t n = send(rc->fd, rc->obuf, len, MSG_NOSIGNAL);
+    if (n == (ssize_t)len) {
+        /* as hiredis does, a large buffer is given back */
+        sds fresh = sdsalloc(rc->obuf) > 64 * 1024 ? sdsempty() : NULL;
+        if (fresh) {
+            sdsfree(rc->obuf);
+            rc->obuf = fresh;
+        } else {
+            sdsclear(rc->obuf);
+        }
+        return;
+    }
+    if (n > 0)
+        sdsrange(rc->obuf, n, -1);
+    /* the rest, or the error (EAGAIN: a full socket), through hiredis when
+     * the socket is writable */
+    event_add(e->wev, NULL);
 }
 
 static bool sigpipe_ignored(void)
@@ -413,7 +490,7 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     /* a persistent read event: the adapter's is re-added after every
      * reply, two epoll_ctl calls each time */
     event_del(e->rev);
-    event_assign(e->rev, c->base, ac->c.fd, EV_READ | EV_PERSIST, redisLibeventReadEvent, e);
+    event_assign(e->rev, c->base, ac->c.fd, EV_READ | EV_PERSIST, on_readable, e);
     event_add(e->rev, NULL);
     if (!sigpipe_ignored()) {
         event_del(e->wev);
@@ -422,6 +499,9 @@ static void connect_to(struct ldr_conn *c, const char *ip)
     }
     s->adapter_cleanup = ac->ev.cleanup;
     ac->ev.cleanup = on_cleanup;
+    s->flush = event_new(c->base, -1, 0, on_flush, s);
+    if (s->flush)
+        ac->ev.addWrite = add_write; /* else hiredis writes from the write event */
     redisAsyncSetConnectCallback(ac, on_connect);
     c->s = s;
     c->state = S_CONNECTING;
@@ -593,9 +673,19 @@ int ldr_conn_send(struct ldr_conn *c, int argc, const char **argv, const size_t 
     }
     struct sess *s = c->s;
     bool was_empty = !s->head;
-    if (push(s, fn, arg, false) != 0)
+    /* formatted by hiredis in one block (redisAsyncCommandArgv() builds an
+     * sds string: three allocations and a printf-like pass per argument) */
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0 || !cmd)
         return LD_ENOMEM;
-    if (redisAsyncCommandArgv(s->ac, on_reply, s, argc, argv, lens) != REDIS_OK) {
+    if (push(s, fn, arg, false) != 0) {
+        redisFreeCommand(cmd);
+        return LD_ENOMEM;
+    }
+    int rc = redisAsyncFormattedCommand(s->ac, on_reply, s, cmd, (size_t)len);
+    redisFreeCommand(cmd);
+    if (rc != REDIS_OK) {
         unpush(s);
         *why = "Redis connection is closing";
         return LD_ESTORE;
@@ -624,6 +714,16 @@ bool ldr_conn_resolving(const struct ldr_conn *c)
 bool ldr_conn_usable(const struct ldr_conn *c)
 {
     return c->s && (c->state == S_CONNECTING || c->state == S_READY);
+}
+
+uint64_t ldr_conn_read_seq(const struct ldr_conn *c)
+{
+    return c->reads;
+}
+
+size_t ldr_conn_read_pending(const struct ldr_conn *c)
+{
+    return c->read_pending;
 }
 
 size_t ldr_conn_in_flight(const struct ldr_conn *c)

@@ -96,6 +96,14 @@ bool ldr_conn_usable(const struct ldr_conn *c);
  * failure, or that the name is being resolved. */
 const char *ldr_conn_why(const struct ldr_conn *c);
 
+/* A number that changes with each read from Redis: the replies given to
+ * reply functions while it stays the same came in one read (in one pass
+ * of the loop). */
+uint64_t ldr_conn_read_seq(const struct ldr_conn *c);
+
+/* Commands unanswered when the current (or last) read began. */
+size_t ldr_conn_read_pending(const struct ldr_conn *c);
+
 /* Commands sent and not answered yet. */
 size_t ldr_conn_in_flight(const struct ldr_conn *c);
 

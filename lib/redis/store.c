@@ -8,7 +8,9 @@
  * starts when it reaches the head and holds every later job back until it
  * is done, so that what is issued after a write sees it and two writes'
  * WATCH never mix on the connection. A large init writes its items' JSON,
- * and a large HGETALL's items are parsed, a slice per loop pass.
+ * and a large HGETALL's items are parsed, a slice per loop pass; of many
+ * gets answered in one read, half are parsed at once and the rest from the
+ * next pass (parse_now()), before any later answer completes its job.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,12 @@
 #define MAX_TRIES 10
 /* Bytes of items' JSON written or parsed per loop pass. */
 #define SLICE_BYTES (64 * 1024)
+/* Gets' items parsed per loop pass when many are answered together: half
+ * of the gets in flight, at least MIN_GET_SLICE, and from the second pass
+ * on up to GET_SLICE_BYTES (a read from Redis is 16 KiB at most); see
+ * parse_now(). */
+#define MIN_GET_SLICE 4
+#define GET_SLICE_BYTES (16 * 1024)
 
 enum jkind { J_GET, J_ALL, J_INIT, J_WRITE, J_INITED };
 
@@ -37,12 +45,14 @@ struct job {
     struct job *wnext;       /* the jobs waiting to start */
     struct job *snext;       /* the jobs waiting for their next slice */
     bool queued;             /* in that queue */
+    struct job *pnext;       /* the gets whose item waits to be parsed */
     struct rstore *st;
     enum jkind kind;
     ld_future *out;   /* owned */
     const char *hash; /* {prefix}:{namespace} (get, all, write): the store's */
-    char *key;        /* write; get when it waited (else the caller's, sent at once) */
-    char *text;       /* write: the item's JSON */
+    char *key;        /* write: its own; get: key_in */
+    char *text;       /* write: the item's JSON; get: its reply's, to parse (hiredis's) */
+    size_t text_len;
     int64_t version;
     int tries;
     /* init: the data (held), walked a slice per loop pass: the namespace
@@ -57,6 +67,7 @@ struct job {
     json_t *result;
     int kind_i;        /* all: 0 features, 1 segments */
     uint64_t all_hash; /* all: the reply's bytes */
+    char key_in[];     /* get: its key, in the job's block */
 };
 
 struct rstore {
@@ -75,7 +86,12 @@ struct rstore {
      * slice a pass: an all's answer may come while another all's or an
      * init's is sliced (reads are pipelined, a write starts at the head) */
     struct job *slicing, *slicing_tail;
-    ld_future *closing; /* close waits for the jobs */
+    struct event *parse;                 /* a timer due at once: parse_gets() */
+    struct job *parse_head, *parse_tail; /* gets answered, to parse */
+    size_t parse_n;                      /* their number */
+    uint64_t read_seq;                   /* the read of parse_now()'s count */
+    size_t read_left;                    /* gets it may parse at once still */
+    ld_future *closing;                  /* close waits for the jobs */
     bool closed;
     bool lost;    /* it was unavailable since the last init: needs_refresh */
     bool pumping; /* inside pump() */
@@ -125,8 +141,12 @@ static void dumps_free(char *text)
 
 static void job_free(struct job *j)
 {
-    ldr_free(j->key);
-    dumps_free(j->text);
+    if (j->key != j->key_in)
+        ldr_free(j->key);
+    if (j->kind == J_GET)
+        free(j->text); /* hiredis's reply string (malloc()) */
+    else
+        dumps_free(j->text);
     json_decref(j->data);
     ldr_free(j->ns_hash);
     for (size_t i = j->el_i; i < j->nels; i++)
@@ -137,9 +157,10 @@ static void job_free(struct job *j)
     ldr_free(j);
 }
 
-static struct job *job_new(struct rstore *st, enum jkind kind, ld_future *out)
+/* `extra` bytes after the job: a get's key (key_in). */
+static struct job *job_new(struct rstore *st, enum jkind kind, ld_future *out, size_t extra)
 {
-    struct job *j = ldr_calloc(1, sizeof(*j));
+    struct job *j = extra <= SIZE_MAX - sizeof(*j) ? ldr_calloc(1, sizeof(*j) + extra) : NULL;
     if (!j) {
         ld_future_reject(out, LD_ENOMEM, NULL);
         ld_future_unref(out);
@@ -268,9 +289,15 @@ static int send_cmd(struct job *j, int argc, const char **argv, const size_t *le
  * NULL with the job rejected when it is not an object. */
 static json_t *parse_item(struct job *j, const char *text, size_t len, const char *key)
 {
+    json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
+    if (v && json_is_object(v))
+        return v;
+    /* not an object: parsed again for jansson's error (asked for on every
+     * parse, it costs even when there is none) */
+    json_decref(v);
     json_error_t e;
     memset(&e, 0, sizeof(e)); /* not every failure of jansson's fills it in */
-    json_t *v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
+    v = json_loadb(text, len, JSON_ALLOW_NUL, &e);
     if (!v && json_error_code(&e) == json_error_out_of_memory) {
         job_reject(j, LD_ENOMEM, NULL);
         return NULL;
@@ -286,9 +313,109 @@ static json_t *parse_item(struct job *j, const char *text, size_t len, const cha
 
 /* ---- get, initialized --------------------------------------------------- */
 
+/* Completes a get with the item Redis answered. */
+static void get_item(struct job *j, const char *text, size_t len)
+{
+    json_t *v = parse_item(j, text, len, j->key);
+    if (!v)
+        return;
+    if (ld_item_is_deleted(v)) {
+        json_decref(v);
+        v = NULL;
+    }
+    ld_future_fulfill_json(j->out, v);
+    job_done(j);
+}
+
+/* Parses the items of the gets answered and not parsed yet, in the order
+ * of their answers: `all` of them (before any other answer completes its
+ * job: jobs complete in the order Redis answers them), or a slice (from
+ * the timer, which is then set again for the rest): half of the gets
+ * waiting for their answer or their parse (see parse_now()), up to
+ * GET_SLICE_BYTES. */
+static void parse_gets(struct rstore *st, bool all)
+{
+    if (!st->parse_head)
+        return;
+    size_t n = (st->parse_n + ldr_conn_in_flight(st->conn)) / 2, bytes = 0;
+    if (n < MIN_GET_SLICE)
+        n = MIN_GET_SLICE;
+    while (st->parse_head && (all || (n > 0 && bytes < GET_SLICE_BYTES))) {
+        struct job *j = st->parse_head;
+        st->parse_head = j->pnext;
+        if (!st->parse_head)
+            st->parse_tail = NULL;
+        st->parse_n--;
+        j->pnext = NULL;
+        char *text = j->text;
+        size_t len = j->text_len;
+        j->text = NULL;
+        bytes += len;
+        n--;
+        get_item(j, text, len);
+        free(text); /* hiredis's (malloc()) */
+    }
+    if (st->parse_head) {
+        static const struct timeval now = {0, 0};
+        event_add(st->parse, &now);
+    }
+}
+
+static void on_parse(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    parse_gets(arg, false);
+}
+
+/* Whether a get's item is parsed as its answer comes. Many gets in flight
+ * are answered together (Redis answers what it read at once), and their
+ * parse is most of what they cost: parsed at once, the commands of the
+ * callers' next gets would wait for the last parse of the read while
+ * Redis has nothing to do, and then the parses would wait for Redis. So
+ * half of the gets in flight when the read began (at least MIN_GET_SLICE)
+ * are parsed now, and the rest from the next pass on (parse_gets()), after
+ * the first half's callers' commands have been written. */
+static bool parse_now(struct rstore *st)
+{
+    if (st->parse_head)
+        return false;
+    uint64_t seq = ldr_conn_read_seq(st->conn);
+    if (seq != st->read_seq) {
+        st->read_seq = seq;
+        st->read_left = ldr_conn_read_pending(st->conn) / 2;
+        if (st->read_left < MIN_GET_SLICE)
+            st->read_left = MIN_GET_SLICE;
+    }
+    if (st->read_left == 0)
+        return false;
+    st->read_left--;
+    return true;
+}
+
 static void on_get(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    struct rstore *st = j->st;
+    if (r && r->type == REDIS_REPLY_STRING && !parse_now(st)) {
+        /* parsed from a later pass: the string taken from hiredis (which
+         * frees the reply, and a NULL str, when this returns) */
+        j->text = r->str;
+        j->text_len = r->len;
+        r->str = NULL;
+        if (st->parse_tail)
+            st->parse_tail->pnext = j;
+        else
+            st->parse_head = j;
+        st->parse_tail = j;
+        st->parse_n++;
+        if (!event_pending(st->parse, EV_TIMEOUT, NULL)) {
+            static const struct timeval now = {0, 0};
+            event_add(st->parse, &now);
+        }
+        return;
+    }
+    parse_gets(st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type == REDIS_REPLY_NIL) {
@@ -300,20 +427,13 @@ static void on_get(void *arg, redisReply *r, int err, const char *msg)
         job_reject(j, LD_ESTORE, "Redis: HGET answered a reply of type %d", r->type);
         return;
     }
-    json_t *v = parse_item(j, r->str, r->len, j->key);
-    if (!v)
-        return;
-    if (ld_item_is_deleted(v)) {
-        json_decref(v);
-        v = NULL;
-    }
-    ld_future_fulfill_json(j->out, v);
-    job_done(j);
+    get_item(j, r->str, r->len);
 }
 
 static void on_inited(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     ld_future_fulfill_bool(j->out, r->type == REDIS_REPLY_INTEGER && r->integer > 0);
@@ -510,6 +630,7 @@ static uint64_t bytes_hash(uint64_t h, const char *s, size_t len)
 static void on_all(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
@@ -551,6 +672,7 @@ static void write_start(struct job *j);
 static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type == REDIS_REPLY_NIL) { /* another writer changed the hash */
@@ -576,6 +698,7 @@ static void on_exec(void *arg, redisReply *r, int err, const char *msg)
 static void on_old(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (r && r->type == REDIS_REPLY_ERROR) {
         /* the WATCH stays on the connection unless taken back: a later
          * init's EXEC would be aborted by another client's change */
@@ -624,6 +747,7 @@ static void write_start(struct job *j)
 static void on_init_exec(void *arg, redisReply *r, int err, const char *msg)
 {
     struct job *j = arg;
+    parse_gets(j->st, true);
     if (failed(j, r, err, msg))
         return;
     if (r->type != REDIS_REPLY_ARRAY) {
@@ -871,23 +995,18 @@ static void job_file(struct job *j)
 static void r_get(void *impl, const ld_kind *kind, const char *key, ld_future *out)
 {
     struct rstore *st = impl;
-    struct job *j = job_new(st, J_GET, out);
+    size_t len = strlen(key);
+    struct job *j = job_new(st, J_GET, out, len + 1);
     if (!j)
         return;
     j->hash = hash_for(st, kind);
-    j->key = ldr_strdup(key);
-    if (!j->key) {
-        ld_future_reject(out, LD_ENOMEM, NULL);
-        ld_future_unref(out);
-        job_free(j);
-        return;
-    }
+    j->key = memcpy(j->key_in, key, len + 1);
     job_add(j);
 }
 
 static void r_all(void *impl, const ld_kind *kind, ld_future *out)
 {
-    struct job *j = job_new(impl, J_ALL, out);
+    struct job *j = job_new(impl, J_ALL, out, 0);
     if (!j)
         return;
     j->hash = hash_for(impl, kind);
@@ -896,7 +1015,7 @@ static void r_all(void *impl, const ld_kind *kind, ld_future *out)
 
 static void r_init(void *impl, const json_t *all_data, ld_future *out)
 {
-    struct job *j = job_new(impl, J_INIT, out);
+    struct job *j = job_new(impl, J_INIT, out, 0);
     if (!j)
         return;
     j->data = json_incref((json_t *)all_data);
@@ -906,7 +1025,7 @@ static void r_init(void *impl, const json_t *all_data, ld_future *out)
 static void write_job(struct rstore *st, const ld_kind *kind, const char *key, json_t *item,
                       int64_t version, ld_future *out)
 {
-    struct job *j = job_new(st, J_WRITE, out);
+    struct job *j = job_new(st, J_WRITE, out, 0);
     if (!j)
         return;
     j->hash = hash_for(st, kind);
@@ -942,7 +1061,7 @@ static void r_del(void *impl, const ld_kind *kind, const char *key, int64_t vers
 
 static void r_initialized(void *impl, ld_future *out)
 {
-    struct job *j = job_new(impl, J_INITED, out);
+    struct job *j = job_new(impl, J_INITED, out, 0);
     if (j)
         job_add(j);
 }
@@ -981,6 +1100,8 @@ static void r_free(void *impl)
         event_free(st->slice);
     if (st->kick)
         event_free(st->kick);
+    if (st->parse)
+        event_free(st->parse);
     ldr_free(st->inited_key);
     ldr_free(st->hashes[0]);
     ldr_free(st->hashes[1]);
@@ -1065,8 +1186,9 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
     st->slice = evtimer_new(base, on_slice, st);
     st->kick = evtimer_new(base, on_kick, st);
     st->reap = evtimer_new(base, on_reap, st);
+    st->parse = evtimer_new(base, on_parse, st);
     if (!st->inited_key || !st->hashes[0] || !st->hashes[1] || !st->slice || !st->kick ||
-        !st->reap) {
+        !st->reap || !st->parse) {
         r_free(st);
         return NULL;
     }

@@ -294,6 +294,123 @@ START_TEST(test_all_of_the_same_bytes_is_parsed_once)
 }
 END_TEST
 
+/* Many gets in flight, answered together (Redis answers what it read at
+ * once; the store parses part of a read's items from later passes): each
+ * completes with its item (missing, deleted and unparsable ones too), in
+ * the order of their answers, and before a write issued after them. */
+#define N_TOGETHER 300
+
+struct done_order {
+    int order[N_TOGETHER + 1];
+    int n;
+};
+
+struct done_slot {
+    struct done_order *o;
+    int i;
+    int code;   /* the future's error, 0 when fulfilled */
+    bool right; /* fulfilled with what get i should have */
+};
+
+/* Get i's item: absent (i % 7 == 3), deleted (i % 11 == 5), not JSON
+ * (i == 150), else {"key": "k-i", ...}. */
+static int together_kind(int i)
+{
+    return i % 7 == 3 ? 1 : i % 11 == 5 ? 2 : i == 150 ? 3 : 0;
+}
+
+static void note_done(ld_future *f, void *arg)
+{
+    struct done_slot *d = arg;
+    d->o->order[d->o->n++] = d->i;
+    d->code = ld_future_error(f);
+    if (d->i == N_TOGETHER) { /* the upsert */
+        d->right = ld_future_is_fulfilled(f) && ld_future_bool(f);
+        return;
+    }
+    char key[32];
+    snprintf(key, sizeof(key), "k-%d", d->i);
+    json_t *v = ld_future_json(f);
+    int kind = together_kind(d->i);
+    d->right = kind == 3   ? ld_future_error(f) == LD_EPARSE
+               : kind != 0 ? ld_future_is_fulfilled(f) && !v
+                           : ld_future_is_fulfilled(f) &&
+                                 strcmp(json_string_value(json_object_get(v, "key")), key) == 0;
+}
+
+static void fill_together(void)
+{
+    for (int i = 0; i < N_TOGETHER; i++) {
+        char key[32], text[160];
+        snprintf(key, sizeof(key), "k-%d", i);
+        int kind = together_kind(i);
+        if (kind == 1)
+            continue;
+        if (kind == 3)
+            snprintf(text, sizeof(text), "{not json");
+        else
+            snprintf(text, sizeof(text),
+                     "{\"key\":\"%s\",\"version\":%d,\"deleted\":%s,\"on\":true,"
+                     "\"variations\":[true,false],\"salt\":\"abc\"}",
+                     key, i + 1, kind == 2 ? "true" : "false");
+        freeReplyObject(redisd_cmd(&rt_server, "HSET launchdarkly:features %s %s", key, text));
+    }
+}
+
+START_TEST(test_gets_answered_together_complete_in_order)
+{
+    fill_together();
+    ld_store *s = rt_store(base, NULL);
+    struct done_order o = {{0}, 0};
+    struct done_slot d[N_TOGETHER + 1];
+    for (int i = 0; i < N_TOGETHER; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k-%d", i);
+        d[i] = (struct done_slot){&o, i, -1, false};
+        ck_assert_int_eq(ld_future_on_complete(ld_store_get(s, F(), key), note_done, &d[i]), 0);
+    }
+    json_t *item = rt_j("{\"key\":\"k-0\",\"version\":1000}");
+    d[N_TOGETHER] = (struct done_slot){&o, N_TOGETHER, -1, false};
+    ck_assert_int_eq(
+        ld_future_on_complete(ld_store_upsert(s, F(), item), note_done, &d[N_TOGETHER]), 0);
+    json_decref(item);
+    for (int t = 0; t < 10000 && o.n < N_TOGETHER + 1; t++)
+        event_base_loop(base, EVLOOP_ONCE);
+    ck_assert_int_eq(o.n, N_TOGETHER + 1);
+    for (int i = 0; i <= N_TOGETHER; i++) {
+        ck_assert_int_eq(o.order[i], i);
+        ck_assert_msg(d[i].right, "get %d: error %d", i, d[i].code);
+    }
+    ld_store_free(s);
+}
+END_TEST
+
+/* The store freed while gets answered together wait for their items'
+ * parse: each completes (with its item, or canceled), and nothing leaks
+ * (the sanitizers' and valgrind's runs). */
+START_TEST(test_free_with_answers_unparsed)
+{
+    fill_together();
+    ld_store *s = rt_store(base, NULL);
+    struct done_order o = {{0}, 0};
+    struct done_slot d[N_TOGETHER];
+    for (int i = 0; i < N_TOGETHER; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k-%d", i);
+        d[i] = (struct done_slot){&o, i, -1, false};
+        ck_assert_int_eq(ld_future_on_complete(ld_store_get(s, F(), key), note_done, &d[i]), 0);
+    }
+    for (int t = 0; t < 10000 && o.n == 0; t++)
+        event_base_loop(base, EVLOOP_ONCE);
+    ck_assert_int_gt(o.n, 0);
+    ld_store_free(s);
+    rt_run_for(base, 20);
+    ck_assert_int_eq(o.n, N_TOGETHER);
+    for (int i = 0; i < N_TOGETHER; i++)
+        ck_assert_msg(d[i].right || d[i].code == LD_ECANCELED, "get %d: error %d", i, d[i].code);
+}
+END_TEST
+
 START_TEST(test_free_with_operations_in_flight)
 {
     ld_store *s = rt_store(base, NULL);
@@ -434,6 +551,8 @@ Suite *rt_suite_store(void)
     tcase_add_test(tc, test_read_your_writes_pipelined);
     tcase_add_test(tc, test_many_items_sliced);
     tcase_add_test(tc, test_all_of_the_same_bytes_is_parsed_once);
+    tcase_add_test(tc, test_gets_answered_together_complete_in_order);
+    tcase_add_test(tc, test_free_with_answers_unparsed);
     tcase_add_test(tc, test_free_with_operations_in_flight);
     tcase_add_test(tc, test_close_waits_for_operations);
     suite_add_tcase(s, tc);
