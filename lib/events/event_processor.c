@@ -1044,17 +1044,18 @@ static json_t *diag_id(const struct ld__events *e)
 /* Posts a diagnostic event (taken); nothing when it could not be made. */
 static void diag_post(struct ld__events *e, json_t *ev)
 {
-    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    /* written straight into the library's block (json_dumps() would
+     * allocate with jansson's functions, which a program may have set) */
+    size_t len = ev ? json_dumpb(ev, NULL, 0, JSON_COMPACT) : 0;
+    char *body = len ? ld__malloc(len + 1) : NULL;
+    if (body && json_dumpb(ev, body, len, JSON_COMPACT) != len) {
+        ld__free(body);
+        body = NULL;
+    }
     json_decref(ev);
-    if (!text)
-        return;
-    size_t len = strlen(text);
-    char *body = ld__malloc(len + 1);
-    if (body)
-        memcpy(body, text, len + 1);
-    free(text); /* jansson's */
     if (!body)
         return;
+    body[len] = '\0';
     ld_future *f = ld__ev_sender_post(e->sender, LD__EV_DIAGNOSTIC, body, len, false);
     ld_future_unref(f); /* its outcome changes nothing */
 }
