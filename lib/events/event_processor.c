@@ -788,6 +788,19 @@ static void maybe_end(struct batch *b)
         batch_end(b, b->ok);
 }
 
+/* The next slice from the next pass of the loop: a timer due at once (an
+ * event made active from a callback runs in the same pass, so all the
+ * slices ran in one). Without a timer, the rest at once. */
+static void release_later(struct batch *b)
+{
+    static const struct timeval now = {0, 0};
+    if (event_add(b->release_ev, &now) != 0) {
+        while (b->released < b->n)
+            record_release(&b->recs[b->released++]);
+        maybe_end(b);
+    }
+}
+
 static void release_some(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -797,7 +810,7 @@ static void release_some(evutil_socket_t fd, short what, void *arg)
     for (; b->released < end; b->released++)
         record_release(&b->recs[b->released]);
     if (b->released < b->n)
-        event_active(b->release_ev, EV_TIMEOUT, 0);
+        release_later(b);
     else
         maybe_end(b);
 }
@@ -827,8 +840,12 @@ static void written(ld_future *f, void *arg)
         b->posted = true;
     }
     /* What the records held is let go of on the loop, now that the worker
-     * is done with them, while the payload is posted. */
-    release_some(-1, 0, b);
+     * is done with them, while the payload is posted: from the next pass
+     * (this one let go of the summary's values). */
+    if (b->n)
+        release_later(b);
+    else
+        maybe_end(b);
 }
 
 /* Adds `out` (a reference taken) to what waits for batch `b`. */

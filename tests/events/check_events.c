@@ -886,6 +886,58 @@ START_TEST(test_a_large_payload_is_let_go_of_in_slices)
 }
 END_TEST
 
+/* Blocks freed through the library's allocator (its hooks are malloc's). */
+static long g_frees;
+
+static void *cnt_malloc(size_t n)
+{
+    return malloc(n);
+}
+
+static void *cnt_realloc(void *p, size_t n)
+{
+    return realloc(p, n);
+}
+
+static void cnt_free(void *p)
+{
+    if (p)
+        __atomic_add_fetch(&g_frees, 1, __ATOMIC_RELAXED);
+    free(p);
+}
+
+/* What the records of a flushed batch held is let go of RELEASE_SLICE
+ * records a pass, over several passes of the loop (each custom event's key
+ * is a block of its own): the slices ran in one pass while the next one
+ * was an event made active from the callback before. */
+START_TEST(test_a_large_batch_is_let_go_of_over_several_passes)
+{
+    ld_events_config *cfg = evr_config();
+    ck_assert_int_eq(ld_events_config_set_capacity(cfg, 20000), 0);
+    ld_client *c = client_with(NULL, cfg);
+    ld_events_config_free(cfg);
+    json_t *data = ld_test_j("{'n': 1}");
+    for (int i = 0; i < 10000; i++)
+        ck_assert_int_eq(ld_client_track(c, "many", ANN, data), 0);
+    json_decref(data);
+    ck_assert_int_eq(ld_set_alloc_funcs(cnt_malloc, cnt_realloc, cnt_free), 0);
+    ld_future *f = ld_client_flush(c);
+    long most = 0, total = 0;
+    for (int i = 0; i < 1000000 && ld_future_is_pending(f); i++) {
+        long before = __atomic_load_n(&g_frees, __ATOMIC_RELAXED);
+        event_base_loop(B, EVLOOP_ONCE);
+        long n = __atomic_load_n(&g_frees, __ATOMIC_RELAXED) - before;
+        most = n > most ? n : most;
+        total += n;
+    }
+    ld_set_alloc_funcs(NULL, NULL, NULL);
+    ck_assert(ld_test_await_bool(f));
+    ck_assert_msg(total >= 10000 && most < 9000, "%ld blocks freed in one pass, %ld in all", most,
+                  total);
+    evr_client_done(c);
+}
+END_TEST
+
 /* The configuration and a processor on its own, every allocation failing
  * in turn: each call succeeds or says LD_ENOMEM (a NULL), and the last run
  * delivers the event. */
@@ -965,6 +1017,7 @@ Suite *ld_suite_client_events(void)
     tcase_add_test(tc, test_a_flush_while_five_are_under_way_waits_for_room);
     tcase_add_test(tc, test_free_with_posts_under_way_and_from_a_flush_callback);
     tcase_add_test(tc, test_a_large_payload_is_let_go_of_in_slices);
+    tcase_add_test(tc, test_a_large_batch_is_let_go_of_over_several_passes);
     tcase_add_test(tc, test_allocation_failures_in_turn);
     tcase_add_test(tc, test_processor_on_its_own_allocation_failures);
     suite_add_tcase(s, tc);
