@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include <ldasync/alloc.h>
@@ -765,5 +766,56 @@ static inline void comb_queue_action(ld_future *f, struct ld__node **first, stru
 COLD int ld__future_unwanted(ld_future *f, unsigned extra) LD__HIDDEN;
 
 #endif /* LD_CORE_FUTURE_LAYOUT */
+
+/* ---- keys of tables ---------------------------------------------------- */
+
+/* A 64-bit hash of the key's `len` bytes, read eight (or four) at a time,
+ * the last word overlapping the one before (keys are short strings; a
+ * byte-wise FNV-1a spent a multiply per byte). Not keyed: keys come from
+ * the application's own data source. The tables of keys (the memory
+ * store's, the caching store's, the summarizer's). */
+static inline uint64_t ld__key_mix(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+static inline __attribute__((always_inline)) uint64_t ld__key_hash(const char *key, size_t len)
+{
+    uint64_t h = len, w;
+    if (len >= 8) {
+        const char *p = key;
+        for (size_t n = len; n > 8; n -= 8, p += 8) {
+            memcpy(&w, p, 8);
+            h = ld__key_mix(h, w);
+        }
+        memcpy(&w, key + len - 8, 8);
+        h = ld__key_mix(h, w);
+    } else if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, key, 4);
+        memcpy(&b, key + len - 4, 4);
+        h = ld__key_mix(h, (uint64_t)a << 32 | b);
+    } else if (len > 0) {
+        const unsigned char *p = (const unsigned char *)key;
+        h = ld__key_mix(h, (uint64_t)p[0] << 16 | (uint64_t)p[len / 2] << 8 | p[len - 1]);
+    }
+    h *= 0xd6e8feb86659fd93ULL;
+    return h ^ (h >> 32);
+}
+
+/* a[0..len) == b[0..len): keys of 8 to 16 bytes (the usual flag key) by
+ * two overlapping words, without a call. */
+static inline bool ld__key_eq(const char *a, const char *b, size_t len)
+{
+    if (len < 8 || len > 16)
+        return memcmp(a, b, len) == 0;
+    uint64_t a0, a1, b0, b1;
+    memcpy(&a0, a, 8);
+    memcpy(&b0, b, 8);
+    memcpy(&a1, a + len - 8, 8);
+    memcpy(&b1, b + len - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
 
 #endif /* LDASYNC_CORE_INTERNAL_H */

@@ -115,40 +115,9 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size)
 
 /* ---- flags by key ----------------------------------------------------------- */
 
-/* A hash of the key, 8 bytes at a time (the table compares the whole hash
- * and then the key, so it needs only to spread keys). */
 static uint64_t hash_key(const char *s, size_t len)
 {
-    const uint64_t m = UINT64_C(0x9e3779b97f4a7c15);
-    uint64_t h = len * m, w;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * m;
-        h ^= h >> 29;
-    }
-    if (i < len) {
-        w = 0;
-        memcpy(&w, s + i, len - i);
-        h = (h ^ w) * m;
-        h ^= h >> 29;
-    }
-    h *= m;
-    return h ^ (h >> 32);
-}
-
-/* Whether the `len` bytes at a and b are the same: flag keys of 8 to 16
- * bytes (most) compared as two words, without a call. */
-static inline bool key_eq(const char *a, const char *b, size_t len)
-{
-    if (len < 8 || len > 16)
-        return memcmp(a, b, len) == 0;
-    uint64_t a0, a1, b0, b1;
-    memcpy(&a0, a, 8);
-    memcpy(&b0, b, 8);
-    memcpy(&a1, a + len - 8, 8);
-    memcpy(&b1, b + len - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    return ld__key_hash(s, len);
 }
 
 /* The slot of the flag `key` (`len` bytes, hash `h`), or the empty slot
@@ -161,7 +130,7 @@ static size_t probe(const struct ld__summarizer *s, const char *key, size_t len,
         if (!x)
             return i;
         const struct flag *f = &s->flags[x - 1];
-        if (f->hash == h && f->len == len && key_eq(f->key, key, len))
+        if (f->hash == h && f->len == len && ld__key_eq(f->key, key, len))
             return i;
     }
 }
@@ -184,7 +153,7 @@ static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t l
 {
     if (s->last) {
         struct flag *f = &s->flags[s->last - 1];
-        if (f->len == len && key_eq(f->key, key, len))
+        if (f->len == len && ld__key_eq(f->key, key, len))
             return f;
     }
     uint64_t h = hash_key(key, len);

@@ -74,20 +74,6 @@ static int slot_set_key(struct slot *s, const char *key, size_t len, uint64_t ha
     return 0;
 }
 
-/* a[0..len) == b[0..len): keys of 8 to 16 bytes (the usual flag key) by
- * two overlapping words, without a call. */
-static inline bool key_eq(const char *a, const char *b, size_t len)
-{
-    if (len < 8 || len > 16)
-        return memcmp(a, b, len) == 0;
-    uint64_t a0, a1, b0, b1;
-    memcpy(&a0, a, 8);
-    memcpy(&b0, b, 8);
-    memcpy(&a1, a + len - 8, 8);
-    memcpy(&b1, b + len - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-}
-
 /* The slot of `key`, or the empty slot where it would go; inlined in the
  * reads (lookup()), a call elsewhere. */
 static inline __attribute__((always_inline)) struct slot *
@@ -95,7 +81,7 @@ find_inline(const struct table *t, const char *key, size_t len, uint64_t hash)
 {
     for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
         struct slot *s = &t->slots[i];
-        if (!s->len || (s->hash == hash && s->len == len && key_eq(slot_key(s), key, len)))
+        if (!s->len || (s->hash == hash && s->len == len && ld__key_eq(slot_key(s), key, len)))
             return s;
     }
 }

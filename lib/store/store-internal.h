@@ -284,41 +284,6 @@ void ld__listeners_sweep(struct ld__listeners *ls);
 /* Frees every listener; the list is empty after. */
 void ld__listeners_free(struct ld__listeners *ls);
 
-/* A 64-bit hash of the key's `len` bytes, read eight (or four) at a time,
- * the last word overlapping the one before (keys are short strings; a
- * byte-wise FNV-1a spent a multiply per byte). Not keyed: keys come from
- * the application's own data source. The memory store's and the caching
- * store's tables. */
-static inline uint64_t ld__key_mix(uint64_t h, uint64_t w)
-{
-    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-    return h ^ (h >> 29);
-}
-
-static inline __attribute__((always_inline)) uint64_t ld__key_hash(const char *key, size_t len)
-{
-    uint64_t h = len, w;
-    if (len >= 8) {
-        const char *p = key;
-        for (size_t n = len; n > 8; n -= 8, p += 8) {
-            memcpy(&w, p, 8);
-            h = ld__key_mix(h, w);
-        }
-        memcpy(&w, key + len - 8, 8);
-        h = ld__key_mix(h, w);
-    } else if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, key, 4);
-        memcpy(&b, key + len - 4, 4);
-        h = ld__key_mix(h, (uint64_t)a << 32 | b);
-    } else if (len > 0) {
-        const unsigned char *p = (const unsigned char *)key;
-        h = ld__key_mix(h, (uint64_t)p[0] << 16 | (uint64_t)p[len / 2] << 8 | p[len - 1]);
-    }
-    h *= 0xd6e8feb86659fd93ULL;
-    return h ^ (h >> 32);
-}
-
 /*
  * The memory store's reclamation (memory_reclaim.c) as the
  * store's tables (memory_store.c) use it; see memory_reclaim.c for the
