@@ -862,10 +862,8 @@ START_TEST(test_allocation_failures_in_turn)
 }
 END_TEST
 
-/* A payload of more records than the loop lets go of in one pass: all
- * sent, each let go of (ASan and valgrind see a leak otherwise), the
- * flush answered once the last is. */
-START_TEST(test_a_large_payload_is_let_go_of_in_slices)
+/* A client (capacity 20,000) holding 10,000 custom events "many". */
+static ld_client *client_tracking_many(void)
 {
     ld_events_config *cfg = evr_config();
     ck_assert_int_eq(ld_events_config_set_capacity(cfg, 20000), 0);
@@ -875,6 +873,15 @@ START_TEST(test_a_large_payload_is_let_go_of_in_slices)
     for (int i = 0; i < 10000; i++)
         ck_assert_int_eq(ld_client_track(c, "many", ANN, data), 0);
     json_decref(data);
+    return c;
+}
+
+/* A payload of more records than the loop lets go of in one pass: all
+ * sent, each let go of (ASan and valgrind see a leak otherwise), the
+ * flush answered once the last is. */
+START_TEST(test_a_large_payload_is_let_go_of_in_slices)
+{
+    ld_client *c = client_tracking_many();
     ck_assert(evr_flush(c));
     ck_assert_int_eq(evr.n, 1);
     ck_assert_int_eq(json_array_size(evr_events(0)), 10001); /* index and 10,000 */
@@ -912,14 +919,7 @@ static void cnt_free(void *p)
  * was an event made active from the callback before. */
 START_TEST(test_a_large_batch_is_let_go_of_over_several_passes)
 {
-    ld_events_config *cfg = evr_config();
-    ck_assert_int_eq(ld_events_config_set_capacity(cfg, 20000), 0);
-    ld_client *c = client_with(NULL, cfg);
-    ld_events_config_free(cfg);
-    json_t *data = ld_test_j("{'n': 1}");
-    for (int i = 0; i < 10000; i++)
-        ck_assert_int_eq(ld_client_track(c, "many", ANN, data), 0);
-    json_decref(data);
+    ld_client *c = client_tracking_many();
     ck_assert_int_eq(ld_set_alloc_funcs(cnt_malloc, cnt_realloc, cnt_free), 0);
     ld_future *f = ld_client_flush(c);
     long most = 0, total = 0;
