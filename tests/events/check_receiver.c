@@ -213,8 +213,14 @@ ld_events_stats evr_stats(ld_client *c)
 
 size_t evr_count(int post, const char *kind)
 {
-    size_t n = 0;
-    while (evr_event_of(post, kind, (int)n))
-        n++;
+    /* one pass (asking evr_event_of() for each index in turn was
+     * quadratic: minutes for 9,000 events under ASan) */
+    json_t *a = evr_events(post), *e;
+    size_t k, n = 0;
+    json_array_foreach(a, k, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "kind")) ?: "", kind) == 0)
+            n++;
+    }
     return n;
 }
