@@ -735,9 +735,14 @@ static void *write_job(const struct ld__work *job, void *arg, int *code)
     (void)job;
     struct batch *b = arg;
     struct body *out = ld__malloc(sizeof *out);
-    if (!out)
+    if (!out) {
+        ld__summary_reset(b->summary);
         return NULL;
+    }
     int rc = ld__payload_write(b->fmt, b->recs, b->n, b->summary, b->gzip, &out->s, &out->len);
+    /* the summary's table is made ready for the interval after next here,
+     * off the loop (10,000 flags' counters) */
+    ld__summary_reset(b->summary);
     if (rc != 0) {
         ld__free(out);
         *code = rc;
@@ -826,7 +831,8 @@ static void posted(ld_future *f, void *arg)
 static void written(ld_future *f, void *arg)
 {
     struct batch *b = arg;
-    ld__summary_free(b->summary); /* its values are let go of on the loop */
+    /* the summary's table, reset by the worker, goes back to the summarizer */
+    ld__summarizer_reuse(b->e ? b->e->sum : NULL, b->summary);
     b->summary = NULL;
     struct body *body = ld_future_is_fulfilled(f) ? ld_future_ptr(f) : NULL;
     ld_future *post = NULL;

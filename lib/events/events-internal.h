@@ -125,16 +125,31 @@ size_t ld__summarizer_held(const struct ld__summarizer *s);
 /* True if nothing was recorded since the last flush (or NULL `s`). */
 bool ld__summarizer_empty(const struct ld__summarizer *s);
 
-/* What a flush sends of the summary: made on the loop from the
- * summarizer, without JSON (keys, kinds and counts copied, values held),
- * then written as text by any thread, and freed on the loop (which
- * releases the values). */
+/* What a flush sends of the summary: the summarizer's table of the
+ * interval that ended, handed over whole (nothing is copied on the loop);
+ * written as text by any thread, then reset for another interval
+ * (ld__summary_reset(), any thread) and given back to the summarizer
+ * (ld__summarizer_reuse(), loop), which records the interval after the
+ * next into it. */
 struct ld__summary;
 
 /* The summary of what was recorded since the last flush (*out; NULL when
- * nothing was), its values moved out, then the counts reset (a new
- * interval begins). Returns 0; LD_EINVAL; LD_ENOMEM, with nothing reset. */
+ * nothing was), and a new interval begins in a second table: the one given
+ * back last, or a new one. Constant time on the loop. Returns 0;
+ * LD_EINVAL; LD_ENOMEM (only when no table was given back), with nothing
+ * changed. */
 int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out);
+
+/* Makes `sum` ready for another interval: counts at zero, values released,
+ * what its interval did not record dropped (what it did stays, so that
+ * recording it again allocates nothing). Any one thread, once nothing
+ * reads it; NULL-safe; once only (a second call does nothing). */
+void ld__summary_reset(struct ld__summary *sum);
+
+/* Gives `sum` back to `s` for its next interval when it was reset and `s`
+ * has none; otherwise (NULL `s`, not reset, one already given back) frees
+ * it. NULL-safe. Loop thread. */
+void ld__summarizer_reuse(struct ld__summarizer *s, struct ld__summary *sum);
 
 /* Writes the summary event's JSON text (compact) through put(text, n, arg)
  * (0: go on; else it stops), as ld__summarizer_flush() documents it. Reads
@@ -148,7 +163,7 @@ int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void
  * NULL-safe. */
 void ld__summary_end_at(struct ld__summary *sum, int64_t end_ms);
 
-/* Frees it and releases its values (NULL-safe). Loop thread. */
+/* Frees it and releases its values (NULL-safe). Any one thread. */
 void ld__summary_free(struct ld__summary *sum);
 
 /* The summary event of what was recorded since the last flush, as JSON

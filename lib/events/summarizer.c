@@ -9,9 +9,15 @@
  * array too; those of one version of the flag (the newest recorded) are
  * also found by variation index in `by_var`, so that a record is a hash, a
  * probe and an index; its context kinds are kept in the order of a
- * context's (strcmp), so that one walk of both finds a context's. What an interval counted stays
- * for the next (with counts at zero), so that recording allocates only on the first sight of a
- * flag, a pair or a kind; a flag, pair or kind not recorded in a whole interval is dropped.
+ * context's (strcmp), so that one walk of both finds a context's.
+ *
+ * All of that is a table. A flush takes the table of the interval that
+ * ended whole, and recording goes on in a second one: the table the flush
+ * before took, which the worker reset after writing it and the loop gave
+ * back. What an interval counted stays in its table for the next use (with
+ * counts at zero), so that recording allocates only on the first sight of
+ * a flag, a pair or a kind in each table; a flag, pair or kind not recorded
+ * in a whole interval is dropped.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -60,13 +66,28 @@ struct flag {
     uint64_t kinds_gen; /* == the summarizer's ctx_gen: its context's kinds are seen */
 };
 
-struct ld__summarizer {
+/* The flags of an interval and what finds them. */
+struct table {
     struct flag *flags;
     size_t n, cap;
     uint32_t *slots; /* index + 1 in flags, 0: empty; mask + 1 of them */
     size_t mask;
     bool any; /* something recorded in this interval */
     int64_t start, end;
+};
+
+/* A flush's summary is the table of the interval that ended, handed over
+ * whole (a flush on the loop copies nothing); the summarizer goes on with
+ * a second table, the one the flush before handed over, reset by the
+ * worker once written and given back. */
+struct ld__summary {
+    struct table t;
+    bool reset; /* ld__summary_reset() made it ready for another interval */
+};
+
+struct ld__summarizer {
+    struct table t;
+    struct ld__summary *spare; /* a table given back, reset (or NULL) */
     /* Evaluations in a row are often of one flag, or for one context: */
     size_t last;          /* the flag recorded last (index + 1; 0: none) */
     ld_context *last_ctx; /* the context recorded last (referenced) */
@@ -122,28 +143,28 @@ static uint64_t hash_key(const char *s, size_t len)
 
 /* The slot of the flag `key` (`len` bytes, hash `h`), or the empty slot
  * where it would go. */
-static size_t probe(const struct ld__summarizer *s, const char *key, size_t len, uint64_t h)
+static size_t probe(const struct table *t, const char *key, size_t len, uint64_t h)
 {
-    size_t i = (size_t)h & s->mask;
-    for (;; i = (i + 1) & s->mask) {
-        uint32_t x = s->slots[i];
+    size_t i = (size_t)h & t->mask;
+    for (;; i = (i + 1) & t->mask) {
+        uint32_t x = t->slots[i];
         if (!x)
             return i;
-        const struct flag *f = &s->flags[x - 1];
+        const struct flag *f = &t->flags[x - 1];
         if (f->hash == h && f->len == len && ld__key_eq(f->key, key, len))
             return i;
     }
 }
 
 /* Puts every flag in a table of `size` slots (a power of two). */
-static void rehash(struct ld__summarizer *s, uint32_t *slots, size_t size)
+static void rehash(struct table *t, uint32_t *slots, size_t size)
 {
     memset(slots, 0, size * sizeof *slots);
-    s->slots = slots;
-    s->mask = size - 1;
-    for (size_t k = 0; k < s->n; k++) {
-        const struct flag *f = &s->flags[k];
-        s->slots[probe(s, f->key, f->len, f->hash)] = (uint32_t)(k + 1);
+    t->slots = slots;
+    t->mask = size - 1;
+    for (size_t k = 0; k < t->n; k++) {
+        const struct flag *f = &t->flags[k];
+        t->slots[probe(t, f->key, f->len, f->hash)] = (uint32_t)(k + 1);
     }
 }
 
@@ -151,44 +172,45 @@ static void rehash(struct ld__summarizer *s, uint32_t *slots, size_t size)
  * memory ran out (nothing changed). */
 static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t len)
 {
+    struct table *t = &s->t;
     if (s->last) {
-        struct flag *f = &s->flags[s->last - 1];
+        struct flag *f = &t->flags[s->last - 1];
         if (f->len == len && ld__key_eq(f->key, key, len))
             return f;
     }
     uint64_t h = hash_key(key, len);
-    size_t i = probe(s, key, len, h);
-    if (s->slots[i]) {
-        s->last = s->slots[i];
-        return &s->flags[s->slots[i] - 1];
+    size_t i = probe(t, key, len, h);
+    if (t->slots[i]) {
+        s->last = t->slots[i];
+        return &t->flags[t->slots[i] - 1];
     }
-    if (s->n >= UINT32_MAX - 1)
+    if (t->n >= UINT32_MAX - 1)
         return NULL;
     /* at most half full */
-    if ((s->n + 1) * 2 > s->mask + 1) {
-        size_t size = (s->mask + 1) * 2;
+    if ((t->n + 1) * 2 > t->mask + 1) {
+        size_t size = (t->mask + 1) * 2;
         uint32_t *slots = ld__malloc(size * sizeof *slots);
         if (!slots)
             return NULL;
-        ld__free(s->slots);
-        rehash(s, slots, size);
-        i = probe(s, key, len, h);
+        ld__free(t->slots);
+        rehash(t, slots, size);
+        i = probe(t, key, len, h);
     }
-    if (reserve((void **)&s->flags, &s->cap, s->n + 1, sizeof *s->flags) != 0)
+    if (reserve((void **)&t->flags, &t->cap, t->n + 1, sizeof *t->flags) != 0)
         return NULL;
     char *copy = ld__malloc(len + 1);
     if (!copy)
         return NULL;
     memcpy(copy, key, len);
     copy[len] = '\0';
-    struct flag *f = &s->flags[s->n];
+    struct flag *f = &t->flags[t->n];
     memset(f, 0, sizeof *f);
     f->key = copy;
     f->len = len;
     f->hash = h;
     f->map_version = INT64_MIN;
-    s->slots[i] = (uint32_t)(++s->n);
-    s->last = s->n;
+    t->slots[i] = (uint32_t)(++t->n);
+    s->last = t->n;
     return f;
 }
 
@@ -331,6 +353,35 @@ static void kinds_see(struct flag *f, const ld_context *ctx)
     }
 }
 
+/* ---- tables ------------------------------------------------------------------ */
+
+/* An empty table: 0, or -1 when memory ran out. */
+static int table_init(struct table *t)
+{
+    memset(t, 0, sizeof *t);
+    t->mask = 15;
+    t->slots = ld__calloc(t->mask + 1, sizeof *t->slots);
+    return t->slots ? 0 : -1;
+}
+
+static void table_fini(struct table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        flag_clear(&t->flags[i]);
+    ld__free(t->flags);
+    ld__free(t->slots);
+}
+
+static size_t table_held(const struct table *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += 1 + t->flags[i].nc + t->flags[i].nk;
+    return n;
+}
+
+static void reset(struct table *t);
+
 /* ---- the interface ------------------------------------------------------------ */
 
 struct ld__summarizer *ld__summarizer_new(void)
@@ -338,10 +389,8 @@ struct ld__summarizer *ld__summarizer_new(void)
     struct ld__summarizer *s = ld__calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->mask = 15;
     s->ctx_gen = 1;
-    s->slots = ld__calloc(s->mask + 1, sizeof *s->slots);
-    if (!s->slots) {
+    if (table_init(&s->t) != 0) {
         ld__free(s);
         return NULL;
     }
@@ -352,10 +401,8 @@ void ld__summarizer_free(struct ld__summarizer *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->n; i++)
-        flag_clear(&s->flags[i]);
-    ld__free(s->flags);
-    ld__free(s->slots);
+    table_fini(&s->t);
+    ld__summary_free(s->spare);
     ld_context_unref(s->last_ctx);
     ld__free(s);
 }
@@ -411,175 +458,95 @@ int ld__summarizer_record(struct ld__summarizer *s, const char *key, size_t len,
         kinds_see(f, ctx);
         f->kinds_gen = s->ctx_gen;
     }
-    if (!s->any || now_ms < s->start)
-        s->start = now_ms;
-    if (!s->any || now_ms > s->end)
-        s->end = now_ms;
-    s->any = true;
+    struct table *t = &s->t;
+    if (!t->any || now_ms < t->start)
+        t->start = now_ms;
+    if (!t->any || now_ms > t->end)
+        t->end = now_ms;
+    t->any = true;
     return 0;
 }
 
 size_t ld__summarizer_held(const struct ld__summarizer *s)
 {
-    size_t n = 0;
-    for (size_t i = 0; s && i < s->n; i++)
-        n += 1 + s->flags[i].nc + s->flags[i].nk;
-    return n;
+    if (!s)
+        return 0;
+    return table_held(&s->t) + (s->spare ? table_held(&s->spare->t) : 0);
 }
 
 bool ld__summarizer_empty(const struct ld__summarizer *s)
 {
-    return !s || !s->any;
+    return !s || !s->t.any;
 }
 
-static void reset(struct ld__summarizer *s);
+/* ---- a flush's summary: the table handed over --------------------------------- */
 
-/* ---- a flush's summary, taken whole ----------------------------------------- */
-
-struct scounter {
-    json_t *value; /* held (moved from the summarizer) */
-    uint64_t count;
-    int64_t version;
-    int variation;
-};
-
-struct sflag {
-    const char *key; /* in the summary's own bytes */
-    size_t len;
-    json_t *def; /* held */
-    const char **kinds;
-    size_t *kind_lens;
-    size_t nk;
-    struct scounter *counters;
-    size_t nc;
-};
-
-struct ld__summary {
-    int64_t start, end;
-    struct sflag *flags;
-    size_t n;
-    /* all of it is one allocation: this, the flags, counters, kinds and bytes */
-};
-
-/* Rounds `n` up to a multiple of 8 (what follows is aligned). */
-static size_t up8(size_t n)
+/* A new interval: the summarizer's context and flag seen last are
+ * looked at again. */
+static void next_interval(struct ld__summarizer *s)
 {
-    return (n + 7) & ~(size_t)7;
-}
-
-/* The summary of what was recorded, its values moved out of the
- * summarizer (then reset) or, unless `move`, held once more (the
- * summarizer unchanged). */
-static int snapshot(struct ld__summarizer *s, bool move, struct ld__summary **out)
-{
-    *out = NULL;
-    if (!s->any) {
-        if (move)
-            reset(s);
-        return 0;
-    }
-    size_t nf = 0, nc = 0, nk = 0, bytes = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const struct flag *f = &s->flags[i];
-        if (!f->active)
-            continue;
-        nf++;
-        bytes += f->len + 1;
-        for (size_t k = 0; k < f->nc; k++)
-            nc += f->counters[k].count > 0;
-        for (size_t k = 0; k < f->nk; k++)
-            if (f->kinds[k].seen) {
-                nk++;
-                bytes += f->kinds[k].len + 1;
-            }
-    }
-    size_t size = up8(sizeof(struct ld__summary)) + up8(nf * sizeof(struct sflag)) +
-                  up8(nc * sizeof(struct scounter)) + up8(nk * sizeof(char *)) +
-                  up8(nk * sizeof(size_t)) + bytes;
-    char *mem = ld__malloc(size);
-    if (!mem)
-        return LD_ENOMEM;
-    struct ld__summary *sum = (struct ld__summary *)(void *)mem;
-    char *p = mem + up8(sizeof *sum);
-    sum->flags = (struct sflag *)(void *)p;
-    p += up8(nf * sizeof(struct sflag));
-    struct scounter *cs = (struct scounter *)(void *)p;
-    p += up8(nc * sizeof(struct scounter));
-    const char **ks = (const char **)(void *)p;
-    p += up8(nk * sizeof(char *));
-    size_t *kl = (size_t *)(void *)p;
-    p += up8(nk * sizeof(size_t));
-    sum->n = 0;
-    sum->start = s->start;
-    sum->end = s->end;
-    for (size_t i = 0; i < s->n; i++) {
-        struct flag *f = &s->flags[i];
-        if (!f->active)
-            continue;
-        struct sflag *o = &sum->flags[sum->n++];
-        memcpy(p, f->key, f->len);
-        p[f->len] = '\0';
-        o->key = p;
-        o->len = f->len;
-        p += f->len + 1;
-        o->def = move ? f->def : hold(f->def);
-        if (move)
-            f->def = NULL;
-        o->kinds = ks;
-        o->kind_lens = kl;
-        o->nk = 0;
-        for (size_t k = 0; k < f->nk; k++) {
-            if (!f->kinds[k].seen)
-                continue;
-            memcpy(p, f->kinds[k].name, f->kinds[k].len);
-            p[f->kinds[k].len] = '\0';
-            ks[o->nk] = p;
-            kl[o->nk++] = f->kinds[k].len;
-            p += f->kinds[k].len + 1;
-        }
-        ks += o->nk;
-        kl += o->nk;
-        o->counters = cs;
-        o->nc = 0;
-        for (size_t k = 0; k < f->nc; k++) {
-            struct counter *c = &f->counters[k];
-            if (!c->count)
-                continue;
-            cs[o->nc++] = (struct scounter){move ? c->value : hold(c->value), c->count, c->version,
-                                            c->variation};
-            if (move)
-                c->value = NULL;
-        }
-        cs += o->nc;
-    }
-    if (move)
-        reset(s);
-    *out = sum;
-    return 0;
+    s->last = 0;
+    s->ctx_gen++; /* the kinds seen are forgotten */
 }
 
 int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out)
 {
     if (!s || !out)
         return LD_EINVAL;
-    return snapshot(s, true, out);
+    *out = NULL;
+    if (!s->t.any) {
+        reset(&s->t);
+        next_interval(s);
+        return 0;
+    }
+    struct ld__summary *sum = s->spare;
+    if (!sum) {
+        sum = ld__malloc(sizeof *sum);
+        if (!sum || table_init(&sum->t) != 0) {
+            ld__free(sum);
+            return LD_ENOMEM;
+        }
+    }
+    s->spare = NULL;
+    struct table t = s->t;
+    s->t = sum->t;
+    sum->t = t;
+    sum->reset = false;
+    next_interval(s);
+    *out = sum;
+    return 0;
+}
+
+void ld__summary_reset(struct ld__summary *sum)
+{
+    if (!sum || sum->reset)
+        return;
+    reset(&sum->t);
+    sum->reset = true;
+}
+
+void ld__summarizer_reuse(struct ld__summarizer *s, struct ld__summary *sum)
+{
+    if (!sum)
+        return;
+    if (!s || !sum->reset || s->spare) {
+        ld__summary_free(sum);
+        return;
+    }
+    s->spare = sum;
 }
 
 void ld__summary_end_at(struct ld__summary *sum, int64_t end_ms)
 {
-    if (sum && end_ms > sum->end)
-        sum->end = end_ms;
+    if (sum && end_ms > sum->t.end)
+        sum->t.end = end_ms;
 }
 
 void ld__summary_free(struct ld__summary *sum)
 {
     if (!sum)
         return;
-    for (size_t i = 0; i < sum->n; i++) {
-        release(sum->flags[i].def);
-        for (size_t k = 0; k < sum->flags[i].nc; k++)
-            release(sum->flags[i].counters[k].value);
-    }
+    table_fini(&sum->t);
     ld__free(sum);
 }
 
@@ -612,19 +579,33 @@ int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void
 {
     if (!sum || !put)
         return LD_EINVAL;
-    bool ok = W("{\"kind\":\"summary\",\"startDate\":") && w_int(sum->start, put, arg) &&
-              W(",\"endDate\":") && w_int(sum->end, put, arg) && W(",\"features\":{");
-    for (size_t i = 0; ok && i < sum->n; i++) {
-        const struct sflag *f = &sum->flags[i];
-        ok = (i == 0 || W(",")) && w_str(f->key, f->len, put, arg) && W(":{\"default\":") &&
+    const struct table *t = &sum->t;
+    bool ok = W("{\"kind\":\"summary\",\"startDate\":") && w_int(t->start, put, arg) &&
+              W(",\"endDate\":") && w_int(t->end, put, arg) && W(",\"features\":{");
+    bool first = true;
+    for (size_t i = 0; ok && i < t->n; i++) {
+        const struct flag *f = &t->flags[i];
+        if (!f->active)
+            continue;
+        ok = (first || W(",")) && w_str(f->key, f->len, put, arg) && W(":{\"default\":") &&
              w_json(f->def, put, arg) && W(",\"contextKinds\":[");
-        for (size_t k = 0; ok && k < f->nk; k++)
-            ok = (k == 0 || W(",")) && w_str(f->kinds[k], f->kind_lens[k], put, arg);
+        first = false;
+        bool k1 = true;
+        for (size_t k = 0; ok && k < f->nk; k++) {
+            if (!f->kinds[k].seen)
+                continue;
+            ok = (k1 || W(",")) && w_str(f->kinds[k].name, f->kinds[k].len, put, arg);
+            k1 = false;
+        }
         ok = ok && W("],\"counters\":[");
+        bool c1 = true;
         for (size_t k = 0; ok && k < f->nc; k++) {
-            const struct scounter *c = &f->counters[k];
-            ok = (k == 0 || W(",")) && W("{\"value\":") && w_json(c->value, put, arg) &&
+            const struct counter *c = &f->counters[k];
+            if (!c->count)
+                continue;
+            ok = (c1 || W(",")) && W("{\"value\":") && w_json(c->value, put, arg) &&
                  W(",\"count\":") && w_int((int64_t)c->count, put, arg);
+            c1 = false;
             if (ok && c->variation != LD__NO_VARIATION)
                 ok = W(",\"variation\":") && w_int(c->variation, put, arg);
             if (ok)
@@ -643,11 +624,11 @@ int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void
 
 /* A new interval: counts at zero, values released, the flags of the
  * interval that ends kept (what they have seen stays), the others dropped. */
-static void reset(struct ld__summarizer *s)
+static void reset(struct table *t)
 {
     size_t kept = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        struct flag *f = &s->flags[i];
+    for (size_t i = 0; i < t->n; i++) {
+        struct flag *f = &t->flags[i];
         if (!f->active) {
             flag_clear(f);
             continue;
@@ -682,15 +663,13 @@ static void reset(struct ld__summarizer *s)
             f->kinds[kk++] = f->kinds[k];
         }
         f->nk = kk;
-        s->flags[kept++] = *f;
+        t->flags[kept++] = *f;
     }
-    if (kept != s->n) {
-        s->n = kept;
-        rehash(s, s->slots, s->mask + 1);
+    if (kept != t->n) {
+        t->n = kept;
+        rehash(t, t->slots, t->mask + 1);
     }
-    s->last = 0;
-    s->ctx_gen++; /* the kinds seen are forgotten */
-    s->any = false;
+    t->any = false;
 }
 
 /* Appends to a growing text (ld__summarizer_flush()'s). */
@@ -723,19 +702,26 @@ int ld__summarizer_flush(struct ld__summarizer *s, json_t **out)
         return LD_EINVAL;
     *out = NULL;
     struct ld__summary *sum;
-    int rc = snapshot(s, false, &sum); /* the summarizer changes only once all went well */
-    if (rc != 0 || !sum) {
-        if (rc == 0)
-            reset(s);
+    int rc = ld__summarizer_take(s, &sum);
+    if (rc != 0 || !sum)
         return rc;
-    }
     struct text t = {0};
     rc = ld__summary_dump(sum, text_put, &t);
-    ld__summary_free(sum);
     if (rc == 0 && !(*out = json_loadb(t.p, t.len, JSON_ALLOW_NUL, NULL)))
         rc = LD_ENOMEM;
     ld__free(t.p);
-    if (rc == 0)
-        reset(s);
-    return rc;
+    if (rc != 0) {
+        /* the summarizer changes only once all went well: the interval's
+         * table comes back, the one it took becomes the spare again (it
+         * recorded nothing) */
+        struct table back = sum->t;
+        sum->t = s->t;
+        s->t = back;
+        sum->reset = true;
+        s->spare = sum;
+        return rc;
+    }
+    ld__summary_reset(sum);
+    ld__summarizer_reuse(s, sum);
+    return 0;
 }
