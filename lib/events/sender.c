@@ -4,7 +4,10 @@
  * over the library's HTTP client on the loop (lib/net/http.c).
  *
  * A post owns its body and header lines until it is over; a retry waits on
- * a timer of its own and sends the same bytes and payload ID again.
+ * a timer of its own and sends the same bytes and payload ID again. The
+ * body is lent to the HTTP request, not copied (a payload may be
+ * megabytes): a post that is over stays allocated, body and all, until the
+ * request that holds it lets it go.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +39,7 @@ struct post {
     long status;
     int64_t date_ms;
     bool retried;
+    unsigned refs; /* the sender's, until it is over, and its request's */
 };
 
 struct ld__ev_sender {
@@ -104,8 +108,18 @@ size_t ld__ev_sender_pending(const struct ld__ev_sender *s)
     return s->n;
 }
 
-/* Unlinks and frees `p`, its future first completed: fulfilled with `ok`,
- * or rejected with `err` when it is not 0. */
+/* Drops a reference to `p`: the last frees it and its body. */
+static void post_unref(void *arg)
+{
+    struct post *p = arg;
+    if (--p->refs > 0)
+        return;
+    ld__free(p->body);
+    ld__free(p);
+}
+
+/* Unlinks `p` and lets it go, its future first completed: fulfilled with
+ * `ok`, or rejected with `err` when it is not 0. */
 static void post_end(struct post *p, bool ok, int err)
 {
     struct ld__ev_sender *s = p->s;
@@ -127,8 +141,7 @@ static void post_end(struct post *p, bool ok, int err)
         event_free(p->timer);
     ld__free(p->headers);
     ld__free(p->url);
-    ld__free(p->body);
-    ld__free(p);
+    post_unref(p);
 }
 
 static int on_response(void *arg, long status, const struct ld__http_header *hs, size_t n)
@@ -203,10 +216,14 @@ static const struct ld__http_callbacks CALLBACKS = {on_response, on_body, on_don
 static void attempt(struct post *p)
 {
     p->status = 0;
-    p->req = ld__http_request(p->s->http, "POST", p->url, (const char *const *)p->headers, p->body,
-                              p->len, &CALLBACKS, p);
-    if (!p->req)
+    struct ld__http_body body = {p->body ? p->body : "", p->len, post_unref, p};
+    p->refs++;
+    p->req = ld__http_request_lent(p->s->http, "POST", p->url, (const char *const *)p->headers,
+                                   &body, &CALLBACKS, p);
+    if (!p->req) {
+        p->refs--; /* still ours */
         post_end(p, false, LD_ENOMEM);
+    }
 }
 
 /* Header lines for the relay: Authorization (ours unless `lines` has
@@ -261,6 +278,7 @@ ld_future *ld__ev_sender_send(struct ld__ev_sender *s, enum ld__ev_payload kind,
         return out;
     }
     p->s = s;
+    p->refs = 1;
     p->out = ld_future_ref(out);
     p->body = body;
     p->len = len;

@@ -40,6 +40,9 @@ struct ld__http_req {
     bool responded; /* on_response was called (or there is none) */
     bool dead;      /* cancelled, stopped or over: no more callbacks */
     bool nomem;     /* a header could not be kept */
+    /* a lent body's owner, told once libcurl is done with it (or NULL) */
+    void (*body_release)(void *owner);
+    void *body_owner;
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -134,6 +137,8 @@ static void req_free(struct ld__http_req *r)
         r->next->prev = r->prev;
     if (r->easy)
         curl_easy_cleanup(r->easy);
+    if (r->body_release) /* libcurl is done with the body */
+        r->body_release(r->body_owner);
     curl_slist_free_all(r->headers);
     if (r->idle)
         event_free(r->idle);
@@ -540,7 +545,7 @@ size_t ld__http_active(const struct ld__http *h)
 
 /* The easy handle of `r`, set up. @return false without memory. */
 static bool easy_setup(struct ld__http_req *r, const char *method, const char *url,
-                       const char *const *headers, const char *body, size_t body_len)
+                       const char *const *headers, const char *body, size_t body_len, bool lent)
 {
     const struct ld__http_options *o = &r->h->o;
     CURL *e = r->easy;
@@ -571,7 +576,8 @@ static bool easy_setup(struct ld__http_req *r, const char *method, const char *u
     }
     if (ok && body)
         ok = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len) == CURLE_OK &&
-             curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body) == CURLE_OK;
+             curl_easy_setopt(e, lent ? CURLOPT_POSTFIELDS : CURLOPT_COPYPOSTFIELDS, body) ==
+                 CURLE_OK;
     if (ok && o->ca_file)
         ok = curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file) == CURLE_OK;
     if (ok && o->insecure)
@@ -584,9 +590,10 @@ static bool easy_setup(struct ld__http_req *r, const char *method, const char *u
     return ok;
 }
 
-struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, const char *url,
-                                      const char *const *headers, const char *body, size_t body_len,
-                                      const struct ld__http_callbacks *cb, void *arg)
+static struct ld__http_req *request(struct ld__http *h, const char *method, const char *url,
+                                    const char *const *headers, const char *body, size_t body_len,
+                                    const struct ld__http_body *lent,
+                                    const struct ld__http_callbacks *cb, void *arg)
 {
     if (!h || h->dying || !method || !url || !cb || !cb->on_done)
         return NULL;
@@ -604,21 +611,42 @@ struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, co
     if (h->o.read_timeout_ms > 0)
         r->idle = evtimer_new(h->base, on_idle, r);
     if (!r->easy || (h->o.read_timeout_ms > 0 && !r->idle) ||
-        !easy_setup(r, method, url, headers, body, body_len)) {
+        !easy_setup(r, method, url, headers, body, body_len, lent != NULL)) {
         req_free(r);
         return NULL;
     }
-    if (h->in_curl || h->frames > 0) {
+    if (!h->in_curl && h->frames == 0) {
+        if (curl_multi_add_handle(h->multi, r->easy) != CURLM_OK) {
+            req_free(r); /* a lent body is still the caller's */
+            return NULL;
+        }
+        r->added = true;
+        idle_restart(r);
+    } else {
         arm_later(h); /* added once the dispatch is over */
-        return r;
     }
-    if (curl_multi_add_handle(h->multi, r->easy) != CURLM_OK) {
-        req_free(r);
-        return NULL;
+    if (lent) {
+        r->body_release = lent->release;
+        r->body_owner = lent->owner;
     }
-    r->added = true;
-    idle_restart(r);
     return r;
+}
+
+struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, const char *url,
+                                      const char *const *headers, const char *body, size_t body_len,
+                                      const struct ld__http_callbacks *cb, void *arg)
+{
+    return request(h, method, url, headers, body, body_len, NULL, cb, arg);
+}
+
+struct ld__http_req *ld__http_request_lent(struct ld__http *h, const char *method, const char *url,
+                                           const char *const *headers,
+                                           const struct ld__http_body *body,
+                                           const struct ld__http_callbacks *cb, void *arg)
+{
+    if (!body || !body->bytes || !body->release)
+        return NULL;
+    return request(h, method, url, headers, body->bytes, body->len, body, cb, arg);
 }
 
 void ld__http_cancel(struct ld__http_req *r)

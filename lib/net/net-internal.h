@@ -151,6 +151,26 @@ void ld__http_free(struct ld__http *h);
 struct ld__http_req *ld__http_request(struct ld__http *h, const char *method, const char *url,
                                       const char *const *headers, const char *body, size_t body_len,
                                       const struct ld__http_callbacks *cb, void *arg);
+/* A body lent to a request (ld__http_request_lent()) instead of copied:
+ * `bytes` (`len` of them) stay valid and unchanged until the request calls
+ * release(owner), which it does once, when libcurl is done with them: after
+ * the request is over, canceled, or its client freed (on the loop's
+ * thread, outside any request's callback). */
+struct ld__http_body {
+    const char *bytes;
+    size_t len;
+    void (*release)(void *owner);
+    void *owner;
+};
+
+/* ld__http_request() with a body that is lent, not copied (a payload of
+ * megabytes is not copied on the loop). @return the request; NULL as
+ * ld__http_request() says, or for a NULL `body`, bytes or release: the
+ * body is then still the caller's (release is not called). */
+struct ld__http_req *ld__http_request_lent(struct ld__http *h, const char *method, const char *url,
+                                           const char *const *headers,
+                                           const struct ld__http_body *body,
+                                           const struct ld__http_callbacks *cb, void *arg);
 /* Stops a request: no callback of it comes after this. From anywhere on
  * the loop's thread, its own callbacks included. NULL-safe. */
 void ld__http_cancel(struct ld__http_req *r);

@@ -527,6 +527,97 @@ START_TEST(test_many_requests)
 }
 END_TEST
 
+/* A body lent to a request: sent as it is when the request runs (not
+ * copied when it is made), and let go of once, when libcurl is done with
+ * it: after the answer, after a cancel (outside and inside a callback),
+ * after the client is freed with it out; refused without bytes or a
+ * release (then not let go of: still the caller's). */
+struct lent {
+    int releases;
+    char bytes[64];
+};
+
+static void lent_release(void *owner)
+{
+    ((struct lent *)owner)->releases++;
+}
+
+static struct ld__http_req *post_lent(struct ld__http *h, const char *path, struct got *g,
+                                      struct lent *l)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", S.url, path);
+    struct ld__http_body body = {l->bytes, strlen(l->bytes), lent_release, l};
+    g->h = h;
+    g->r = ld__http_request_lent(h, "POST", url, NULL, &body, &CB, g);
+    return g->r;
+}
+
+START_TEST(test_a_lent_body)
+{
+    struct ld__http *h = ld__http_new(B, NULL);
+    struct lent a = {0, "[{\"kind\":\"custom\"}]"};
+    struct got ga = {0};
+    ck_assert_ptr_nonnull(post_lent(h, "/bulk", &ga, &a));
+    memcpy(a.bytes + 10, "CUSTOM", 6); /* lent, not copied: this is what goes */
+    ck_assert_int_eq(a.releases, 0);
+    run_until(&ga.dones, 1);
+    ck_assert_int_eq(ga.code, 0);
+    ck_assert_str_eq(S.last_body, "[{\"kind\":\"CUSTOM\"}]");
+    run_ms(5);
+    ck_assert_int_eq(a.releases, 1);
+
+    /* canceled while out (outside any callback): let go of at once */
+    struct lent b = {0, "held"};
+    struct got gb = {0};
+    ck_assert_ptr_nonnull(post_lent(h, "/hold", &gb, &b));
+    run_until(&S.requests, S.requests + 1);
+    ld__http_cancel(gb.r);
+    ck_assert_int_eq(b.releases, 1);
+
+    /* canceled inside its own callback: once the dispatch is over */
+    struct lent c = {0, "streamed"};
+    struct got gc = {0};
+    gc.act = CANCEL_IN_RESPONSE;
+    ck_assert_ptr_nonnull(post_lent(h, "/stream", &gc, &c));
+    run_until(&gc.responses, 1);
+    run_ms(20);
+    ck_assert_int_eq(c.releases, 1);
+    ck_assert_int_eq(gc.dones, 0);
+
+    /* bad arguments: refused, the body not let go of */
+    struct lent d = {0, "x"};
+    struct ld__http_body no_bytes = {NULL, 1, lent_release, &d};
+    struct ld__http_body no_release = {d.bytes, 1, NULL, &d};
+    ck_assert_ptr_null(ld__http_request_lent(h, "POST", S.url, NULL, NULL, &CB, &gb));
+    ck_assert_ptr_null(ld__http_request_lent(h, "POST", S.url, NULL, &no_bytes, &CB, &gb));
+    ck_assert_ptr_null(ld__http_request_lent(h, "POST", S.url, NULL, &no_release, &CB, &gb));
+    struct ld__http_body ok = {d.bytes, 1, lent_release, &d};
+    ck_assert_ptr_null(ld__http_request_lent(NULL, "POST", S.url, NULL, &ok, &CB, &gb));
+    ck_assert_ptr_null(ld__http_request_lent(h, "POST", S.url, NULL, &ok, NULL, &gb));
+    ck_assert_int_eq(d.releases, 0);
+
+    /* the client freed with two out, and inside on_done */
+    struct lent e = {0, "e"}, f = {0, "f"};
+    struct got ge = {0}, gf = {0};
+    ck_assert_ptr_nonnull(post_lent(h, "/hold", &ge, &e));
+    ck_assert_ptr_nonnull(post_lent(h, "/hold", &gf, &f));
+    run_ms(10);
+    ld__http_free(h);
+    run_ms(10);
+    ck_assert_int_eq(e.releases, 1);
+    ck_assert_int_eq(f.releases, 1);
+    h = ld__http_new(B, NULL);
+    struct lent g = {0, "g"};
+    struct got gg = {0};
+    gg.act = FREE_IN_DONE;
+    ck_assert_ptr_nonnull(post_lent(h, "/one", &gg, &g));
+    run_until(&gg.dones, 1);
+    run_ms(10);
+    ck_assert_int_eq(g.releases, 1);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     ck_assert_ptr_null(ld__http_new(NULL, NULL));
@@ -664,6 +755,7 @@ Suite *ld_suite_http(void)
     tcase_add_test(tc, test_free_at_every_point);
     tcase_add_test(tc, test_many_requests);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_a_lent_body);
     tcase_add_test(tc, test_allocation_failures);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
