@@ -76,7 +76,7 @@ struct entry {
     uint64_t hash;
     struct entry *hnext; /* the bucket's chain */
     json_t *item;        /* the item or a tombstone (a reference); NULL: missing */
-    int64_t expires;     /* ms of the monotonic clock; FOREVER */
+    int64_t expires;     /* ns of the coarse monotonic clock; FOREVER */
     uint32_t len;
     uint32_t writing; /* its upserts and deletes under way: it stays */
     uint8_t k;
@@ -154,27 +154,27 @@ struct cache {
 
 /* ---- time, references --------------------------------------------------- */
 
-/* The coarse clock (a few ms a tick, a few ns a read: it is read on
+/* The coarse clock in ns (a few ms a tick, a few ns a read: it is read on
  * every hit of a cache with a ttl). */
-static int64_t now_ms(void)
+static int64_t now_coarse(void)
 {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-        return ld__now_ns() / 1000000;
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return ld__now_ns();
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int64_t deadline(const struct cache *c)
 {
-    if (c->ttl < 0)
+    if (c->ttl < 0 || c->ttl > INT64_MAX / 1000000)
         return FOREVER;
-    int64_t now = now_ms();
-    return c->ttl > INT64_MAX - now ? FOREVER : now + c->ttl;
+    int64_t now = now_coarse(), ttl = c->ttl * 1000000;
+    return ttl > INT64_MAX - now ? FOREVER : now + ttl;
 }
 
 static bool fresh(int64_t expires)
 {
-    return expires == FOREVER || now_ms() < expires;
+    return expires == FOREVER || now_coarse() < expires;
 }
 
 static json_t *jref(json_t *j)
@@ -225,11 +225,11 @@ static uint64_t hash_of(int k, const char *key, size_t len)
     return ld__key_hash(key, len) ^ (uint64_t)k;
 }
 
-static struct entry *find(struct cache *c, int k, const char *key, size_t len)
+static inline struct entry *find(struct cache *c, int k, const char *key, size_t len)
 {
     uint64_t h = hash_of(k, key, len);
     for (struct entry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->hnext)
-        if (e->hash == h && e->k == k && e->len == len && memcmp(e->key, key, len) == 0)
+        if (e->hash == h && e->k == k && e->len == len && ld__key_eq(e->key, key, len))
             return e;
     return NULL;
 }
@@ -511,14 +511,11 @@ static void cache_forget(struct cache *c, int k, const char *key)
 
 /* ---- answers from the cache --------------------------------------------- */
 
-/* The cache's answer to a get: 0 with *item borrowed (NULL: missing or a
- * tombstone), or LD_EBUSY when it has none, or may be behind a write under
- * way (unless `any`: then what it holds counts). */
-static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **item, bool any)
+/* lookup() past a hit: `e` is find()'s answer (NULL, or not a fresh value
+ * that no write is changing). */
+static int lookup_rest(struct cache *c, int k, const char *key, size_t len, struct entry *e,
+                       json_t **item, bool any)
 {
-    if (c->ttl == 0 || c->dead || (!any && (c->initing || c->unpinned)))
-        return LD_EBUSY;
-    struct entry *e = find(c, k, key, len);
     json_t *it;
     if (!any && e && e->writing)
         return LD_EBUSY;
@@ -550,6 +547,24 @@ static int lookup(struct cache *c, int k, const char *key, size_t len, json_t **
         return 0;
     }
     return LD_EBUSY;
+}
+
+/* The cache's answer to a get: 0 with *item borrowed (NULL: missing or a
+ * tombstone), or LD_EBUSY when it has none, or may be behind a write under
+ * way (unless `any`: then what it holds counts). A hit is inline: a hash,
+ * an entry and the clock. */
+static inline int lookup(struct cache *c, int k, const char *key, size_t len, json_t **item,
+                         bool any)
+{
+    if (c->ttl == 0 || c->dead || (!any && (c->initing || c->unpinned)))
+        return LD_EBUSY;
+    struct entry *e = find(c, k, key, len);
+    if (e && e->has_value && !e->writing && fresh(e->expires)) {
+        e->used = true;
+        *item = e->deleted ? NULL : e->item;
+        return 0;
+    }
+    return lookup_rest(c, k, key, len, e, item, any);
 }
 
 /* The cache's answer to an all, as lookup() answers a get: 0 with *all
