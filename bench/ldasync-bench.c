@@ -2905,14 +2905,17 @@ static ld_store *redis_store(struct event_base *base)
 typedef ld_store *(*store_maker)(struct event_base *base);
 
 /* Runs the loop a pass at a time (EVLOOP_ONCE) until `f` completes, then
- * 10 passes more; *longest: the longest pass's CPU time of this thread
- * (ns), if longer than what it holds. */
+ * 30 passes more (what the store lets go of after it: EVLOOP_NONBLOCK
+ * alone would run passes until none has an event due, all in one call);
+ * *longest: the longest pass's CPU time of this thread (ns), if longer
+ * than what it holds. */
 static void await_passes(struct event_base *base, ld_future *f, double *longest)
 {
-    int after = 10;
+    int after = 30;
     while (ld_future_is_pending(f) || after-- > 0) {
         double t0 = thread_cpu_ns();
-        event_base_loop(base, ld_future_is_pending(f) ? EVLOOP_ONCE : EVLOOP_NONBLOCK);
+        event_base_loop(base, ld_future_is_pending(f) ? EVLOOP_ONCE
+                                                      : EVLOOP_ONCE | EVLOOP_NONBLOCK);
         double d = thread_cpu_ns() - t0;
         if (d > *longest)
             *longest = d;
