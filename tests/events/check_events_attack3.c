@@ -388,6 +388,91 @@ START_TEST(test_free_or_close_at_every_pass_of_a_flush_with_a_large_summary_out)
 }
 END_TEST
 
+/* 10,000 flags (1,000 under valgrind) over four intervals that alternate
+ * the tables: all of them, the even ones for another kind, all for three
+ * kinds, the odd ones: each summary has exactly its flags, counts and
+ * kinds. */
+START_TEST(test_10000_flags_over_alternating_tables_with_changing_kinds)
+{
+    int n = valgrind() ? 1000 : 10000;
+    char *text = many_flags(n);
+    ld_client *c = evr_client(text, NULL, NULL, NULL, 0);
+    free(text);
+    ld_context *ctxs[4] = {USER, ORG, MULTI, USER};
+    const char *kinds[4] = {"user", "org", "device,org,user", "user"};
+    for (int r = 0; r < 4; r++) {
+        for (int i = r % 2; i < n; i += r % 2 ? 2 : 1) {
+            char key[16];
+            snprintf(key, sizeof key, "f%d", r == 1 ? i - 1 : i);
+            ld_future *f = ld_client_string_variation(c, key, ctxs[r], "fb");
+            ld_test_wait(f);
+            ld_future_unref(f);
+        }
+        ck_assert(evr_flush(c));
+        json_t *fs = features_of(r);
+        int want = r % 2 ? n / 2 : n;
+        ck_assert_int_eq(json_object_size(fs), want);
+        for (int i = 0; i < n; i += 7) {
+            char key[16];
+            snprintf(key, sizeof key, "f%d", i);
+            bool in = r == 0 || r == 2 || (r == 1 && i % 2 == 0) || (r == 3 && i % 2 == 1);
+            json_t *f = json_object_get(fs, key);
+            ck_assert_msg((f != NULL) == in, "round %d: %s", r, key);
+            if (!in)
+                continue;
+            ck_assert_int_eq(total_of(r, key), 1);
+            ck_assert_str_eq(kinds_of(r, key), kinds[r]);
+            json_t *c0 = json_array_get(json_object_get(f, "counters"), 0);
+            ck_assert_int_eq(json_integer_value(json_object_get(c0, "version")), i + 1);
+            char want_v[16];
+            snprintf(want_v, sizeof want_v, "x%d", i);
+            ck_assert_str_eq(json_string_value(json_object_get(c0, "value")), want_v);
+        }
+    }
+    evr_client_done(c);
+}
+END_TEST
+
+/* The client freed from the completion of one flush while the next one's
+ * batch is written or posted. */
+static void free_client(ld_future *f, void *arg)
+{
+    (void)f;
+    ld_client **c = arg;
+    ld_client_free(*c);
+    *c = NULL;
+}
+
+START_TEST(test_free_inside_a_flush_completion_while_the_next_batch_is_out)
+{
+    int n = valgrind() ? 200 : 1000;
+    char *text = many_flags(n);
+    for (int k = 0; k < 4; k++) {
+        ld_client *c = evr_client(text, NULL, NULL, NULL, 0);
+        eval_many(c, n, USER);
+        ld_future *f1 = ld_client_flush(c);
+        eval_many(c, n / (k + 1), k % 2 ? MULTI : ORG);
+        ld_future *f2 = ld_client_flush(c);
+        ld_future *f3 = k >= 2 ? ld_client_close(c) : NULL;
+        ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f1), free_client, &c), 0);
+        ld_test_wait(f1);
+        for (int i = 0; i < 100000 && c; i++)
+            event_base_loop(B, EVLOOP_ONCE);
+        ck_assert_ptr_null(c);
+        ld_test_wait(f2);
+        ck_assert(!ld_future_is_pending(f2));
+        ld_future_unref(f1);
+        ld_future_unref(f2);
+        if (f3) {
+            ld_test_wait(f3);
+            ld_future_unref(f3);
+        }
+        evr_drain();
+    }
+    free(text);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* The lent body: retries, 401, close and free while a post is out          */
 
@@ -751,6 +836,8 @@ Suite *ld_suite_client_events_attack3(void)
     tcase_add_test(tc, test_every_evaluation_is_counted_once_while_batches_pile_up);
     tcase_add_test(tc, test_flushes_from_completions_with_evaluations_in_between_count_each_once);
     tcase_add_test(tc, test_free_or_close_at_every_pass_of_a_flush_with_a_large_summary_out);
+    tcase_add_test(tc, test_10000_flags_over_alternating_tables_with_changing_kinds);
+    tcase_add_test(tc, test_free_inside_a_flush_completion_while_the_next_batch_is_out);
     tcase_add_test(tc, test_free_while_the_post_waits_for_its_retry);
     tcase_add_test(tc, test_close_while_the_post_waits_for_its_retry_sends_the_same_bytes_again);
     tcase_add_test(tc, test_after_401_flushes_drop_at_once_and_memory_stays_bounded);
