@@ -744,6 +744,36 @@ START_TEST(test_free_or_close_while_a_receiver_never_reads_the_body)
 }
 END_TEST
 
+/* The read timeout ends a post whose body the receiver never reads (libcurl
+ * still writing it): the retry lends the same body to a new request, which
+ * times out too; then the payload is dropped. */
+START_TEST(test_a_read_timeout_mid_body_retries_with_the_same_lent_body)
+{
+    raw_start(0);
+    char uri[64];
+    snprintf(uri, sizeof uri, "http://127.0.0.1:%d", RAW.port);
+    ld_client *c = evr_client(FLAGS, NULL, uri, NULL, 200);
+    track_big(c, 4 * 1024 * 1024);
+    eval_with(c, "odd", MULTI, json_string("fb"));
+    ck_assert(!ld_test_await_bool(ld_client_flush(c)));
+    ck_assert_int_eq(RAW.accepted, 2);
+    ld_events_stats st = evr_stats(c);
+    ck_assert_int_eq(st.payloads_dropped, 1);
+    ck_assert(!st.stopped);
+    /* and freed while the next post's body is half written */
+    track_big(c, 4 * 1024 * 1024);
+    ld_future *f = ld_client_flush(c);
+    for (int i = 0; i < 100000 && RAW.accepted < 3; i++)
+        event_base_loop(B, EVLOOP_ONCE);
+    ck_assert_int_eq(RAW.accepted, 3);
+    ld_client_free(c);
+    ld_test_wait(f);
+    ld_future_unref(f);
+    evr_drain();
+    raw_stop();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* The relay's forwarder                                                      */
 
@@ -843,6 +873,7 @@ Suite *ld_suite_client_events_attack3(void)
     tcase_add_test(tc, test_after_401_flushes_drop_at_once_and_memory_stays_bounded);
     tcase_add_test(tc, test_a_receiver_that_hangs_up_mid_body_drops_the_payload_after_the_retry);
     tcase_add_test(tc, test_free_or_close_while_a_receiver_never_reads_the_body);
+    tcase_add_test(tc, test_a_read_timeout_mid_body_retries_with_the_same_lent_body);
     tcase_add_test(tc, test_forwarder_retries_and_frees_with_lent_bodies_out);
     tcase_add_test(tc, test_a_fallback_the_caller_keeps_is_not_counted_off_the_loop);
     suite_add_tcase(s, tc);
