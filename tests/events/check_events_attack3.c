@@ -212,6 +212,85 @@ START_TEST(test_flags_in_every_other_interval_count_exactly_for_many_flushes)
 }
 END_TEST
 
+/* The later store's flag `key` at `version` serving variation `var`, or
+ * removed (version < 0). */
+static void later_set(struct ld_test_later *l, const char *key, int version, int var)
+{
+    json_t *features = json_object_get(l->data, "features");
+    if (version < 0) {
+        json_object_del(features, key);
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text,
+             "{'key': '%s', 'on': true, 'variations': ['v0', 'v1', 'v2'],"
+             " 'fallthrough': {'variation': %d}, 'version': %d, 'salt': 's'}",
+             key, var, version);
+    json_object_set_new(features, key, ld_test_j(text));
+}
+
+/* Versions up and down across intervals that alternate the tables (each
+ * table keeps the counters and the version it maps from two intervals
+ * before): every summary has exactly the counters of its interval. */
+START_TEST(test_versions_up_and_down_across_alternating_tables)
+{
+    json_t *data = ld_test_data_of(FLAGS, NULL);
+    struct ld_test_later *l;
+    ld_store *store = ld_test_later_new(data, &l);
+    json_decref(data);
+    ld_client *c = evr_client(FLAGS, NULL, NULL, store, 0);
+    /* per interval, the (version, variation) of each evaluation; -1: gone */
+    static const int steps[][6][2] = {
+        {{1, 0}, {1, 0}, {2, 1}, {0, 0}, {0, 0}, {0, 0}},
+        {{2, 1}, {3, 2}, {0, 0}, {0, 0}, {0, 0}, {0, 0}},
+        {{1, 0}, {3, 2}, {-1, 0}, {0, 0}, {0, 0}, {0, 0}},
+        {{3, 2}, {2, 1}, {1, 0}, {5, 0}, {0, 0}, {0, 0}},
+        {{-1, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}},
+        {{5, 1}, {5, 0}, {4, 2}, {5, 1}, {1, 0}, {0, 0}},
+        {{1, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}},
+        {{2, 1}, {1, 0}, {2, 1}, {3, 2}, {-1, 0}, {2, 1}},
+    };
+    int n = (int)(sizeof steps / sizeof steps[0]);
+    for (int r = 0; r < n; r++) {
+        int want[8][3] = {{0}}, unknown = 0, evals = 0;
+        for (int k = 0; k < 6 && steps[r][k][0] != 0; k++, evals++) {
+            later_set(l, "moving", steps[r][k][0], steps[r][k][1]);
+            eval_with(c, "moving", USER, NULL);
+            if (steps[r][k][0] < 0)
+                unknown++;
+            else
+                want[steps[r][k][0]][steps[r][k][1]]++;
+        }
+        ck_assert(evr_flush(c));
+        json_t *f = json_object_get(features_of(r), "moving");
+        ck_assert_ptr_nonnull(f);
+        json_t *cs = json_object_get(f, "counters"), *ct;
+        size_t i;
+        int seen = 0;
+        json_array_foreach(cs, i, ct)
+        {
+            json_int_t count = json_integer_value(json_object_get(ct, "count"));
+            ck_assert_int_gt(count, 0);
+            seen += (int)count;
+            if (json_is_true(json_object_get(ct, "unknown"))) {
+                ck_assert_int_eq(count, unknown);
+                continue;
+            }
+            json_int_t v = json_integer_value(json_object_get(ct, "version"));
+            json_int_t x = json_integer_value(json_object_get(ct, "variation"));
+            ck_assert_msg(v > 0 && v < 8 && x >= 0 && x < 3 && want[v][x] == count,
+                          "interval %d: version %lld variation %lld count %lld", r, (long long)v,
+                          (long long)x, (long long)count);
+            want[v][x] = -1; /* once */
+        }
+        ck_assert_int_eq(seen, evals);
+    }
+    evr_client_done(c);
+    ld_store_free(store);
+    evr_drain();
+}
+END_TEST
+
 /* Evaluations counted across batches that pile up on a service that holds
  * every post: each evaluation in exactly one summary, whatever the order
  * the batches are written, given back and posted in. */
@@ -863,6 +942,7 @@ Suite *ld_suite_client_events_attack3(void)
     tcase_add_checked_fixture(tc, attack_up, attack_down);
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_flags_in_every_other_interval_count_exactly_for_many_flushes);
+    tcase_add_test(tc, test_versions_up_and_down_across_alternating_tables);
     tcase_add_test(tc, test_every_evaluation_is_counted_once_while_batches_pile_up);
     tcase_add_test(tc, test_flushes_from_completions_with_evaluations_in_between_count_each_once);
     tcase_add_test(tc, test_free_or_close_at_every_pass_of_a_flush_with_a_large_summary_out);
