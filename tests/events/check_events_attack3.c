@@ -912,6 +912,131 @@ START_TEST(test_a_read_timeout_mid_body_retries_with_the_same_lent_body)
 END_TEST
 
 /* ------------------------------------------------------------------------- */
+/* Random runs                                                               */
+
+struct rnd {
+    ld_client *c; /* NULL once freed */
+    unsigned seed;
+    ld_future *pending[256];
+    int n;
+    int callbacks;
+};
+
+static unsigned rnd_next(struct rnd *r)
+{
+    r->seed = r->seed * 1103515245u + 12345u;
+    return (r->seed >> 16) & 0x7fff;
+}
+
+static void rnd_keep(struct rnd *r, ld_future *f)
+{
+    ck_assert_ptr_nonnull(f);
+    if (r->n < 256)
+        r->pending[r->n++] = f;
+    else
+        ld_future_unref(f);
+}
+
+/* A flush's completion: another flush, an evaluation, or nothing, on the
+ * client if it is still there. */
+static void rnd_flushed(ld_future *f, void *arg)
+{
+    struct rnd *r = arg;
+    (void)f;
+    r->callbacks++;
+    if (!r->c)
+        return;
+    switch (rnd_next(r) % 3) {
+    case 0:
+        rnd_keep(r, ld_client_flush(r->c));
+        break;
+    case 1:
+        rnd_keep(r, ld_client_json_variation(r->c, "odd", MULTI, NULL));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Random evaluations, tracks, identifies, flushes (some continued from
+ * their completions), closes and frees, against a service that answers
+ * 202, 500, 413 or holds, with the worker on its thread: every future
+ * settles; nothing leaks or races (ASan, TSan, valgrind). */
+START_TEST(test_random_runs_of_the_public_calls)
+{
+    static const char *const keys[] = {"always", "even", "odd", "third", "lost"};
+    ld_context *ctxs[3] = {USER, ORG, MULTI};
+    int runs = valgrind() ? 6 : 40;
+    for (int run = 0; run < runs; run++) {
+        evr_stop();
+        evr_start();
+        struct rnd r = {NULL, (unsigned)run * 7919u + 1u, {0}, 0, 0};
+        static const int answers[] = {202, 500, 413, 202, 202};
+        evr.nstatuses = (int)(rnd_next(&r) % 4);
+        for (int i = 0; i < evr.nstatuses; i++)
+            evr.statuses[i] = answers[rnd_next(&r) % 5];
+        evr.hold = rnd_next(&r) % 4 == 0;
+        r.c = evr_client(FLAGS, NULL, NULL, NULL, 0);
+        bool closed = false;
+        for (int step = 0; step < 60 && r.c; step++) {
+            unsigned op = rnd_next(&r) % 12;
+            ld_context *ctx = ctxs[rnd_next(&r) % 3];
+            if (op < 4) {
+                rnd_keep(&r, ld_client_json_variation(r.c, keys[rnd_next(&r) % 5], ctx,
+                                                      json_integer(step)));
+            } else if (op == 4) {
+                int rc = ld_client_track(r.c, "t", ctx, NULL);
+                ck_assert(rc == 0 || (closed && rc == LD_ECLOSED) || rc == LD_EBUSY);
+            } else if (op == 5) {
+                int rc = ld_client_identify(r.c, ctx);
+                ck_assert(rc == 0 || (closed && rc == LD_ECLOSED) || rc == LD_EBUSY);
+            } else if (op == 6) {
+                rnd_keep(&r, ld_client_flush(r.c));
+            } else if (op == 7) {
+                ld_future *f = ld_client_flush(r.c);
+                ck_assert_int_eq(ld_future_on_complete(ld_future_ref(f), rnd_flushed, &r), 0);
+                rnd_keep(&r, f);
+            } else if (op == 8 || op == 9) {
+                int passes = (int)(rnd_next(&r) % 5);
+                for (int p = 0; p < passes; p++)
+                    event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+                if (rnd_next(&r) % 3 == 0)
+                    evr_release_held();
+            } else if (op == 10 && !closed && rnd_next(&r) % 3 == 0) {
+                rnd_keep(&r, ld_client_close(r.c));
+                closed = true;
+            } else if (op == 11 && rnd_next(&r) % 8 == 0) {
+                ld_client_free(r.c);
+                r.c = NULL;
+            }
+        }
+        if (r.c && rnd_next(&r) % 2) {
+            evr.hold = false;
+            evr_release_held();
+            ld_future *cl = ld_client_close(r.c);
+            ld_test_wait(cl);
+            ck_assert(ld_future_is_fulfilled(cl));
+            ld_future_unref(cl);
+        }
+        if (r.c) {
+            ld_client_free(r.c);
+            r.c = NULL;
+        }
+        evr.hold = false;
+        evr_release_held();
+        /* every future settles (the callbacks' too: the list only grows
+         * from them while the client is there) */
+        for (int i = 0; i < r.n; i++) {
+            ld_test_wait(r.pending[i]);
+            ck_assert(!ld_future_is_pending(r.pending[i]));
+            ld_future_unref(r.pending[i]);
+        }
+        evr_drain();
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
 /* The relay's forwarder                                                      */
 
 START_TEST(test_forwarder_retries_and_frees_with_lent_bodies_out)
@@ -1014,6 +1139,7 @@ Suite *ld_suite_client_events_attack3(void)
     tcase_add_test(tc, test_a_receiver_that_hangs_up_mid_body_drops_the_payload_after_the_retry);
     tcase_add_test(tc, test_free_or_close_while_a_receiver_never_reads_the_body);
     tcase_add_test(tc, test_a_read_timeout_mid_body_retries_with_the_same_lent_body);
+    tcase_add_test(tc, test_random_runs_of_the_public_calls);
     tcase_add_test(tc, test_forwarder_retries_and_frees_with_lent_bodies_out);
     tcase_add_test(tc, test_a_fallback_the_caller_keeps_is_not_counted_off_the_loop);
     suite_add_tcase(s, tc);
