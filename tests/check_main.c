@@ -32,6 +32,7 @@ static Suite *(*const suites[])(void) = {
     ld_suite_event_forwarder, ld_suite_summarizer, ld_suite_context_format, ld_suite_event_payload,
     ld_suite_client_big_segments_attack, ld_suite_client_events, ld_suite_client_events_attack,
     ld_suite_client_events_attack2, ld_suite_store_source, ld_suite_caching_store,
+    ld_suite_client_events_attack3,
 };
 /* clang-format on */
 

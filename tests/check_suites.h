@@ -60,6 +60,7 @@ Suite *ld_suite_client_big_segments_attack(void); /* check_client_big_segments_a
 Suite *ld_suite_client_events(void);              /* events/check_events.c */
 Suite *ld_suite_client_events_attack(void);       /* events/check_events_attack.c */
 Suite *ld_suite_client_events_attack2(void);      /* events/check_events_attack2.c */
+Suite *ld_suite_client_events_attack3(void);      /* events/check_events_attack3.c */
 Suite *ld_suite_store_source(void);               /* sources/check_store_source.c */
 
 #endif /* LDASYNC_TESTS_CHECK_SUITES_H */

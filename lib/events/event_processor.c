@@ -741,7 +741,8 @@ static void *write_job(const struct ld__work *job, void *arg, int *code)
     }
     int rc = ld__payload_write(b->fmt, b->recs, b->n, b->summary, b->gzip, &out->s, &out->len);
     /* the summary's table is made ready for the interval after next here,
-     * off the loop (10,000 flags' counters) */
+     * off the loop (10,000 flags' counters); its values are released on the
+     * loop when it is given back (written()) */
     ld__summary_reset(b->summary);
     if (rc != 0) {
         ld__free(out);
@@ -831,7 +832,8 @@ static void posted(ld_future *f, void *arg)
 static void written(ld_future *f, void *arg)
 {
     struct batch *b = arg;
-    /* the summary's table, reset by the worker, goes back to the summarizer */
+    /* the summary's table, reset by the worker, goes back to the summarizer;
+     * the values it held are released here, on the loop */
     ld__summarizer_reuse(b->e ? b->e->sum : NULL, b->summary);
     b->summary = NULL;
     struct body *body = ld_future_is_fulfilled(f) ? ld_future_ptr(f) : NULL;

@@ -140,15 +140,21 @@ struct ld__summary;
  * changed. */
 int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out);
 
-/* Makes `sum` ready for another interval: counts at zero, values released,
- * what its interval did not record dropped (what it did stays, so that
- * recording it again allocates nothing). Any one thread, once nothing
- * reads it; NULL-safe; once only (a second call does nothing). */
+/* Makes `sum` ready for another interval: counts at zero, what its
+ * interval did not record dropped (what it did stays, so that recording it
+ * again allocates nothing). It counts no reference: the values it held are
+ * released on the loop, by ld__summarizer_reuse() or ld__summary_free()
+ * (the loop counts references to them with jansson's functions, which are
+ * not safe against another thread's count). Without memory for their list
+ * it does nothing (the summary is then freed when given back). Any one
+ * thread, once nothing reads it; NULL-safe; once only (a second call does
+ * nothing). */
 void ld__summary_reset(struct ld__summary *sum);
 
-/* Gives `sum` back to `s` for its next interval when it was reset and `s`
- * has none; otherwise (NULL `s`, not reset, one already given back) frees
- * it. NULL-safe. Loop thread. */
+/* Releases the values the reset of `sum` took out, and gives `sum` back to
+ * `s` for its next interval when it was reset and `s` has none; otherwise
+ * (NULL `s`, not reset, one already given back) frees it. NULL-safe. Loop
+ * thread. */
 void ld__summarizer_reuse(struct ld__summarizer *s, struct ld__summary *sum);
 
 /* Writes the summary event's JSON text (compact) through put(text, n, arg)
@@ -163,7 +169,7 @@ int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void
  * NULL-safe. */
 void ld__summary_end_at(struct ld__summary *sum, int64_t end_ms);
 
-/* Frees it and releases its values (NULL-safe). Any one thread. */
+/* Frees it and releases its values (NULL-safe). Loop thread. */
 void ld__summary_free(struct ld__summary *sum);
 
 /* The summary event of what was recorded since the last flush, as JSON

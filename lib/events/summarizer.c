@@ -83,6 +83,13 @@ struct table {
 struct ld__summary {
     struct table t;
     bool reset; /* ld__summary_reset() made it ready for another interval */
+    /* The values the reset took out of the table, released on the loop
+     * (ld__summarizer_reuse(), ld__summary_free()): the reset runs on the
+     * worker, and the loop counts references to the same values with
+     * jansson's json_incref() and json_decref(), which read the count
+     * plainly (and let go with release order only). */
+    json_t **drops;
+    size_t ndrops;
 };
 
 struct ld__summarizer {
@@ -111,6 +118,23 @@ static void release(json_t *v)
 {
     if (v && !ld__json_immortal(v))
         ld__json_decref(v);
+}
+
+/* Where a reset puts the values it takes out of a table: NULL releases
+ * them at once (on the loop); else `v` has room for every value held. */
+struct drops {
+    json_t **v;
+    size_t n;
+};
+
+static void drop(struct drops *d, json_t *v)
+{
+    if (!v || ld__json_immortal(v))
+        return;
+    if (d)
+        d->v[d->n++] = v;
+    else
+        release(v);
 }
 
 /* ---- growing arrays ------------------------------------------------------- */
@@ -214,12 +238,12 @@ static struct flag *flag_get(struct ld__summarizer *s, const char *key, size_t l
     return f;
 }
 
-static void flag_clear(struct flag *f)
+static void flag_clear(struct flag *f, struct drops *d)
 {
     ld__free(f->key);
-    release(f->def);
+    drop(d, f->def);
     for (size_t i = 0; i < f->nc; i++)
-        release(f->counters[i].value);
+        drop(d, f->counters[i].value);
     ld__free(f->counters);
     ld__free(f->by_var);
     for (size_t i = 0; i < f->nk; i++)
@@ -367,7 +391,7 @@ static int table_init(struct table *t)
 static void table_fini(struct table *t)
 {
     for (size_t i = 0; i < t->n; i++)
-        flag_clear(&t->flags[i]);
+        flag_clear(&t->flags[i], NULL);
     ld__free(t->flags);
     ld__free(t->slots);
 }
@@ -380,7 +404,7 @@ static size_t table_held(const struct table *t)
     return n;
 }
 
-static void reset(struct table *t);
+static void reset(struct table *t, struct drops *d);
 
 /* ---- the interface ------------------------------------------------------------ */
 
@@ -495,13 +519,13 @@ int ld__summarizer_take(struct ld__summarizer *s, struct ld__summary **out)
         return LD_EINVAL;
     *out = NULL;
     if (!s->t.any) {
-        reset(&s->t);
+        reset(&s->t, NULL);
         next_interval(s);
         return 0;
     }
     struct ld__summary *sum = s->spare;
     if (!sum) {
-        sum = ld__malloc(sizeof *sum);
+        sum = ld__calloc(1, sizeof *sum);
         if (!sum || table_init(&sum->t) != 0) {
             ld__free(sum);
             return LD_ENOMEM;
@@ -521,14 +545,39 @@ void ld__summary_reset(struct ld__summary *sum)
 {
     if (!sum || sum->reset)
         return;
-    reset(&sum->t);
+    /* No reference is counted here (any thread): the values go to the
+     * loop, which releases them when the table comes back. */
+    size_t n = 0;
+    for (size_t i = 0; i < sum->t.n; i++) {
+        const struct flag *f = &sum->t.flags[i];
+        n += f->def && !ld__json_immortal(f->def);
+        for (size_t k = 0; k < f->nc; k++)
+            n += f->counters[k].value && !ld__json_immortal(f->counters[k].value);
+    }
+    struct drops d = {n ? ld__malloc(n * sizeof *d.v) : NULL, 0};
+    if (n && !d.v)
+        return; /* not reset: the loop frees it whole (ld__summarizer_reuse()) */
+    reset(&sum->t, &d);
+    sum->drops = d.v;
+    sum->ndrops = d.n;
     sum->reset = true;
+}
+
+/* Releases the values a reset took out of `sum` (loop thread). */
+static void let_go(struct ld__summary *sum)
+{
+    for (size_t i = 0; i < sum->ndrops; i++)
+        release(sum->drops[i]);
+    ld__free(sum->drops);
+    sum->drops = NULL;
+    sum->ndrops = 0;
 }
 
 void ld__summarizer_reuse(struct ld__summarizer *s, struct ld__summary *sum)
 {
     if (!sum)
         return;
+    let_go(sum);
     if (!s || !sum->reset || s->spare) {
         ld__summary_free(sum);
         return;
@@ -546,6 +595,7 @@ void ld__summary_free(struct ld__summary *sum)
 {
     if (!sum)
         return;
+    let_go(sum);
     table_fini(&sum->t);
     ld__free(sum);
 }
@@ -622,19 +672,20 @@ int ld__summary_dump(const struct ld__summary *sum, ld__summary_put_fn put, void
 
 #undef W
 
-/* A new interval: counts at zero, values released, the flags of the
- * interval that ends kept (what they have seen stays), the others dropped. */
-static void reset(struct table *t)
+/* A new interval: counts at zero, values released (or put in `d`), the
+ * flags of the interval that ends kept (what they have seen stays), the
+ * others dropped. */
+static void reset(struct table *t, struct drops *d)
 {
     size_t kept = 0;
     for (size_t i = 0; i < t->n; i++) {
         struct flag *f = &t->flags[i];
         if (!f->active) {
-            flag_clear(f);
+            flag_clear(f, d);
             continue;
         }
         f->active = false;
-        release(f->def);
+        drop(d, f->def);
         f->def = NULL;
         /* What the interval counted stays (at zero) for the next; a counter
          * or kind it did not see goes, so that a flag evaluated in every
@@ -642,7 +693,7 @@ static void reset(struct table *t)
         size_t kc = 0;
         for (size_t k = 0; k < f->nc; k++) {
             struct counter c = f->counters[k];
-            release(c.value);
+            drop(d, c.value);
             if (!c.count)
                 continue;
             c.count = 0;

@@ -633,13 +633,50 @@ START_TEST(test_free_with_a_summary_out)
     ck_assert_int_eq(rec(s, "f", 1, 0, v, v, NULL, 2), 0);
     ck_assert_int_eq(v->refcount, 5); /* ours, and a value and a default in each table */
     ld__summary_reset(a);
-    ck_assert_int_eq(v->refcount, 3);
+    /* the reset (the worker's) counts no reference: the values it took out
+     * are released when the table is given back (on the loop) */
+    ck_assert_int_eq(v->refcount, 5);
     ld__summarizer_reuse(s, a);
+    ck_assert_int_eq(v->refcount, 3);
     ck_assert_int_eq(ld__summarizer_take(s, &b), 0);
     ck_assert_ptr_eq(b, a);
     ld__summarizer_free(s);
     ck_assert_int_eq(v->refcount, 3); /* `b` holds the last interval's */
     ld__summary_free(b);
+    ck_assert_int_eq(v->refcount, 1);
+    json_decref(v);
+}
+END_TEST
+
+/* A reset with no memory for the list of the values it takes out leaves
+ * the table as it was: given back, it is freed (its values released on
+ * the loop), and the next take makes another. */
+START_TEST(test_a_reset_without_memory_for_its_list_is_freed_when_given_back)
+{
+    json_t *v = json_string("v");
+    struct ld__summarizer *s = ld__summarizer_new();
+    ck_assert_int_eq(rec(s, "f", 1, 0, v, v, NULL, 1), 0);
+    struct ld__summary *a = NULL, *b = NULL;
+    ck_assert_int_eq(ld__summarizer_take(s, &a), 0);
+    ck_assert_int_eq(v->refcount, 3);
+    CHAOS_BEGIN(1);
+    ld__summary_reset(a);
+    bool allocated = chaos_end(1);
+    ck_assert(allocated);
+    ck_assert_int_eq(v->refcount, 3); /* nothing counted */
+    ld__summarizer_reuse(s, a);       /* not reset: freed */
+    ck_assert_int_eq(v->refcount, 1);
+    ck_assert_int_eq(rec(s, "f", 1, 0, v, v, NULL, 2), 0);
+    CHAOS_BEGIN(1);
+    int rc = ld__summarizer_take(s, &b);
+    allocated = chaos_end(1);
+    ck_assert_int_eq(rc, LD_ENOMEM); /* no table was given back */
+    ck_assert(allocated);
+    ck_assert_int_eq(ld__summarizer_take(s, &b), 0);
+    ck_assert_ptr_nonnull(b);
+    ld__summary_reset(b);
+    ld__summarizer_reuse(s, b);
+    ld__summarizer_free(s);
     ck_assert_int_eq(v->refcount, 1);
     json_decref(v);
 }
@@ -725,6 +762,7 @@ Suite *ld_suite_summarizer(void)
     tcase_add_test(tc, test_take_out_of_memory_resets_nothing);
     tcase_add_test(tc, test_a_take_hands_the_table_over);
     tcase_add_test(tc, test_free_with_a_summary_out);
+    tcase_add_test(tc, test_a_reset_without_memory_for_its_list_is_freed_when_given_back);
     tcase_add_test(tc, test_chaos);
     suite_add_tcase(s, tc);
     return s;
