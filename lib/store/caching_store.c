@@ -189,12 +189,12 @@ static json_t *jref(json_t *j)
  * reference of its own (lend()). The weight bounds what waits for such
  * results: a kind's object of thousands of items counted as one item kept
  * the objects of 256 inits or writes alive for a result held meanwhile. */
-static void drop_w(struct cache *c, json_t *j, size_t w)
+static void drop_w(struct cache *c, json_t *j, size_t w, bool members)
 {
     if (!j)
         return;
     if (c->rc_live)
-        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0}, w);
+        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0, members}, w);
     else
         ld__json_decref(j);
 }
@@ -202,13 +202,15 @@ static void drop_w(struct cache *c, json_t *j, size_t w)
 /* drop_w() of an item or a tombstone. */
 static void drop(struct cache *c, json_t *j)
 {
-    drop_w(c, j, 1);
+    drop_w(c, j, 1, false);
 }
 
-/* drop_w() of a kind's object of items. */
+/* drop_w() of a kind's object of items: its members go one by one, with
+ * an acquiring decrement (a lent item's last other reference may have gone
+ * on another thread; jansson's json_delete() does not acquire). */
 static void drop_obj(struct cache *c, json_t *obj)
 {
-    drop_w(c, obj, obj ? 1 + json_object_size(obj) : 0);
+    drop_w(c, obj, obj ? 1 + json_object_size(obj) : 0, true);
 }
 
 static void cache_unref(struct cache *c)
