@@ -932,14 +932,14 @@ static void got(ld_future *f, void *arg)
 /* An answer of get_now: `it` (held by the cache) lent on a lease, as the
  * memory store lends its items (no reference taken: that touches the
  * item's count, a cache miss at thousands of items); a reference without
- * memory for the lease, and once libevent threading is on: with results
- * released on other threads, ThreadSanitizer saw the loop thread free an
- * item such a result still read (2 runs of 6 of the lending tests; the
- * cause was not found), so until it is, a reference. */
+ * memory for the lease. Results may be released on other threads: what the
+ * cache lets go of waits for their leases, and a kind's object, which may
+ * hold a lent item's last reference, lets go of its members with an
+ * acquiring decrement (drop_obj()). */
 static void lend(struct cache *c, json_t *it, json_t **item, struct ld_lease **lease)
 {
     *item = it;
-    *lease = it && c->rc_live && !ld__future_threads() ? ld__mem_lease(&c->rc, it) : NULL;
+    *lease = it && c->rc_live ? ld__mem_lease(&c->rc, it) : NULL;
     if (!*lease)
         *item = jref(it);
 }
