@@ -458,9 +458,8 @@ LD_EXPORT ld_store *ld_memory_store_new(struct event_base *base);
  *  Results answered from the cache lend the cached item, as the memory
  *  store's gets do (a lease, no reference counted on the item per read):
  *  what the cache lets go of meanwhile (replaced, evicted, expired, the
- *  cache freed) stays alive until the results that read it are released.
- *  Once libevent threading is on, they take a reference instead (results
- *  may then be released on any thread).
+ *  cache freed) stays alive until the results that read it are released,
+ *  on whichever thread releases them.
  *
  *  Takes `inner` (also when it returns NULL: `inner` is then freed): closing
  *  the cache closes it, freeing the cache frees it (operations of `inner`

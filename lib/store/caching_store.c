@@ -189,12 +189,12 @@ static json_t *jref(json_t *j)
  * reference of its own (lend()). The weight bounds what waits for such
  * results: a kind's object of thousands of items counted as one item kept
  * the objects of 256 inits or writes alive for a result held meanwhile. */
-static void drop_w(struct cache *c, json_t *j, size_t w)
+static void drop_w(struct cache *c, json_t *j, size_t w, bool members)
 {
     if (!j)
         return;
     if (c->rc_live)
-        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0}, w);
+        ld__mem_retire(&c->rc, (struct garbage){j, NULL, 0, members}, w);
     else
         ld__json_decref(j);
 }
@@ -202,13 +202,15 @@ static void drop_w(struct cache *c, json_t *j, size_t w)
 /* drop_w() of an item or a tombstone. */
 static void drop(struct cache *c, json_t *j)
 {
-    drop_w(c, j, 1);
+    drop_w(c, j, 1, false);
 }
 
-/* drop_w() of a kind's object of items. */
+/* drop_w() of a kind's object of items: its members go one by one, with
+ * an acquiring decrement (a lent item's last other reference may have gone
+ * on another thread; jansson's json_delete() does not acquire). */
 static void drop_obj(struct cache *c, json_t *obj)
 {
-    drop_w(c, obj, obj ? 1 + json_object_size(obj) : 0);
+    drop_w(c, obj, obj ? 1 + json_object_size(obj) : 0, true);
 }
 
 static void cache_unref(struct cache *c)
@@ -945,14 +947,14 @@ static void got(ld_future *f, void *arg)
 /* An answer of get_now: `it` (held by the cache) lent on a lease, as the
  * memory store lends its items (no reference taken: that touches the
  * item's count, a cache miss at thousands of items); a reference without
- * memory for the lease, and once libevent threading is on: with results
- * released on other threads, ThreadSanitizer saw the loop thread free an
- * item such a result still read (2 runs of 6 of the lending tests; the
- * cause was not found), so until it is, a reference. */
+ * memory for the lease. Results may be released on other threads: what the
+ * cache lets go of waits for their leases, and a kind's object, which may
+ * hold a lent item's last reference, lets go of its members with an
+ * acquiring decrement (drop_obj()). */
 static void lend(struct cache *c, json_t *it, json_t **item, struct ld_lease **lease)
 {
     *item = it;
-    *lease = it && c->rc_live && !ld__future_threads() ? ld__mem_lease(&c->rc, it) : NULL;
+    *lease = it && c->rc_live ? ld__mem_lease(&c->rc, it) : NULL;
     if (!*lease)
         *item = jref(it);
 }

@@ -176,7 +176,8 @@ static void load_end(struct memory *mem, int rc, const char *why)
         for (int i = 0; i < NKINDS; i++) {
             struct table *t = &l->fresh[i];
             if (l->cleared[i] > t->mask) { /* it may hold items: a slice per pass */
-                ld__mem_retire(&mem->rc, (struct garbage){NULL, t->slots, t->mask}, t->mask + 1);
+                ld__mem_retire(&mem->rc, (struct garbage){NULL, t->slots, t->mask, false},
+                               t->mask + 1);
                 t->slots = NULL;
             }
         }

@@ -48,6 +48,30 @@
 /* ------------------------------------------------------------------------- */
 /* Garbage and bins                                                          */
 
+/* Lets go of an object whose members are items a lease may read. jansson's
+ * json_delete() lets go of an object's members with its json_decref(),
+ * whose decrement releases but does not acquire: a member whose other
+ * references went on other threads (a sealed generation's, by its last
+ * lease, or a result's) would be freed here without what those threads
+ * did with it being ordered before (and ThreadSanitizer, which cannot see
+ * jansson's counts, reported the free racing with their reads). So when
+ * nobody else holds the object, each member goes first by itself, with
+ * the acquiring decrement of item_unref(). */
+static void obj_unref(json_t *obj)
+{
+    if (obj && ld__json_refs(obj) == 1) {
+        for (void *it = json_object_iter(obj); it; it = json_object_iter_next(obj, it)) {
+            json_t *v = json_object_iter_value(it);
+            if (!v || ld__json_immortal(v))
+                continue;
+            item_ref(v); /* jansson's decrement below does not free it */
+            json_object_iter_set_new(obj, it, json_null());
+            item_unref(v);
+        }
+    }
+    item_unref(obj);
+}
+
 static void garbage_free(const struct garbage *g, size_t n)
 {
     /* the reference counts first, all at once: their cache misses overlap
@@ -56,7 +80,10 @@ static void garbage_free(const struct garbage *g, size_t n)
         if (g[i].item)
             __builtin_prefetch(g[i].item, 1);
     for (size_t i = 0; i < n; i++) {
-        item_unref(g[i].item);
+        if (g[i].members)
+            obj_unref(g[i].item);
+        else
+            item_unref(g[i].item);
         if (g[i].slots)
             ld__mem_slots_free(g[i].slots, g[i].mask);
     }

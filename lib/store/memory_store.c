@@ -266,7 +266,7 @@ static void table_retire(struct memory *mem, struct table *t)
 {
     snaps_drop(&t->sn);
     if (t->slots)
-        ld__mem_retire(&mem->rc, (struct garbage){NULL, t->slots, t->mask}, t->mask + 1);
+        ld__mem_retire(&mem->rc, (struct garbage){NULL, t->slots, t->mask, false}, t->mask + 1);
     t->slots = NULL;
 }
 
@@ -389,7 +389,7 @@ static int store_item(struct memory *mem, const ld_kind *kind, const json_t *ite
     json_t *old = NULL;
     int rc = put(&mem->t[kind_index(kind)], (json_t *)item, info, len, hash, &old);
     if (old)
-        ld__mem_retire(&mem->rc, (struct garbage){old, NULL, 0}, 1);
+        ld__mem_retire(&mem->rc, (struct garbage){old, NULL, 0, false}, 1);
     return rc;
 }
 

@@ -296,11 +296,15 @@ struct event_base;
 struct slot; /* a slot of the store's tables (memory_store.c) */
 
 /* What the store lets go of later: an item a write replaced, or a whole
- * table an init replaced (slots only; the snapshot is reference-counted). */
+ * table an init replaced (slots only; the snapshot is reference-counted),
+ * or, `members` set, an object whose members are items a lease may read
+ * (the caching store's object of a kind, or of an all): see
+ * memory_reclaim.c, obj_unref(). */
 struct garbage {
     json_t *item;
     struct slot *slots;
     size_t mask;
+    bool members;
 };
 
 /* A list of garbage; `w`, its weight: one per item, a table's capacity. */

@@ -3,6 +3,8 @@
  * over a memory store (no caching, a ttl, forever), and over the mock store
  * what it caches, when it asks the inner store, and its status. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1024,6 +1026,119 @@ START_TEST(test_lent_answers_released_on_another_thread_while_evicted_inited_and
 }
 END_TEST
 
+/* The releasing thread of the next test: reads the lent item, releases
+ * its result (the last count of its sealed generation, which lets go of
+ * the item's reference there), then says so without synchronizing: a
+ * relaxed flag, so that only the library's own atomics can order what it
+ * did before what the loop thread does next. It exits only once told
+ * (relaxed too): its exit hands its pool of futures over under a mutex,
+ * which would order everything. */
+static struct {
+    ld_future *f;
+    _Atomic int released, done;
+} sealed_hand;
+
+static void *release_sealed(void *arg)
+{
+    (void)arg;
+    json_t *item = ld_future_json(sealed_hand.f);
+    long bad = !item || ld_item_version(item) != 1 ||
+               strcmp(json_string_value(json_object_get(item, "key")), "a") != 0;
+    ld_future_unref(sealed_hand.f);
+    atomic_store_explicit(&sealed_hand.released, 1, memory_order_relaxed);
+    while (!atomic_load_explicit(&sealed_hand.done, memory_order_relaxed))
+        sched_yield();
+    return (void *)bad;
+}
+
+/* An item lent from the cache's object of a whole kind, on a generation
+ * sealed (by an all's object let go of: KEPT_MAX) and then left to its
+ * last lease: that lease is released on another thread, which so lets go
+ * of the generation's references to the item, and then the cache lets go
+ * of the kind's object, the item's last holder, on the loop thread. The
+ * item must be freed after what the other thread did with it: jansson's
+ * json_delete() of the object drops its members with a decrement that
+ * releases but does not acquire (and that ThreadSanitizer cannot see), so
+ * the cache drops an object's members itself, with an acquiring one.
+ * Without that, ThreadSanitizer reports the loop thread's free of the item
+ * racing with the other thread's reads and release, every run (the test
+ * fails under ThreadSanitizer only; elsewhere it checks that the other
+ * thread read its own item intact, and the leak check that every
+ * reference came back). */
+START_TEST(test_sealed_lease_released_on_another_thread_then_the_kinds_object_freed)
+{
+    ck_assert_int_eq(evthread_use_pthreads(), 0);
+    setenv("LDASYNC_CACHE_CAPACITY", "1", 1);
+    ld_store *inner = ld_memory_store_new(B);
+    cache = ld_caching_store_new(B, inner, LONG_TTL);
+    unsetenv("LDASYNC_CACHE_CAPACITY");
+    ck_assert_ptr_nonnull(cache);
+    const ld_kind *k = ld_kind_features();
+    char key[16];
+    /* a kind of 301 items: an all's object of it weighs more than
+     * KEPT_MAX */
+    json_t *features = json_object();
+    json_object_set_new(features, "a", F("a", 1));
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "p%d", i);
+        json_object_set_new(features, key, F(key, 1));
+    }
+    json_t *data = json_pack("{s:o, s:{}}", "features", features, "segments");
+    ld_test_await_ok(ld_store_init(cache, data));
+    json_decref(data);
+    ld_test_flush();
+    /* "a" lent from the kind's object on the current generation G */
+    sealed_hand.f = ld_test_fulfilled(ld_store_get(cache, k, "a"));
+    atomic_store(&sealed_hand.released, 0);
+    atomic_store(&sealed_hand.done, 0);
+    /* an all's object let go of while G pins: G seals (references "a");
+     * the write's entry evicts the one of "a" (a capacity of 1) */
+    ld_future_unref(ld_test_fulfilled(ld_store_all(cache, k)));
+    json_t *item = F("p0", 2);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+    json_decref(item);
+    /* "a" lent on G again (which pins again) */
+    ld_future *again = ld_test_fulfilled(ld_store_get(cache, k, "a"));
+    ck_assert_ptr_eq(ld_future_json(again), ld_future_json(sealed_hand.f));
+    ld_test_flush();
+    /* the inner store lets go of its "a" */
+    item = F("a", 2);
+    ck_assert(ld_test_await_bool(ld_store_upsert(inner, k, item)));
+    json_decref(item);
+    ld_test_flush();
+    /* G keeps garbage (the entry of "a", evicted), so the next lease
+     * begins a new generation and G waits among the older ones; then
+     * another all's object seals every generation and the store leaves G
+     * to its leases */
+    item = F("p2", 2);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+    json_decref(item);
+    ld_future *other = ld_test_fulfilled(ld_store_get(cache, k, "p3"));
+    ld_future_unref(ld_test_fulfilled(ld_store_all(cache, k)));
+    item = F("p0", 3);
+    ck_assert(ld_test_await_bool(ld_store_upsert(cache, k, item)));
+    json_decref(item);
+    ld_future_unref(again);
+    ld_future_unref(other);
+    ld_test_flush();
+    /* now the kind's object and G's references hold "a"; G's last lease
+     * released over there, unsynchronized */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, release_sealed, NULL), 0);
+    while (!atomic_load_explicit(&sealed_hand.released, memory_order_relaxed))
+        sched_yield();
+    /* the kind's object, the last holder of "a", let go of on the loop */
+    json_t *empty = json_pack("{s:{}, s:{}}", "features", "segments");
+    ld_test_await_ok(ld_store_init(cache, empty));
+    json_decref(empty);
+    ld_test_flush();
+    atomic_store_explicit(&sealed_hand.done, 1, memory_order_relaxed);
+    void *bad;
+    pthread_join(t, &bad);
+    ck_assert_ptr_null(bad);
+}
+END_TEST
+
 static void free_cache_cb(ld_future *f, void *arg);
 
 /* LD_CACHE_FOREVER over a failing inner store: lent answers are taken
@@ -1635,6 +1750,7 @@ Suite *ld_suite_caching_store(void)
     tcase_add_test(tc, test_keys_of_any_length_and_utf8_are_cached_and_lent);
     tcase_add_test(tc, test_many_keys_through_a_small_cache_with_results_held);
     tcase_add_test(tc, test_lent_answers_released_on_another_thread_while_evicted_inited_and_freed);
+    tcase_add_test(tc, test_sealed_lease_released_on_another_thread_then_the_kinds_object_freed);
     tcase_add_test(tc, test_daemon_mode_evaluations_over_an_evicting_cache);
     suite_add_tcase(s, tc);
 
