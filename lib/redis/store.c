@@ -59,7 +59,8 @@ struct job {
      * and the item under way */
     json_t *data;
     void *ns_iter, *item_iter;
-    char *ns_hash; /* {prefix}:{the namespace under way} */
+    bool validating; /* init: its items are checked first, a slice per pass */
+    char *ns_hash;   /* {prefix}:{the namespace under way} */
     size_t ns_hash_len;
     /* all: the replies taken from hiredis, parsed a slice at a time */
     redisReply **els;
@@ -804,6 +805,58 @@ static bool init_namespace(struct job *j)
     return true;
 }
 
+/* Items an init checks per loop pass before it writes anything. */
+#define VALIDATE_SLICE 1024
+
+static void init_start(struct job *j);
+
+/* The namespace under way is an object of items: its first item, or the
+ * next namespace's. @return false (the job rejected) when it is not. */
+static bool validate_namespace(struct job *j)
+{
+    for (; j->ns_iter; j->ns_iter = json_object_iter_next(j->data, j->ns_iter)) {
+        json_t *coll = json_object_iter_value(j->ns_iter);
+        if (!json_is_object(coll)) {
+            job_reject(j, LD_EINVAL, "%s",
+                       "all_data: each namespace must map to an object of items");
+            return false;
+        }
+        if ((j->item_iter = json_object_iter(coll)) != NULL)
+            return true;
+    }
+    return true;
+}
+
+/* Checks the next VALIDATE_SLICE items as ld_data_validate() does (the
+ * front leaves it to the store: ld_store_set_init_validates()); after the
+ * last, the transaction starts. Invalid data: rejected, nothing sent. */
+static void validate_slice(struct job *j)
+{
+    for (int n = 0; j->ns_iter && n < VALIDATE_SLICE; n++) {
+        const char *key = json_object_iter_key(j->item_iter), *why = NULL;
+        json_t *item = json_object_iter_value(j->item_iter);
+        int rc = strlen(key) != json_object_iter_key_len(j->item_iter)
+                     ? (why = "item \"key\" differs from the key it is filed under", LD_EINVAL)
+                     : ld_item_validate(item, key, &why);
+        if (rc != 0) {
+            job_reject(j, LD_EINVAL, "%s", why ? why : "invalid item");
+            return;
+        }
+        j->item_iter = json_object_iter_next(json_object_iter_value(j->ns_iter), j->item_iter);
+        if (!j->item_iter) {
+            j->ns_iter = json_object_iter_next(j->data, j->ns_iter);
+            if (!validate_namespace(j))
+                return;
+        }
+    }
+    if (j->ns_iter) {
+        slice_later(j);
+        return;
+    }
+    j->validating = false;
+    init_start(j);
+}
+
 static void init_slice(struct job *j)
 {
     /* one HSET of up to SLICE_BYTES of JSON: argv of pairs after the name */
@@ -918,7 +971,9 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
         st->slicing_tail = NULL;
     j->queued = false;
     j->snext = NULL;
-    if (j->kind == J_INIT)
+    if (j->kind == J_INIT && j->validating)
+        validate_slice(j); /* may queue it again, reject it, or start it */
+    else if (j->kind == J_INIT)
         init_slice(j); /* may queue it again, or complete it */
     else
         all_slice(j);
@@ -950,8 +1005,16 @@ static void job_start(struct job *j)
         write_start(j);
         break;
     case J_INIT:
+        /* later jobs wait while its items are checked, then written */
         st->writing = j;
-        init_start(j);
+        j->validating = true;
+        j->ns_iter = json_object_iter(j->data);
+        if (validate_namespace(j)) {
+            if (j->ns_iter)
+                slice_later(j);
+            else
+                init_start(j); /* no item */
+        }
         break;
     }
 }
@@ -1015,6 +1078,11 @@ static void r_all(void *impl, const ld_kind *kind, ld_future *out)
 
 static void r_init(void *impl, const json_t *all_data, ld_future *out)
 {
+    if (!json_is_object(all_data)) { /* the rest is checked a slice per pass */
+        ld_future_reject(out, LD_EINVAL, "%s", "all_data must be a JSON object of namespaces");
+        ld_future_unref(out);
+        return;
+    }
     struct job *j = job_new(impl, J_INIT, out, 0);
     if (!j)
         return;
@@ -1201,6 +1269,7 @@ ld_store *ld_redis_store_new(struct event_base *base, const ld_redis_options *op
         return NULL;
     }
     st->store = store;
+    ld_store_set_init_validates(store); /* validate_slice() */
     st->conn = ldr_conn_new(base, &st->o, on_avail, st);
     if (!st->conn) {
         ld_store_free(store); /* frees st */

@@ -458,6 +458,14 @@ void ld__store_init_validates(ld_store *s)
     s->init_validates = true;
 }
 
+int ld_store_set_init_validates(ld_store *store)
+{
+    if (!store)
+        return LD_EINVAL;
+    ld__store_init_validates(store);
+    return 0;
+}
+
 /* ---- For the evaluator (store-internal.h) --------------------------------- */
 
 int ld__store_get_now(ld_store *s, const ld_kind *kind, const char *key, size_t len, json_t **item,

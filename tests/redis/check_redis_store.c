@@ -236,6 +236,82 @@ START_TEST(test_read_your_writes_pipelined)
 }
 END_TEST
 
+/* The store checks an init's items itself, a slice per loop pass, before
+ * it writes (ld_store_set_init_validates()): invalid data, however deep
+ * (the 9,000th item of 10,000), is rejected with ld_data_validate()'s
+ * reason and writes nothing (the data set before stays, $inited too); a
+ * get issued after it waits for it and reads the data before; each rule
+ * ld_data_validate() has is kept. */
+START_TEST(test_an_invalid_init_writes_nothing)
+{
+    ld_store *s = rt_store(base, NULL);
+    json_t *old = rt_j("{\"features\":{\"kept\":{\"key\":\"kept\",\"version\":7}}}");
+    rt_ok(ld_store_init(s, old));
+    json_decref(old);
+    json_t *flags = json_object();
+    for (int i = 0; i < 10000; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "flag-%05d", i);
+        json_object_set_new(flags, key, json_pack("{s:s,s:i}", "key", key, "version", i + 1));
+    }
+    /* the 9,000th: a version that is not an integer >= 0 */
+    json_object_set_new(json_object_get(flags, "flag-08999"), "version", json_integer(-1));
+    json_t *data = json_pack("{s:o,s:{}}", "features", flags, "segments");
+    const char *want = NULL;
+    ck_assert_int_eq(ld_data_validate(data, &want), LD_EINVAL);
+    ld_future *init = ld_store_init(s, data);
+    ld_future *get = ld_store_get(s, F(), "kept");
+    ck_assert(ld_future_is_pending(init)); /* checked over the next passes */
+    rt_error(init, LD_EINVAL, want);
+    json_t *kept = rt_json(get);
+    ck_assert_int_eq(ld_item_version(kept), 7);
+    json_decref(kept);
+    redisReply *r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    ck_assert(rt_bool(ld_store_initialized(s)));
+    /* the same data made valid: written */
+    json_object_set_new(json_object_get(json_object_get(data, "features"), "flag-08999"),
+                        "version", json_integer(9000));
+    rt_ok(ld_store_init(s, data));
+    json_decref(data);
+    r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
+    ck_assert_int_eq(r->integer, 10000);
+    freeReplyObject(r);
+    /* every rule of ld_data_validate(), each with its reason */
+    static const char *const bad[] = {
+        "[]",
+        "{\"features\":[]}",
+        "{\"features\":{\"a\":{\"key\":\"a\",\"version\":1}},\"segments\":7}",
+        "{\"features\":{\"a\":{\"key\":\"b\",\"version\":1}}}",
+        "{\"features\":{\"a\":{\"version\":1}}}",
+        "{\"features\":{\"a\":{\"key\":\"a\",\"version\":1,\"deleted\":1}}}",
+        "{\"features\":{\"$valid\":{\"key\":\"$valid\",\"version\":1}}}",
+        "{\"other\":{\"x\":5}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *d = json_loads(bad[i], JSON_ALLOW_NUL, NULL);
+        ck_assert_msg(d != NULL, "%s", bad[i]);
+        const char *why = NULL;
+        ck_assert_int_eq(ld_data_validate(d, &why), LD_EINVAL);
+        rt_error(ld_store_init(s, d), LD_EINVAL, why);
+        json_decref(d);
+    }
+    /* filed under "a\0b" (jansson's text reader takes no NUL in a key) */
+    json_t *nul = json_pack("{s:{}}", "features");
+    json_object_setn_new(json_object_get(nul, "features"), "a\0b", 3,
+                         json_pack("{s:s,s:i}", "key", "a", "version", 1));
+    const char *why = NULL;
+    ck_assert_int_eq(ld_data_validate(nul, &why), LD_EINVAL);
+    rt_error(ld_store_init(s, nul), LD_EINVAL, why);
+    json_decref(nul);
+    r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
+    ck_assert_int_eq(r->integer, 10000);
+    freeReplyObject(r);
+    ld_store_free(s);
+}
+END_TEST
+
 START_TEST(test_many_items_sliced)
 {
     /* 10,000 flags: the init writes, and all() parses, over many passes */
@@ -550,6 +626,7 @@ Suite *rt_suite_store(void)
     tcase_add_test(tc, test_upsert_race_retries);
     tcase_add_test(tc, test_read_your_writes_pipelined);
     tcase_add_test(tc, test_many_items_sliced);
+    tcase_add_test(tc, test_an_invalid_init_writes_nothing);
     tcase_add_test(tc, test_all_of_the_same_bytes_is_parsed_once);
     tcase_add_test(tc, test_gets_answered_together_complete_in_order);
     tcase_add_test(tc, test_free_with_answers_unparsed);

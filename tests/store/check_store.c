@@ -449,6 +449,37 @@ static const struct ld_store_ops slow_ops = {
     .free = slow_free,
 };
 
+/* ld_store_set_init_validates(): the front hands invalid data to the
+ * implementation's init, which answers for it; without it, the front
+ * rejects it within ld_store_init() and the implementation hears nothing.
+ * NULL is refused. */
+START_TEST(test_an_implementation_may_validate_its_init)
+{
+    ck_assert_int_eq(ld_store_set_init_validates(NULL), LD_EINVAL);
+    json_t *bad = json_pack("{s:{s:{s:s,s:i}}}", "features", "a", "key", "b", "version", 1);
+    struct slow plain = {0}, own = {0};
+    ld_store *p = ld_store_new(B, &slow_ops, &plain);
+    ld_future *f = ld_store_init(p, bad);
+    ck_assert_int_eq(plain.n, 0);
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
+    ld_future_unref(f);
+    ld_store *o = ld_store_new(B, &slow_ops, &own);
+    ck_assert_int_eq(ld_store_set_init_validates(o), 0);
+    f = ld_store_init(o, bad);
+    ck_assert_int_eq(own.n, 1); /* the implementation has it */
+    ck_assert(ld_future_is_pending(f));
+    ld_future_reject(own.outs[0], LD_EINVAL, "%s", "item \"key\" differs");
+    ld_test_wait(f);
+    ck_assert_int_eq(ld_future_error(f), LD_EINVAL);
+    ck_assert_str_eq(ld_future_error_message(f), "item \"key\" differs");
+    ld_future_unref(f);
+    json_decref(bad);
+    ld_store_free(p);
+    ld_store_free(o);
+}
+END_TEST
+
 /* Operations the front answers itself (bad input, closed) complete after
  * the operations issued before them, as every other result does. */
 START_TEST(test_front_rejections_complete_in_issue_order)
@@ -1493,6 +1524,7 @@ Suite *ld_suite_store(void)
     tcase_add_checked_fixture(tc, ld_test_setup, ld_test_teardown);
     tcase_add_test(tc, test_out_of_order_implementation_results_are_reordered);
     tcase_add_test(tc, test_front_rejections_complete_in_issue_order);
+    tcase_add_test(tc, test_an_implementation_may_validate_its_init);
     tcase_add_test(tc, test_result_completed_at_once_does_not_overtake_a_handed_over_one);
     tcase_add_test(tc, test_results_handed_over_without_memory_keep_issue_order);
     tcase_add_test(tc, test_free_cancels_pending_operations);
