@@ -827,6 +827,18 @@ static bool validate_namespace(struct job *j)
     return true;
 }
 
+/* The data is valid: the transaction starts, if the connection can take
+ * it. */
+static void validated(struct job *j)
+{
+    j->validating = false;
+    if (!ldr_conn_usable(j->st->conn)) {
+        job_reject(j, LD_ESTORE, "%s", ldr_conn_why(j->st->conn));
+        return;
+    }
+    init_start(j);
+}
+
 /* Checks the next VALIDATE_SLICE items as ld_data_validate() does (the
  * front leaves it to the store: ld_store_set_init_validates()); after the
  * last, the transaction starts. Invalid data: rejected, nothing sent. */
@@ -849,12 +861,10 @@ static void validate_slice(struct job *j)
                 return;
         }
     }
-    if (j->ns_iter) {
+    if (j->ns_iter)
         slice_later(j);
-        return;
-    }
-    j->validating = false;
-    init_start(j);
+    else
+        validated(j);
 }
 
 static void init_slice(struct job *j)
@@ -986,7 +996,9 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 static void job_start(struct job *j)
 {
     struct rstore *st = j->st;
-    if (!ldr_conn_usable(st->conn)) {
+    /* an init checks its data first: invalid data is LD_EINVAL whatever
+     * the connection's state (validate_slice() looks at it after) */
+    if (j->kind != J_INIT && !ldr_conn_usable(st->conn)) {
         job_reject(j, LD_ESTORE, "%s", ldr_conn_why(st->conn));
         return;
     }
@@ -1013,7 +1025,7 @@ static void job_start(struct job *j)
             if (j->ns_iter)
                 slice_later(j);
             else
-                init_start(j); /* no item */
+                validated(j); /* no item */
         }
         break;
     }

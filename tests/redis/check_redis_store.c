@@ -271,8 +271,8 @@ START_TEST(test_an_invalid_init_writes_nothing)
     freeReplyObject(r);
     ck_assert(rt_bool(ld_store_initialized(s)));
     /* the same data made valid: written */
-    json_object_set_new(json_object_get(json_object_get(data, "features"), "flag-08999"),
-                        "version", json_integer(9000));
+    json_object_set_new(json_object_get(json_object_get(data, "features"), "flag-08999"), "version",
+                        json_integer(9000));
     rt_ok(ld_store_init(s, data));
     json_decref(data);
     r = redisd_cmd(&rt_server, "HLEN launchdarkly:features");
@@ -309,6 +309,19 @@ START_TEST(test_an_invalid_init_writes_nothing)
     ck_assert_int_eq(r->integer, 10000);
     freeReplyObject(r);
     ld_store_free(s);
+    /* with no Redis to reach: invalid data is still LD_EINVAL, valid data
+     * LD_ESTORE */
+    ld_redis_options *o = ld_redis_options_new();
+    ck_assert_int_eq(ld_redis_options_set_url(o, "unix:/nonexistent/redis.sock"), 0);
+    ld_store *gone = ld_redis_store_new(base, o);
+    ld_redis_options_free(o);
+    json_t *wrong = rt_j("{\"features\":{\"a\":{\"key\":\"b\",\"version\":1}}}");
+    rt_error(ld_store_init(gone, wrong), LD_EINVAL, "differs from the key");
+    json_decref(wrong);
+    json_t *right = rt_j("{\"features\":{\"a\":{\"key\":\"a\",\"version\":1}}}");
+    rt_error(ld_store_init(gone, right), LD_ESTORE, NULL);
+    json_decref(right);
+    ld_store_free(gone);
 }
 END_TEST
 
