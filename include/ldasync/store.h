@@ -108,8 +108,13 @@ LD_EXPORT ld_future *ld_store_all(ld_store *store, const ld_kind *kind);
 
 /** Replaces all data with `all_data`, {"features": {...}, "segments": {...}}
  *  (borrowed), after validating all of it (ld_data_validate()); nothing
- *  changes if any of it is invalid. @return a new reference, fulfilled with
- *  no value. @since 0.1.0 */
+ *  changes if any of it is invalid. A store that validates or loads it
+ *  over several passes of the loop (the memory store's big inits, the
+ *  Redis store's) holds a reference to it until the future completes: do
+ *  not modify `all_data` or the objects in it until then (jansson's
+ *  references do not guard against changes; removing or replacing a
+ *  namespace or an item meanwhile is a use after free). @return a new
+ *  reference, fulfilled with no value. @since 0.1.0 */
 LD_EXPORT ld_future *ld_store_init(ld_store *store, const json_t *all_data);
 
 /** Stores `item` (borrowed, validated) if its version is newer. @return a new

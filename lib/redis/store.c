@@ -839,6 +839,21 @@ static void validated(struct job *j)
     init_start(j);
 }
 
+/* An item filed under a key with a NUL byte (ld_item_validate() takes a C
+ * string): ld_data_validate() of it alone, for its reason word for word
+ * (the item's own fault first, then the key's). */
+static int key_with_nul(const char *key, size_t len, json_t *item, const char **why)
+{
+    json_t *coll = json_object(), *one = json_object();
+    int rc = coll && one && json_object_setn_nocheck(coll, key, len, item) == 0 &&
+                     json_object_set(one, "x", coll) == 0
+                 ? ld_data_validate(one, why)
+                 : LD_ENOMEM;
+    json_decref(coll);
+    json_decref(one);
+    return rc != 0 ? rc : (*why = "invalid item", LD_EINVAL); /* never valid */
+}
+
 /* Checks the next VALIDATE_SLICE items as ld_data_validate() does (the
  * front leaves it to the store: ld_store_set_init_validates()); after the
  * last, the transaction starts. Invalid data: rejected, nothing sent. */
@@ -847,9 +862,9 @@ static void validate_slice(struct job *j)
     for (int n = 0; j->ns_iter && n < VALIDATE_SLICE; n++) {
         const char *key = json_object_iter_key(j->item_iter), *why = NULL;
         json_t *item = json_object_iter_value(j->item_iter);
-        int rc = strlen(key) != json_object_iter_key_len(j->item_iter)
-                     ? (why = "item \"key\" differs from the key it is filed under", LD_EINVAL)
-                     : ld_item_validate(item, key, &why);
+        size_t klen = json_object_iter_key_len(j->item_iter);
+        int rc = strlen(key) != klen ? key_with_nul(key, klen, item, &why)
+                                     : ld_item_validate(item, key, &why);
         if (rc != 0) {
             job_reject(j, LD_EINVAL, "%s", why ? why : "invalid item");
             return;

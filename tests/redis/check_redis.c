@@ -140,7 +140,7 @@ void rt_run_for(struct event_base *base, int ms)
 /* clang-format off */
 static Suite *(*const suites[])(void) = {
     rt_suite_options, rt_suite_store, rt_suite_big_segments, rt_suite_daemon, rt_suite_chaos,
-    rt_suite_outages, rt_suite_attack,
+    rt_suite_outages, rt_suite_attack, rt_suite_attack2,
 };
 /* clang-format on */
 

@@ -38,5 +38,6 @@ Suite *rt_suite_daemon(void);
 Suite *rt_suite_chaos(void);
 Suite *rt_suite_outages(void);
 Suite *rt_suite_attack(void);
+Suite *rt_suite_attack2(void);
 
 #endif
