@@ -865,6 +865,10 @@ static void validate_slice(struct job *j)
         size_t klen = json_object_iter_key_len(j->item_iter);
         int rc = strlen(key) != klen ? key_with_nul(key, klen, item, &why)
                                      : ld_item_validate(item, key, &why);
+        if (rc == LD_ENOMEM) { /* key_with_nul() could not tell */
+            job_reject(j, LD_ENOMEM, NULL);
+            return;
+        }
         if (rc != 0) {
             job_reject(j, LD_EINVAL, "%s", why ? why : "invalid item");
             return;
