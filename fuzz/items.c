@@ -181,9 +181,13 @@ static bool is_ns(const char *key, size_t len, const char *ns)
  * The library looks prerequisite keys up as C strings (json_object_get), and
  * so does the model: a key with an embedded NUL names what its C string
  * names. */
-static long find_item(json_t *const *items, size_t n, const json_t *coll, const char *k)
+static long find_item(json_t *const *items, size_t n, const json_t *coll, const json_t *k)
 {
-    const json_t *it = k ? json_object_get(coll, k) : NULL;
+    /* by the whole string: a key with a NUL byte names no item (the
+     * library looks keys up by length too) */
+    const json_t *it = json_is_string(k)
+                           ? json_object_getn(coll, json_string_value(k), json_string_length(k))
+                           : NULL;
     for (size_t i = 0; it && i < n; i++)
         if (items[i] == it)
             return (long)i;
@@ -205,8 +209,7 @@ static bool reaches(json_t *const *items, size_t n, const json_t *coll, size_t f
         size_t cur = stack[--depth];
         const json_t *pre = json_object_get(items[cur], "prerequisites");
         for (size_t j = 0; j < json_array_size(pre); j++) {
-            long p = find_item(items, n, coll,
-                               json_string_value(json_object_get(json_array_get(pre, j), "key")));
+            long p = find_item(items, n, coll, json_object_get(json_array_get(pre, j), "key"));
             if (p < 0)
                 continue;
             if ((size_t)p == to) {
@@ -258,8 +261,7 @@ static void check_sorted_kind(const json_t *coll, const json_t *out_items, bool 
     for (size_t d = 0; by_prerequisites && d < n; d++) {
         const json_t *pre = json_object_get(items[d], "prerequisites");
         for (size_t j = 0; j < json_array_size(pre); j++) {
-            long p = find_item(items, n, coll,
-                               json_string_value(json_object_get(json_array_get(pre, j), "key")));
+            long p = find_item(items, n, coll, json_object_get(json_array_get(pre, j), "key"));
             if (p < 0 || (size_t)p == d || pos[p] < pos[d])
                 continue;
             /* p placed after d: only allowed if p depends on d (a cycle). */
