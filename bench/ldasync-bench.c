@@ -2914,8 +2914,8 @@ static void await_passes(struct event_base *base, ld_future *f, double *longest)
     int after = 30;
     while (ld_future_is_pending(f) || after-- > 0) {
         double t0 = thread_cpu_ns();
-        event_base_loop(base, ld_future_is_pending(f) ? EVLOOP_ONCE
-                                                      : EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(base,
+                        ld_future_is_pending(f) ? EVLOOP_ONCE : EVLOOP_ONCE | EVLOOP_NONBLOCK);
         double d = thread_cpu_ns() - t0;
         if (d > *longest)
             *longest = d;
